@@ -1,0 +1,114 @@
+"""Model runtimes, one module per format, behind the Model protocol.
+
+Heavy imports (onnxruntime, tensorflow, boto3) happen only inside the modules named in
+RUNTIMES, when an API that needs them is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from localserve.errors import ModelLoadError
+
+RUNTIMES = {
+    "onnx": "localserve.runtimes.onnx:OnnxModel",
+    "tensorflow": "localserve.runtimes.tensorflow:TensorFlowModel",
+}
+
+Feed = dict[str, np.ndarray]
+"""Model inputs after coercion: input name -> array of the input's dtype."""
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to place and run a model; built by the server from the API config and CLI flags."""
+
+    signature_key: str | None = None  # TensorFlow: tf_signature_key
+    threads: int | None = None  # intra-op threads; None = chosen from the cores of this replica
+    gpu: bool = False  # compute.gpu > 0
+    allow_cpu_fallback: bool = False  # --allow-cpu-fallback
+
+
+class Model(Protocol):
+    """A loaded model, callable from any worker thread."""
+
+    format: str  # "onnx" | "tensorflow"
+    device: str  # where it runs, for logs and GET /<api>: "CPUExecutionProvider", "CUDAExecutionProvider", "/GPU:0"
+
+    @property
+    def input_signature(self) -> Any:
+        """What pre_inference gets: list[onnxruntime.NodeArg] (ONNX), map<str, SignatureDef> (TF)."""
+
+    @property
+    def output_signature(self) -> Any:
+        """What post_inference gets: list[onnxruntime.NodeArg] (ONNX), map<str, SignatureDef> (TF)."""
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able {"inputs": [{"name", "type", "shape"}], "outputs": [...], "device": ...}."""
+
+    def coerce(self, value: Any) -> Feed:
+        """pre_inference's return (or the raw sample) -> arrays; RequestError (400) naming input, type, shape."""
+
+    def run(self, feed: Feed) -> Any:
+        """Run once. ONNX: list of arrays in output order; TensorFlow: dict output name -> array."""
+
+
+def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
+    """Open the model at ``path`` (already fetched locally) with the runtime for ``model_format``."""
+    try:
+        target = RUNTIMES[model_format]
+    except KeyError:
+        raise ModelLoadError(f"Unknown model format {model_format!r}; expected one of {', '.join(RUNTIMES)}.") from None
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        extra = "onnx" if model_format == "onnx" else "tensorflow"
+        raise ModelLoadError(
+            f"The {model_format} runtime is not installed ({exc}); install it with: pip install 'localserve[{extra}]'."
+        ) from None
+    model: Model = getattr(module, class_name)(path, options)
+    return model
+
+
+def default_threads() -> int:
+    """Intra-op threads for one replica: the cores this process may use, divided among replicas."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        cores = os.cpu_count() or 1
+    replicas = int(os.environ.get("LOCALSERVE_REPLICAS", "1") or 1)
+    return max(1, cores // max(1, replicas))
+
+
+def summarize_value(value: Any) -> str:
+    """A short description of what came, for error messages: 'a list of 3 numbers', 'float64 array of shape [2, 3]'."""
+    if isinstance(value, np.ndarray):
+        return f"a {value.dtype} array of shape {list(value.shape)}"
+    if isinstance(value, list | tuple):
+        kinds = {type(v).__name__ for v in value}
+        if len(kinds) == 1 and isinstance(value[0] if value else None, int | float) and not isinstance(value[0], bool):
+            return f"a list of {len(value)} numbers"
+        if len(kinds) == 1 and value and isinstance(value[0], list | tuple):
+            try:
+                shape = list(np.asarray(value, dtype=object).shape)
+            except ValueError:
+                shape = None
+            if shape is not None:
+                return f"a nested list of shape {shape}"
+        return f"a list of {len(value)} items"
+    if isinstance(value, Mapping):
+        return f"a mapping with keys {sorted(map(str, value))}"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if value is None:
+        return "nothing (None)"
+    return f"a {type(value).__name__}"
