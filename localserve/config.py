@@ -152,6 +152,10 @@ class ServeConfig:
             + _suggest(name, [a.name for a in self.apis])
         )
 
+    def only(self, names: tuple[str, ...] | list[str]) -> ServeConfig:
+        """The same config restricted to the APIs called ``names`` (``serve --api``)."""
+        return ServeConfig(project=self.project, apis=tuple(self.api(n) for n in names), source=self.source)
+
 
 def find_config_file(project: Path) -> Path | None:
     for name in CONFIG_FILES:
@@ -178,7 +182,7 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
     if config_file is None and "handler" not in flags and "model" not in flags and "predictor" not in flags:
         config_file = find_config_file(project)
     if config_file is not None:
-        import yaml  # noqa: PLC0415  (pyyaml costs ~20 ms; only configs need it)
+        import yaml
 
         path = config_file if config_file.is_absolute() else (Path.cwd() / config_file)
         if not path.is_file():
@@ -241,7 +245,7 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
     handler = _opt_str(entry, "handler", where)
     if handler is not None and not HANDLER_RE.match(handler):
         raise ConfigError(
-            f'{where}: invalid value {handler!r} for \'handler\'; it must look like "<module>:<function>", '
+            f"{where}: invalid value {handler!r} for 'handler'; it must look like \"<module>:<function>\", "
             'e.g. "main:handler".'
         )
     request_handler = _opt_str(entry, "request_handler", where)
@@ -249,7 +253,9 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
     predictor = _parse_predictor(entry.get("predictor"), where)
     model_format = _opt_str(entry, "model_format", where)
     if model_format is not None and model_format not in ("onnx", "tensorflow"):
-        raise ConfigError(f"{where}: invalid value {model_format!r} for 'model_format'; expected 'onnx' or 'tensorflow'.")
+        raise ConfigError(
+            f"{where}: invalid value {model_format!r} for 'model_format'; expected 'onnx' or 'tensorflow'."
+        )
 
     chosen = [k for k, v in (("handler", handler), ("predictor", predictor)) if v is not None]
     if model is not None or request_handler is not None:
@@ -260,9 +266,13 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
             "'handler', a 'predictor', or a 'model' with an optional 'request_handler'."
         )
     if not chosen:
-        raise ConfigError(f"{where}: nothing to serve; set 'handler', 'predictor', or 'model' (with 'request_handler').")
+        raise ConfigError(
+            f"{where}: nothing to serve; set 'handler', 'predictor', or 'model' (with 'request_handler')."
+        )
     if request_handler is not None and model is None:
-        raise ConfigError(f"{where}: 'request_handler' needs a 'model' to run between pre_inference and post_inference.")
+        raise ConfigError(
+            f"{where}: 'request_handler' needs a 'model' to run between pre_inference and post_inference."
+        )
     if predictor is not None:
         if predictor.type in ("onnx", "tensorflow") and not (predictor.model_path or model):
             raise ConfigError(
@@ -400,7 +410,9 @@ def _parse_compute(raw: Any, where: str) -> ComputeConfig:
     mem_raw = raw.get("mem")
     mem = None if mem_raw is None else str(mem_raw)
     if mem is not None and (isinstance(mem_raw, bool) or not MEM_RE.match(mem)):
-        raise ConfigError(f"{where}: invalid value {mem_raw!r} for 'mem' in 'compute'; expected a quantity like '2Gi' or '512Mi'.")
+        raise ConfigError(
+            f"{where}: invalid value {mem_raw!r} for 'mem' in 'compute'; expected a quantity like '2Gi' or '512Mi'."
+        )
     return ComputeConfig(min_r, max_r, init_r, target, cpu, gpu, mem)
 
 
@@ -458,9 +470,7 @@ def _int(raw: Mapping[str, Any], key: str, where: str, default: Any, *, minimum:
         if ": " in where and where.rsplit(": ", 1)[1] in ("compute", "batching"):
             where, section = where.rsplit(": ", 1)
             section = f" in {section!r}"
-        raise ConfigError(
-            f"{where}: invalid value {value!r} for {key!r}{section}; expected an integer >= {minimum}."
-        )
+        raise ConfigError(f"{where}: invalid value {value!r} for {key!r}{section}; expected an integer >= {minimum}.")
     return value
 
 

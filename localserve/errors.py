@@ -7,6 +7,7 @@ class LocalServeError(Exception):
     """Base of every error localserve raises on purpose."""
 
     status_code: int = 500
+    details: str = ""  # a traceback of user code, for the log; never sent to clients
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)

@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from localserve.errors import ConfigError, ProjectError
+
+log = logging.getLogger("localserve")
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TRAINING_RESULT_DIR = "abejainc_training_result"
 
 
 def cache_dir() -> Path:
@@ -13,3 +27,171 @@ def cache_dir() -> Path:
         return Path(explicit)
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "localserve"
+
+
+def parse_environment(items: Iterable[str]) -> dict[str, str]:
+    """``--environment KEY:VALUE`` options -> a dict (split at the first colon)."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition(":")
+        if not sep:
+            raise ConfigError(f"Invalid --environment {item!r}: expected KEY:VALUE, e.g. ABEJA_TRAINING_RESULT_DIR:.")
+        if not ENV_KEY_RE.match(key):
+            raise ConfigError(
+                f"Invalid --environment {item!r}: the key {key!r} must match [A-Za-z_][A-Za-z0-9_]* "
+                "(letters, digits and underscores, not starting with a digit)."
+            )
+        result[key] = value
+    return result
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """``VARIABLE=value`` lines of a .env file (comments, blank lines, ``export`` and quotes allowed)."""
+    result: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not ENV_KEY_RE.match(key):
+            raise ConfigError(f"{path.name}, line {number}: expected VARIABLE=value, got {raw!r}.")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        result[key] = value
+    return result
+
+
+def enter_project(project: Path, environment: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> None:
+    """Make ``project`` the working directory and first on sys.path; export .env, then ``environment``.
+
+    Order of precedence, lowest first: ``defaults`` (only when unset), .env, ``--environment``.
+    """
+    project = project.resolve()
+    os.chdir(project)
+    if str(project) not in sys.path[:1]:
+        sys.path.insert(0, str(project))
+    dotenv = project / ".env"
+    values = dict(read_dotenv(dotenv)) if dotenv.is_file() else {}
+    values.update(environment)
+    for key, value in (defaults or {}).items():
+        if key not in values and key not in os.environ:
+            values[key] = value
+    os.environ.update(values)
+
+
+def requirements_spec(project: Path) -> tuple[str, list[str]] | None:
+    """(file name, pip arguments) for the project's requirements.txt or Pipfile; None when it has neither."""
+    req = project / "requirements.txt"
+    if req.is_file():
+        return "requirements.txt", ["-r", str(req)]
+    pipfile = project / "Pipfile"
+    if pipfile.is_file():
+        return "Pipfile", pipfile_requirements(pipfile)
+    return None
+
+
+def pipfile_requirements(pipfile: Path) -> list[str]:
+    """The [packages] of a Pipfile as pip requirement strings."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(pipfile.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProjectError(f"Pipfile is not valid TOML: {exc}.") from None
+    specs = []
+    for name, spec in (data.get("packages") or {}).items():
+        if spec == "*" or spec == {}:
+            specs.append(name)
+        elif isinstance(spec, str):
+            specs.append(f"{name}{spec}")
+        elif isinstance(spec, dict) and isinstance(spec.get("version"), str):
+            specs.append(f"{name}{'' if spec['version'] == '*' else spec['version']}")
+        elif isinstance(spec, dict) and isinstance(spec.get("path"), str):
+            specs.append(str((pipfile.parent / spec["path"]).resolve()))
+        else:
+            raise ProjectError(f"Pipfile: cannot install package {name!r} = {spec!r}; use a version string or a path.")
+    return specs
+
+
+def install_requirements(project: Path, *, quiet: bool = False) -> Path | None:
+    """Install requirements.txt (or a Pipfile) into ``<cache>/envs/<hash>`` once; put it on sys.path.
+
+    The folder is keyed by the file's content and the Python version, so a second start with the
+    same requirements installs nothing.
+    """
+    spec = requirements_spec(project)
+    if spec is None:
+        return None
+    name, args = spec
+    source = (project / name).read_bytes()
+    key = hashlib.sha256(source + sys.version.encode() + "\0".join(args[2:] if name == "Pipfile" else []).encode())
+    target = cache_dir() / "envs" / key.hexdigest()[:24]
+    if not (target / ".complete").is_file():
+        _pip_install(name, args, target, quiet=quiet, cwd=project)
+    else:
+        log.info("%s: already installed in %s", name, target)
+    _activate(target)
+    return target
+
+
+def _activate(target: Path) -> None:
+    if str(target) not in sys.path:
+        sys.path.insert(1, str(target))
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(target) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(target), *paths])
+
+
+def _pip_install(name: str, args: list[str], target: Path, *, quiet: bool, cwd: Path) -> None:
+    if not args:
+        target.mkdir(parents=True, exist_ok=True)
+        (target / ".complete").write_text("")
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".installing-", dir=target.parent))
+    command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--target", str(staging), *args]
+    log.info("installing %s into %s", name, target)
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=cwd,
+            stdout=subprocess.PIPE if quiet else sys.stderr,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ProjectError(f"Could not run pip to install {name}: {exc}.") from None
+    if proc.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        stderr = proc.stderr or ""
+        raise ProjectError(f"Installing {name} failed: {_pip_failure(stderr)}\n{stderr.strip()[-2000:]}")
+    if proc.stderr and not quiet:
+        sys.stderr.write(proc.stderr)
+    (staging / ".complete").write_text(" ".join(args))
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same install first
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _pip_failure(stderr: str) -> str:
+    for pattern in (
+        r"No matching distribution found for (\S+)",
+        r"Could not find a version that satisfies the requirement (\S+)",
+        r"Failed to build (\S+)",
+        r"Failed building wheel for (\S+)",
+        r"ERROR: Invalid requirement: '?([^'\n]+)'?",
+        r"ERROR: Could not open requirements file: (.+)",
+    ):
+        match = re.search(pattern, stderr)
+        if match:
+            return f"pip could not install the package {match.group(1)!r}."
+    return "pip exited with an error (see its output below)."

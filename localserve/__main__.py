@@ -1,0 +1,3 @@
+from localserve.cli import main
+
+main()

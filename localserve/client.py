@@ -1,0 +1,82 @@
+"""Send one request through the app in-process, with no socket: the engine of ``localserve run``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from localserve.server import App
+
+
+async def call(
+    app: App,
+    method: str,
+    path: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    query_string: str = "",
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One HTTP exchange with ``app`` through ASGI; returns (status, headers, body)."""
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method.upper(),
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": query_string.encode("latin-1"),
+        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+        + [(b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 0),
+        "server": ("localserve-run", 0),
+        "state": {},
+    }
+    sent = False
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await never.wait()  # the client never goes away
+        return {"type": "http.disconnect"}
+
+    status = 500
+    response_headers: list[tuple[str, str]] = []
+    chunks: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status, response_headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            response_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", [])]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return status, response_headers, b"".join(chunks)
+
+
+def run_once(
+    app: App,
+    *,
+    api: str | None,
+    method: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    query_string: str = "",
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Load every API of ``app``, send one request to ``api`` (the only one when None), shut down."""
+    name = api or next(iter(app.apis))
+
+    async def main() -> tuple[int, list[tuple[str, str]], bytes]:
+        await app.startup(wait=True)
+        try:
+            return await call(app, method, f"/{name}/predict", headers, body, query_string)
+        finally:
+            await app.shutdown()
+
+    return asyncio.run(main())

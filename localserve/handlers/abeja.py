@@ -1,0 +1,75 @@
+"""ABEJA Platform handlers: ``handler(request, context)`` returning ``{status_code, content_type, content, metadata}``.
+
+ABEJA handlers are never batched: each call gets one request and answers it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from localserve.config import ApiConfig
+from localserve.errors import HandlerLoadError, LocalServeError
+from localserve.handlers import EndpointOptions, truncate, user_error
+from localserve.handlers.loader import load_attr, positional_count
+from localserve.request import Request
+from localserve.response import Reply, abeja_reply
+
+log = logging.getLogger("localserve")
+
+
+class AbejaHandler:
+    def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
+        self.api = api
+        self.options = options
+        self.func: Callable[[Request, dict[str, Any]], Any] | None = None
+
+    def load(self) -> None:
+        assert self.api.handler is not None
+        func = load_attr(self.api.handler, self.options.project)
+        if not callable(func):
+            raise HandlerLoadError(f'Handler "{self.api.handler}" is a {type(func).__name__}, not a function.')
+        count, varargs = positional_count(func)
+        if count != 2 and not (varargs and count < 2):
+            raise HandlerLoadError(
+                f'Handler "{self.api.handler}" must accept 2 parameters (request, context); it accepts {count}.'
+            )
+        self.func = func
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.api.name, "kind": "abeja", "handler": self.api.handler, "model_format": None}
+
+    def handle(self, request: Request) -> Reply:
+        assert self.func is not None
+        if request.debug:
+            log.info(
+                "debug: request %s %s, %d bytes, headers %s",
+                request.method,
+                request.content_type,
+                len(request.body),
+                [h["key"] for h in request.headers],
+            )
+        if request.is_multipart:
+            _ = request.contents  # a malformed body is a 400 before user code runs
+        start = time.perf_counter()
+        try:
+            result = self.func(request, dict(self.api.context))
+        except Exception as exc:
+            raise user_error(exc, f'Handler "{self.api.handler}"') from None
+        finally:
+            self.options.observe("handler", time.perf_counter() - start)
+        reply = abeja_reply(result)
+        if request.debug:
+            log.info("debug: response %d %s", reply.status, truncate(reply.value))
+        return reply
+
+    def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
+        results: list[Reply | LocalServeError] = []
+        for request in requests:
+            try:
+                results.append(self.handle(request))
+            except LocalServeError as exc:
+                results.append(exc)
+        return results

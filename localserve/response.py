@@ -1,0 +1,215 @@
+"""Whatever user code returned -> a Reply (status, headers, body or stream) the server can send."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import decimal
+import enum
+import io
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+
+import numpy as np
+
+from localserve.errors import HandlerError
+
+JSON_TYPE = b"application/json"
+MSGPACK_TYPE = "application/msgpack"
+NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/x-jsonlines")
+ABEJA_KEYS = frozenset({"status_code", "content_type", "content", "metadata"})
+
+
+@dataclass
+class Reply:
+    """A response ready to send; ``stream`` (an iterator of bytes) replaces ``body`` for generators."""
+
+    status: int = 200
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    body: bytes = b""
+    stream: Iterator[bytes] | None = None
+    asgi: Any = None  # a Starlette Response returned by user code, sent as is
+    value: Any = None  # the Python value, for the tracker
+
+
+def json_default(value: Any) -> Any:
+    """json.dumps hook: numpy arrays and scalars, datetimes, decimals, sets, bytes, enums."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "SO":
+            return [json_default(v) if isinstance(v, bytes | np.ndarray) else v for v in value.tolist()]
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def dump_json(value: Any) -> bytes:
+    try:
+        return json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise HandlerError(f"The response cannot be serialised as JSON: {exc}.") from None
+
+
+def dump_msgpack(value: Any) -> bytes:
+    import msgpack
+
+    try:
+        return msgpack.packb(value, default=_msgpack_default, use_bin_type=True)  # type: ignore[no-any-return]
+    except (TypeError, ValueError) as exc:
+        raise HandlerError(f"The response cannot be serialised as msgpack: {exc}.") from None
+
+
+def _msgpack_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    return json_default(value)
+
+
+def wants_msgpack(accept: str | None) -> bool:
+    return accept is not None and ("application/msgpack" in accept or "application/x-msgpack" in accept)
+
+
+# -- ABEJA ---------------------------------------------------------------------------------
+
+
+def abeja_reply(result: Any) -> Reply:
+    """Render an ABEJA handler's returned dict ``{status_code, content_type, content, metadata}``."""
+    if not isinstance(result, Mapping):
+        raise HandlerError(
+            f"The handler returned {_type_name(result)}; expected a dict with 'status_code', 'content_type', "
+            "'content' and 'metadata'."
+        )
+    status = _status(result.get("status_code", HTTPStatus.OK))
+    content_type = result.get("content_type") or "text/plain"
+    if not isinstance(content_type, str):
+        raise HandlerError(f"The handler's 'content_type' is {_type_name(content_type)}; expected a string.")
+    headers = [(b"content-type", content_type.encode("latin-1"))]
+    headers.extend(_metadata_headers(result.get("metadata")))
+    content = result.get("content")
+    reply = Reply(status=status, headers=headers, value=content)
+    lowered = content_type.lower()
+    if content is None:
+        pass
+    elif isinstance(content, bytes | bytearray | memoryview):
+        reply.body = bytes(content)  # Decision 1: bytes are sent as bytes
+    elif isinstance(content, str):
+        reply.body = content.encode("utf-8")
+    elif hasattr(content, "read"):
+        data = content.read()
+        reply.body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    elif isinstance(content, list) and content and all(isinstance(c, bytes | bytearray) for c in content):
+        reply.body = b"".join(content)
+    elif isinstance(content, list) and lowered.startswith("text/csv"):
+        reply.body = _csv(content)
+    elif isinstance(content, list) and lowered.startswith(NDJSON_TYPES):
+        reply.body = b"".join(dump_json(item) + b"\n" for item in content)
+    elif _is_stream(content):
+        reply.stream = _chunks(content)  # Decision 3: generators are streamed
+    else:
+        reply.body = dump_json(content)
+    return reply
+
+
+def _status(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= int(value) <= 599:
+        raise HandlerError(f"The handler's 'status_code' is {value!r}; expected an int or http.HTTPStatus (100-599).")
+    return int(value)
+
+
+def _metadata_headers(metadata: Any) -> list[tuple[bytes, bytes]]:
+    if metadata is None:
+        return []
+    if not isinstance(metadata, Mapping):
+        raise HandlerError(f"The handler's 'metadata' is {_type_name(metadata)}; expected a dict of response headers.")
+    headers = []
+    for key, value in metadata.items():
+        name = str(key)
+        if not name or any(c in name for c in ' \t\r\n:"(),/;<=>?@[\\]{}') or not name.isascii():
+            raise HandlerError(f"The handler's 'metadata' key {name!r} is not a valid HTTP header name.")
+        text = str(value)
+        if "\r" in text or "\n" in text:
+            raise HandlerError(f"The handler's 'metadata' value for {name!r} contains a line break.")
+        headers.append((name.lower().encode("latin-1"), text.encode("latin-1", "replace")))
+    return headers
+
+
+def _csv(rows: list[Any]) -> bytes:
+    out = io.StringIO()
+    if rows and all(isinstance(r, Mapping) for r in rows):
+        fieldnames: list[str] = []
+        for row in rows:
+            fieldnames.extend(k for k in row if k not in fieldnames)
+        writer = csv.DictWriter(out, fieldnames=fieldnames, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        plain = csv.writer(out, lineterminator="\n")
+        for row in rows:
+            plain.writerow(row if isinstance(row, list | tuple) else [row])
+    return out.getvalue().encode("utf-8")
+
+
+# -- Cortex --------------------------------------------------------------------------------
+
+
+def cortex_reply(value: Any, accept: str | None = None) -> Reply:
+    """Render a predictor's or post_inference's return (Cortex rules)."""
+    if _is_starlette_response(value):
+        return Reply(status=value.status_code, asgi=value, value=None)
+    if isinstance(value, str):
+        return Reply(headers=[(b"content-type", b"text/plain; charset=utf-8")], body=value.encode("utf-8"), value=value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return Reply(headers=[(b"content-type", b"application/octet-stream")], body=bytes(value), value=None)
+    if _is_stream(value):
+        return Reply(headers=[(b"content-type", b"application/octet-stream")], stream=_chunks(value), value=None)
+    if wants_msgpack(accept):
+        return Reply(headers=[(b"content-type", MSGPACK_TYPE.encode())], body=dump_msgpack(value), value=value)
+    return Reply(headers=[(b"content-type", JSON_TYPE)], body=dump_json(value), value=value)
+
+
+def _is_starlette_response(value: Any) -> bool:
+    cls = type(value)
+    return any(base.__module__.startswith("starlette.") and base.__name__ == "Response" for base in cls.__mro__)
+
+
+def _is_stream(value: Any) -> bool:
+    return isinstance(value, Iterator) or (
+        isinstance(value, Iterable)
+        and not isinstance(value, list | tuple | dict | set | frozenset | str | bytes)
+        and not isinstance(value, np.ndarray)
+        and not isinstance(value, Mapping)
+    )
+
+
+def _chunks(iterable: Iterable[Any]) -> Iterator[bytes]:
+    for chunk in iterable:
+        if isinstance(chunk, bytes | bytearray | memoryview):
+            yield bytes(chunk)
+        elif isinstance(chunk, str):
+            yield chunk.encode("utf-8")
+        else:
+            yield dump_json(chunk) + b"\n"
+
+
+def error_body(message: str, request_id: str) -> bytes:
+    return json.dumps({"error": message, "request_id": request_id}, ensure_ascii=False).encode("utf-8")
+
+
+def _type_name(value: Any) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"

@@ -1,0 +1,254 @@
+"""Serve on one port with one process, or with N replica processes that share the listening socket.
+
+The parent binds the port once and hands the socket to each replica (spawned, not forked, so
+no replica inherits a half-initialised runtime). A replica that dies is started again while
+the others keep answering on the same port; SIGTERM/SIGINT stop every replica gracefully.
+With GPUs visible, replicas are spread over them through CUDA_VISIBLE_DEVICES.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from localserve.config import ServeConfig
+from localserve.server import ServeOptions, create_app
+
+log = logging.getLogger("localserve")
+EXIT_LOAD_FAILED = 3
+RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0)
+
+
+def serve_forever(
+    config: ServeConfig,
+    options: ServeOptions,
+    *,
+    host: str,
+    port: int,
+    replicas: int | None = None,
+    graceful_timeout: float = 30.0,
+) -> int:
+    """Serve until SIGTERM/SIGINT; returns the process exit code."""
+    count = replicas or max(api.compute.replicas for api in config.apis)
+    if count == 1:
+        return _serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=None)
+    return Supervisor(config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout).run()
+
+
+def _serve(
+    config: ServeConfig,
+    options: ServeOptions,
+    *,
+    host: str,
+    port: int,
+    graceful_timeout: float,
+    sock: socket.socket | None,
+) -> int:
+    import uvicorn
+
+    fatal: list[str] = []
+    server: uvicorn.Server | None = None
+
+    def on_fatal(message: str) -> None:
+        fatal.append(message)
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(config, options, on_fatal)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=graceful_timeout,
+            server_header=False,
+        )
+    )
+    if sock is None:
+        names = ", ".join(f"/{name}" for name in app.apis)
+        log.info("serving %s at http://%s:%d (%s)", config.source, host, port, names)
+    server.run(sockets=[sock] if sock is not None else None)
+    return EXIT_LOAD_FAILED if fatal else 0
+
+
+def _replica_main(
+    config: ServeConfig,
+    options: ServeOptions,
+    sock: socket.socket,
+    host: str,
+    port: int,
+    graceful_timeout: float,
+    env: dict[str, str],
+    log_level: int,
+) -> None:
+    os.environ.update(env)
+    os.chdir(config.project)
+    sys.path.insert(0, str(config.project))
+    logging.basicConfig(level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    sys.exit(_serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=sock))
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids replicas may be spread over: CUDA_VISIBLE_DEVICES, else what nvidia-smi lists."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+
+
+class Supervisor:
+    def __init__(
+        self,
+        config: ServeConfig,
+        options: ServeOptions,
+        *,
+        host: str,
+        port: int,
+        replicas: int,
+        graceful_timeout: float,
+    ) -> None:
+        self.config = config
+        self.options = options
+        self.host = host
+        self.port = port
+        self.replicas = replicas
+        self.graceful_timeout = graceful_timeout
+        self.context = multiprocessing.get_context("spawn")
+        self.processes: list[BaseProcess | None] = [None] * replicas
+        self.restarts = [0] * replicas
+        self.stopping = False
+        self.gpus = visible_gpus() if any(api.compute.gpu > 0 for api in config.apis) else []
+        self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
+
+    def replica_env(self, index: int) -> dict[str, str]:
+        env = {
+            "LOCALSERVE_REPLICAS": str(self.replicas),
+            "LOCALSERVE_REPLICA": str(index),
+            "LOCALSERVE_METRICS_DIR": self.metrics_dir,
+        }
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpus[index % len(self.gpus)]
+        return env
+
+    def start(self, index: int, sock: socket.socket) -> None:
+        process = self.context.Process(
+            target=_replica_main,
+            args=(
+                self.config,
+                self.options,
+                sock,
+                self.host,
+                self.port,
+                self.graceful_timeout,
+                self.replica_env(index),
+                logging.getLogger().getEffectiveLevel(),
+            ),
+            name=f"localserve-replica-{index}",
+            daemon=False,
+        )
+        process.start()
+        self.processes[index] = process
+        gpu = f" on GPU {self.replica_env(index)['CUDA_VISIBLE_DEVICES']}" if self.gpus else ""
+        log.info("replica %d started (pid %s)%s", index, process.pid, gpu)
+
+    def run(self) -> int:
+        sock = bind_socket(self.host, self.port)
+        log.info("serving %s at http://%s:%d with %d replicas", self.config.source, self.host, self.port, self.replicas)
+
+        def stop(signum: int, frame: Any) -> None:
+            self.stopping = True
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        code = 0
+        try:
+            for index in range(self.replicas):
+                self.start(index, sock)
+            next_start: dict[int, float] = {}
+            while not self.stopping:
+                time.sleep(0.2)
+                for index, process in enumerate(self.processes):
+                    if process is None or process.is_alive() or self.stopping:
+                        continue
+                    if index not in next_start:
+                        if process.exitcode == EXIT_LOAD_FAILED:
+                            log.error("replica %d could not load its APIs; stopping", index)
+                            self.stopping, code = True, 1
+                            break
+                        self._forget(process)
+                        delay = RESTART_BACKOFF[min(self.restarts[index], len(RESTART_BACKOFF) - 1)]
+                        log.warning(
+                            "replica %d (pid %s) exited with %s; restarting in %.1f s",
+                            index,
+                            process.pid,
+                            process.exitcode,
+                            delay,
+                        )
+                        next_start[index] = time.monotonic() + delay
+                    elif time.monotonic() >= next_start[index]:
+                        del next_start[index]
+                        self.restarts[index] += 1
+                        self.start(index, sock)
+        finally:
+            self.shutdown()
+            sock.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return code
+
+    def _forget(self, process: BaseProcess) -> None:
+        if process.pid is None:
+            return
+        try:
+            from localserve.metrics import mark_process_dead
+        except ImportError:
+            return
+        mark_process_dead(process.pid)
+
+    def shutdown(self) -> None:
+        alive = [p for p in self.processes if p is not None and p.is_alive()]
+        for process in alive:
+            if process.pid is not None:
+                os.kill(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.graceful_timeout + 5
+        for process in alive:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                log.warning("replica pid %s did not stop in time; killing it", process.pid)
+                process.kill()
+                process.join(5)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        from localserve.errors import LocalServeError
+
+        raise LocalServeError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
