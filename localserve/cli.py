@@ -110,7 +110,7 @@ def _load(
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"Invalid --context {context_json!r}: not JSON ({exc.msg}); expected e.g. '{{\"k\": 1}}'."
-            )
+            ) from None
         if not isinstance(context, dict):
             raise ConfigError(f"Invalid --context {context_json!r}: expected a JSON object.")
     batching = None

@@ -93,7 +93,7 @@ def parse_multipart(content_type: str, body: bytes) -> list[Content]:
         data.extend(buf[start:end])
 
     def on_part_end() -> None:
-        disposition, options = parse_options_header(headers.get(b"content-disposition", b""))
+        _, options = parse_options_header(headers.get(b"content-disposition", b""))
         part_type = headers.get(b"content-type")
         name = options.get(b"name")
         filename = options.get(b"filename")

@@ -91,7 +91,7 @@ def truncate(value: Any, *, items: int = 10, chars: int = 500) -> str:
             return out
         if isinstance(v, list | tuple):
             head = [cut(x) for x in v[:items]]
-            return head + [f"... {len(v) - items} more"] if len(v) > items else head
+            return [*head, f"... {len(v) - items} more"] if len(v) > items else head
         return v
 
     text = repr(cut(value))
