@@ -280,6 +280,11 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
             )
         if predictor.type == "python" and predictor.model_path:
             raise ConfigError(f"{where}: 'model_path' in 'predictor' is only for the 'onnx' and 'tensorflow' types.")
+    if handler is not None and entry.get("batching") is not None:
+        raise ConfigError(
+            f"{where}: 'batching' does not apply to an ABEJA 'handler' (each call answers one request); "
+            "remove it, or serve the model through a 'request_handler' or a 'predictor'."
+        )
     location = predictor.model_path if predictor is not None and predictor.model_path else model
     if location is not None:
         inferred = infer_model_format(location)

@@ -52,7 +52,8 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
         try:
             return msgpack.unpackb(body, raw=False)
         except Exception as exc:  # msgpack raises several unrelated types
-            raise RequestError(f"The body is not valid msgpack: {exc}.") from None
+            reason = str(exc) or type(exc).__name__
+            raise RequestError(f"The body is not valid msgpack: {reason}.") from None
     return body
 
 

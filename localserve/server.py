@@ -240,6 +240,8 @@ class App:
         if not message.get("more_body"):
             if message["type"] == "http.disconnect":
                 raise ClientGone("client disconnected")
+            if len(body) > limit:  # no Content-Length (chunked): counted as it comes
+                raise self._too_large(len(body), at_least=True)
             return body
         chunks = [body]
         size = len(body)

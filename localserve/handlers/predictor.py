@@ -1,0 +1,172 @@
+"""Cortex predictors: ``PythonPredictor``, ``ONNXPredictor``, ``TensorFlowPredictor`` (seed 001).
+
+Constructor and ``predict`` parameters are passed by name, only those the method declares.
+With ``batching`` set, ``predict`` receives a list of payloads and must return a list of the
+same length (Cortex's server-side batching).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from localserve.config import ApiConfig
+from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
+from localserve.handlers import EndpointOptions, truncate, user_error
+from localserve.handlers.loader import load_file, parameter_names
+from localserve.handlers.request_handler import load_api_model, log
+from localserve.payload import decode_payload
+from localserve.request import Request
+from localserve.response import Reply, cortex_reply
+from localserve.runtimes import Model
+
+CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client"}
+PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
+
+
+class ModelClient:
+    """``onnx_client`` / ``tensorflow_client``: runs the API's model, in process."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
+    def predict(self, model_input: Any, signature_key: str | None = None, model_name: str | None = None) -> Any:
+        """Coerce ``model_input`` as a request handler's return would be, and run the model."""
+        return self.model.predict(model_input, signature_key)  # type: ignore[attr-defined]
+
+    @property
+    def input_signature(self) -> Any:
+        return self.model.input_signature
+
+
+class _NullMetricsClient:
+    def put(self, metric_name: str, value: float, tags: dict[str, str] | None = None) -> None:
+        pass
+
+    increment = histogram = put
+
+
+class PredictorEndpoint:
+    def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
+        assert api.predictor is not None
+        self.api = api
+        self.predictor = api.predictor
+        self.options = options
+        self.model: Model | None = None
+        self.instance: Any = None
+        self.predict_params: list[str] = []
+
+    def load(self) -> None:
+        spec = self.predictor
+        module = load_file(spec.path, self.options.project, api=self.api.name, what="predictor")
+        cls = getattr(module, spec.class_name, None)
+        if not isinstance(cls, type):
+            classes = [n for n, v in vars(module).items() if isinstance(v, type) and v.__module__ == module.__name__]
+            raise HandlerLoadError(
+                f"{spec.path}: no class {spec.class_name} (predictor type {spec.type!r}); "
+                f"it defines: {', '.join(classes) or 'no classes'}."
+            )
+        available: dict[str, Any] = {
+            "config": dict(spec.config),
+            "metrics_client": self.options.metrics_client or _NullMetricsClient(),
+        }
+        if spec.type in CLIENT_PARAMS:
+            self.model = load_api_model(self.api, self.options)
+            available[CLIENT_PARAMS[spec.type]] = ModelClient(self.model)
+        init_params = parameter_names(cls.__init__)[1:]
+        unknown = [p for p in init_params if p not in available]
+        if unknown:
+            raise HandlerLoadError(
+                f"{spec.path}: {spec.class_name}.__init__ has an unknown parameter {unknown[0]!r}; "
+                f"it may take: {', '.join(available)}."
+            )
+        predict = getattr(cls, "predict", None)
+        if not callable(predict):
+            raise HandlerLoadError(f"{spec.path}: {spec.class_name} has no predict() method.")
+        self.predict_params = parameter_names(predict)[1:]
+        unknown = [p for p in self.predict_params if p not in PREDICT_PARAMS]
+        if unknown:
+            raise HandlerLoadError(
+                f"{spec.path}: {spec.class_name}.predict has an unknown parameter {unknown[0]!r}; "
+                f"it may take: {', '.join(PREDICT_PARAMS)}."
+            )
+        try:
+            self.instance = cls(**{name: available[name] for name in init_params})
+        except Exception as exc:
+            error = user_error(exc, f"{spec.class_name}.__init__")
+            raise HandlerLoadError(str(error)) from exc
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "name": self.api.name,
+            "kind": "predictor",
+            "predictor": {"type": self.predictor.type, "path": self.predictor.path},
+            "model_format": self.api.model_format,
+        }
+        if self.model is not None:
+            info.update(self.model.describe())
+        return info
+
+    def _arguments(self, request: Request) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name in self.predict_params:
+            if name == "payload":
+                values[name] = decode_payload(request.content_type, request.body)
+                if request.debug:
+                    log.info("debug: payload: %s", truncate(values[name]))
+            elif name == "request_id":
+                values[name] = request.request_id
+            elif name == "query_params":
+                values[name] = request.query_params
+            else:
+                values[name] = request.http_headers
+        return values
+
+    def _predict(self, kwargs: dict[str, Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.instance.predict(**kwargs)
+        except Exception as exc:
+            raise user_error(exc, f"{self.predictor.class_name}.predict") from None
+        finally:
+            self.options.observe("predict", time.perf_counter() - start)
+
+    def _reply(self, request: Request, prediction: Any) -> Reply:
+        if request.debug:
+            log.info("debug: prediction: %s", truncate(prediction))
+        return cortex_reply(prediction, request.http_headers.get("accept"))
+
+    def handle(self, request: Request) -> Reply:
+        return self._reply(request, self._predict(self._arguments(request)))
+
+    def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
+        results: list[Reply | LocalServeError | None] = [None] * len(requests)
+        batch: list[tuple[int, dict[str, Any]]] = []
+        for index, request in enumerate(requests):
+            try:
+                batch.append((index, self._arguments(request)))
+            except LocalServeError as exc:
+                results[index] = exc
+        if batch:
+            kwargs = {name: [args[name] for _, args in batch] for name in self.predict_params}
+            try:
+                predictions = self._predict(kwargs)
+                if not isinstance(predictions, list | tuple) or len(predictions) != len(batch):
+                    got = (
+                        f"a list of {len(predictions)}"
+                        if isinstance(predictions, list | tuple)
+                        else (f"a {type(predictions).__name__}")
+                    )
+                    raise HandlerError(
+                        f"{self.predictor.class_name}.predict received a batch of {len(batch)} payloads "
+                        f"(batching is on) and must return a list of {len(batch)} predictions; it returned {got}."
+                    )
+                for (index, _), prediction in zip(batch, predictions, strict=True):
+                    try:
+                        results[index] = self._reply(requests[index], prediction)
+                    except LocalServeError as exc:
+                        results[index] = exc
+            except LocalServeError as exc:
+                for index, _ in batch:
+                    results[index] = exc
+        return [r for r in results if r is not None]

@@ -1,0 +1,172 @@
+"""Cortex request handlers: ``pre_inference`` -> model -> ``post_inference`` (both optional).
+
+Two forms, told apart by their parameter count: seed 000's ``pre_inference(sample, metadata)``
+where ``metadata`` is the model's signature, and seed 002's ``pre_inference(sample, signature,
+metadata)`` where ``metadata`` is the API config's ``metadata``. Without a request handler the
+API serves the raw model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from localserve import batching
+from localserve.config import ApiConfig
+from localserve.errors import HandlerLoadError, LocalServeError
+from localserve.handlers import EndpointOptions, truncate, user_error
+from localserve.handlers.loader import load_file, positional_count
+from localserve.payload import decode_payload
+from localserve.request import Request
+from localserve.response import Reply, cortex_reply
+from localserve.runtimes import Feed, Model, load_model
+
+log = logging.getLogger("localserve")
+
+
+def load_api_model(api: ApiConfig, options: EndpointOptions) -> Model:
+    """Fetch the API's model (local, .zip, s3://, https://) and open it with its runtime."""
+    from localserve.runtimes.sources import resolve_model
+
+    location = api.model_location
+    assert location is not None and api.model_format is not None
+    path = resolve_model(location, options.project, cache_root=options.model_cache)
+    start = time.perf_counter()
+    model = load_model(api.model_format, path, options.load)
+    log.info(
+        "api %r: %s model %s loaded in %.3f s on %s",
+        api.name,
+        api.model_format,
+        location,
+        time.perf_counter() - start,
+        model.device,
+    )
+    return model
+
+
+def _hook(module: Any, name: str, path: str) -> tuple[Callable[..., Any] | None, bool]:
+    """(function, takes the 3-argument form) for pre_inference / post_inference."""
+    func = getattr(module, name, None)
+    if func is None:
+        return None, False
+    if not callable(func):
+        raise HandlerLoadError(f"{path}: {name} is a {type(func).__name__}, not a function.")
+    count, varargs = positional_count(func)
+    if count not in (2, 3) and not varargs:
+        first = "sample" if name == "pre_inference" else "prediction"
+        raise HandlerLoadError(
+            f"{path}: {name} must take ({first}, metadata) or ({first}, signature, metadata); it takes {count} "
+            "parameter(s)."
+        )
+    return func, count == 3 or (varargs and count < 2)
+
+
+class RequestHandlerEndpoint:
+    def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
+        self.api = api
+        self.options = options
+        self.model: Model | None = None
+        self.pre: Callable[..., Any] | None = None
+        self.post: Callable[..., Any] | None = None
+        self.pre_three = self.post_three = False
+
+    def load(self) -> None:
+        if self.api.request_handler:
+            module = load_file(
+                self.api.request_handler, self.options.project, api=self.api.name, what="request_handler"
+            )
+            self.pre, self.pre_three = _hook(module, "pre_inference", self.api.request_handler)
+            self.post, self.post_three = _hook(module, "post_inference", self.api.request_handler)
+        self.model = load_api_model(self.api, self.options)
+
+    def describe(self) -> dict[str, Any]:
+        assert self.model is not None
+        return {
+            "name": self.api.name,
+            "kind": "request_handler",
+            "request_handler": self.api.request_handler,
+            "model_format": self.api.model_format,
+            **self.model.describe(),
+        }
+
+    # -- stages ---------------------------------------------------------------------------------
+    def _pre(self, request: Request) -> Feed:
+        assert self.model is not None
+        sample = decode_payload(request.content_type, request.body)
+        if request.debug:
+            log.info("debug: raw sample: %s", truncate(sample))
+        value = sample
+        if self.pre is not None:
+            start = time.perf_counter()
+            args = (
+                (sample, self.model.input_signature, self.api.metadata)
+                if self.pre_three
+                else (sample, self.model.input_signature)
+            )
+            try:
+                value = self.pre(*args)
+            except Exception as exc:
+                raise user_error(exc, "pre_inference") from None
+            finally:
+                self.options.observe("pre_inference", time.perf_counter() - start)
+            if request.debug:
+                log.info("debug: after pre_inference: %s", truncate(value))
+        return self.model.coerce(value)
+
+    def _run(self, feed: Feed) -> Any:
+        assert self.model is not None
+        start = time.perf_counter()
+        try:
+            return self.model.run(feed)
+        finally:
+            self.options.observe("inference", time.perf_counter() - start)
+
+    def _post(self, request: Request, output: Any) -> Reply:
+        assert self.model is not None
+        if request.debug:
+            log.info("debug: model output: %s", truncate(output))
+        value = output
+        if self.post is not None:
+            start = time.perf_counter()
+            args = (
+                (output, self.model.output_signature, self.api.metadata)
+                if self.post_three
+                else (output, self.model.output_signature)
+            )
+            try:
+                value = self.post(*args)
+            except Exception as exc:
+                raise user_error(exc, "post_inference") from None
+            finally:
+                self.options.observe("post_inference", time.perf_counter() - start)
+            if request.debug:
+                log.info("debug: after post_inference: %s", truncate(value))
+        return cortex_reply(value, request.http_headers.get("accept"))
+
+    # -- entry points ---------------------------------------------------------------------------
+    def handle(self, request: Request) -> Reply:
+        return self._post(request, self._run(self._pre(request)))
+
+    def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
+        results: list[Reply | LocalServeError | None] = [None] * len(requests)
+        feeds: list[tuple[int, Feed]] = []
+        for index, request in enumerate(requests):
+            try:
+                feeds.append((index, self._pre(request)))
+            except LocalServeError as exc:
+                results[index] = exc
+        for group in batching.group(feeds):
+            try:
+                outputs = batching.run_batched(self._run, [feed for _, feed in group])
+            except LocalServeError as exc:
+                for index, _ in group:
+                    results[index] = exc
+                continue
+            for (index, _), output in zip(group, outputs, strict=True):
+                try:
+                    results[index] = self._post(requests[index], output)
+                except LocalServeError as exc:
+                    results[index] = exc
+        return [r for r in results if r is not None]

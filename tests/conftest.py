@@ -1,0 +1,93 @@
+"""Shared fixtures: projects written into tmp_path, the real app behind TestClient, a free port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localserve.config import load_config
+from localserve.server import ServeOptions, create_app
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "handlers_examples"
+
+
+@pytest.fixture(autouse=True)
+def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """User modules imported by one test never leak into the next; the cache is per test."""
+    before = set(sys.modules)
+    monkeypatch.setenv("LOCALSERVE_CACHE_DIR", str(tmp_path / "_cache"))
+    yield
+    for name in set(sys.modules) - before:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None) or ""
+        if not name.startswith(("localserve", "tests")) and (file.startswith(str(tmp_path)) or str(EXAMPLES) in file):
+            del sys.modules[name]
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> Callable[..., Path]:
+    """Write ``{relative path: text}`` into a fresh project directory and return it."""
+
+    def make(files: dict[str, str | bytes], name: str = "proj") -> Path:
+        root = tmp_path / name
+        root.mkdir(exist_ok=True)
+        for rel, content in files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(textwrap.dedent(content).lstrip("\n"))
+        return root
+
+    return make
+
+
+@contextmanager
+def serving(project: Path, monkeypatch: pytest.MonkeyPatch, options: ServeOptions | None = None, **flags: Any):
+    """The real app for ``project`` behind Starlette's TestClient, once every API is loaded."""
+    from starlette.testclient import TestClient
+
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    config = load_config(project, **flags)
+    app = create_app(config, options)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        deadline = time.monotonic() + 60
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, client.get("/readyz").json()
+            time.sleep(0.01)
+        yield client
+
+
+@pytest.fixture
+def serve(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    def start(project: Path, options: ServeOptions | None = None, **flags: Any) -> Any:
+        return serving(project, monkeypatch, options, **flags)
+
+    return start
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """Environment for a localserve subprocess: this checkout first on PYTHONPATH."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("LOCALSERVE_URL", None)
+    env.update(extra)
+    return env

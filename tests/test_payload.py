@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from localserve.errors import RequestError
+from localserve.payload import decode_payload
+
+
+def test_json_text_bytes_msgpack_forms() -> None:
+    assert decode_payload("application/json", b'{"key": "value"}') == {"key": "value"}
+    assert decode_payload("Application/JSON; charset=utf-8", b"[1, 2]") == [1, 2]
+    assert decode_payload("text/plain", "héllo".encode()) == "héllo"
+    assert decode_payload("text/plain; charset=latin-1", "héllo".encode("latin-1")) == "héllo"
+    assert decode_payload("application/octet-stream", b"\x00\x01") == b"\x00\x01"
+    assert decode_payload(None, b"raw") == b"raw"
+    assert decode_payload("image/jpeg", b"\xff\xd8") == b"\xff\xd8"
+    assert decode_payload("application/msgpack", msgpack.packb({"a": [1, 2]})) == {"a": [1, 2]}
+    assert decode_payload("application/x-msgpack", msgpack.packb("x")) == "x"
+    form = decode_payload("application/x-www-form-urlencoded", b"a=1&b=two&b=three")
+    assert form["a"] == "1"
+    assert form.getlist("b") == ["two", "three"]
+    multipart = b'--b\r\nContent-Disposition: form-data; name="f"; filename="x.txt"\r\n\r\nhi\r\n--b--\r\n'
+    form = decode_payload("multipart/form-data; boundary=b", multipart)
+    assert form["f"].filename == "x.txt"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "status", "message"),
+    [
+        (
+            "application/json",
+            b'{"a": ',
+            400,
+            "The body is not valid JSON: Expecting value at line 1 column 7 (char 6).",
+        ),
+        ("text/plain", b"\xff\xfe", 400, "The text body is not valid utf-8: byte 0xff at position 0."),
+        (
+            "text/plain; charset=klingon",
+            b"x",
+            415,
+            "Unknown charset 'klingon' in Content-Type 'text/plain; charset=klingon'.",
+        ),
+        ("application/msgpack", b"\xc1", 400, "The body is not valid msgpack: FormatError."),
+        ("application/msgpack", b"\x92\x01", 400, "The body is not valid msgpack: Unpack failed: incomplete input."),
+    ],
+)
+def test_bad_bodies_name_what_was_wrong(content_type: str, body: bytes, status: int, message: str) -> None:
+    with pytest.raises(RequestError) as info:
+        decode_payload(content_type, body)
+    assert (info.value.status_code, str(info.value)) == (status, message)

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import datetime
+import http
+import io
+
+import numpy as np
+import pytest
+
+from localserve.errors import HandlerError
+from localserve.response import abeja_reply, cortex_reply
+
+
+def body_of(result: dict) -> tuple[int, dict[str, str], bytes]:
+    reply = abeja_reply(result)
+    headers = {k.decode(): v.decode() for k, v in reply.headers}
+    body = b"".join(reply.stream) if reply.stream is not None else reply.body
+    return reply.status, headers, body
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "expected"),
+    [
+        (None, "text/plain", b""),
+        ({"total": 108.0}, "application/json", b'{"total":108.0}'),
+        ("héllo", "text/plain", "héllo".encode()),
+        (b"\x00\x01\x02", "application/octet-stream", b"\x00\x01\x02"),
+        (bytearray(b"ab"), "application/octet-stream", b"ab"),
+        (io.BytesIO(b"jpeg bytes"), "image/jpeg", b"jpeg bytes"),
+        ([b"a", b"b", b"c"], "application/octet-stream", b"abc"),
+        ([{"a": 1}, {"a": 2}], "application/json", b'[{"a":1},{"a":2}]'),
+        ([{"a": 1}, {"a": 2}], "application/x-ndjson", b'{"a":1}\n{"a":2}\n'),
+        ([{"a": 1, "b": "x"}, {"a": 2, "b": "y,z"}], "text/csv", b'a,b\n1,x\n2,"y,z"\n'),
+        ({"v": np.array([[1, 2], [3, 4]], dtype=np.int64)}, "application/json", b'{"v":[[1,2],[3,4]]}'),
+        ({"f": np.float32(0.5), "i": np.int64(3)}, "application/json", b'{"f":0.5,"i":3}'),
+        ({"t": datetime.datetime(2019, 5, 23, 9, 29, 6)}, "application/json", b'{"t":"2019-05-23T09:29:06"}'),
+        ((c for c in [b"chunk1", "chunk2"]), "text/plain", b"chunk1chunk2"),
+    ],
+)
+def test_abeja_content_forms(content: object, content_type: str, expected: bytes) -> None:
+    status, headers, body = body_of({"content_type": content_type, "content": content})
+    assert status == 200
+    assert headers["content-type"] == content_type
+    assert body == expected
+
+
+def test_generators_are_streamed_not_buffered() -> None:
+    reply = abeja_reply({"content": (str(i) for i in range(3))})
+    assert reply.stream is not None and reply.body == b""
+
+
+def test_defaults_status_and_metadata_headers() -> None:
+    status, headers, body = body_of({"content": "x", "metadata": {"X-Model-Version": 3}})
+    assert (status, headers["content-type"], headers["x-model-version"], body) == (200, "text/plain", "3", b"x")
+    status, _, _ = body_of({"status_code": http.HTTPStatus.CREATED})
+    assert status == 201
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (
+            ["not", "a", "dict"],
+            "The handler returned a list; expected a dict with 'status_code', 'content_type', 'content' and 'metadata'.",
+        ),
+        (
+            None,
+            "The handler returned None; expected a dict with 'status_code', 'content_type', 'content' and 'metadata'.",
+        ),
+        ({"status_code": "200"}, "The handler's 'status_code' is '200'; expected an int or http.HTTPStatus (100-599)."),
+        ({"status_code": 700}, "The handler's 'status_code' is 700; expected an int or http.HTTPStatus (100-599)."),
+        ({"metadata": ["x"]}, "The handler's 'metadata' is a list; expected a dict of response headers."),
+        ({"metadata": {"bad name": "x"}}, "The handler's 'metadata' key 'bad name' is not a valid HTTP header name."),
+        (
+            {"content_type": "application/json", "content": {"x": object()}},
+            "The response cannot be serialised as JSON: Object of type object is not JSON serializable.",
+        ),
+    ],
+)
+def test_bad_returns_are_500s_that_say_why(result: object, message: str) -> None:
+    with pytest.raises(HandlerError) as info:
+        abeja_reply(result)
+    assert str(info.value) == message
+    assert info.value.status_code == 500
+
+
+def test_cortex_returns() -> None:
+    reply = cortex_reply({"a": np.arange(3)})
+    assert (reply.headers, reply.body) == ([(b"content-type", b"application/json")], b'{"a":[0,1,2]}')
+    reply = cortex_reply("label")
+    assert (reply.headers[0][1], reply.body) == (b"text/plain; charset=utf-8", b"label")
+    reply = cortex_reply(b"\x01")
+    assert (reply.headers[0][1], reply.body) == (b"application/octet-stream", b"\x01")
+    assert cortex_reply(3.5).body == b"3.5"
+    assert cortex_reply([np.array([[0.5, 0.25]], dtype=np.float32)]).body == b"[[[0.5,0.25]]]"
+    with pytest.raises(HandlerError) as info:
+        cortex_reply({"x": {1, object()}})
+    assert (
+        str(info.value) == "The response cannot be serialised as JSON: Object of type object is not JSON serializable."
+    )
+
+
+def test_cortex_msgpack_when_accepted() -> None:
+    import msgpack
+
+    reply = cortex_reply({"a": [1, 2]}, "application/msgpack")
+    assert reply.headers == [(b"content-type", b"application/msgpack")]
+    assert msgpack.unpackb(reply.body) == {"a": [1, 2]}
+
+
+def test_cortex_starlette_response_is_sent_as_is() -> None:
+    from starlette.responses import PlainTextResponse
+
+    response = PlainTextResponse("teapot", status_code=418)
+    reply = cortex_reply(response)
+    assert reply.asgi is response and reply.status == 418
