@@ -48,7 +48,8 @@ class _Signature:
         for name in self.inputs:
             if name not in value:
                 raise RequestError(
-                    f"Input {name!r} is missing; signature {self.key!r} expects {self.expected}; got keys {sorted(keys)}."
+                    f"Input {name!r} is missing; signature {self.key!r} expects {self.expected}; "
+                    f"got keys {sorted(keys)}."
                 )
         unknown = [k for k in keys if k not in self.inputs]
         if unknown:
