@@ -185,7 +185,7 @@ def test_load_errors(tmp_path: Path) -> None:
         f"Cannot load TensorFlow model {tmp_path / 'missing'}: it does not exist; expected a SavedModel directory "
         "(saved_model.pb and variables/), as tf.saved_model.save writes it."
     )
-    with pytest.raises(ModelLoadError, match="it has no saved_model.pb"):
+    with pytest.raises(ModelLoadError, match=r"it has no saved_model\.pb"):
         load(tmp_path)
     (tmp_path / "saved_model.pb").write_bytes(b"garbage")
     with pytest.raises(ModelLoadError, match=f"^Cannot load TensorFlow model {tmp_path}: "):
