@@ -1,0 +1,160 @@
+"""Turn what a handler returns (lists, numbers, strings, arrays) into arrays a model accepts.
+
+Shared by the ONNX and TensorFlow runtimes so both explain a bad input in the same words:
+``Input 'x' expects float32 of shape [-1, 4]; got a list of 3 numbers.``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from localserve.errors import RequestError
+from localserve.runtimes import summarize_value
+
+STRING = np.dtype(object)
+"""The numpy dtype of string tensors (elements are ``str`` or ``bytes``)."""
+
+
+def dtype_name(dtype: np.dtype | None) -> str:
+    """'float32', 'int64', 'string' (object), or 'unsupported' when numpy has no such dtype."""
+    if dtype is None:
+        return "unsupported"
+    return "string" if dtype == STRING else dtype.name
+
+
+def shape_text(shape: Sequence[int | None]) -> str:
+    """[-1, 4]: unknown dimensions are written -1, as numpy's reshape takes them."""
+    return "[" + ", ".join("-1" if d is None or d < 0 else str(d) for d in shape) + "]"
+
+
+def expectation(dtype: np.dtype | None, shape: Sequence[int | None] | None) -> str:
+    """ "float32 of shape [-1, 4]" ("of any shape" when the rank is unknown)."""
+    where = "of any shape" if shape is None else f"of shape {shape_text(shape)}"
+    return f"{dtype_name(dtype)} {where}"
+
+
+def to_array(
+    name: str,
+    value: Any,
+    dtype: np.dtype,
+    shape: Sequence[int | None] | None,
+    *,
+    keep_bytes: bool = False,
+    check_shape: bool = True,
+) -> np.ndarray:
+    """Cast ``value`` to ``dtype`` and fit it to ``shape`` (None = free dimension).
+
+    The array is reshaped to ``shape`` when at most one dimension is free (so a flat list of
+    4 features fits ``[-1, 4]``); otherwise its shape must already match, or, with
+    ``check_shape=False``, is left for the runtime to judge. Every failure is a RequestError
+    naming the input, the expected dtype and shape, and what came.
+    """
+    prefix = f"Input {name!r} expects {expectation(dtype, shape)}"
+    array = _cast(value, dtype, prefix, keep_bytes=keep_bytes)
+    if shape is None or _matches(array.shape, shape):
+        return array
+    free = sum(1 for d in shape if d is None or d < 0)
+    if free <= 1:
+        try:
+            return array.reshape([-1 if d is None or d < 0 else d for d in shape])
+        except ValueError:
+            pass
+    elif not check_shape:
+        return array
+    raise RequestError(f"{prefix}; got {summarize_value(value)}.")
+
+
+def _matches(actual: tuple[int, ...], shape: Sequence[int | None]) -> bool:
+    return len(actual) == len(shape) and all(d is None or d < 0 or d == a for a, d in zip(actual, shape, strict=True))
+
+
+def _cast(value: Any, dtype: np.dtype, prefix: str, *, keep_bytes: bool) -> np.ndarray:
+    if dtype == STRING:
+        return _cast_strings(value, prefix, keep_bytes=keep_bytes)
+    if isinstance(value, np.ndarray):
+        raw = value
+    else:
+        try:
+            raw = np.asarray(value)
+        except ValueError:
+            raise RequestError(f"{prefix}; got {_ragged(value)}.") from None
+    kind = raw.dtype.kind
+    if kind in "US":
+        _fail(prefix, raw, 0, "is a string, not a number")
+    if kind == "O":
+        for index, item in enumerate(raw.flat):
+            if isinstance(item, list | tuple):
+                raise RequestError(f"{prefix}; got {_ragged(value)}.")
+            if isinstance(item, str | bytes):
+                _fail(prefix, raw, index, "is a string, not a number")
+            if not isinstance(item, bool | int | float | np.number):
+                _fail(prefix, raw, index, f"could not be converted to {dtype.name}")
+        kind = "f" if any(isinstance(item, float | np.floating) for item in raw.flat) else "i"
+    elif kind not in "biuf":
+        raise RequestError(f"{prefix}; got {summarize_value(value)}.")
+    if dtype.kind in "iu":
+        return _cast_integers(raw, dtype, prefix, kind)
+    if dtype.kind == "b" and kind != "b":
+        bad = np.flatnonzero((raw != 0) & (raw != 1))
+        if bad.size:
+            _fail(prefix, raw, int(bad[0]), "is not a boolean (true/false or 0/1)")
+    try:
+        return raw.astype(dtype, copy=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise RequestError(f"{prefix}; the value could not be converted to {dtype.name} ({exc}).") from None
+
+
+def _cast_integers(raw: np.ndarray, dtype: np.dtype, prefix: str, kind: str) -> np.ndarray:
+    if kind == "f":
+        numbers = raw.astype(np.float64)
+        bad = np.flatnonzero(~np.isfinite(numbers) | (numbers != np.trunc(numbers)))
+        if bad.size:
+            _fail(prefix, raw, int(bad[0]), "is not a whole number")
+    info = np.iinfo(dtype)
+    if raw.size and kind != "b":
+        for index, item in enumerate(raw.flat):
+            if not info.min <= int(item) <= info.max:
+                _fail(prefix, raw, index, f"is out of range for {dtype.name}")
+    return raw.astype(dtype, copy=False)
+
+
+def _cast_strings(value: Any, prefix: str, *, keep_bytes: bool) -> np.ndarray:
+    raw = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
+    if raw.dtype.kind in "US":
+        return raw.astype(object)
+    if raw.dtype.kind != "O":
+        _fail(prefix, raw, 0, "is not a string")
+    out = np.empty(raw.shape, dtype=object)
+    for index, item in enumerate(raw.flat):
+        if isinstance(item, list | tuple):
+            raise RequestError(f"{prefix}; got {_ragged(value)}.")
+        if isinstance(item, bytes) and not keep_bytes:
+            try:
+                item = item.decode("utf-8")
+            except UnicodeDecodeError:
+                _fail(prefix, raw, index, "is not valid UTF-8")
+        elif not isinstance(item, str | bytes):
+            _fail(prefix, raw, index, "is not a string")
+        out.flat[index] = item
+    return out
+
+
+def _ragged(value: Any) -> str:
+    return f"a nested list whose rows have different lengths ({summarize_value(value)})"
+
+
+def _fail(prefix: str, raw: np.ndarray, flat_index: int, reason: str) -> NoReturn:
+    item = raw.flat[flat_index]
+    if isinstance(item, np.generic):
+        item = item.item()
+    text = repr(item)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    where = ""
+    if raw.ndim:
+        position = ", ".join(str(int(i)) for i in np.unravel_index(flat_index, raw.shape))
+        where = f" at [{position}]"
+    raise RequestError(f"{prefix}; the value {text}{where} {reason}.")

@@ -1,0 +1,190 @@
+"""ONNX models on onnxruntime: CPU by default, CUDA when the API asks for a GPU."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+
+from localserve.errors import HandlerError, ModelLoadError, RequestError
+from localserve.runtimes import Feed, LoadOptions, default_threads, summarize_value
+from localserve.runtimes.arrays import STRING, expectation, to_array
+
+logger = logging.getLogger("localserve")
+
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+
+DTYPES: dict[str, np.dtype] = {
+    "tensor(float)": np.dtype(np.float32),
+    "tensor(double)": np.dtype(np.float64),
+    "tensor(float16)": np.dtype(np.float16),
+    "tensor(int8)": np.dtype(np.int8),
+    "tensor(int16)": np.dtype(np.int16),
+    "tensor(int32)": np.dtype(np.int32),
+    "tensor(int64)": np.dtype(np.int64),
+    "tensor(uint8)": np.dtype(np.uint8),
+    "tensor(uint16)": np.dtype(np.uint16),
+    "tensor(uint32)": np.dtype(np.uint32),
+    "tensor(uint64)": np.dtype(np.uint64),
+    "tensor(bool)": np.dtype(np.bool_),
+    "tensor(string)": STRING,
+}
+"""NodeArg.type -> the numpy dtype of the array fed to session.run."""
+
+# Errors onnxruntime raises when the feed does not fit the graph (rank, dims, type).
+INPUT_ERRORS = (ort_state.InvalidArgument, ort_state.Fail)
+
+
+class _Input:
+    """What coerce needs to know about one NodeArg, computed once at load."""
+
+    def __init__(self, arg: Any) -> None:
+        self.name: str = arg.name
+        self.type: str = arg.type
+        self.dtype: np.dtype | None = DTYPES.get(arg.type)
+        dims = arg.shape if isinstance(arg.shape, list) else None
+        # Symbolic dimensions are free (-1); unnamed unknown ones are taken as 1 (Cortex did so).
+        self.shape: list[int] | None = (
+            None if dims is None else [-1 if isinstance(d, str) else 1 if d is None else int(d) for d in dims]
+        )
+        self.text = expectation(self.dtype, self.shape) if self.dtype is not None else arg.type
+
+    def coerce(self, value: Any) -> Any:
+        if self.dtype is None:  # sequences, maps, or a tensor type numpy lacks: onnxruntime decides
+            return value
+        # More than one free dimension: the array keeps its shape and onnxruntime judges it (Cortex did so).
+        return to_array(self.name, value, self.dtype, self.shape, check_shape=False)
+
+
+class OnnxModel:
+    """An ONNX model in an onnxruntime InferenceSession; ``run`` is safe from any thread."""
+
+    format = "onnx"
+
+    def __init__(self, path: Path, options: LoadOptions) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise ModelLoadError(f"Cannot load ONNX model {self.path}: the file does not exist.")
+        if self.path.is_dir():
+            raise ModelLoadError(f"Cannot load ONNX model {self.path}: it is a directory; expected an .onnx file.")
+        providers = _providers(options)
+        sess_options = onnxruntime.SessionOptions()
+        sess_options.intra_op_num_threads = options.threads or default_threads()
+        sess_options.inter_op_num_threads = 1
+        # Spin-waiting threads burn the cores that the HTTP side needs (PERFORMANCE.md).
+        sess_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self.session = onnxruntime.InferenceSession(str(self.path), sess_options, providers=providers)
+        except Exception as exc:
+            raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
+        used = self.session.get_providers()
+        if options.gpu and CUDA in providers and CUDA not in used:
+            _no_gpu(
+                f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name} (the session "
+                f"came up with {used}): the NVIDIA driver or the CUDA/cuDNN libraries it needs are missing or do not "
+                "match; onnxruntime's log above names the library that failed to load. Install the driver and the "
+                f"CUDA and cuDNN versions listed for onnxruntime-gpu {onnxruntime.__version__} "
+                "(e.g. pip install 'onnxruntime-gpu[cuda,cudnn]')",
+                options,
+            )
+        self.device: str = used[0]
+        self._inputs = [_Input(arg) for arg in self.session.get_inputs()]
+        self._by_name = {i.name: i for i in self._inputs}
+        self._expected = ", ".join(f"{i.name!r} ({i.text})" for i in self._inputs)
+
+    @property
+    def input_signature(self) -> list[Any]:
+        """The session's inputs as onnxruntime.NodeArg (``.name``, ``.type``, ``.shape``)."""
+        return list(self.session.get_inputs())
+
+    @property
+    def output_signature(self) -> list[Any]:
+        """The session's outputs as onnxruntime.NodeArg."""
+        return list(self.session.get_outputs())
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "device": self.device,
+            "inputs": [_describe_arg(a) for a in self.session.get_inputs()],
+            "outputs": [_describe_arg(a) for a in self.session.get_outputs()],
+        }
+
+    def coerce(self, value: Any) -> Feed:
+        if not isinstance(value, Mapping):
+            if len(self._inputs) != 1:
+                raise RequestError(
+                    f"The model has {len(self._inputs)} inputs, so it needs a dict of input name -> value; "
+                    f"the model expects {self._expected}; got {summarize_value(value)}."
+                )
+            only = self._inputs[0]
+            return {only.name: only.coerce(value)}
+        keys = [str(k) for k in value]
+        for spec in self._inputs:
+            if spec.name not in value:
+                raise RequestError(
+                    f"Input {spec.name!r} is missing; the model expects {self._expected}; got keys {sorted(keys)}."
+                )
+        unknown = [k for k in keys if k not in self._by_name]
+        if unknown:
+            raise RequestError(f"Unknown input {unknown[0]!r}; the model expects {self._expected}.")
+        return {spec.name: spec.coerce(value[spec.name]) for spec in self._inputs}
+
+    def run(self, feed: Feed) -> list[Any]:
+        try:
+            outputs: list[Any] = self.session.run(None, feed)
+        except INPUT_ERRORS as exc:
+            got = ", ".join(f"{k!r} as {summarize_value(v)}" for k, v in feed.items())
+            raise RequestError(
+                f"The model expects {self._expected}; got {got}. onnxruntime said: {_reason(exc)}"
+            ) from None
+        except Exception as exc:
+            raise HandlerError(f"onnxruntime failed to run {self.path.name}: {_reason(exc)}") from exc
+        return outputs
+
+    def predict(self, value: Any, signature_key: str | None = None) -> list[Any]:
+        """Coerce and run: Cortex's ``onnx_client.predict(model_input)``."""
+        if signature_key is not None:
+            raise RequestError(f"ONNX models have no signatures; got signature_key {signature_key!r}.")
+        return self.run(self.coerce(value))
+
+
+def _providers(options: LoadOptions) -> list[str]:
+    if not options.gpu:
+        return [CPU]
+    available = onnxruntime.get_available_providers()
+    if CUDA not in available:
+        _no_gpu(
+            f"this onnxruntime {onnxruntime.__version__} has no CUDA support (its providers: {', '.join(available)}); "
+            "the CPU package 'onnxruntime' is installed instead of 'onnxruntime-gpu'. Fix: pip uninstall onnxruntime "
+            "&& pip install onnxruntime-gpu (or pip install 'localserve[gpu]')",
+            options,
+        )
+        return [CPU]
+    return [CUDA, CPU]
+
+
+def _no_gpu(why: str, options: LoadOptions) -> None:
+    if not options.allow_cpu_fallback:
+        raise ModelLoadError(
+            f"A GPU was requested (compute.gpu) but {why}; or pass --allow-cpu-fallback to run on CPU."
+        )
+    logger.warning("A GPU was requested (compute.gpu) but %s; running on CPU (--allow-cpu-fallback).", why)
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc).strip() or type(exc).__name__
+
+
+def _describe_arg(arg: Any) -> dict[str, Any]:
+    dtype = DTYPES.get(arg.type)
+    type_name = arg.type if dtype is None else ("string" if dtype == STRING else dtype.name)
+    shape = arg.shape if isinstance(arg.shape, list) else None
+    return {"name": arg.name, "type": type_name, "shape": shape}

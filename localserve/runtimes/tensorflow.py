@@ -1,0 +1,212 @@
+"""TensorFlow SavedModels, in process (no TF Serving): one concrete function per signature."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from localserve.errors import HandlerError, ModelLoadError, RequestError
+from localserve.runtimes import Feed, LoadOptions, default_threads, summarize_value
+from localserve.runtimes.arrays import STRING, expectation, to_array
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf
+
+logger = logging.getLogger("localserve")
+
+FALLBACK_KEYS = ("serving_default", "predict")  # Cortex's default, then older Cortex's
+
+
+class _Signature:
+    """One signature's concrete function and its inputs, as coerce needs them."""
+
+    def __init__(self, key: str, function: Any) -> None:
+        self.key = key
+        self.function = function
+        self.inputs: dict[str, Any] = dict(sorted(function.structured_input_signature[1].items()))
+        self.outputs: dict[str, Any] = dict(function.structured_outputs)
+        self.expected = ", ".join(
+            f"{name!r} ({expectation(_numpy_dtype(spec.dtype), _dims(spec.shape))})"
+            for name, spec in self.inputs.items()
+        )
+
+    def coerce(self, value: Any) -> Feed:
+        if not isinstance(value, Mapping):
+            if len(self.inputs) != 1:
+                raise RequestError(
+                    f"Signature {self.key!r} has {len(self.inputs)} inputs, so it needs a dict of input name -> value; "
+                    f"it expects {self.expected}; got {summarize_value(value)}."
+                )
+            value = {next(iter(self.inputs)): value}
+        keys = [str(k) for k in value]
+        for name in self.inputs:
+            if name not in value:
+                raise RequestError(
+                    f"Input {name!r} is missing; signature {self.key!r} expects {self.expected}; "
+                    f"got keys {sorted(keys)}."
+                )
+        unknown = [k for k in keys if k not in self.inputs]
+        if unknown:
+            raise RequestError(f"Unknown input {unknown[0]!r}; signature {self.key!r} expects {self.expected}.")
+        return {
+            name: to_array(name, value[name], _numpy_dtype(spec.dtype), _dims(spec.shape), keep_bytes=True)
+            for name, spec in self.inputs.items()
+        }
+
+
+class TensorFlowModel:
+    """A SavedModel loaded with ``tf.saved_model.load``; ``run`` is safe from any worker thread."""
+
+    format = "tensorflow"
+
+    def __init__(self, path: Path, options: LoadOptions) -> None:
+        self.path = Path(path)
+        if not (self.path / "saved_model.pb").is_file():
+            what = "does not exist" if not self.path.exists() else "has no saved_model.pb"
+            raise ModelLoadError(
+                f"Cannot load TensorFlow model {self.path}: it {what}; expected a SavedModel directory "
+                "(saved_model.pb and variables/), as tf.saved_model.save writes it."
+            )
+        self.device = _choose_device(options)
+        try:
+            with tf.device(self.device):
+                self._loaded = tf.saved_model.load(str(self.path))
+        except Exception as exc:
+            raise ModelLoadError(f"Cannot load TensorFlow model {self.path}: {exc}") from None
+        self._signature_defs = _read_signature_defs(self.path)
+        available = sorted(self._loaded.signatures.keys())
+        self.signature_key = _choose_signature(available, options.signature_key, self.path)
+        self._signatures = {key: _Signature(key, self._loaded.signatures[key]) for key in available}
+        self._default = self._signatures[self.signature_key]
+
+    @property
+    def input_signature(self) -> dict[str, Any]:
+        """The SavedModel's SignatureDef protos by key (``map<string, SignatureDef>``, as Cortex gave it)."""
+        return self._signature_defs
+
+    @property
+    def output_signature(self) -> dict[str, Any]:
+        return self._signature_defs
+
+    def describe(self) -> dict[str, Any]:
+        sig = self._default
+        return {
+            "format": self.format,
+            "device": self.device,
+            "signature_key": sig.key,
+            "inputs": [_describe_spec(name, spec) for name, spec in sig.inputs.items()],
+            "outputs": [_describe_spec(name, spec) for name, spec in sig.outputs.items()],
+        }
+
+    def coerce(self, value: Any) -> Feed:
+        return self._default.coerce(value)
+
+    def run(self, feed: Feed) -> dict[str, np.ndarray]:
+        return self._run(self._default, feed)
+
+    def predict(self, value: Any, signature_key: str | None = None) -> dict[str, np.ndarray]:
+        """Coerce and run against ``signature_key`` (default: the API's signature): ``tensorflow_client.predict``."""
+        sig = self._default if signature_key is None else self._signatures.get(signature_key)
+        if sig is None:
+            raise RequestError(
+                f"Unknown signature {signature_key!r}; the model has {', '.join(map(repr, self._signatures))}."
+            )
+        return self._run(sig, sig.coerce(value))
+
+    def _run(self, sig: _Signature, feed: Feed) -> dict[str, np.ndarray]:
+        try:
+            with tf.device(self.device):
+                tensors = {name: tf.constant(feed[name], dtype=spec.dtype) for name, spec in sig.inputs.items()}
+                outputs = sig.function(**tensors)
+        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as exc:
+            got = ", ".join(f"{k!r} as {summarize_value(v)}" for k, v in feed.items())
+            raise RequestError(
+                f"Signature {sig.key!r} expects {sig.expected}; got {got}. TensorFlow said: {_first_line(exc)}"
+            ) from None
+        except Exception as exc:
+            raise HandlerError(f"TensorFlow failed to run {self.path.name}: {_first_line(exc)}") from exc
+        return {name: tensor.numpy() for name, tensor in outputs.items()}
+
+
+def _choose_device(options: LoadOptions) -> str:
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        try:
+            # Grab memory as needed, so replicas and other processes can share the card.
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # the runtime is already initialised (a second model): growth was set then
+            pass
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(options.threads or default_threads())
+    except RuntimeError:
+        pass
+    if not options.gpu:
+        return "/CPU:0"
+    if gpus:
+        return "/GPU:0"
+    why = (
+        f"TensorFlow {tf.__version__} sees no GPU (built with CUDA: {tf.test.is_built_with_cuda()}); install "
+        "'tensorflow[and-cuda]' (pip install 'localserve[tensorflow-gpu]') on a machine with an NVIDIA driver, "
+        "and check that CUDA_VISIBLE_DEVICES does not hide the card"
+    )
+    if not options.allow_cpu_fallback:
+        raise ModelLoadError(
+            f"A GPU was requested (compute.gpu) but {why}; or pass --allow-cpu-fallback to run on CPU."
+        )
+    logger.warning("A GPU was requested (compute.gpu) but %s; running on CPU (--allow-cpu-fallback).", why)
+    return "/CPU:0"
+
+
+def _choose_signature(available: list[str], wanted: str | None, path: Path) -> str:
+    listed = ", ".join(map(repr, available)) or "none"
+    if wanted is not None:
+        if wanted not in available:
+            raise ModelLoadError(
+                f"TensorFlow model {path} has no signature {wanted!r} (tf_signature_key); its signatures: {listed}."
+            )
+        return wanted
+    if len(available) == 1:
+        return available[0]
+    for key in FALLBACK_KEYS:
+        if key in available:
+            return key
+    raise ModelLoadError(
+        f"TensorFlow model {path} has several signatures and none is 'serving_default'; "
+        f"set tf_signature_key to one of {listed}."
+    )
+
+
+def _read_signature_defs(path: Path) -> dict[str, Any]:
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((path / "saved_model.pb").read_bytes())
+    if not saved.meta_graphs:
+        return {}
+    defs = saved.meta_graphs[0].signature_def
+    # __saved_model_init_op is TF's own initialiser, not a signature a user can call.
+    return {key: defs[key] for key in sorted(defs) if not key.startswith("__")}
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    return STRING if dtype == tf.string else np.dtype(dtype.as_numpy_dtype)
+
+
+def _dims(shape: Any) -> list[int | None] | None:
+    return None if shape.rank is None else list(shape.as_list())
+
+
+def _describe_spec(name: str, spec: Any) -> dict[str, Any]:
+    dtype = "string" if spec.dtype == tf.string else spec.dtype.name
+    return {"name": name, "type": dtype, "shape": _dims(spec.shape)}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0] if text else text

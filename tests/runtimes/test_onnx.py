@@ -1,0 +1,351 @@
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+
+from localserve.errors import HandlerError, ModelLoadError, RequestError
+from localserve.runtimes import LoadOptions, load_model
+from localserve.runtimes.onnx import OnnxModel
+from tests.models import (
+    linear_reference,
+    onnx_argmax,
+    onnx_identity,
+    onnx_linear,
+    onnx_mlp,
+    onnx_strings,
+    onnx_two_inputs,
+)
+
+
+def load(path: Path, **options: Any) -> OnnxModel:
+    return OnnxModel(path, LoadOptions(**options))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("onnx")
+    onnx_linear(d / "linear.onnx")
+    onnx_linear(d / "fixed.onnx", fixed_batch=2)
+    onnx_linear(d / "unknown.onnx", symbolic_batch=False)
+    onnx_two_inputs(d / "two.onnx")
+    onnx_strings(d / "strings.onnx")
+    onnx_argmax(d / "argmax.onnx")
+    return d
+
+
+@pytest.fixture(scope="module")
+def linear(models: Path) -> OnnxModel:
+    return load(models / "linear.onnx")
+
+
+@pytest.fixture(scope="module")
+def two(models: Path) -> OnnxModel:
+    return load(models / "two.onnx")
+
+
+def test_load_model_picks_onnx_runtime(models: Path) -> None:
+    model = load_model("onnx", models / "linear.onnx", LoadOptions(threads=1))
+    assert isinstance(model, OnnxModel)
+    assert model.format == "onnx"
+    assert model.device == "CPUExecutionProvider"
+
+
+def test_session_options(linear: OnnxModel) -> None:
+    options = linear.session.get_session_options()
+    assert options.inter_op_num_threads == 1
+    assert options.intra_op_num_threads >= 1
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.graph_optimization_level == onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert load(Path(linear.path), threads=3).session.get_session_options().intra_op_num_threads == 3
+
+
+def test_signatures_are_real_node_args(linear: OnnxModel) -> None:
+    (arg,) = linear.input_signature
+    assert isinstance(arg, onnxruntime.NodeArg)
+    assert (arg.name, arg.type, arg.shape) == ("x", "tensor(float)", ["batch", 4])
+    assert [o.name for o in linear.output_signature] == ["probabilities", "logits"]
+
+
+def test_describe(models: Path, linear: OnnxModel) -> None:
+    assert linear.describe() == {
+        "format": "onnx",
+        "device": "CPUExecutionProvider",
+        "inputs": [{"name": "x", "type": "float32", "shape": ["batch", 4]}],
+        "outputs": [
+            {"name": "probabilities", "type": "float32", "shape": ["batch", 3]},
+            {"name": "logits", "type": "float32", "shape": ["batch", 3]},
+        ],
+    }
+    unknown = load(models / "unknown.onnx").describe()
+    assert unknown["inputs"] == [{"name": "x", "type": "float32", "shape": [None, 4]}]
+    assert json.loads(json.dumps(unknown)) == unknown
+    assert load(models / "strings.onnx").describe()["inputs"] == [{"name": "text", "type": "string", "shape": ["n"]}]
+
+
+def test_predict_exact_outputs(linear: OnnxModel) -> None:
+    x = [[1, 2, 3, 4], [0, 0, 0, 0]]
+    probabilities, logits = linear.predict(x)
+    expected_p, expected_logits = linear_reference(x)
+    np.testing.assert_array_equal(logits, [[5, 3, 1], [0, 0.5, 1]])
+    np.testing.assert_array_equal(logits, expected_logits)
+    np.testing.assert_allclose(probabilities, expected_p, rtol=1e-6)
+    assert probabilities.dtype == np.float32
+
+
+def test_flat_list_is_reshaped_to_the_input_shape(linear: OnnxModel, models: Path) -> None:
+    feed = linear.coerce([1, 2, 3, 4])
+    assert feed["x"].shape == (1, 4)
+    assert feed["x"].dtype == np.float32
+    assert linear.coerce({"x": np.arange(8.0)})["x"].shape == (2, 4)
+    assert load(models / "fixed.onnx").coerce(list(range(8)))["x"].shape == (2, 4)
+    # An unnamed unknown dimension counts as 1 (Cortex did so).
+    assert load(models / "unknown.onnx").coerce([1, 2, 3, 4])["x"].shape == (1, 4)
+
+
+def test_run_returns_outputs_in_order(models: Path) -> None:
+    labels, probabilities = load(models / "argmax.onnx").predict([[1, 2, 3, 4], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(labels, [0, 2])
+    assert labels.dtype == np.int64
+    assert probabilities.shape == (2, 3)
+
+
+def test_two_inputs(two: OnnxModel) -> None:
+    (out,) = two.predict({"ids": [[1, 2], [3, 4]], "scale": [[0.5], [2]]})
+    np.testing.assert_array_equal(out, [[0.5, 1], [6, 8]])
+    feed = two.coerce({"ids": [1, 2], "scale": 3})
+    assert feed["ids"].dtype == np.int64
+    assert feed["scale"].shape == (1, 1)
+
+
+def test_strings(models: Path) -> None:
+    model = load(models / "strings.onnx")
+    (out,) = model.predict(["Hello", b"WORLD"])
+    assert out.tolist() == ["hello", "world"]
+    assert model.coerce(np.array(["A"]))["text"].dtype == object
+
+
+@pytest.mark.parametrize(
+    ("onnx_type", "dtype", "value", "expected"),
+    [
+        (TensorProto.DOUBLE, np.float64, [1, 2.5], [1.0, 2.5]),
+        (TensorProto.FLOAT16, np.float16, [0.5], [0.5]),
+        (TensorProto.INT32, np.int32, [1, 2.0], [1, 2]),
+        (TensorProto.INT8, np.int8, [-128, 127], [-128, 127]),
+        (TensorProto.UINT8, np.uint8, [0, 255], [0, 255]),
+        (TensorProto.BOOL, np.bool_, [True, 0, 1], [True, False, True]),
+    ],
+)
+def test_dtypes(tmp_path: Path, onnx_type: int, dtype: type, value: list[Any], expected: list[Any]) -> None:
+    model = load(onnx_identity(tmp_path / "id.onnx", onnx_type, ["n"]))
+    (out,) = model.predict(value)
+    assert out.dtype == dtype
+    assert out.tolist() == expected
+
+
+def test_many_symbolic_dims_keep_the_shape(tmp_path: Path) -> None:
+    model = load(onnx_identity(tmp_path / "id.onnx", shape=["a", "b"]))
+    assert model.coerce([[1, 2, 3]])["x"].shape == (1, 3)
+    with pytest.raises(RequestError) as info:
+        model.predict([1, 2])
+    assert str(info.value).startswith(
+        "The model expects 'x' (float32 of shape [-1, -1]); got 'x' as a float32 array of shape [2]. "
+        "onnxruntime said: [ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid rank for input: x Got: 1 Expected: 2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([1, 2, 3], "Input 'x' expects float32 of shape [-1, 4]; got a list of 3 numbers."),
+        (
+            np.zeros((2, 3)),
+            "Input 'x' expects float32 of shape [-1, 4]; got a float64 array of shape [2, 3].",
+        ),
+        (
+            {"y": [1, 2, 3, 4]},
+            "Input 'x' is missing; the model expects 'x' (float32 of shape [-1, 4]); got keys ['y'].",
+        ),
+        (
+            {"x": [1, 2, 3, 4], "z": 1},
+            "Unknown input 'z'; the model expects 'x' (float32 of shape [-1, 4]).",
+        ),
+        (
+            [1, "a", 3, 4],
+            "Input 'x' expects float32 of shape [-1, 4]; the value '1' at [0] is a string, not a number.",
+        ),
+        (
+            [[1, 2, 3, 4], [1, None, 3, 4]],
+            "Input 'x' expects float32 of shape [-1, 4]; the value None at [1, 1] could not be converted to float32.",
+        ),
+        (
+            [[1, 2, 3, 4], [1, 2]],
+            "Input 'x' expects float32 of shape [-1, 4]; got a nested list whose rows have different lengths "
+            "(a nested list of shape [2]).",
+        ),
+        ("abc", "Input 'x' expects float32 of shape [-1, 4]; the value 'abc' is a string, not a number."),
+        (None, "Input 'x' expects float32 of shape [-1, 4]; the value None could not be converted to float32."),
+    ],
+)
+def test_coercion_errors(linear: OnnxModel, value: Any, message: str) -> None:
+    with pytest.raises(RequestError) as info:
+        linear.coerce(value)
+    assert str(info.value) == message
+    assert info.value.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            [1, 2],
+            "The model has 2 inputs, so it needs a dict of input name -> value; the model expects "
+            "'ids' (int64 of shape [-1, 2]), 'scale' (float32 of shape [-1, 1]); got a list of 2 numbers.",
+        ),
+        (
+            {"ids": [1, 2]},
+            "Input 'scale' is missing; the model expects 'ids' (int64 of shape [-1, 2]), "
+            "'scale' (float32 of shape [-1, 1]); got keys ['ids'].",
+        ),
+        (
+            {"ids": [1.5, 2], "scale": 1},
+            "Input 'ids' expects int64 of shape [-1, 2]; the value 1.5 at [0] is not a whole number.",
+        ),
+        (
+            {"ids": [1, 2**70], "scale": 1},
+            "Input 'ids' expects int64 of shape [-1, 2]; the value 1180591620717411303424 at [1] "
+            "is out of range for int64.",
+        ),
+        (
+            {"ids": [1, 2, 3], "scale": [1, 2, 3]},
+            "Input 'ids' expects int64 of shape [-1, 2]; got a list of 3 numbers.",
+        ),
+    ],
+)
+def test_coercion_errors_two_inputs(two: OnnxModel, value: Any, message: str) -> None:
+    with pytest.raises(RequestError) as info:
+        two.coerce(value)
+    assert str(info.value) == message
+
+
+def test_integer_range_and_bool_errors(tmp_path: Path) -> None:
+    uint8 = load(onnx_identity(tmp_path / "u8.onnx", TensorProto.UINT8, ["n"]))
+    with pytest.raises(RequestError, match=r"^Input 'x' expects uint8 of shape \[-1\]; the value 256 at \[1\] is out"):
+        uint8.coerce([1, 256])
+    boolean = load(onnx_identity(tmp_path / "b.onnx", TensorProto.BOOL, ["n"]))
+    with pytest.raises(RequestError) as info:
+        boolean.coerce([1, 2])
+    assert str(info.value) == (
+        "Input 'x' expects bool of shape [-1]; the value 2 at [1] is not a boolean (true/false or 0/1)."
+    )
+
+
+def test_string_input_errors(models: Path) -> None:
+    model = load(models / "strings.onnx")
+    with pytest.raises(RequestError) as info:
+        model.coerce(["a", 3])
+    assert str(info.value) == "Input 'text' expects string of shape [-1]; the value 3 at [1] is not a string."
+    with pytest.raises(RequestError) as info:
+        model.coerce([b"\xff"])
+    assert str(info.value) == "Input 'text' expects string of shape [-1]; the value b'\\xff' at [0] is not valid UTF-8."
+
+
+def test_wrong_fixed_size(models: Path) -> None:
+    with pytest.raises(RequestError) as info:
+        load(models / "fixed.onnx").coerce([1, 2, 3, 4])
+    assert str(info.value) == "Input 'x' expects float32 of shape [2, 4]; got a list of 4 numbers."
+
+
+def test_signature_key_is_a_request_error(linear: OnnxModel) -> None:
+    with pytest.raises(RequestError) as info:
+        linear.predict([1, 2, 3, 4], "serving_default")
+    assert str(info.value) == "ONNX models have no signatures; got signature_key 'serving_default'."
+
+
+def test_runtime_failure_is_a_handler_error(models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = load(models / "linear.onnx")
+
+    def broken(*args: Any) -> Any:
+        raise ort_state.RuntimeException("device lost")
+
+    monkeypatch.setattr(model.session, "run", broken)
+    with pytest.raises(HandlerError) as info:
+        model.predict([1, 2, 3, 4])
+    assert str(info.value) == "onnxruntime failed to run linear.onnx: device lost"
+
+
+def test_load_errors(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError) as info:
+        load(tmp_path / "missing.onnx")
+    assert str(info.value) == f"Cannot load ONNX model {tmp_path / 'missing.onnx'}: the file does not exist."
+    with pytest.raises(ModelLoadError) as info:
+        load(tmp_path)
+    assert str(info.value) == f"Cannot load ONNX model {tmp_path}: it is a directory; expected an .onnx file."
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("not a model")
+    with pytest.raises(ModelLoadError) as info:
+        load(bad)
+    assert str(info.value).startswith(f"Cannot load ONNX model {bad}: [ONNXRuntimeError] : ")
+
+
+def test_mlp_builder(tmp_path: Path) -> None:
+    model = load(onnx_mlp(tmp_path / "mlp.onnx", sizes=(8, 16, 2)))
+    (y,) = model.predict(np.ones((5, 8)))
+    assert y.shape == (5, 2)
+    assert model.input_signature[0].shape == ["batch", 8]
+
+
+# --- GPU -----------------------------------------------------------------------------------------
+
+HAS_CUDA = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has CUDA")
+def test_gpu_requested_with_the_cpu_package(models: Path) -> None:
+    with pytest.raises(ModelLoadError) as info:
+        load(models / "linear.onnx", gpu=True)
+    message = str(info.value)
+    assert message.startswith(
+        f"A GPU was requested (compute.gpu) but this onnxruntime {onnxruntime.__version__} has no CUDA support"
+    )
+    assert "the CPU package 'onnxruntime' is installed instead of 'onnxruntime-gpu'" in message
+    assert "pip uninstall onnxruntime && pip install onnxruntime-gpu" in message
+    assert message.endswith("; or pass --allow-cpu-fallback to run on CPU.")
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has CUDA")
+def test_gpu_fallback_runs_on_cpu(models: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="localserve"):
+        model = load(models / "linear.onnx", gpu=True, allow_cpu_fallback=True)
+    assert model.device == "CPUExecutionProvider"
+    assert "has no CUDA support" in caplog.text
+    assert "running on CPU (--allow-cpu-fallback)" in caplog.text
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has CUDA")
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider' is not in available provider names")
+def test_gpu_package_without_cuda_libraries(models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # onnxruntime-gpu without a driver: CUDA is "available" but the session comes up on CPU only.
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: providers)
+    with pytest.raises(ModelLoadError) as info:
+        load(models / "linear.onnx", gpu=True)
+    assert "could not start CUDA for linear.onnx (the session came up with ['CPUExecutionProvider'])" in str(info.value)
+    assert "NVIDIA driver or the CUDA/cuDNN libraries" in str(info.value)
+    assert load(models / "linear.onnx", gpu=True, allow_cpu_fallback=True).device == "CPUExecutionProvider"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime-gpu and a CUDA GPU")
+def test_gpu_runs_on_cuda(models: Path) -> None:
+    model = load(models / "linear.onnx", gpu=True)
+    assert model.device == "CUDAExecutionProvider"
+    probabilities, _ = model.predict([1, 2, 3, 4])
+    np.testing.assert_allclose(probabilities, linear_reference([1, 2, 3, 4])[0], rtol=1e-5)
