@@ -62,8 +62,14 @@ def _serve(
         if server is not None:
             server.should_exit = True
 
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            # uvicorn re-raises the signal after its graceful shutdown; a clean stop exits 0.
+            self._captured_signals.clear()
+
     app = create_app(config, options, on_fatal)
-    server = uvicorn.Server(
+    server = Server(
         uvicorn.Config(
             app,
             host=host,

@@ -1,0 +1,186 @@
+"""Cortex predictors through the real app: parameters by name, clients, batching."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+
+import numpy as np
+import pytest
+
+from localserve.config import load_config
+from localserve.errors import HandlerLoadError
+from localserve.server import create_app
+from tests.models import linear_reference, onnx_linear
+
+PREDICTOR_YAML = """
+- kind: api
+  name: pred
+  predictor:
+    type: {type}
+    path: predictor.py
+    {model}
+    config: {{greeting: hi}}
+  {extra}
+"""
+
+
+def project_with(make_project, code: str, *, type: str = "python", model: str = "", extra: str = ""):
+    yaml = PREDICTOR_YAML.format(type=type, model=model, extra=extra)
+    return make_project({"localserve.yaml": yaml, "predictor.py": code})
+
+
+def test_parameters_are_passed_by_name(serve, make_project) -> None:
+    project = project_with(
+        make_project,
+        """
+        class PythonPredictor:
+            def __init__(self, config, metrics_client):
+                self.config = config
+                metrics_client.put("loaded", 1)
+
+            def predict(self, payload, headers, request_id, query_params):
+                return {"payload": payload, "greeting": self.config["greeting"], "id": request_id,
+                        "q": query_params, "h": headers["X-Thing"]}
+        """,
+    )
+    with serve(project) as client:
+        response = client.post("/pred?a=1", json={"k": "v"}, headers={"X-Request-ID": "rid", "X-Thing": "t"})
+        assert response.json() == {"payload": {"k": "v"}, "greeting": "hi", "id": "rid", "q": {"a": "1"}, "h": "t"}
+        assert (
+            client.post("/pred", content=b"hello", headers={"Content-Type": "text/plain"}).json()["payload"] == "hello"
+        )
+
+
+def test_return_types(serve, make_project) -> None:
+    project = project_with(
+        make_project,
+        """
+        import numpy as np
+        from starlette.responses import PlainTextResponse
+
+        class PythonPredictor:
+            def __init__(self, config):
+                pass
+
+            def predict(self, payload):
+                return {
+                    "str": "text", "bytes": b"\\x00\\x01", "array": np.arange(3), "number": np.float32(1.5),
+                    "response": PlainTextResponse("custom", status_code=201), "bad": object(),
+                }[payload]
+        """,
+    )
+    with serve(project) as client:
+
+        def ask(kind: str):
+            return client.post("/pred", json=kind)
+
+        assert (ask("str").text, ask("str").headers["content-type"]) == ("text", "text/plain; charset=utf-8")
+        assert (ask("bytes").content, ask("bytes").headers["content-type"]) == (b"\x00\x01", "application/octet-stream")
+        assert ask("array").json() == [0, 1, 2]
+        assert ask("number").json() == 1.5
+        assert (ask("response").status_code, ask("response").text) == (201, "custom")
+        bad = ask("bad")
+        assert bad.status_code == 500
+        assert (
+            bad.json()["error"]
+            == "The response cannot be serialised as JSON: Object of type object is not JSON serializable."
+        )
+        import msgpack
+
+        packed = client.post("/pred", json="array", headers={"Accept": "application/msgpack"})
+        assert msgpack.unpackb(packed.content) == [0, 1, 2]
+
+
+def test_onnx_predictor_uses_the_client(serve, make_project) -> None:
+    project = project_with(
+        make_project,
+        """
+        class ONNXPredictor:
+            def __init__(self, onnx_client, config):
+                self.client = onnx_client
+
+            def predict(self, payload):
+                probabilities, logits = self.client.predict({"x": payload})
+                return {"probabilities": probabilities.tolist()}
+        """,
+        type="onnx",
+        model="model_path: lin.onnx",
+    )
+    onnx_linear(project / "lin.onnx")
+    with serve(project) as client:
+        response = client.post("/pred", json=[[1, 2, 3, 4]])
+        assert np.allclose(response.json()["probabilities"], linear_reference([[1, 2, 3, 4]])[0], atol=1e-6)
+        assert (
+            client.post("/pred", json=[1, 2]).json()["error"]
+            == "Input 'x' expects float32 of shape [-1, 4]; got a list of 2 numbers."
+        )
+        assert client.get("/pred").json()["inputs"][0]["name"] == "x"
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        (
+            "class PythonPredictor:\n    def __init__(self, config, tensorflow_client):\n        pass\n    def predict(self, payload):\n        pass\n",
+            "predictor.py: PythonPredictor.__init__ has an unknown parameter 'tensorflow_client'; it may take: config, metrics_client.",
+        ),
+        (
+            "class PythonPredictor:\n    def __init__(self, config):\n        pass\n    def predict(self, payload, body):\n        pass\n",
+            "predictor.py: PythonPredictor.predict has an unknown parameter 'body'; it may take: payload, request_id, query_params, headers.",
+        ),
+        (
+            "class Predictor:\n    pass\n",
+            "predictor.py: no class PythonPredictor (predictor type 'python'); it defines: Predictor.",
+        ),
+        (
+            "class PythonPredictor:\n    def __init__(self, config):\n        raise RuntimeError('no vocabulary')\n    def predict(self):\n        pass\n",
+            "PythonPredictor.__init__ raised RuntimeError: no vocabulary",
+        ),
+    ],
+)
+def test_load_errors(make_project, monkeypatch, code: str, message: str) -> None:
+    project = project_with(make_project, code)
+    monkeypatch.chdir(project)
+    app = create_app(load_config(project))
+    with pytest.raises(HandlerLoadError) as info:
+        asyncio.run(app.startup(wait=True))
+    assert str(info.value) == message
+    asyncio.run(app.shutdown())
+
+
+def test_batched_predictor_gets_lists_and_must_return_one_per_payload(serve, make_project) -> None:
+    project = project_with(
+        make_project,
+        """
+        batches = []
+
+        class PythonPredictor:
+            def __init__(self, config):
+                pass
+
+            def predict(self, payload):
+                batches.append(len(payload))
+                if any(p == "short" for p in payload):
+                    return payload[:-1]
+                return [p * 2 for p in payload]
+        """,
+        extra="batching: {max_batch_size: 4, batch_interval: 300ms}",
+    )
+    with serve(project) as client:
+        import predictor
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            responses = list(pool.map(lambda v: client.post("/pred", json=v), [1, 2, 3, 4]))
+        assert [r.json() for r in responses] == [2, 4, 6, 8]
+        assert max(predictor.batches) > 1 and sum(predictor.batches) == 4
+        predictor.batches.clear()
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            responses = list(pool.map(lambda v: client.post("/pred", json=v), ["short", 5]))
+        for response in responses:
+            assert response.status_code == 500
+            n = predictor.batches[0]
+            assert response.json()["error"] == (
+                f"PythonPredictor.predict received a batch of {n} payloads (batching is on) and must return a list "
+                f"of {n} predictions; it returned a list of {n - 1}."
+            )

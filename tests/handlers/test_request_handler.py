@@ -1,0 +1,214 @@
+"""Cortex request handlers over real ONNX models, through the real app."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+
+import numpy as np
+import pytest
+
+from localserve.config import load_config
+from localserve.errors import HandlerLoadError
+from localserve.server import create_app
+from tests.conftest import EXAMPLES
+from tests.models import linear_reference, onnx_linear, onnx_two_inputs
+
+IRIS = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}
+
+
+def test_iris_onnx_example_seed_000(serve) -> None:
+    with serve(EXAMPLES / "iris_onnx") as client:
+        response = client.post("/iris", json=IRIS)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["class_label"] == "iris-setosa"
+        assert body["class_index"] == 0
+        assert len(body["probabilities"]) == 3 and abs(sum(body["probabilities"]) - 1) < 1e-5
+        assert client.post("/iris/predict", json=IRIS).json() == body
+        assert client.post("/", json=IRIS).json() == body
+        described = client.get("/iris").json()
+        assert described["kind"] == "request_handler"
+        assert described["model_format"] == "onnx"
+        assert described["inputs"][0]["name"] == "input"
+        assert described["status"] == "ready"
+
+
+def test_iris_labels_example_seed_002(serve) -> None:
+    sample = json.loads((EXAMPLES / "iris_labels" / "sample.json").read_text())
+    with serve(EXAMPLES / "iris_labels") as client:
+        response = client.post("/iris-labels", json=sample)
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "text/plain; charset=utf-8"
+        assert response.text == "iris-virginica"
+
+
+def test_python_predictor_example_seed_001(serve) -> None:
+    with serve(EXAMPLES / "python_predictor") as client:
+        response = client.post("/tax", json={"total_without_tax": 1222})
+        assert response.json() == {"total": 1320.0, "currency": "JPY"}
+
+
+def test_raw_model_and_coercion_errors(serve, make_project) -> None:
+    project = make_project({"localserve.yaml": "- kind: api\n  name: lin\n  model: lin.onnx\n"})
+    onnx_linear(project / "lin.onnx")
+    with serve(project) as client:
+        response = client.post("/lin", json=[[1.0, 2.0, 3.0, 4.0]])
+        assert response.status_code == 200, response.text
+        probabilities, logits = linear_reference([[1.0, 2.0, 3.0, 4.0]])
+        assert np.allclose(response.json()[0], probabilities, atol=1e-6)
+        assert np.allclose(response.json()[1], logits, atol=1e-5)
+        flat = client.post("/lin", json=[1.0, 2.0, 3.0, 4.0])  # reshaped to [-1, 4]
+        assert flat.json() == response.json()
+        bad = client.post("/lin", json=[1.0, 2.0, 3.0], headers={"X-Request-ID": "q"})
+        assert bad.status_code == 400
+        assert bad.json() == {
+            "error": "Input 'x' expects float32 of shape [-1, 4]; got a list of 3 numbers.",
+            "request_id": "q",
+        }
+        missing = client.post("/lin", json={"y": [1, 2, 3, 4]})
+        assert missing.status_code == 400
+        assert missing.json()["error"].startswith("Input 'x' is missing")
+        assert client.post("/lin", content=b"{", headers={"Content-Type": "application/json"}).status_code == 400
+
+
+def test_two_argument_and_three_argument_forms_and_metadata(serve, make_project) -> None:
+    project = make_project(
+        {
+            "localserve.yaml": """
+            - kind: api
+              name: two
+              model: two.onnx
+              request_handler: two.py
+            - kind: api
+              name: three
+              model: two.onnx
+              request_handler: three.py
+              metadata: {factor: 10}
+            """,
+            "two.py": """
+            def pre_inference(sample, metadata):
+                return {metadata[0].name: sample["ids"], metadata[1].name: sample["scale"]}
+
+            def post_inference(prediction, metadata):
+                return {"out": prediction[0].tolist(), "output_name": metadata[0].name}
+            """,
+            "three.py": """
+            def pre_inference(sample, signature, metadata):
+                assert signature[0].type == "tensor(int64)"
+                return {"ids": sample["ids"], "scale": [[metadata["factor"]]]}
+
+            def post_inference(prediction, signature, metadata):
+                return {"out": prediction[0].tolist(), "factor": metadata["factor"]}
+            """,
+        }
+    )
+    onnx_two_inputs(project / "two.onnx")
+    with serve(project) as client:
+        response = client.post("/two", json={"ids": [[1, 2]], "scale": [[0.5]]})
+        assert response.json() == {"out": [[0.5, 1.0]], "output_name": "out"}
+        response = client.post("/three", json={"ids": [[1, 2]]})
+        assert response.json() == {"out": [[10.0, 20.0]], "factor": 10}
+        assert client.get("/").status_code == 404  # several APIs: no root route
+
+
+def test_user_errors_in_hooks_are_500s(serve, make_project) -> None:
+    project = make_project(
+        {
+            "localserve.yaml": "- kind: api\n  name: lin\n  model: lin.onnx\n  request_handler: h.py\n",
+            "h.py": "def pre_inference(sample, metadata):\n    return sample['features']\n",
+        }
+    )
+    onnx_linear(project / "lin.onnx")
+    with serve(project) as client:
+        response = client.post("/lin", json={"oops": 1})
+        assert response.status_code == 500
+        assert response.json()["error"] == "pre_inference raised KeyError: 'features'"
+
+
+def test_debug_logs_each_stage_in_order(serve, make_project, caplog) -> None:
+    project = make_project(
+        {
+            "localserve.yaml": "- kind: api\n  name: lin\n  model: lin.onnx\n  request_handler: h.py\n",
+            "h.py": """
+            def pre_inference(sample, metadata):
+                return sample["x"]
+
+            def post_inference(prediction, metadata):
+                return {"p": prediction[0].tolist(), "long": "y" * 600}
+            """,
+        }
+    )
+    onnx_linear(project / "lin.onnx")
+    with serve(project) as client:
+        caplog.clear()
+        client.post("/lin?debug=true", json={"x": [0, 0, 0, 0], "pad": list(range(20))})
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("debug:")]
+    assert [line.split(":")[1].strip() for line in lines] == [
+        "raw sample",
+        "after pre_inference",
+        "model output",
+        "after post_inference",
+    ]
+    assert "'... 10 more'" in lines[0]
+    assert "y" * 500 + "..." in lines[3] and "y" * 501 not in lines[3]
+
+
+def test_batching_merges_concurrent_requests(serve, make_project) -> None:
+    project = make_project(
+        {
+            "localserve.yaml": """
+            - kind: api
+              name: lin
+              model: lin.onnx
+              request_handler: h.py
+              batching: {max_batch_size: 8, batch_interval: 200ms}
+              threads_per_process: 1
+            """,
+            "h.py": """
+            import threading
+            sizes = []
+
+            def pre_inference(sample, metadata):
+                return sample["x"]
+
+            def post_inference(prediction, metadata):
+                return {"p": prediction[0].tolist(), "n": len(prediction[0])}
+            """,
+        }
+    )
+    onnx_linear(project / "lin.onnx")
+    with serve(project) as client:
+        rt = client.app.apis["lin"]
+        seen: list[int] = []
+        real_run = rt.endpoint.model.run
+        rt.endpoint.model.run = lambda feed: (seen.append(len(feed["x"])), real_run(feed))[1]
+        inputs = [[[float(i), 0, 0, 0]] for i in range(8)] + [[[1.0, 2.0, 3.0]]]  # the last cannot be stacked
+        with concurrent.futures.ThreadPoolExecutor(9) as pool:
+            responses = list(pool.map(lambda x: client.post("/lin", json={"x": x}), inputs))
+    for x, response in zip(inputs[:8], responses[:8]):
+        assert response.status_code == 200, response.text
+        assert np.allclose(response.json()["p"], linear_reference(x)[0], atol=1e-6)
+        assert response.json()["n"] == 1
+    assert responses[8].status_code == 400
+    assert sum(seen) == 8 and max(seen) > 1, seen
+
+
+def test_load_errors_name_the_problem(make_project, monkeypatch) -> None:
+    import asyncio
+
+    project = make_project(
+        {
+            "localserve.yaml": "- kind: api\n  name: lin\n  model: lin.onnx\n  request_handler: h.py\n",
+            "h.py": "def pre_inference(sample):\n    return sample\n",
+        }
+    )
+    onnx_linear(project / "lin.onnx")
+    monkeypatch.chdir(project)
+    app = create_app(load_config(project))
+    with pytest.raises(HandlerLoadError) as info:
+        asyncio.run(app.startup(wait=True))
+    assert str(info.value) == (
+        "h.py: pre_inference must take (sample, metadata) or (sample, signature, metadata); it takes 1 parameter(s)."
+    )
+    asyncio.run(app.shutdown())

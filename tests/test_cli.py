@@ -1,0 +1,289 @@
+"""``localserve run`` / ``check`` / ``--help`` as real processes."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.conftest import EXAMPLES, cli_env
+
+
+def localserve(
+    *args: str, cwd: Path | None = None, stdin: bytes | None = None, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "localserve", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env=cli_env(**env),
+        timeout=120,
+        check=False,
+    )
+
+
+def test_run_json_tax_prints_the_body() -> None:
+    done = localserve(
+        "run", "--handler", "main:handler", "--input", "request.json", "--quiet", cwd=EXAMPLES / "json_tax"
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b'{"total":108.0}', b"")
+
+
+def test_run_error_status_exits_1_with_status_and_body_on_stderr() -> None:
+    done = localserve("run", "--handler", "main:handler", "--input", "bad_request.json", cwd=EXAMPLES / "json_tax")
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert b'Error: the handler answered 400:\n{"message":"total_without_tax is need"}' in done.stderr
+
+
+def test_run_image_flip_writes_the_mirrored_jpeg(tmp_path: Path) -> None:
+    project = EXAMPLES / "image_flip"
+    done = localserve(
+        "run",
+        "--project",
+        str(project),
+        "--handler",
+        "main:handler",
+        "--input",
+        str(project / "cat.jpg"),
+        "--quiet",
+        "--no-install",
+    )
+    assert done.returncode == 0, done.stderr
+    original = np.asarray(Image.open(project / "cat.jpg")).astype(int)
+    flipped = np.asarray(Image.open(io.BytesIO(done.stdout))).astype(int)
+    assert np.abs(flipped - original[:, ::-1]).mean() < 3
+    out = tmp_path / "out.jpg"
+    done = localserve(
+        "run",
+        "-p",
+        str(project),
+        "--handler",
+        "main:handler",
+        "-i",
+        str(project / "cat.jpg"),
+        "--no-install",
+        "--output",
+        str(out),
+    )
+    assert done.returncode == 0 and done.stdout == b""
+    assert out.read_bytes()[:2] == b"\xff\xd8"
+
+
+ECHO = """
+import json, os
+
+def handler(request, context):
+    print("printed by the handler")
+    return {
+        "content_type": "application/json",
+        "content": {
+            "method": request["http_method"],
+            "content_type": request["content_type"],
+            "body": request.read().decode(),
+            "x": request["http_headers"]["X-Thing"],
+            "context": context,
+            "env": {k: os.environ.get(k) for k in ("FROM_DOTENV", "FROM_FLAG", "HANDLER", "ABEJA_TRAINING_RESULT_DIR", "OVERRIDE")},
+            "cwd": os.getcwd(),
+        },
+    }
+"""
+
+
+def test_run_flags_env_and_project(make_project) -> None:
+    project = make_project({"main.py": ECHO, ".env": "FROM_DOTENV=dot\nOVERRIDE=dotenv\n# comment\n"})
+    done = localserve(
+        "run",
+        "-p",
+        str(project),
+        "--handler",
+        "main:handler",
+        "--input",
+        "-",
+        "--content-type",
+        "text/plain",
+        "-H",
+        "X-Thing: hello",
+        "-e",
+        "FROM_FLAG:a:b",
+        "-e",
+        "OVERRIDE:flag",
+        "--context",
+        '{"k": 1}',
+        stdin=b"from stdin",
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["method"] == "POST" and seen["content_type"] == "text/plain" and seen["body"] == "from stdin"
+    assert seen["x"] == "hello" and seen["context"] == {"k": 1}
+    assert seen["env"] == {
+        "FROM_DOTENV": "dot",
+        "FROM_FLAG": "a:b",
+        "HANDLER": "main:handler",
+        "ABEJA_TRAINING_RESULT_DIR": str(project / "abejainc_training_result"),
+        "OVERRIDE": "flag",
+    }
+    assert seen["cwd"] == str(project)
+    assert b"printed by the handler" in done.stderr and b"printed by the handler" not in done.stdout
+    quiet = localserve(
+        "run", "-p", str(project), "--handler", "main:handler", "--method", "GET", "--query", "a=1", "-q"
+    )
+    assert json.loads(quiet.stdout)["body"] == "a=1" and quiet.stderr == b""
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "message"),
+    [
+        (
+            {},
+            ["--handler", "main"],
+            "Error: localserve.yaml: api 'proj': invalid value 'main' for 'handler'; it must look like \"<module>:<function>\", e.g. \"main:handler\".",
+        ),
+        (
+            {},
+            ["--handler", "missing:handler"],
+            'Error: Could not import module "missing" for handler "missing:handler": no missing.py (or package) in the project directory',
+        ),
+        (
+            {"main.py": "import not_installed_pkg\n"},
+            ["--handler", "main:handler"],
+            "Error: Importing 'main' failed (main.py, line 1): ModuleNotFoundError: No module named 'not_installed_pkg'",
+        ),
+        (
+            {"main.py": "def handle(request, context):\n    pass\n"},
+            ["--handler", "main:handler"],
+            'Error: Handler "main:handler": module "main" has no attribute "handler". Did you mean "handle"?',
+        ),
+        (
+            {"main.py": "def handler(request):\n    pass\n"},
+            ["--handler", "main:handler"],
+            'Error: Handler "main:handler" must accept 2 parameters (request, context); it accepts 1.',
+        ),
+        (
+            {"main.py": ""},
+            ["--handler", "main:handler", "-e", "1BAD:x"],
+            "Error: Invalid --environment '1BAD:x': the key '1BAD' must match [A-Za-z_][A-Za-z0-9_]* (letters, digits and underscores, not starting with a digit).",
+        ),
+        (
+            {"main.py": ""},
+            ["--handler", "main:handler", "--context", "{bad"],
+            "Error: Invalid --context '{bad': not JSON",
+        ),
+    ],
+)
+def test_load_errors_are_precise(make_project, files, args, message) -> None:
+    project = make_project(files)
+    done = localserve("run", "-p", str(project), *args)
+    assert done.returncode == 1
+    stderr = done.stderr.decode().replace("command line", "localserve.yaml")
+    assert message in stderr, stderr
+
+
+def _wheel(tmp_path: Path) -> Path:
+    """A real (tiny) wheel built by hand, so installing it needs no index."""
+    wheel = tmp_path / "lsdemo-1.0-py3-none-any.whl"
+    files = {
+        "lsdemo/__init__.py": b"VALUE = 42\n",
+        "lsdemo-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: lsdemo\nVersion: 1.0\n",
+        "lsdemo-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(data)}")
+        record.append("lsdemo-1.0.dist-info/RECORD,,")
+        archive.writestr("lsdemo-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+def test_requirements_are_installed_once_into_the_cache(make_project, tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    project = make_project(
+        {
+            "main.py": "import lsdemo\n\ndef handler(request, context):\n    return {'content': str(lsdemo.VALUE)}\n",
+            "requirements.txt": f"{wheel}\n",
+        }
+    )
+    cache = tmp_path / "cache"
+    first = localserve(
+        "run", "-p", str(project), "--handler", "main:handler", LOCALSERVE_CACHE_DIR=str(cache), PIP_NO_INDEX="1"
+    )
+    assert (first.returncode, first.stdout) == (0, b"42"), first.stderr
+    assert b"installing requirements.txt" in first.stderr and b"Successfully installed lsdemo-1.0" in first.stderr
+    second = localserve(
+        "run", "-p", str(project), "--handler", "main:handler", LOCALSERVE_CACHE_DIR=str(cache), PIP_NO_INDEX="1"
+    )
+    assert (second.returncode, second.stdout) == (0, b"42")
+    assert b"already installed" in second.stderr and b"Successfully installed" not in second.stderr
+    skipped = localserve(
+        "run",
+        "-p",
+        str(project),
+        "--handler",
+        "main:handler",
+        "--no-install",
+        LOCALSERVE_CACHE_DIR=str(tmp_path / "empty"),
+    )
+    assert skipped.returncode == 1 and b"No module named 'lsdemo'" in skipped.stderr
+
+
+def test_failed_install_names_the_package(make_project, tmp_path: Path) -> None:
+    project = make_project(
+        {"main.py": "def handler(request, context):\n    return {}\n", "requirements.txt": "nonexistent-pkg-zzz==1.0\n"}
+    )
+    done = localserve(
+        "run",
+        "-p",
+        str(project),
+        "--handler",
+        "main:handler",
+        LOCALSERVE_CACHE_DIR=str(tmp_path / "c"),
+        PIP_NO_INDEX="1",
+    )
+    assert done.returncode == 1
+    assert (
+        b"Error: Installing requirements.txt failed: pip could not install the package 'nonexistent-pkg-zzz==1.0'."
+        in done.stderr
+    )
+    assert not any((tmp_path / "c" / "envs").glob("*/.complete"))
+
+
+def test_help_and_abeja_handlers_do_not_import_heavy_runtimes(make_project) -> None:
+    probe = "import sys, localserve.cli, localserve.server; print(sorted(m for m in ('onnxruntime', 'tensorflow', 'onnx') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=cli_env(), check=True)
+    assert done.stdout.strip() == b"[]"
+    project = make_project(
+        {
+            "main.py": "import sys\n\ndef handler(request, context):\n    return {'content': str([m for m in ('onnxruntime', 'tensorflow') if m in sys.modules])}\n"
+        }
+    )
+    done = localserve("run", "-p", str(project), "--handler", "main:handler", "-q")
+    assert done.stdout == b"[]"
+    assert localserve("--help").returncode == 0
+
+
+def test_check_validates_without_serving(make_project) -> None:
+    project = make_project({"cortex.yaml": "- kind: api\n  name: iris\n  model: missing.onnx\n"})
+    done = localserve("check", "-p", str(project))
+    assert done.returncode == 1
+    assert done.stderr.decode().startswith(
+        "Error: cortex.yaml: api 'iris': model 'missing.onnx' does not exist in the project directory"
+    )
+    done = localserve("check", "-p", str(EXAMPLES / "iris_onnx"))
+    assert done.returncode == 0
+    assert (
+        done.stdout.decode()
+        == "ok  iris: onnx model iris.onnx with request handler handler.py\ncortex.yaml: 1 API(s) valid.\n"
+    )

@@ -1,0 +1,169 @@
+"""``localserve serve`` as a real process on a free port, spoken to over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import EXAMPLES, cli_env, free_port
+
+pytestmark = pytest.mark.slow
+
+
+@contextmanager
+def server(
+    *args: str, cwd: Path | None = None, ready: bool = True, **env: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = free_port()
+    output = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localserve", "serve", "--port", str(port), "--log-format", "text", *args],
+        cwd=cwd,
+        env=cli_env(**env),
+        stdout=output,
+        stderr=subprocess.STDOUT,
+    )
+    proc.output = output  # type: ignore[attr-defined]
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if ready:
+            wait_ready(url, proc)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        output.close()
+
+
+def output_of(proc: subprocess.Popen[bytes]) -> str:
+    out = proc.output  # type: ignore[attr-defined]
+    out.seek(0)
+    return out.read().decode("utf-8", "replace")
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode}: {output_of(proc)}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return time.monotonic() - start
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("server never became ready")
+
+
+def test_serve_json_tax_over_http() -> None:
+    with server("--handler", "main:handler", cwd=EXAMPLES / "json_tax") as (url, _):
+        response = httpx.post(url, json={"total_without_tax": 100})
+        assert (response.status_code, response.json()) == (200, {"total": 108.0})
+        response = httpx.post(f"{url}/predict", json={}, headers={"X-Request-ID": "e2e-1"})
+        assert response.status_code == 400 and response.headers["x-request-id"] == "e2e-1"
+        assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+        assert httpx.get(f"{url}/missing").status_code == 404
+
+
+def test_serve_iris_onnx_and_sigterm_exits_0() -> None:
+    sample = json.loads((EXAMPLES / "iris_onnx" / "sample.json").read_text())
+    with server("--project", str(EXAMPLES / "iris_onnx")) as (url, proc):
+        response = httpx.post(f"{url}/iris", json=sample)
+        assert response.json()["class_label"] == "iris-setosa"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
+def test_a_client_that_goes_away_is_never_started(make_project, tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    project = make_project(
+        {
+            "main.py": f"""
+            import time
+
+            def handler(request, context):
+                body = request.read().decode()
+                with open({str(log)!r}, "a") as f:
+                    f.write(body + "\\n")
+                if body == "slow":
+                    time.sleep(1.5)
+                return {{"content": body}}
+            """
+        }
+    )
+    with server("-p", str(project), "--handler", "main:handler") as (url, _):
+        port = int(url.rsplit(":", 1)[1])
+        slow = threading.Thread(target=lambda: httpx.post(url, content=b"slow", timeout=10))
+        slow.start()
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", port)) as sock:  # queued behind "slow", then hangs up
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\ngone")
+            time.sleep(0.3)
+        slow.join(10)
+        assert httpx.post(url, content=b"after").text == "after"
+    assert log.read_text().split() == ["slow", "after"]
+
+
+def test_graceful_shutdown_finishes_the_request_in_flight(make_project) -> None:
+    project = make_project(
+        {
+            "main.py": "import time\n\ndef handler(request, context):\n    time.sleep(1.0)\n    return {'content': 'finished'}\n"
+        }
+    )
+    with server("-p", str(project), "--handler", "main:handler", "--graceful-timeout", "10") as (url, proc):
+        result: dict = {}
+        thread = threading.Thread(target=lambda: result.setdefault("r", httpx.post(url, timeout=10)))
+        thread.start()
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        thread.join(10)
+        assert result["r"].text == "finished"
+        assert proc.wait(20) == 0
+
+
+def test_replicas_share_the_port_and_a_killed_one_is_restarted(make_project) -> None:
+    project = make_project(
+        {"main.py": "import os\n\ndef handler(request, context):\n    return {'content': str(os.getpid())}\n"}
+    )
+    with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, proc):
+        pids = set()
+        deadline = time.monotonic() + 20
+        while len(pids) < 2 and time.monotonic() < deadline:
+            with httpx.Client() as client:  # a new connection each time: the kernel spreads them
+                pids.add(int(client.post(url).text))
+        assert len(pids) == 2, pids
+        victim = pids.pop()
+        import os
+
+        os.kill(victim, signal.SIGKILL)
+        answers = []
+        deadline = time.monotonic() + 20
+        new_pids: set[int] = set()
+        while time.monotonic() < deadline and len(new_pids - {victim} - pids) < 1:
+            with httpx.Client() as client:
+                response = client.post(url)
+                answers.append(response.status_code)
+                new_pids.add(int(response.text))
+            time.sleep(0.05)
+        assert set(answers) == {200}  # the port kept answering
+        assert victim not in new_pids or len(new_pids) > 1
+        assert new_pids - {victim} - pids, "the killed replica was not replaced"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
