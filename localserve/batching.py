@@ -9,6 +9,7 @@ because of each other.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
@@ -57,7 +58,7 @@ def run_batched(run: Callable[[Feed], Any], feeds: list[Feed]) -> list[Any]:
 def split(output: Any, sizes: list[int]) -> list[Any]:
     """The per-request slices of a batched output: a list of arrays (ONNX) or a dict of arrays (TF)."""
     offsets = np.cumsum([0, *sizes])
-    bounds = list(zip(offsets[:-1], offsets[1:], strict=True))
+    bounds = list(itertools.pairwise(offsets))
     if isinstance(output, dict):
         return [{name: value[lo:hi] for name, value in output.items()} for lo, hi in bounds]
     return [[value[lo:hi] for value in output] for lo, hi in bounds]

@@ -27,7 +27,7 @@ def server(
     *args: str, cwd: Path | None = None, ready: bool = True, **env: str
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    output = tempfile.TemporaryFile()
+    output = tempfile.TemporaryFile()  # noqa: SIM115  (closed in the finally below)
     proc = subprocess.Popen(
         [sys.executable, "-m", "localserve", "serve", "--port", str(port), "--log-format", "text", *args],
         cwd=cwd,

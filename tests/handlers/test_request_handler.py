@@ -186,7 +186,7 @@ def test_batching_merges_concurrent_requests(serve, make_project) -> None:
         inputs = [[[float(i), 0, 0, 0]] for i in range(8)] + [[[1.0, 2.0, 3.0]]]  # the last cannot be stacked
         with concurrent.futures.ThreadPoolExecutor(9) as pool:
             responses = list(pool.map(lambda x: client.post("/lin", json={"x": x}), inputs))
-    for x, response in zip(inputs[:8], responses[:8]):
+    for x, response in zip(inputs[:8], responses[:8], strict=False):
         assert response.status_code == 200, response.text
         assert np.allclose(response.json()["p"], linear_reference(x)[0], atol=1e-6)
         assert response.json()["n"] == 1
