@@ -26,10 +26,11 @@ _N_BUCKETS = 8 * _PER_DECADE + 1
 _SCALE = _PER_DECADE / math.log(10)
 
 
-def _bucket(seconds: float) -> int:
+def _bucket(seconds: float, log: Any = math.log) -> int:
     if seconds < _LOW:
         return 0
-    return min(_N_BUCKETS - 1, 1 + int(math.log(seconds / _LOW) * _SCALE))
+    index = 1 + int(log(seconds / _LOW) * _SCALE)
+    return index if index < _N_BUCKETS else _N_BUCKETS - 1
 
 
 class ApiStats:
@@ -56,8 +57,10 @@ class ApiStats:
                 self._codes[status_class] += 1
             self._count += 1
             self._sum += seconds
-            self._min = min(self._min, seconds)
-            self._max = max(self._max, seconds)
+            if seconds < self._min:
+                self._min = seconds
+            if seconds > self._max:
+                self._max = seconds
             self._buckets[index] += 1
             self._bucket_sums[index] += seconds
 
