@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from localserve.metrics import Metrics, MetricsClient, prepare_metrics_dir
+from localserve.metrics import Metrics, MetricsClient, mark_process_dead, prepare_metrics_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -226,9 +226,37 @@ def test_replicas_share_figures_through_the_metrics_dir(tmp_path: Path) -> None:
     assert pid_a != pid_b
 
 
+LATE_ENV = textwrap.dedent(
+    """
+    import os, sys
+    import localserve.metrics  # imported before the replica's environment is set, as a spawned replica does
+    os.environ["LOCALSERVE_METRICS_DIR"] = sys.argv[1]
+    metrics = localserve.metrics.Metrics(apis=["iris"])
+    metrics.request_started("iris")
+    metrics.request_finished("iris", 200, 0.002)
+    """
+)
+
+
+def test_metrics_dir_set_after_import_still_counts(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LOCALSERVE_METRICS_DIR", None)
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    subprocess.run([sys.executable, "-c", LATE_ENV, str(tmp_path)], env=env, check=True, timeout=60)
+    s = scrape(_python(RENDER, tmp_path).encode())
+    assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 1
+
+
 def test_prepare_metrics_dir_removes_an_earlier_runs_files(tmp_path: Path) -> None:
     (tmp_path / "counter_12.db").write_bytes(b"x")
     (tmp_path / "stats-12.json").write_text("{}")
     (tmp_path / "keep.txt").write_text("")
     prepare_metrics_dir(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_mark_process_dead_with_the_supervisors_dir(tmp_path: Path) -> None:
+    for name in ("gauge_livesum_41.db", "gauge_livemax_41.db", "counter_41.db", "gauge_livesum_42.db"):
+        (tmp_path / name).write_bytes(b"")
+    mark_process_dead(41, str(tmp_path))  # the supervisor's own environment has no LOCALSERVE_METRICS_DIR
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counter_41.db", "gauge_livesum_42.db"]
