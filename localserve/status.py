@@ -1,0 +1,97 @@
+"""``localserve get``: the figures of ``GET /stats`` as readable tables, like ``cortex get <api>``.
+
+Example::
+
+    print(render_get(httpx.get(f"{url}/stats").json(), api="iris"))
+
+    api   status  2xx  4xx  5xx     mean      p50      p99
+    iris  ready     3    1    0  1.20 ms  1.12 ms  4.47 ms
+
+    iris: classification of 'class_label', 3 predictions
+    class       count  percent
+    setosa          2    66.7%
+    versicolor      1    33.3%
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from localserve.errors import NotFound
+
+
+def render_get(stats: Sequence[Mapping[str, Any]] | Mapping[str, Any], api: str | None = None) -> str:
+    """The text of ``localserve get [API]`` from the JSON of ``GET /stats`` (a list) or ``GET /<api>/stats``."""
+    entries = [stats] if isinstance(stats, Mapping) else list(stats)
+    if api is not None:
+        entries = [entry for entry in entries if entry.get("api") == api]
+        if not entries:
+            names = ", ".join(str(entry.get("api")) for entry in ([stats] if isinstance(stats, Mapping) else stats))
+            raise NotFound(f"No API named '{api}'; the server has: {names or 'no APIs'}.")
+    if not entries:
+        return "no APIs"
+    rows = []
+    for entry in entries:
+        requests, latency = entry.get("requests") or {}, entry.get("latency") or {}
+        rows.append(
+            [
+                str(entry.get("api")),
+                str(entry.get("status")),
+                *(str(requests.get(c, 0)) for c in ("2xx", "4xx", "5xx")),
+                *(_ms(latency.get(q)) for q in ("mean", "p50", "p99")),
+            ]
+        )
+    blocks = [_table(["api", "status", "2xx", "4xx", "5xx", "mean", "p50", "p99"], rows, numeric_from=2)]
+    for entry in entries:
+        tracker = entry.get("tracker")
+        if tracker:
+            blocks.append(_render_tracker(str(entry.get("api")), tracker))
+    return "\n\n".join(blocks)
+
+
+def _render_tracker(api: str, tracker: Mapping[str, Any]) -> str:
+    model_type = tracker.get("model_type")
+    of = f" of '{tracker['key']}'" if tracker.get("key") else ""
+    if model_type == "classification":
+        classes: Mapping[str, int] = tracker.get("classes") or {}
+        total = sum(classes.values())
+        title = f"{api}: classification{of}, {_plural(total, 'prediction')}"
+        if not total:
+            return title
+        ordered = sorted(classes.items(), key=lambda item: (-item[1], item[0]))
+        rows = [[label, str(n), f"{100 * n / total:.1f}%"] for label, n in ordered]
+        return title + "\n" + _table(["class", "count", "percent"], rows, numeric_from=1)
+    count = tracker.get("count") or 0
+    title = f"{api}: regression{of}, {_plural(count, 'prediction')}"
+    if not count:
+        return title
+    row = [_number(tracker.get(k)) for k in ("min", "max", "mean")]
+    return title + "\n" + _table(["min", "max", "mean"], [row], numeric_from=0)
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric_from: int) -> str:
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=False)]
+    lines = []
+    for cells in [headers, *rows]:
+        parts = [
+            cell.rjust(width) if i >= numeric_from else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _ms(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)):
+        return "-"
+    ms = seconds * 1000
+    return f"{ms:.2f} ms" if ms < 1000 else f"{ms:,.0f} ms"
+
+
+def _number(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, (int, float)) else "-"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
