@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from localserve.logs import logger
+from localserve.request import Content, Request
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "logger"]
+__all__ = ["Content", "Request", "__version__", "logger"]

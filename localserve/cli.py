@@ -146,13 +146,9 @@ def _prepare(config: Any, environment: tuple[str, ...], no_install: bool, quiet:
 
 
 def _setup_logging(level: str, fmt: str | None, quiet: bool = False) -> None:
-    import logging
+    from localserve.logs import configure_logging
 
-    logging.basicConfig(
-        level=logging.ERROR if quiet else getattr(logging, level.upper()),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(message)s",
-    )
+    configure_logging(fmt, "error" if quiet else level)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -208,9 +204,8 @@ def run(
     localserve run --handler main:handler --input cat.jpg --quiet > flipped.jpg
     localserve run --config cortex.yaml --api iris --input sample.json
     """
-    from contextlib import redirect_stdout
-
     from localserve.client import run_once
+    from localserve.logs import capture_prints
     from localserve.server import ServeOptions, create_app
 
     _setup_logging(log_level, log_format or "text", quiet)
@@ -232,8 +227,7 @@ def run(
     api = config.api(api_name).name
     _prepare(config, environment, no_install, quiet, os.environ.get("LOCALSERVE_URL"))
     app = create_app(config, ServeOptions(allow_cpu_fallback=allow_cpu_fallback))
-    stdout = sys.stdout.buffer
-    with redirect_stdout(sys.stderr):  # what user code prints must not mix with the body
+    with capture_prints() as real_stdout:  # what user code prints is logged, never mixed with the body
         status, response_headers, response_body = run_once(
             app, api=api, method=method, headers=header_list, body=body, query_string=query
         )
@@ -245,7 +239,8 @@ def run(
         output.write_bytes(response_body)
         return
     response_type = next((v for k, v in response_headers if k == "content-type"), "")
-    if sys.stdout.isatty() and response_type.startswith("application/json"):
+    stdout = real_stdout.buffer
+    if real_stdout.isatty() and response_type.startswith("application/json"):
         try:
             response_body = (json.dumps(json.loads(response_body), indent=4, ensure_ascii=False) + "\n").encode()
         except ValueError:
@@ -359,3 +354,31 @@ def check(project: Path, config_file: Path | None, handler: str | None) -> None:
     config = load_config(project, config_file, handler=handler)
     for line in check_project(config):
         click.echo(line)
+
+
+@main.command()
+@click.argument("api", required=False)
+@click.option("--url", default="http://127.0.0.1:8888", show_default=True, help="The running server.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stats as JSON.")
+@_fail_on_errors
+def get(api: str | None, url: str, as_json: bool) -> None:
+    """Show each API's status, request counts, latency and tracker stats (like `cortex get`)."""
+    import urllib.error
+    import urllib.request
+
+    from localserve.status import render_get
+
+    target = f"{url.rstrip('/')}/{api}/stats" if api else f"{url.rstrip('/')}/stats"
+    try:
+        with urllib.request.urlopen(target, timeout=10) as response:
+            stats = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")
+        raise LocalServeError(f"{target} answered {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise LocalServeError(f"Cannot reach localserve at {url}: {reason}. Is `localserve serve` running?") from None
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+    else:
+        click.echo(render_get(stats, api), nl=False)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -31,9 +32,12 @@ from localserve.config import ApiConfig, ServeConfig
 from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, Timeout
 from localserve.executor import Executor, Result
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
+from localserve.logs import access_log, api_var, request_id_var
+from localserve.metrics import Metrics
 from localserve.request import Request
 from localserve.response import Reply, error_body
 from localserve.runtimes import LoadOptions
+from localserve.stats import Stats
 
 log = logging.getLogger("localserve")
 
@@ -57,8 +61,9 @@ class ClientGone(LocalServeError):
 class ApiRuntime:
     """One API in this process: its endpoint, its executor, its state."""
 
-    def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions) -> None:
+    def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics) -> None:
         self.api = api
+        self.metrics = metrics
         self.state = "loading"
         self.error: str | None = None
         load = LoadOptions(
@@ -67,16 +72,25 @@ class ApiRuntime:
             gpu=api.compute.gpu > 0,
             allow_cpu_fallback=options.allow_cpu_fallback,
         )
-        self.endpoint: Endpoint = create_endpoint(api, EndpointOptions(project=config.project, load=load))
+        endpoint_options = EndpointOptions(
+            project=config.project,
+            load=load,
+            observe=functools.partial(metrics.observe_stage, api.name),
+            metrics_client=metrics.client(api.name),
+        )
+        self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
         self.executor = Executor(
             api.name,
             self._process,
             threads=api.threads_per_process,
             max_queue=api.max_queue,
             batching=api.batching,
+            on_batch=functools.partial(metrics.observe_batch, api.name),
         )
 
     def _process(self, requests: list[Request]) -> list[Result]:
+        api_var.set(self.api.name)
+        request_id_var.set(requests[0].request_id if len(requests) == 1 else ",".join(r.request_id for r in requests))
         if len(requests) == 1 and self.api.batching is None:
             try:
                 return [self.endpoint.handle(requests[0])]
@@ -98,7 +112,9 @@ class ApiRuntime:
             log.exception("api %r failed to load", self.api.name)
             raise LocalServeError(f"api {self.api.name!r} failed to load: {self.error}") from exc
         self.state = "ready"
-        log.info("api %r loaded in %.3f s", self.api.name, time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        self.metrics.observe_model_load(self.api.name, seconds)
+        log.info("api %r loaded in %.3f s", self.api.name, seconds)
 
     def describe(self) -> dict[str, Any]:
         info = self.endpoint.describe() if self.state == "ready" else {"name": self.api.name, "kind": self.api.kind}
@@ -120,7 +136,9 @@ class App:
         self.config = config
         self.options = options or ServeOptions()
         self.on_fatal = on_fatal
-        self.apis = {api.name: ApiRuntime(api, config, self.options) for api in config.apis}
+        self.metrics = Metrics([api.name for api in config.apis])
+        self.stats = Stats.from_config(config.apis)
+        self.apis = {api.name: ApiRuntime(api, config, self.options, self.metrics) for api in config.apis}
         self.routes: dict[str, tuple[ApiRuntime, bool]] = {}  # path -> (api, is the /predict form)
         for rt in self.apis.values():
             self.routes[f"/{rt.api.name}"] = (rt, False)
@@ -138,6 +156,9 @@ class App:
                 Route("/readyz", self.readyz),
                 Route("/v2/health/ready", self.readyz),
                 Route("/v2/models/{name}/ready", self.model_ready),
+                Route("/metrics", self.metrics_route),
+                Route("/stats", self.all_stats),
+                Route("/{name}/stats", self.api_stats),
             ],
             exception_handlers={404: self.not_found, 405: self.not_found},
             lifespan=self.lifespan,
@@ -175,7 +196,9 @@ class App:
         for rt in self.apis.values():
             try:
                 await rt.load()
+                self.stats.set_status(rt.api.name, "ready")
             except LocalServeError as exc:
+                self.stats.set_status(rt.api.name, "failed")
                 log.error("%s", exc)
                 if not self.options.keep_going:
                     if self.on_fatal is None:
@@ -188,6 +211,7 @@ class App:
             self.loading.cancel()
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(None, rt.executor.stop, 30.0) for rt in self.apis.values()))
+        self.stats.close()
 
     @property
     def ready(self) -> bool:
@@ -195,11 +219,14 @@ class App:
 
     # -- the hot path -----------------------------------------------------------------------------
     async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
+        start = time.perf_counter()
+        name = rt.api.name
         request_id = _request_id(scope)
+        self.metrics.request_started(name)
         try:
             if rt.state != "ready":
                 raise NotReady(
-                    f"api {rt.api.name!r} is not ready: "
+                    f"api {name!r} is not ready: "
                     + (f"it failed to load: {rt.error}" if rt.error else "it is still loading.")
                 )
             body = await self._read_body(scope, receive)
@@ -213,17 +240,24 @@ class App:
             )
             reply = await self._execute(rt, request, receive)
         except ClientGone:
+            self.metrics.request_finished(name, 499, time.perf_counter() - start)
             return
         except LocalServeError as exc:
-            reply = self.error_reply(exc, request_id, rt.api.name)
+            reply = self.error_reply(exc, request_id, name)
         if reply.asgi is not None:
             reply.asgi.headers["x-request-id"] = request_id
             await reply.asgi(scope, receive, send)
-            return
-        if reply.stream is not None:
+        elif reply.stream is not None:
             await _send_stream(send, reply, request_id, rt.executor)
-            return
-        await _send_reply(send, reply, request_id)
+        else:
+            await _send_reply(send, reply, request_id)
+        seconds = time.perf_counter() - start
+        status = reply.status
+        self.metrics.request_finished(name, status, seconds)
+        self.stats.record_request(name, status, seconds)
+        if rt.api.tracker is not None and 200 <= status < 300:
+            self.stats.record_prediction(name, reply.value)
+        access_log(scope["method"], scope["path"], name, status, seconds, request_id)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         limit = self.options.max_body_size
@@ -271,6 +305,7 @@ class App:
         executor = rt.executor
         watch_disconnect = executor.busy >= executor.threads or executor.depth > 0
         job = executor.submit(request, loop)
+        self.metrics.set_queue_depth(rt.api.name, executor.depth)
         timer = loop.call_later(rt.api.timeout, _expire, executor, job, rt.api)
         watcher = loop.create_task(_watch_disconnect(receive, executor, job)) if watch_disconnect else None
         try:
@@ -308,6 +343,21 @@ class App:
         if rt is None:
             return await self.not_found(request, NotFound("no such model"))
         return JSONResponse(_state(rt), status_code=200 if rt.state == "ready" else 503)
+
+    async def metrics_route(self, request: StarletteRequest) -> Response:
+        for name, rt in self.apis.items():
+            self.metrics.set_queue_depth(name, rt.executor.depth)
+        body, content_type = self.metrics.render()
+        return Response(body, media_type=content_type)
+
+    async def all_stats(self, request: StarletteRequest) -> Response:
+        return JSONResponse(self.stats.stats_json())
+
+    async def api_stats(self, request: StarletteRequest) -> Response:
+        name = request.path_params["name"]
+        if name not in self.apis:
+            return await self.not_found(request, NotFound("no such api"))
+        return JSONResponse(self.stats.api_json(name))
 
     async def not_found(self, request: StarletteRequest, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)

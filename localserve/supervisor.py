@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -35,12 +36,16 @@ def serve_forever(
     port: int,
     replicas: int | None = None,
     graceful_timeout: float = 30.0,
+    log_format: str | None = None,
+    log_level: str = "info",
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
     count = replicas or max(api.compute.replicas for api in config.apis)
     if count == 1:
         return _serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=None)
-    return Supervisor(config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout).run()
+    supervisor = Supervisor(config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout)
+    supervisor.log_settings = (log_format, log_level)
+    return supervisor.run()
 
 
 def _serve(
@@ -96,12 +101,14 @@ def _replica_main(
     port: int,
     graceful_timeout: float,
     env: dict[str, str],
-    log_level: int,
+    log_settings: tuple[str | None, str],
 ) -> None:
     os.environ.update(env)
     os.chdir(config.project)
     sys.path.insert(0, str(config.project))
-    logging.basicConfig(level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    from localserve.logs import configure_logging
+
+    configure_logging(*log_settings)
     sys.exit(_serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=sock))
 
 
@@ -145,6 +152,7 @@ class Supervisor:
         self.stopping = False
         self.gpus = visible_gpus() if any(api.compute.gpu > 0 for api in config.apis) else []
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
+        self.log_settings: tuple[str | None, str] = (None, "info")
 
     def replica_env(self, index: int) -> dict[str, str]:
         env = {
@@ -178,6 +186,9 @@ class Supervisor:
         log.info("replica %d started (pid %s)%s", index, process.pid, gpu)
 
     def run(self) -> int:
+        from localserve.metrics import prepare_metrics_dir
+
+        prepare_metrics_dir(self.metrics_dir)
         sock = bind_socket(self.host, self.port)
         log.info("serving %s at http://%s:%d with %d replicas", self.config.source, self.host, self.port, self.replicas)
 
@@ -217,6 +228,7 @@ class Supervisor:
         finally:
             self.shutdown()
             sock.close()
+            shutil.rmtree(self.metrics_dir, ignore_errors=True)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return code
@@ -224,11 +236,9 @@ class Supervisor:
     def _forget(self, process: BaseProcess) -> None:
         if process.pid is None:
             return
-        try:
-            from localserve.metrics import mark_process_dead
-        except ImportError:
-            return
-        mark_process_dead(process.pid)
+        from localserve.metrics import mark_process_dead
+
+        mark_process_dead(process.pid, self.metrics_dir)
 
     def shutdown(self) -> None:
         alive = [p for p in self.processes if p is not None and p.is_alive()]

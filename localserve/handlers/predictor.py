@@ -39,13 +39,6 @@ class ModelClient:
         return self.model.input_signature
 
 
-class _NullMetricsClient:
-    def put(self, metric_name: str, value: float, tags: dict[str, str] | None = None) -> None:
-        pass
-
-    increment = histogram = put
-
-
 class PredictorEndpoint:
     def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
         assert api.predictor is not None
@@ -68,7 +61,7 @@ class PredictorEndpoint:
             )
         available: dict[str, Any] = {
             "config": dict(spec.config),
-            "metrics_client": self.options.metrics_client or _NullMetricsClient(),
+            "metrics_client": self.options.metrics_client,
         }
         if spec.type in CLIENT_PARAMS:
             self.model = load_api_model(self.api, self.options)
