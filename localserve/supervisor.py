@@ -21,6 +21,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from localserve.config import ServeConfig
+from localserve.errors import LocalServeError
 from localserve.server import ServeOptions, create_app
 
 log = logging.getLogger("localserve")
@@ -42,7 +43,11 @@ def serve_forever(
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
     count = replicas or max(api.compute.replicas for api in config.apis)
     if count == 1:
-        return _serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=None)
+        fatal: list[str] = []
+        code = _serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=None, fatal=fatal)
+        if fatal:
+            raise LocalServeError(f"The server stopped: {fatal[0]}")
+        return code
     supervisor = Supervisor(config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout)
     supervisor.log_settings = (log_format, log_level)
     return supervisor.run()
@@ -56,10 +61,11 @@ def _serve(
     port: int,
     graceful_timeout: float,
     sock: socket.socket | None,
+    fatal: list[str] | None = None,
 ) -> int:
     import uvicorn
 
-    fatal: list[str] = []
+    fatal = [] if fatal is None else fatal
     server: uvicorn.Server | None = None
 
     def on_fatal(message: str) -> None:
@@ -262,8 +268,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        from localserve.errors import LocalServeError
-
         raise LocalServeError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
     sock.listen(2048)
     sock.set_inheritable(True)

@@ -49,10 +49,14 @@ def server(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        proc.captured = output_of(proc)  # type: ignore[attr-defined]
         output.close()
 
 
 def output_of(proc: subprocess.Popen[bytes]) -> str:
+    """What the server printed so far (or in all, once it has stopped)."""
+    if hasattr(proc, "captured"):
+        return str(proc.captured)
     out = proc.output  # type: ignore[attr-defined]
     out.seek(0)
     return out.read().decode("utf-8", "replace")
