@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import MutableMapping
 from typing import Any
 
 from localserve.server import App
@@ -48,7 +49,7 @@ async def call(
     response_headers: list[tuple[str, str]] = []
     chunks: list[bytes] = []
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status, response_headers
         if message["type"] == "http.response.start":
             status = message["status"]

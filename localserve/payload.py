@@ -45,7 +45,8 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
     if lowered.startswith("application/x-www-form-urlencoded"):
         from starlette.datastructures import FormData
 
-        return FormData(parse_qsl(body.decode("latin-1"), keep_blank_values=True))
+        fields: list[tuple[str, str | Any]] = list(parse_qsl(body.decode("latin-1"), keep_blank_values=True))
+        return FormData(fields)
     if lowered.startswith(MSGPACK_TYPES):
         import msgpack
 

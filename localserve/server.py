@@ -19,7 +19,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +41,9 @@ from localserve.stats import Stats
 
 log = logging.getLogger("localserve")
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 MiB = 1024 * 1024
 
 
@@ -386,7 +386,7 @@ def _state(rt: ApiRuntime) -> dict[str, Any]:
 def _request_id(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"x-request-id" and value:
-            return value.decode("latin-1")[:200]
+            return str(value.decode("latin-1")[:200])
     return uuid.uuid4().hex
 
 

@@ -9,6 +9,7 @@ With GPUs visible, replicas are spread over them through CUDA_VISIBLE_DEVICES.
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import shutil
@@ -88,7 +89,7 @@ def _serve(
             log_config=None,
             access_log=False,
             lifespan="on",
-            timeout_graceful_shutdown=graceful_timeout,
+            timeout_graceful_shutdown=math.ceil(graceful_timeout),
             server_header=False,
         )
     )

@@ -66,7 +66,7 @@ class PredictorEndpoint:
         if spec.type in CLIENT_PARAMS:
             self.model = load_api_model(self.api, self.options)
             available[CLIENT_PARAMS[spec.type]] = ModelClient(self.model)
-        init_params = parameter_names(cls.__init__)[1:]
+        init_params = parameter_names(cls.__init__)[1:]  # type: ignore[misc]
         unknown = [p for p in init_params if p not in available]
         if unknown:
             raise HandlerLoadError(
