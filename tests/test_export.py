@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,12 @@ def documents(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def _by(documents: list[dict[str, Any]], kind: str, api: str) -> dict[str, Any]:
-    (doc,) = [d for d in documents if d["kind"] == kind and d["metadata"]["labels"]["localserve.dev/api"] == api]
+    (doc,) = [d for d in documents if d["kind"] == kind and d["metadata"]["labels"].get("localserve.dev/api") == api]
     return doc
 
 
 def test_every_manifest_is_valid_kubernetes(documents: list[dict[str, Any]]) -> None:
-    assert [d["kind"] for d in documents] == ["Deployment", "Service", "HorizontalPodAutoscaler"] * 2
+    assert [d["kind"] for d in documents] == ["ConfigMap"] + ["Deployment", "Service", "HorizontalPodAutoscaler"] * 2
     for doc in documents:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
@@ -70,7 +71,8 @@ def test_deployment_maps_compute(documents: list[dict[str, Any]]) -> None:
     (container,) = pod["containers"]
     assert container["image"] == "registry.example/iris:1"
     assert container["args"] == [
-        "serve", "--project", "/mnt/project", "--host", "0.0.0.0", "--port", "8888", "--api", "iris",
+        "serve", "--project", "/mnt/project", "--config", "/etc/localserve/cortex.yaml",
+        "--host", "0.0.0.0", "--port", "8888", "--api", "iris",
     ]  # fmt: skip
     assert container["resources"] == {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
@@ -113,11 +115,41 @@ def test_cpu_as_number_and_custom_port(tmp_path: Path) -> None:
     docs = list(yaml.safe_load_all(kubernetes_manifests(config, "img", port=9000, graceful_timeout=2.5)))
     for doc in docs:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
-    (container,) = docs[0]["spec"]["template"]["spec"]["containers"]
+    (container,) = docs[1]["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["requests"] == {"cpu": "1.5", "memory": "512Mi"}
-    assert container["args"][5:7] == ["--port", "9000"]
-    assert docs[0]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 8
-    assert docs[1]["spec"]["ports"][0]["port"] == 9000
+    assert container["args"][7:9] == ["--port", "9000"]
+    assert docs[1]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 8
+    assert docs[2]["spec"]["ports"][0]["port"] == 9000
+
+
+def test_config_travels_as_a_config_map(tmp_path: Path, documents: list[dict[str, Any]]) -> None:
+    config_map = documents[0]
+    assert config_map["metadata"]["name"] == "localserve-config"
+    assert config_map["data"] == {"cortex.yaml": CONFIG}
+    deployment = _by(documents, "Deployment", "iris")
+    pod = deployment["spec"]["template"]["spec"]
+    assert {"name": "config", "configMap": {"name": "localserve-config"}} in pod["volumes"]
+    assert {"name": "config", "mountPath": "/etc/localserve", "readOnly": True} in pod["containers"][0]["volumeMounts"]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {"localserve.dev/config-sha256": hashlib.sha256(CONFIG.encode()).hexdigest()}
+
+
+def test_config_file_outside_the_project(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "prod.yaml").write_text("- {kind: api, name: a, handler: main:handler}\n")
+    config = load_config(tmp_path / "project", tmp_path / "prod.yaml")
+    docs = list(yaml.safe_load_all(kubernetes_manifests(config, "img", config_file=tmp_path / "prod.yaml")))
+    assert docs[0]["data"] == {"prod.yaml": "- {kind: api, name: a, handler: main:handler}\n"}
+    assert docs[1]["spec"]["template"]["spec"]["containers"][0]["args"][3:5] == [
+        "--config",
+        "/etc/localserve/prod.yaml",
+    ]
+
+
+def test_command_line_config_cannot_be_exported(tmp_path: Path) -> None:
+    config = load_config(tmp_path, handler="main:handler")
+    with pytest.raises(ConfigError, match=r"^export kubernetes needs the API config file"):
+        kubernetes_manifests(config, "img")
 
 
 def test_name_too_long_for_a_service(tmp_path: Path) -> None:
