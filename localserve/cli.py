@@ -382,3 +382,44 @@ def get(api: str | None, url: str, as_json: bool) -> None:
         click.echo(json.dumps(stats, indent=2))
     else:
         click.echo(render_get(stats, api), nl=False)
+
+
+@main.group()
+def export() -> None:
+    """Write deployment files: Kubernetes manifests, a .dockerignore."""
+
+
+@export.command("kubernetes")
+@_project_options
+@click.option("--image", required=True, help="The image the cluster pulls, e.g. registry.example/iris:1.")
+@click.option(
+    "--graceful-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds in-flight requests get to finish; the pods' grace period is this plus 5.",
+)
+@_fail_on_errors
+def export_kubernetes(project: Path, config_file: Path | None, image: str, graceful_timeout: float) -> None:
+    """Print a Deployment, a Service api-<name> and a HorizontalPodAutoscaler per API.
+
+    \b
+    localserve export kubernetes --image registry.example/iris:1 > k8s.yaml && kubectl apply -f k8s.yaml
+    """
+    from localserve.config import find_config_file, load_config
+    from localserve.export import kubernetes_manifests
+
+    config = load_config(project, config_file)
+    source = config_file if config_file is not None else find_config_file(config.project)
+    click.echo(kubernetes_manifests(config, image, graceful_timeout=graceful_timeout, config_file=source), nl=False)
+
+
+@export.command("dockerignore")
+@_project_options
+@_fail_on_errors
+def export_dockerignore(project: Path, config_file: Path | None) -> None:
+    """Print the .dockerignore that leaves out what the platform never packaged (seed 001)."""
+    from localserve.config import find_config_file
+    from localserve.export import dockerignore
+
+    click.echo(dockerignore(project.resolve(), config_file or find_config_file(project.resolve())), nl=False)

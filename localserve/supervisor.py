@@ -182,7 +182,7 @@ class Supervisor:
                 self.port,
                 self.graceful_timeout,
                 self.replica_env(index),
-                logging.getLogger().getEffectiveLevel(),
+                self.log_settings,
             ),
             name=f"localserve-replica-{index}",
             daemon=False,

@@ -100,8 +100,8 @@ class TensorFlowModel:
             "format": self.format,
             "device": self.device,
             "signature_key": sig.key,
-            "inputs": [_describe_spec(name, spec) for name, spec in sig.inputs.items()],
-            "outputs": [_describe_spec(name, spec) for name, spec in sig.outputs.items()],
+            "inputs": [_describe_spec(name, spec) for name, spec in sorted(sig.inputs.items())],
+            "outputs": [_describe_spec(name, spec) for name, spec in sorted(sig.outputs.items())],
         }
 
     def coerce(self, value: Any) -> Feed:
