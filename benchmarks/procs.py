@@ -55,7 +55,7 @@ class ServerProcess:
         deadline = self.started_at + timeout
         while time.perf_counter() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"exited with code {self.proc.returncode}: {self.log_tail()}")
+                raise RuntimeError(f"exited with code {self.proc.returncode}: {self.log_summary()}")
             try:
                 status, content = post(self.port, path, body, timeout=2.0)
             except OSError:
@@ -64,14 +64,23 @@ class ServerProcess:
             if status == 200:
                 return time.perf_counter() - self.started_at, status, content
             time.sleep(0.02)
-        raise RuntimeError(f"no 200 on POST {path} within {timeout:.0f} s: {self.log_tail()}")
+        raise RuntimeError(f"no 200 on POST {path} within {timeout:.0f} s: {self.log_summary()}")
 
     def log_tail(self, lines: int = 8) -> str:
+        return " | ".join(self._log_lines()[-lines:]) or "(empty log)"
+
+    def log_summary(self) -> str:
+        """The line of the server's log that best says why it failed: the last error, else the last line."""
+        lines = self._log_lines()
+        errors = [ln for ln in lines if "Error" in ln or "error" in ln.lower().split(":")[0]]
+        return (errors or lines or ["(empty log)"])[-1][:300]
+
+    def _log_lines(self) -> list[str]:
         try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
+            text = self.log_path.read_text(errors="replace")
         except OSError:
-            return "(no log)"
-        return " | ".join(text[-lines:]) or "(empty log)"
+            return []
+        return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
     def memory(self) -> dict:
         assert self.proc is not None

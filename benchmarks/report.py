@@ -72,7 +72,9 @@ def format_report(results: dict) -> str:
     meta = results["meta"]
     head = (
         f"localserve benchmarks: {meta['duration_s']:g} s per cell, load generator {meta['loadgen']}, "
-        f"{meta['cpus']} CPUs, concurrency {','.join(map(str, meta['concurrency']))}\n"
+        f"{meta['cpus']} CPUs, concurrency {','.join(map(str, meta['concurrency']))}"
+        + (f", median of {meta['rounds']} rounds" if meta["rounds"] > 1 else "")
+        + f", load average {meta['loadavg_start'][0]:.2f} before / {meta['loadavg_end'][0]:.2f} after\n"
         "x starlette / x litserve: req/s divided by the peer's req/s at the same concurrency in this run "
         "(batched rows against litserve-batched)."
     )

@@ -11,10 +11,13 @@ import argparse
 import json
 import os
 import platform
+import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import loadgen
@@ -42,6 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--servers", type=csv, default=DEFAULT_SERVERS, help=f"of raw,{','.join(SERVERS)} (default: all but floor)"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure every server N times, alternating the order; report medians"
+    )
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     parser.add_argument("--loadgen", choices=["auto", "wrk", "python"], default="auto")
     parser.add_argument("--wrk-threads", type=int, default=1, help="wrk threads (the server has the other core)")
@@ -52,6 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=HERE.parent,
         help="directory holding the localserve package (default: this checkout)",
+    )
+    parser.add_argument(
+        "--localserve-args",
+        type=shlex.split,
+        default=[],
+        help='extra flags for `localserve serve`, e.g. "--log-level warning" (default: none, as a user runs it)',
     )
     args = parser.parse_args(argv)
     args.concurrency = [int(c) for c in args.concurrency]
@@ -65,6 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.loadgen = "wrk" if loadgen.wrk_available() else "python"
     elif args.loadgen == "wrk" and not loadgen.wrk_available():
         parser.error("--loadgen wrk: wrk is not on PATH (apt-get install -y wrk)")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.warmup is None:
         args.warmup = min(1.0, args.duration)
     args.localserve_path = args.localserve_path.resolve()
@@ -95,6 +109,8 @@ def measure_server(args: argparse.Namespace, name: str, model: BenchModel, workd
         return {"skipped": reason}
     port = free_port()
     launch = SERVERS[name].launch(model, port, workdir, args.localserve_path)
+    if name.startswith("localserve"):
+        launch = replace(launch, cmd=[*launch.cmd, *args.localserve_args])
     server = ServerProcess(launch.cmd, port, workdir / f"{model.name}-{name}.log", env=launch.env, cwd=launch.cwd)
     log(f"{model.name}/{name}: starting on port {port}")
     server.start()
@@ -103,7 +119,7 @@ def measure_server(args: argparse.Namespace, name: str, model: BenchModel, workd
             cold, _, content = server.wait_ready(launch.path, model.body, args.ready_timeout)
         except RuntimeError as exc:
             log(f"{model.name}/{name}: skipped: {exc}")
-            return {"skipped": f"did not serve: {exc}"[:400]}
+            return {"skipped": f"did not serve: {exc}", "log_tail": server.log_tail(20)}
         data: dict = {"cold_start_s": cold, "path": launch.path, "notes": []}
         problem = check_output(content, model.n_outputs)
         if problem and name != "floor":
@@ -144,7 +160,10 @@ def run(args: argparse.Namespace) -> dict:
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "localserve_path": str(args.localserve_path),
+            "localserve_args": args.localserve_args,
+            "rounds": args.rounds,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "loadavg_start": os.getloadavg(),
         },
         "models": {},
     }
@@ -160,9 +179,43 @@ def run(args: argparse.Namespace) -> dict:
                     result["raw"] = measure_raw(model, args.duration / 2)
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
                     result["raw_error"] = str(exc)
-            for name in (s for s in args.servers if s != "raw"):
-                result["servers"][name] = measure_server(args, name, model, workdir)
+            names = [s for s in args.servers if s != "raw"]
+            rounds: dict[str, list[dict]] = {name: [] for name in names}
+            for i in range(args.rounds):
+                for name in names if i % 2 == 0 else reversed(names):
+                    if args.rounds > 1:
+                        log(f"{model.name}/{name}: round {i + 1} of {args.rounds}")
+                    rounds[name].append(measure_server(args, name, model, workdir))
+            result["servers"] = {name: merge_rounds(rounds[name]) for name in names}
+    results["meta"]["loadavg_end"] = os.getloadavg()
     return results
+
+
+def merge_rounds(runs: list[dict]) -> dict:
+    """One server's rounds as one: medians of rates and latencies, sums of counts."""
+    served = [r for r in runs if "skipped" not in r]
+    if len(runs) == 1 or not served:
+        return runs[-1]
+    notes = [note for r in served for note in r["notes"]]
+    if len(served) < len(runs):
+        notes.append(f"did not serve in {len(runs) - len(served)} of {len(runs)} rounds")
+    cells = []
+    for concurrency in dict.fromkeys(c["concurrency"] for r in served for c in r["cells"]):
+        same = [c for r in served for c in r["cells"] if c["concurrency"] == concurrency]
+        cell = {key: statistics.median(c[key] for c in same) for key in ("rps", "p50_ms", "p99_ms")}
+        cell.update({key: sum(c[key] for c in same) for key in ("requests", "duration_s", "non2xx", "errors")})
+        cells.append({"concurrency": concurrency, **cell, "rps_rounds": [c["rps"] for c in same]})
+    memory = {key: statistics.median(r["memory"][key] for r in served) for key in served[0]["memory"]}
+    memory["processes"] = max(r["memory"]["processes"] for r in served)
+    return {
+        "cold_start_s": statistics.median(r["cold_start_s"] for r in served),
+        "cold_start_rounds": [r["cold_start_s"] for r in served],
+        "path": served[0]["path"],
+        "notes": list(dict.fromkeys(notes)),
+        "memory": memory,
+        "cells": cells,
+        "rounds": len(served),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
