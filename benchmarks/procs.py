@@ -1,0 +1,155 @@
+"""Server processes: start on a free port, time the first 200, measure memory, stop the whole tree."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def post(port: int, path: str, body: bytes, timeout: float = 5.0) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, body, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+@dataclass
+class ServerProcess:
+    """A server started in its own session, so that stopping it stops every process it forked."""
+
+    cmd: list[str]
+    port: int
+    log_path: Path
+    env: dict[str, str] | None = None
+    cwd: Path | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    started_at: float = field(default=0.0, init=False)
+
+    def start(self) -> None:
+        log = self.log_path.open("wb")
+        self.started_at = time.perf_counter()
+        self.proc = subprocess.Popen(
+            self.cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd, start_new_session=True
+        )
+        log.close()
+
+    def wait_ready(self, path: str, body: bytes, timeout: float) -> tuple[float, int, bytes]:
+        """Poll with a real predict request; return (seconds from start to the first 200, status, body)."""
+        assert self.proc is not None
+        deadline = self.started_at + timeout
+        while time.perf_counter() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"exited with code {self.proc.returncode}: {self.log_summary()}")
+            try:
+                status, content = post(self.port, path, body, timeout=2.0)
+            except OSError:
+                time.sleep(0.02)
+                continue
+            if status == 200:
+                return time.perf_counter() - self.started_at, status, content
+            time.sleep(0.02)
+        raise RuntimeError(f"no 200 on POST {path} within {timeout:.0f} s: {self.log_summary()}")
+
+    def log_tail(self, lines: int = 8) -> str:
+        return " | ".join(self._log_lines()[-lines:]) or "(empty log)"
+
+    def log_summary(self) -> str:
+        """The line of the server's log that best says why it failed: the last error, else the last line."""
+        lines = self._log_lines()
+        errors = [ln for ln in lines if "Error" in ln or "error" in ln.lower().split(":")[0]]
+        return (errors or lines or ["(empty log)"])[-1][:300]
+
+    def _log_lines(self) -> list[str]:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return []
+        return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+    def memory(self) -> dict:
+        assert self.proc is not None
+        return tree_memory(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        pgid = self.proc.pid  # start_new_session: the group id is the server's own pid
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # children that outlived their parent still carry the group id
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def _kib(path: str, key: str) -> int:
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_memory(pid: int) -> dict:
+    """RSS and PSS summed over a process and all its descendants (RSS counts shared pages once per process)."""
+    children = _children()
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        todo.extend(children.get(p, []))
+    rss = sum(_kib(f"/proc/{p}/status", "VmRSS:") for p in pids)
+    pss = sum(_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
+    return {"processes": len(pids), "rss_mib": rss / 1024, "pss_mib": pss / 1024}
+
+
+def check_output(content: bytes, n_outputs: int) -> str | None:
+    """None when the body is {"output": [n floats]}, else what is wrong with it."""
+    try:
+        output = json.loads(content)["output"]
+    except (ValueError, KeyError, TypeError):
+        return f"unexpected response body: {content[:120]!r}"
+    if not isinstance(output, list) or len(output) != n_outputs:
+        return f"expected 'output' to be {n_outputs} numbers, got {str(output)[:120]}"
+    return None
