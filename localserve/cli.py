@@ -292,6 +292,13 @@ def _split_header(item: str) -> tuple[str, str]:
     help="Seconds in-flight requests get to finish on SIGTERM/SIGINT.",
 )
 @click.option("--keep-going", is_flag=True, help="Keep serving the other APIs when one fails to load (it answers 503).")
+@click.option("--access-log/--no-access-log", default=True, show_default=True, help="One log line per request.")
+@click.option(
+    "--metrics/--no-metrics",
+    default=True,
+    show_default=True,
+    help="Prometheus metrics at /metrics (--no-metrics only to measure their cost).",
+)
 @_fail_on_errors
 def serve(
     project: Path,
@@ -315,6 +322,8 @@ def serve(
     replicas: int | None,
     graceful_timeout: float,
     keep_going: bool,
+    access_log: bool,
+    metrics: bool,
 ) -> None:
     """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
     from localserve.server import ServeOptions
@@ -336,8 +345,23 @@ def serve(
         config = config.only(api_names)
     display_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     _prepare(config, environment, no_install, False, f"http://{display_host}:{port}")
-    options = ServeOptions(max_body_size=max_body_size, allow_cpu_fallback=allow_cpu_fallback, keep_going=keep_going)
-    code = serve_forever(config, options, host=host, port=port, replicas=replicas, graceful_timeout=graceful_timeout)
+    options = ServeOptions(
+        max_body_size=max_body_size,
+        allow_cpu_fallback=allow_cpu_fallback,
+        keep_going=keep_going,
+        access_log=access_log,
+        metrics=metrics,
+    )
+    code = serve_forever(
+        config,
+        options,
+        host=host,
+        port=port,
+        replicas=replicas,
+        graceful_timeout=graceful_timeout,
+        log_format=log_format,
+        log_level=log_level,
+    )
     if code:
         sys.exit(code)
 

@@ -69,6 +69,7 @@ class Executor:
         max_queue: int = 100,
         batching: BatchingConfig | None = None,
         on_batch: Callable[[int], None] | None = None,
+        pending: Callable[[], int] | None = None,
     ) -> None:
         self.name = name
         self.process = process
@@ -76,6 +77,7 @@ class Executor:
         self.max_queue = max_queue
         self.batching = batching
         self.on_batch = on_batch
+        self.pending = pending  # requests of this API the server holds; a batch waits only for those
         self._queue: queue.SimpleQueue[Job | _Call | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0  # queued jobs that are neither started nor dropped
@@ -165,7 +167,7 @@ class Executor:
                         more = self._queue.get_nowait()
                     except queue.Empty:
                         remaining = deadline - time.monotonic()
-                        if remaining <= 0:
+                        if remaining <= 0 or not self._more_expected(len(jobs)):
                             break
                         try:
                             more = self._queue.get(timeout=remaining)
@@ -186,6 +188,16 @@ class Executor:
                     return
             else:
                 self._run_jobs(jobs)
+
+    def _more_expected(self, taken: int) -> bool:
+        """Whether waiting can fill the batch: other requests are inside the server, not yet queued.
+
+        Without this a lone request would always wait out ``batch_interval`` (at concurrency 1 the
+        batch can never grow). Requests still being read count, so under load the batch does wait.
+        """
+        if self.pending is None:
+            return True
+        return self.pending() - taken - self._running > 0
 
     def _run_call(self, call: _Call) -> None:
         if not call.future.set_running_or_notify_cancel():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import time
 import uuid
@@ -52,6 +53,8 @@ class ServeOptions:
     max_body_size: int = 100 * MiB
     allow_cpu_fallback: bool = False
     keep_going: bool = False  # a failed API answers 503 instead of stopping the start
+    access_log: bool = True  # one log line per request
+    metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
 
 
 class ClientGone(LocalServeError):
@@ -61,7 +64,7 @@ class ClientGone(LocalServeError):
 class ApiRuntime:
     """One API in this process: its endpoint, its executor, its state."""
 
-    def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics) -> None:
+    def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics | None) -> None:
         self.api = api
         self.metrics = metrics
         self.state = "loading"
@@ -72,12 +75,10 @@ class ApiRuntime:
             gpu=api.compute.gpu > 0,
             allow_cpu_fallback=options.allow_cpu_fallback,
         )
-        endpoint_options = EndpointOptions(
-            project=config.project,
-            load=load,
-            observe=functools.partial(metrics.observe_stage, api.name),
-            metrics_client=metrics.client(api.name),
-        )
+        endpoint_options = EndpointOptions(project=config.project, load=load)
+        if metrics is not None:
+            endpoint_options.observe = functools.partial(metrics.observe_stage, api.name)
+            endpoint_options.metrics_client = metrics.client(api.name)
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
         self.executor = Executor(
             api.name,
@@ -85,8 +86,10 @@ class ApiRuntime:
             threads=api.threads_per_process,
             max_queue=api.max_queue,
             batching=api.batching,
-            on_batch=functools.partial(metrics.observe_batch, api.name),
+            on_batch=functools.partial(metrics.observe_batch, api.name) if metrics is not None else None,
+            pending=lambda: self.in_flight,
         )
+        self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending)
 
     def _process(self, requests: list[Request]) -> list[Result]:
         api_var.set(self.api.name)
@@ -113,7 +116,8 @@ class ApiRuntime:
             raise LocalServeError(f"api {self.api.name!r} failed to load: {self.error}") from exc
         self.state = "ready"
         seconds = time.perf_counter() - start
-        self.metrics.observe_model_load(self.api.name, seconds)
+        if self.metrics is not None:
+            self.metrics.observe_model_load(self.api.name, seconds)
         log.info("api %r loaded in %.3f s", self.api.name, seconds)
 
     def describe(self) -> dict[str, Any]:
@@ -136,7 +140,9 @@ class App:
         self.config = config
         self.options = options or ServeOptions()
         self.on_fatal = on_fatal
-        self.metrics = Metrics([api.name for api in config.apis])
+        self.metrics = Metrics([api.name for api in config.apis]) if self.options.metrics else None
+        if not self.options.access_log:
+            logging.getLogger("localserve.access").setLevel(logging.WARNING)
         self.stats = Stats.from_config(config.apis)
         self.apis = {api.name: ApiRuntime(api, config, self.options, self.metrics) for api in config.apis}
         self.routes: dict[str, tuple[ApiRuntime, bool]] = {}  # path -> (api, is the /predict form)
@@ -221,39 +227,47 @@ class App:
     async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
         name = rt.api.name
+        metrics = self.metrics
         request_id = _request_id(scope)
-        self.metrics.request_started(name)
+        rt.in_flight += 1
+        if metrics is not None:
+            metrics.request_started(name)
         try:
-            if rt.state != "ready":
-                raise NotReady(
-                    f"api {name!r} is not ready: "
-                    + (f"it failed to load: {rt.error}" if rt.error else "it is still loading.")
+            try:
+                if rt.state != "ready":
+                    raise NotReady(
+                        f"api {name!r} is not ready: "
+                        + (f"it failed to load: {rt.error}" if rt.error else "it is still loading.")
+                    )
+                body = await self._read_body(scope, receive)
+                request = Request(
+                    scope["method"],
+                    scope["headers"],
+                    body,
+                    query_string=scope["query_string"],
+                    request_id=request_id,
+                    path=scope["path"],
                 )
-            body = await self._read_body(scope, receive)
-            request = Request(
-                scope["method"],
-                scope["headers"],
-                body,
-                query_string=scope["query_string"],
-                request_id=request_id,
-                path=scope["path"],
-            )
-            reply = await self._execute(rt, request, receive)
-        except ClientGone:
-            self.metrics.request_finished(name, 499, time.perf_counter() - start)
-            return
-        except LocalServeError as exc:
-            reply = self.error_reply(exc, request_id, name)
-        if reply.asgi is not None:
-            reply.asgi.headers["x-request-id"] = request_id
-            await reply.asgi(scope, receive, send)
-        elif reply.stream is not None:
-            await _send_stream(send, reply, request_id, rt.executor)
-        else:
-            await _send_reply(send, reply, request_id)
+                reply = await self._execute(rt, request, receive)
+            except ClientGone:
+                if metrics is not None:
+                    metrics.request_finished(name, 499, time.perf_counter() - start)
+                return
+            except LocalServeError as exc:
+                reply = self.error_reply(exc, request_id, name)
+            if reply.asgi is not None:
+                reply.asgi.headers["x-request-id"] = request_id
+                await reply.asgi(scope, receive, send)
+            elif reply.stream is not None:
+                await _send_stream(send, reply, request_id, rt.executor)
+            else:
+                await _send_reply(send, reply, request_id)
+        finally:
+            rt.in_flight -= 1
         seconds = time.perf_counter() - start
         status = reply.status
-        self.metrics.request_finished(name, status, seconds)
+        if metrics is not None:
+            metrics.request_finished(name, status, seconds)
         self.stats.record_request(name, status, seconds)
         if rt.api.tracker is not None and 200 <= status < 300:
             self.stats.record_prediction(name, reply.value)
@@ -305,7 +319,8 @@ class App:
         executor = rt.executor
         watch_disconnect = executor.busy >= executor.threads or executor.depth > 0
         job = executor.submit(request, loop)
-        self.metrics.set_queue_depth(rt.api.name, executor.depth)
+        if self.metrics is not None:
+            self.metrics.set_queue_depth(rt.api.name, executor.depth)
         timer = loop.call_later(rt.api.timeout, _expire, executor, job, rt.api)
         watcher = loop.create_task(_watch_disconnect(receive, executor, job)) if watch_disconnect else None
         try:
@@ -345,6 +360,8 @@ class App:
         return JSONResponse(_state(rt), status_code=200 if rt.state == "ready" else 503)
 
     async def metrics_route(self, request: StarletteRequest) -> Response:
+        if self.metrics is None:
+            return await self.not_found(request, NotFound("metrics are off"))
         for name, rt in self.apis.items():
             self.metrics.set_queue_depth(name, rt.executor.depth)
         body, content_type = self.metrics.render()
@@ -383,11 +400,16 @@ def _state(rt: ApiRuntime) -> dict[str, Any]:
     return {"status": rt.state, **({"error": rt.error} if rt.error else {})}
 
 
+_ID_PREFIX = uuid.uuid4().hex[:16]
+_id_counter = itertools.count(1)
+
+
 def _request_id(scope: Scope) -> str:
+    """The client's X-Request-ID, or a new one: unique per process prefix + counter (no syscall per request)."""
     for name, value in scope["headers"]:
         if name == b"x-request-id" and value:
             return str(value.decode("latin-1")[:200])
-    return uuid.uuid4().hex
+    return f"{_ID_PREFIX}{next(_id_counter):016x}"
 
 
 def _json_reply(status: int, value: Any) -> Reply:
