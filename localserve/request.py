@@ -152,6 +152,14 @@ class Request(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.content_type!r} {len(self.body)} bytes id={self.request_id}>"
 
+    def header(self, name: bytes) -> str | None:
+        """The last value of one header (``name`` lower-case bytes), without building the views."""
+        found = None
+        for key, value in self.raw_headers:
+            if key == name:
+                found = value
+        return None if found is None else found.decode("latin-1")
+
     # -- derived views, computed on first use ------------------------------------------------
     @cached_property
     def _visible_headers(self) -> list[tuple[str, str]]:
@@ -189,6 +197,7 @@ class Request(Mapping[str, Any]):
 
         return parse_multipart(self.content_type or "", self.body)
 
-    @property
+    @cached_property
     def debug(self) -> bool:
-        return b"debug=true" in self.query_string.lower() and self.query_params.get("debug", "").lower() == "true"
+        """``?debug=true``: log each stage of this request (Cortex)."""
+        return bool(self.query_string) and self.query_params.get("debug", "").lower() == "true"

@@ -127,7 +127,7 @@ class PredictorEndpoint:
     def _reply(self, request: Request, prediction: Any) -> Reply:
         if request.debug:
             log.info("debug: prediction: %s", truncate(prediction))
-        return cortex_reply(prediction, request.http_headers.get("accept"))
+        return cortex_reply(prediction, request.header(b"accept"))
 
     def handle(self, request: Request) -> Reply:
         return self._reply(request, self._predict(self._arguments(request)))

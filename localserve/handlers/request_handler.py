@@ -143,7 +143,7 @@ class RequestHandlerEndpoint:
                 self.options.observe("post_inference", time.perf_counter() - start)
             if request.debug:
                 log.info("debug: after post_inference: %s", truncate(value))
-        return cortex_reply(value, request.http_headers.get("accept"))
+        return cortex_reply(value, request.header(b"accept"))
 
     # -- entry points ---------------------------------------------------------------------------
     def handle(self, request: Request) -> Reply:

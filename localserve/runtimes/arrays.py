@@ -6,6 +6,7 @@ Shared by the ONNX and TensorFlow runtimes so both explain a bad input in the sa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -36,6 +37,12 @@ def expectation(dtype: np.dtype | None, shape: Sequence[int | None] | None) -> s
     return f"{dtype_name(dtype)} {where}"
 
 
+@functools.lru_cache(maxsize=1024)
+def _prefix(name: str, dtype: np.dtype, shape: tuple[int | None, ...] | None) -> str:
+    # Built once per input: dtype.name is slow enough to show on the hot path.
+    return f"Input {name!r} expects {expectation(dtype, shape)}"
+
+
 def to_array(
     name: str,
     value: Any,
@@ -52,7 +59,7 @@ def to_array(
     ``check_shape=False``, is left for the runtime to judge. Every failure is a RequestError
     naming the input, the expected dtype and shape, and what came.
     """
-    prefix = f"Input {name!r} expects {expectation(dtype, shape)}"
+    prefix = _prefix(name, dtype, None if shape is None else tuple(shape))
     array = _cast(value, dtype, prefix, keep_bytes=keep_bytes)
     if shape is None or _matches(array.shape, shape):
         return array
