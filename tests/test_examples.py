@@ -1,0 +1,119 @@
+"""Every example's README command, run as written (from the repository root) as a real process."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT, cli_env, free_port
+
+EXPECTED = {
+    "json_tax": {"total": 108.0},
+    "iris_onnx": lambda out: out["class_label"] == "iris-setosa" and out["class_index"] == 0,
+    "iris_labels": "iris-virginica",
+    "python_predictor": {"total": 1320.0, "currency": "JPY"},
+    "tf_savedmodel": lambda out: out["class_label"] == "iris-versicolor",
+    "tf_predictor": {"text": "HELLO LOCALSERVE!", "length": 16},
+    "keras_training_result": lambda out: out["label"] == "iris-virginica",
+}
+SLOW = {"tf_savedmodel", "tf_predictor", "keras_training_result"}
+
+
+def readme_commands(name: str) -> list[str]:
+    """The shell commands of an example's README (indented lines, continuations joined)."""
+    text = (EXAMPLES / name / "README.md").read_text().replace("\\\n", " ")
+    return [line.strip() for line in text.splitlines() if re.match(r"\s{4}(localserve|curl) ", line)]
+
+
+def as_process(command: str, **replace: str) -> list[str]:
+    for old, new in replace.items():
+        command = command.replace(old, new)
+    args = shlex.split(command)
+    return [sys.executable, "-m", "localserve", *args[1:]] if args[0] == "localserve" else args
+
+
+def test_every_example_is_listed_here_or_below() -> None:
+    assert {p.name for p in EXAMPLES.iterdir() if p.is_dir()} == {*EXPECTED, "image_flip", "multipart_echo"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in EXPECTED])
+def test_readme_run_command(name: str) -> None:
+    (command,) = readme_commands(name)
+    done = subprocess.run(as_process(command), cwd=ROOT, capture_output=True, env=cli_env(), timeout=180, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    body = done.stdout.decode()
+    expected = EXPECTED[name]
+    if isinstance(expected, str):
+        assert body == expected
+    elif callable(expected):
+        assert expected(json.loads(body)), body
+    else:
+        assert json.loads(body) == expected
+
+
+def test_readme_image_flip(tmp_path: Path) -> None:
+    from PIL import Image
+
+    (command,) = readme_commands("image_flip")
+    command, _, target = command.partition(" > ")
+    # Pillow is a test dependency; installing requirements.txt is tested in test_cli with a local wheel.
+    done = subprocess.run(
+        as_process(command) + ["--no-install"], cwd=ROOT, capture_output=True, env=cli_env(), timeout=120, check=True
+    )
+    assert target == "flipped.jpg"
+    (tmp_path / target).write_bytes(done.stdout)
+    original = Image.open(EXAMPLES / "image_flip" / "cat.jpg")
+    flipped = Image.open(tmp_path / target)
+    assert flipped.format == "JPEG" and flipped.size == original.size
+    left_original = original.getpixel((2, 24))
+    right_flipped = flipped.getpixel((original.width - 3, 24))
+    assert all(abs(a - b) < 12 for a, b in zip(left_original, right_flipped, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the README uses curl")
+def test_readme_multipart_echo_serve_and_curl() -> None:
+    serve, curl = readme_commands("multipart_echo")
+    port = str(free_port())
+    proc = subprocess.Popen(
+        as_process(serve) + ["--port", port],
+        cwd=ROOT,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        done = subprocess.run(
+            as_process(curl, **{"localhost:8888": f"localhost:{port}"}) + ["-s"],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=30,
+            check=True,
+        )
+        parts = json.loads(done.stdout)["parts"]
+        assert [(p["form_name"], p["file_name"], p["content_type"]) for p in parts] == [
+            ("meta", None, "application/json"),
+            ("image", "cat.jpg", "image/jpeg"),
+        ]
+        assert parts[1]["size"] == (EXAMPLES / "image_flip" / "cat.jpg").stat().st_size
+    finally:
+        proc.terminate()
+        proc.wait(20)
