@@ -67,7 +67,7 @@ def test_readme_image_flip(tmp_path: Path) -> None:
     command, _, target = command.partition(" > ")
     # Pillow is a test dependency; installing requirements.txt is tested in test_cli with a local wheel.
     done = subprocess.run(
-        as_process(command) + ["--no-install"], cwd=ROOT, capture_output=True, env=cli_env(), timeout=120, check=True
+        [*as_process(command), "--no-install"], cwd=ROOT, capture_output=True, env=cli_env(), timeout=120, check=True
     )
     assert target == "flipped.jpg"
     (tmp_path / target).write_bytes(done.stdout)
@@ -85,7 +85,7 @@ def test_readme_multipart_echo_serve_and_curl() -> None:
     serve, curl = readme_commands("multipart_echo")
     port = str(free_port())
     proc = subprocess.Popen(
-        as_process(serve) + ["--port", port],
+        [*as_process(serve), "--port", port],
         cwd=ROOT,
         env=cli_env(),
         stdout=subprocess.DEVNULL,
@@ -102,7 +102,7 @@ def test_readme_multipart_echo_serve_and_curl() -> None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         done = subprocess.run(
-            as_process(curl, **{"localhost:8888": f"localhost:{port}"}) + ["-s"],
+            [*as_process(curl, **{"localhost:8888": f"localhost:{port}"}), "-s"],
             cwd=ROOT,
             capture_output=True,
             timeout=30,
