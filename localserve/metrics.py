@@ -14,14 +14,18 @@ multiprocess mode); without it the figures live in this process only.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import numbers
 import os
 import re
 import threading
+import time
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from glob import glob
+from itertools import accumulate
 from typing import Any
 
 METRICS_DIR_ENV = "LOCALSERVE_METRICS_DIR"
@@ -48,7 +52,12 @@ from prometheus_client import (  # noqa: E402
     generate_latest,
     values,
 )
+from prometheus_client import metrics as _prometheus_metrics  # noqa: E402
 from prometheus_client import multiprocess as _multiprocess  # noqa: E402
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric  # noqa: E402
+from prometheus_client.registry import Collector  # noqa: E402
+from prometheus_client.samples import Sample  # noqa: E402
+from prometheus_client.utils import floatToGoString  # noqa: E402
 
 logger = logging.getLogger("localserve")
 
@@ -62,9 +71,75 @@ USER_BUCKETS = tuple(m * 10.0**e for e in range(-3, 6) for m in (1.0, 2.5, 5.0))
 USER_PREFIX = "localserve_user_"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+_REQUESTS = "localserve_requests"
+_DURATION = "localserve_request_duration_seconds"
+_STAGE = "localserve_stage_duration_seconds"
+_IN_FLIGHT = "localserve_requests_in_flight"
+_QUEUE_DEPTH = "localserve_queue_depth"
+_BATCH_SIZE = "localserve_batch_size"
+_MODEL_LOAD = "localserve_model_load_seconds"
+_HELP = {
+    _REQUESTS: "Requests answered, by status code.",
+    _DURATION: "Time from request received to response ready.",
+    _STAGE: "Time spent in each stage of a request (pre_inference, inference, post_inference, handler, predict).",
+    _IN_FLIGHT: "Requests being served.",
+    _QUEUE_DEPTH: "Requests waiting for a worker thread.",
+    _BATCH_SIZE: "Samples per model call.",
+    _MODEL_LOAD: "Time taken to load the API (slowest live replica).",
+}
+_CODE_LABELS = ["api", "code", "status_class"]
+# Upper bounds with +Inf last: ``bisect_left`` gives the first bucket whose bound is >= the value,
+# which is prometheus_client's ``value <= bound``.
+_DURATION_BOUNDS = (*map(float, DURATION_BUCKETS), math.inf)
+_BATCH_BOUNDS = (*map(float, BATCH_BUCKETS), math.inf)
+_DURATION_LE = tuple(map(floatToGoString, _DURATION_BOUNDS))
+_BATCH_LE = tuple(map(floatToGoString, _BATCH_BOUNDS))
 
-class _ApiMetrics:
-    """The label children of one API, made once so the hot path does no label lookup."""
+
+class _Histogram:
+    """Bucket counts (not cumulative, the last one for +Inf) and sum of one labelled histogram."""
+
+    __slots__ = ("counts", "created", "sum")
+
+    def __init__(self, size: int) -> None:
+        self.counts = [0] * size
+        self.sum = 0.0
+        self.created = time.time()
+
+    def take(self) -> tuple[list[int], float] | None:
+        """The figures since the last ``take``, reset to zero; ``None`` if nothing was observed."""
+        if not any(self.counts):
+            return None
+        counts, total = self.counts, self.sum
+        self.counts, self.sum = [0] * len(counts), 0.0
+        return counts, total
+
+
+class _ApiState:
+    """The figures of one API as plain Python, so that a request pays no prometheus_client call.
+
+    Every update holds ``lock``: ``observe_stage`` runs on worker threads while the event loop counts
+    requests, and ``x += 1`` is a read and a write that another thread can slip between. One
+    uncontended lock costs ~0.15 µs; per-thread shards would save that but need merging and
+    bookkeeping for threads that come and go. A gauge ``set`` is one attribute store, atomic as it is.
+    In multiprocess mode counters and histograms hold what has not been flushed yet.
+    """
+
+    __slots__ = ("batch_size", "codes", "duration", "in_flight", "lock", "model_load", "queue_depth", "stages")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.queue_depth = 0
+        self.model_load = 0.0
+        self.duration = _Histogram(len(_DURATION_BOUNDS))
+        self.batch_size = _Histogram(len(_BATCH_BOUNDS))
+        self.codes: dict[int, int] = {}
+        self.stages: dict[str, _Histogram] = {}
+
+
+class _ApiChildren:
+    """The prometheus_client children of one API in multiprocess mode, written by ``Metrics.flush``."""
 
     __slots__ = ("batch_size", "codes", "duration", "in_flight", "model_load", "queue_depth", "stages")
 
@@ -79,112 +154,126 @@ class _ApiMetrics:
 
 
 class Metrics:
-    """The metrics of one replica process; the server owns one and calls it once or twice per request."""
+    """The metrics of one replica process; the server owns one and calls it once or twice per request.
+
+    The hot-path methods only update plain Python figures (see ``_ApiState``). Alone, the process
+    exports them through a collector when ``render()`` is called; in multiprocess mode a background
+    thread adds them to prometheus_client's shared files every ``FLUSH_INTERVAL`` seconds, and
+    ``render()``, ``close()`` and the interpreter's exit flush what is left.
+    """
+
+    FLUSH_INTERVAL = 0.5
 
     def __init__(self, apis: Iterable[str] = ()) -> None:
         self.directory = _metrics_dir()
-        if self.directory is not None and values.ValueClass is values.MutexValue:
-            # prometheus_client was imported before the directory was known.
-            values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
         self._registry = CollectorRegistry()
-        reg = self._registry
-        self._requests = Counter(
-            "localserve_requests", "Requests answered, by status code.", ["api", "code", "status_class"], registry=reg
-        )
-        self._duration = Histogram(
-            "localserve_request_duration_seconds",
-            "Time from request received to response ready.",
-            ["api"],
-            buckets=DURATION_BUCKETS,
-            registry=reg,
-        )
-        self._stage = Histogram(
-            "localserve_stage_duration_seconds",
-            "Time spent in each stage of a request (pre_inference, inference, post_inference, handler, predict).",
-            ["api", "stage"],
-            buckets=DURATION_BUCKETS,
-            registry=reg,
-        )
-        self._in_flight = Gauge(
-            "localserve_requests_in_flight",
-            "Requests being served.",
-            ["api"],
-            multiprocess_mode="livesum",
-            registry=reg,
-        )
-        self._queue_depth = Gauge(
-            "localserve_queue_depth",
-            "Requests waiting for a worker thread.",
-            ["api"],
-            multiprocess_mode="livesum",
-            registry=reg,
-        )
-        self._batch_size = Histogram(
-            "localserve_batch_size", "Samples per model call.", ["api"], buckets=BATCH_BUCKETS, registry=reg
-        )
-        self._model_load = Gauge(
-            "localserve_model_load_seconds",
-            "Time taken to load the API (slowest live replica).",
-            ["api"],
-            multiprocess_mode="livemax",
-            registry=reg,
-        )
-        self._apis: dict[str, _ApiMetrics] = {}
+        self._apis: dict[str, _ApiState] = {}
         self._lock = threading.Lock()
-        self._user = _UserMetrics(reg)
+        # Series in the order they appeared, as prometheus_client lists its children.
+        self._code_series: list[tuple[str, int, float]] = []
+        self._stage_series: list[tuple[str, str, _Histogram]] = []
+        self._children: dict[str, _ApiChildren] = {}
+        self._flush_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if self.directory is None:
+            self._registry.register(_Collector(self))
+        else:
+            self._make_multiprocess_metrics()
+        self._user = _UserMetrics(self._registry)
         for api in apis:
             self._api(api)
+        if self.directory is not None:
+            atexit.register(self.flush)
+            self._flusher = threading.Thread(target=self._flush_every, name="localserve-metrics", daemon=True)
+            self._flusher.start()
 
-    def _api(self, api: str) -> _ApiMetrics:
-        children = self._apis.get(api)
-        if children is None:
+    def _make_multiprocess_metrics(self) -> None:
+        if values.ValueClass is values.MutexValue:
+            # prometheus_client was imported before the directory was known.
+            values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+        reg = self._registry
+        self._requests = Counter(_REQUESTS, _HELP[_REQUESTS], _CODE_LABELS, registry=reg)
+        self._duration = Histogram(_DURATION, _HELP[_DURATION], ["api"], buckets=DURATION_BUCKETS, registry=reg)
+        self._stage = Histogram(_STAGE, _HELP[_STAGE], ["api", "stage"], buckets=DURATION_BUCKETS, registry=reg)
+        self._in_flight = Gauge(_IN_FLIGHT, _HELP[_IN_FLIGHT], ["api"], multiprocess_mode="livesum", registry=reg)
+        self._queue_depth = Gauge(_QUEUE_DEPTH, _HELP[_QUEUE_DEPTH], ["api"], multiprocess_mode="livesum", registry=reg)
+        self._batch_size = Histogram(_BATCH_SIZE, _HELP[_BATCH_SIZE], ["api"], buckets=BATCH_BUCKETS, registry=reg)
+        self._model_load = Gauge(_MODEL_LOAD, _HELP[_MODEL_LOAD], ["api"], multiprocess_mode="livemax", registry=reg)
+
+    def _api(self, api: str) -> _ApiState:
+        state = self._apis.get(api)
+        if state is None:
             with self._lock:
-                children = self._apis.get(api)
-                if children is None:
-                    children = self._apis[api] = _ApiMetrics(self, api)
-        return children
+                state = self._apis.get(api)
+                if state is None:
+                    if self.directory is not None:
+                        self._children[api] = _ApiChildren(self, api)
+                    state = self._apis[api] = _ApiState()
+        return state
 
     def request_started(self, api: str) -> None:
         """A request of ``api`` was admitted."""
-        (self._apis.get(api) or self._api(api)).in_flight.inc()
+        state = self._apis.get(api) or self._api(api)
+        with state.lock:
+            state.in_flight += 1
 
     def request_finished(self, api: str, status_code: int, seconds: float) -> None:
         """A request started with ``request_started`` was answered with ``status_code`` after ``seconds``."""
-        children = self._apis.get(api) or self._api(api)
-        children.in_flight.dec()
-        self._count(children, api, status_code, seconds)
+        self._count(self._apis.get(api) or self._api(api), api, status_code, seconds, 1)
 
     def request_rejected(self, api: str, status_code: int, seconds: float) -> None:
         """A request answered without ``request_started`` (e.g. 503 at admission): counted, never in flight."""
-        self._count(self._apis.get(api) or self._api(api), api, status_code, seconds)
+        self._count(self._apis.get(api) or self._api(api), api, status_code, seconds, 0)
 
-    def _count(self, children: _ApiMetrics, api: str, status_code: int, seconds: float) -> None:
-        children.duration.observe(seconds)
-        counter = children.codes.get(status_code)
-        if counter is None:
-            counter = self._requests.labels(api, str(status_code), f"{status_code // 100}xx")
-            children.codes[status_code] = counter
-        counter.inc()
+    def _count(self, state: _ApiState, api: str, status_code: int, seconds: float, started: int) -> None:
+        i = bisect_left(_DURATION_BOUNDS, seconds)
+        with state.lock:
+            state.in_flight -= started
+            duration = state.duration
+            duration.counts[i] += 1
+            duration.sum += seconds
+            codes = state.codes
+            if status_code in codes:
+                codes[status_code] += 1
+            else:
+                codes[status_code] = 1
+                self._code_series.append((api, status_code, time.time()))
 
     def observe_stage(self, api: str, stage: str, seconds: float) -> None:
         """One stage of a request (see ``STAGES``) took ``seconds``."""
-        children = self._apis.get(api) or self._api(api)
-        child = children.stages.get(stage)
-        if child is None:
-            child = children.stages[stage] = self._stage.labels(api, stage)
-        child.observe(seconds)
+        state = self._apis.get(api) or self._api(api)
+        histogram = state.stages.get(stage) or self._new_stage(state, api, stage)
+        i = bisect_left(_DURATION_BOUNDS, seconds)
+        with state.lock:
+            histogram.counts[i] += 1
+            histogram.sum += seconds
+
+    def _new_stage(self, state: _ApiState, api: str, stage: str) -> _Histogram:
+        with state.lock:
+            histogram = state.stages.get(stage)
+            if histogram is None:
+                histogram = state.stages[stage] = _Histogram(len(_DURATION_BOUNDS))
+                self._stage_series.append((api, stage, histogram))
+        return histogram
 
     def set_queue_depth(self, api: str, n: int) -> None:
         """``n`` requests of ``api`` wait for a worker thread in this replica."""
-        (self._apis.get(api) or self._api(api)).queue_depth.set(n)
+        (self._apis.get(api) or self._api(api)).queue_depth = n
 
     def observe_batch(self, api: str, size: int) -> None:
         """The model of ``api`` ran once on ``size`` samples."""
-        (self._apis.get(api) or self._api(api)).batch_size.observe(size)
+        state = self._apis.get(api) or self._api(api)
+        i = bisect_left(_BATCH_BOUNDS, size)
+        with state.lock:
+            state.batch_size.counts[i] += 1
+            state.batch_size.sum += size
 
     def observe_model_load(self, api: str, seconds: float) -> None:
         """Loading ``api`` (model and user code) took ``seconds``."""
-        (self._apis.get(api) or self._api(api)).model_load.set(seconds)
+        (self._apis.get(api) or self._api(api)).model_load = seconds
+        if self.directory is not None:
+            self._children[api].model_load.set(seconds)
 
     def client(self, api: str) -> MetricsClient:
         """The ``metrics_client`` handed to the predictors of ``api``."""
@@ -194,9 +283,144 @@ class Metrics:
         """The body and content type of ``GET /metrics``; all replicas' figures in multiprocess mode."""
         if self.directory is None:
             return generate_latest(self._registry), CONTENT_TYPE_LATEST
+        self.flush()
         registry = CollectorRegistry()
         _multiprocess.MultiProcessCollector(registry, path=self.directory)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST
+
+    def flush(self) -> None:
+        """Write the figures gathered since the last flush to the metrics dir (multiprocess mode only)."""
+        if self.directory is None:
+            return
+        with self._flush_lock:
+            for api, state in list(self._apis.items()):
+                with state.lock:
+                    in_flight, queue_depth = state.in_flight, state.queue_depth
+                    duration, batch_size = state.duration.take(), state.batch_size.take()
+                    codes = [(code, n) for code, n in state.codes.items() if n]
+                    for code, _ in codes:
+                        state.codes[code] = 0
+                    stages = [(stage, h.take()) for stage, h in state.stages.items()]
+                children = self._children[api]
+                children.in_flight.set(in_flight)
+                children.queue_depth.set(queue_depth)
+                _add(children.duration, duration)
+                _add(children.batch_size, batch_size)
+                for code, n in codes:
+                    counter = children.codes.get(code)
+                    if counter is None:
+                        counter = children.codes[code] = self._requests.labels(api, str(code), f"{code // 100}xx")
+                    counter.inc(n)
+                for stage, taken in stages:
+                    if taken is not None:
+                        child = children.stages.get(stage)
+                        if child is None:
+                            child = children.stages[stage] = self._stage.labels(api, stage)
+                        _add(child, taken)
+
+    def close(self) -> None:
+        """Stop the background flush and flush what is left; the figures stay readable."""
+        if self._flusher is None:
+            return
+        self._stop.set()
+        self._flusher.join()
+        self._flusher = None
+        atexit.unregister(self.flush)
+        self.flush()
+
+    def _flush_every(self) -> None:
+        while not self._stop.wait(self.FLUSH_INTERVAL):
+            try:
+                self.flush()
+            except Exception:  # a full disk must not stop the replica; the next flush tries again
+                logger.exception("could not write the metrics to %s", self.directory)
+
+
+def _add(child: Any, taken: tuple[list[int], float] | None) -> None:
+    # prometheus_client's Histogram has no public way to add many observations at once; its
+    # per-bucket values (not cumulative, like ours) and sum are the ones ``observe`` increments.
+    if taken is None:
+        return
+    counts, total = taken
+    child._sum.inc(total)
+    for bucket, n in zip(child._buckets, counts, strict=True):
+        if n:
+            bucket.inc(n)
+
+
+class _Collector(Collector):
+    """Exports a single process's ``Metrics`` as prometheus_client's own metrics would."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        metrics = self._metrics
+        requests, duration, stage, in_flight, queue_depth, batch_size, model_load = families = self._families()
+        created = getattr(_prometheus_metrics, "_use_created", True)
+        snapshots = {}
+        for api, state in list(metrics._apis.items()):
+            with state.lock:
+                snapshots[api] = (
+                    state.in_flight,
+                    state.queue_depth,
+                    state.model_load,
+                    (list(state.duration.counts), state.duration.sum, state.duration.created),
+                    (list(state.batch_size.counts), state.batch_size.sum, state.batch_size.created),
+                    dict(state.codes),
+                    {name: (list(h.counts), h.sum, h.created) for name, h in state.stages.items()},
+                )
+        for api, code, since in list(metrics._code_series):
+            labels = [api, str(code), f"{code // 100}xx"]
+            requests.add_metric(labels, float(snapshots[api][5][code]), created=since if created else None)
+        for api, snapshot in snapshots.items():
+            _add_histogram(duration, {"api": api}, _DURATION_LE, snapshot[3], created)
+            in_flight.add_metric([api], float(snapshot[0]))
+            queue_depth.add_metric([api], float(snapshot[1]))
+            _add_histogram(batch_size, {"api": api}, _BATCH_LE, snapshot[4], created)
+            model_load.add_metric([api], float(snapshot[2]))
+        for api, name, _ in list(metrics._stage_series):
+            _add_histogram(stage, {"api": api, "stage": name}, _DURATION_LE, snapshots[api][6][name], created)
+        return families
+
+    @staticmethod
+    def _families() -> tuple[
+        CounterMetricFamily,
+        HistogramMetricFamily,
+        HistogramMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        GaugeMetricFamily,
+    ]:
+        return (
+            CounterMetricFamily(_REQUESTS, _HELP[_REQUESTS], labels=_CODE_LABELS),
+            HistogramMetricFamily(_DURATION, _HELP[_DURATION], labels=["api"]),
+            HistogramMetricFamily(_STAGE, _HELP[_STAGE], labels=["api", "stage"]),
+            GaugeMetricFamily(_IN_FLIGHT, _HELP[_IN_FLIGHT], labels=["api"]),
+            GaugeMetricFamily(_QUEUE_DEPTH, _HELP[_QUEUE_DEPTH], labels=["api"]),
+            HistogramMetricFamily(_BATCH_SIZE, _HELP[_BATCH_SIZE], labels=["api"]),
+            GaugeMetricFamily(_MODEL_LOAD, _HELP[_MODEL_LOAD], labels=["api"]),
+        )
+
+
+def _add_histogram(
+    family: HistogramMetricFamily,
+    labels: dict[str, str],
+    les: tuple[str, ...],
+    snapshot: tuple[list[int], float, float],
+    created: bool,
+) -> None:
+    counts, total, since = snapshot
+    cumulative = list(accumulate(counts, initial=0.0))[1:]
+    family.add_metric(labels, list(zip(les, cumulative, strict=True)), total)
+    if created:
+        family.samples.append(
+            Sample(family.name + "_created", dict(zip(family._labelnames, labels, strict=True)), since)
+        )
 
 
 def prepare_metrics_dir(directory: str) -> None:
