@@ -287,3 +287,38 @@ def test_check_validates_without_serving(make_project) -> None:
         done.stdout.decode()
         == "ok  iris: onnx model iris.onnx with request handler handler.py\ncortex.yaml: 1 API(s) valid.\n"
     )
+
+
+def test_pipfile_packages_are_installed(make_project, tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    project = make_project(
+        {
+            "main.py": "import lsdemo\n\ndef handler(request, context):\n    return {'content': str(lsdemo.VALUE)}\n",
+            "Pipfile": f'[packages]\nlsdemo = {{path = "{wheel}"}}\n',
+        }
+    )
+    done = localserve(
+        "run",
+        "-p",
+        str(project),
+        "--handler",
+        "main:handler",
+        LOCALSERVE_CACHE_DIR=str(tmp_path / "c"),
+        PIP_NO_INDEX="1",
+    )
+    assert (done.returncode, done.stdout) == (0, b"42"), done.stderr
+
+
+def test_export_kubernetes_and_dockerignore_commands() -> None:
+    import kubernetes_validate
+    import yaml
+
+    done = localserve("export", "kubernetes", "-p", str(EXAMPLES / "iris_onnx"), "--image", "registry.example/iris:1")
+    assert done.returncode == 0, done.stderr
+    documents = [d for d in yaml.safe_load_all(done.stdout) if d]
+    assert [d["kind"] for d in documents] == ["ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler"]
+    for document in documents:
+        kubernetes_validate.validate(document, "1.30.0", strict=True)
+    assert documents[2]["metadata"]["name"] == "api-iris" and documents[2]["spec"]["ports"][0]["port"] == 8888
+    ignore = localserve("export", "dockerignore", "-p", str(EXAMPLES / "iris_onnx"))
+    assert ignore.stdout.decode().splitlines()[1:3] == ["cortex.yaml", "**/.*"]

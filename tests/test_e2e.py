@@ -171,3 +171,69 @@ def test_replicas_share_the_port_and_a_killed_one_is_restarted(make_project) -> 
         assert new_pids - {victim} - pids, "the killed replica was not replaced"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+
+
+def test_one_api_calls_another_through_localserve_url(make_project) -> None:
+    project = make_project(
+        {
+            "localserve.yaml": """
+            - kind: api
+              name: upper
+              predictor: {type: python, path: upper.py}
+            - kind: api
+              name: greet
+              predictor: {type: python, path: greet.py}
+            """,
+            "upper.py": """
+            class PythonPredictor:
+                def __init__(self, config):
+                    pass
+
+                def predict(self, payload):
+                    return payload.upper()
+            """,
+            "greet.py": """
+            import os
+            import urllib.request
+
+
+            class PythonPredictor:
+                def __init__(self, config):
+                    self.url = os.environ["LOCALSERVE_URL"]
+
+                def predict(self, payload):
+                    request = urllib.request.Request(
+                        f"{self.url}/upper", data=payload["name"].encode(), headers={"Content-Type": "text/plain"}
+                    )
+                    with urllib.request.urlopen(request, timeout=10) as response:
+                        return {"greeting": "hello " + response.read().decode()}
+            """,
+        }
+    )
+    with server("-p", str(project)) as (url, _):
+        response = httpx.post(f"{url}/greet", json={"name": "ada"}, timeout=20)
+        assert response.json() == {"greeting": "hello ADA"}
+
+
+def test_metrics_and_stats_add_up_across_replicas(make_project) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
+    with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, _):
+        for _ in range(30):
+            with httpx.Client() as client:  # new connections: both replicas answer
+                assert client.post(url).status_code == 200
+        deadline = time.monotonic() + 10
+        while True:
+            text = httpx.get(f"{url}/metrics").text
+            counts = {
+                s.labels.get("code"): s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+                if s.name == "localserve_requests_total"
+            }
+            stats = httpx.get(f"{url}/stats").json()[0]
+            if counts.get("200") == 30 and stats["requests"]["2xx"] == 30:
+                break
+            assert time.monotonic() < deadline, (counts, stats)
+            time.sleep(0.2)

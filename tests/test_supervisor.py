@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from localserve.config import load_config
+from localserve.server import ServeOptions
+from localserve.supervisor import Supervisor, visible_gpus
+
+
+def test_replicas_are_spread_over_visible_gpus(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n  compute: {gpu: 1}\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert visible_gpus() == ["2", "5"]
+    supervisor = Supervisor(
+        load_config(tmp_path), ServeOptions(), host="127.0.0.1", port=0, replicas=3, graceful_timeout=1
+    )
+    envs = [supervisor.replica_env(i) for i in range(3)]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["2", "5", "2"]
+    assert {e["LOCALSERVE_REPLICAS"] for e in envs} == {"3"}
+    assert [e["LOCALSERVE_REPLICA"] for e in envs] == ["0", "1", "2"]
+
+
+def test_cpu_apis_get_no_device(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    supervisor = Supervisor(
+        load_config(tmp_path), ServeOptions(), host="127.0.0.1", port=0, replicas=2, graceful_timeout=1
+    )
+    assert "CUDA_VISIBLE_DEVICES" not in supervisor.replica_env(1)
