@@ -416,11 +416,9 @@ def _add_histogram(
 ) -> None:
     counts, total, since = snapshot
     cumulative = list(accumulate(counts, initial=0.0))[1:]
-    family.add_metric(labels, list(zip(les, cumulative, strict=True)), total)
-    if created:
-        family.samples.append(
-            Sample(family.name + "_created", dict(zip(family._labelnames, labels, strict=True)), since)
-        )
+    family.add_metric(list(labels.values()), list(zip(les, cumulative, strict=True)), total)
+    if created:  # as prometheus_client's Histogram does, unless its _created series are disabled
+        family.samples.append(Sample(family.name + "_created", labels, since))
 
 
 def prepare_metrics_dir(directory: str) -> None:

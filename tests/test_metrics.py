@@ -5,14 +5,23 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from localserve.metrics import Metrics, MetricsClient, mark_process_dead, prepare_metrics_dir
+from localserve.metrics import (
+    BATCH_BUCKETS,
+    DURATION_BUCKETS,
+    Metrics,
+    MetricsClient,
+    mark_process_dead,
+    prepare_metrics_dir,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -260,3 +269,111 @@ def test_mark_process_dead_with_the_supervisors_dir(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes(b"")
     mark_process_dead(41, str(tmp_path))  # the supervisor's own environment has no LOCALSERVE_METRICS_DIR
     assert sorted(p.name for p in tmp_path.iterdir()) == ["counter_41.db", "gauge_livesum_42.db"]
+
+
+def test_concurrent_updates_from_worker_threads_are_exact() -> None:
+    metrics = Metrics(apis=["iris"])
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible to expose lost updates
+    try:
+        barrier = threading.Barrier(5)
+
+        def worker() -> None:
+            barrier.wait()
+            for _ in range(20_000):
+                metrics.observe_stage("iris", "inference", 0.002)
+                metrics.observe_stage("iris", "pre_inference", 0.0001)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        barrier.wait()
+        for _ in range(20_000):  # the event loop's share, at the same time
+            metrics.request_started("iris")
+            metrics.set_queue_depth("iris", 1)
+            metrics.request_finished("iris", 200, 0.003)
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+    s = scrape(metrics.render()[0])
+    assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="inference")] == 80_000
+    assert s[key("localserve_stage_duration_seconds_bucket", api="iris", stage="inference", le="0.0025")] == 80_000
+    assert s[key("localserve_stage_duration_seconds_sum", api="iris", stage="inference")] == pytest.approx(160.0)
+    assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="pre_inference")] == 80_000
+    assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 20_000
+    assert s[key("localserve_request_duration_seconds_count", api="iris")] == 20_000
+    assert s[key("localserve_requests_in_flight", api="iris")] == 0
+
+
+def test_render_matches_prometheus_client_objects() -> None:
+    """The collector exports what prometheus_client's own Counter, Gauge and Histogram would."""
+    metrics = Metrics(apis=["iris", "mnist"])
+    registry = CollectorRegistry()
+    requests = Counter("localserve_requests", "x", ["api", "code", "status_class"], registry=registry)
+    duration = Histogram(
+        "localserve_request_duration_seconds", "x", ["api"], buckets=DURATION_BUCKETS, registry=registry
+    )
+    stage = Histogram(
+        "localserve_stage_duration_seconds", "x", ["api", "stage"], buckets=DURATION_BUCKETS, registry=registry
+    )
+    batch = Histogram("localserve_batch_size", "x", ["api"], buckets=BATCH_BUCKETS, registry=registry)
+    for api in ("iris", "mnist"):
+        duration.labels(api)
+        batch.labels(api)
+    for api, code, seconds in [("iris", 200, 0.001), ("mnist", 404, 0.0001), ("iris", 500, 0.3), ("mnist", 200, 61.0)]:
+        metrics.request_started(api)
+        metrics.request_finished(api, code, seconds)
+        requests.labels(api, str(code), f"{code // 100}xx").inc()
+        duration.labels(api).observe(seconds)
+    for api, name, seconds in [("mnist", "inference", 0.01), ("iris", "handler", 0.0005), ("iris", "handler", 100.0)]:
+        metrics.observe_stage(api, name, seconds)
+        stage.labels(api, name).observe(seconds)
+    for size in (1, 3, 1024, 5000):
+        metrics.observe_batch("iris", size)
+        batch.labels("iris").observe(size)
+
+    ours, theirs = scrape(metrics.render()[0]), scrape(generate_latest(registry))
+    assert {k: v for k, v in ours.items() if not k[0].endswith("_created") and k in theirs} == {
+        k: v for k, v in theirs.items() if not k[0].endswith("_created")
+    }
+    assert {k for k in ours if k[0].endswith("_created")} == {k for k in theirs if k[0].endswith("_created")}
+
+
+REPLICA_EXITS_HARD = textwrap.dedent(
+    """
+    import os, sys
+    from localserve.metrics import Metrics
+    metrics = Metrics(apis=["iris"])
+    for _ in range(3):
+        metrics.request_started("iris")
+        metrics.observe_stage("iris", "inference", 0.002)
+        metrics.request_finished("iris", 200, 0.002)
+    if sys.argv[1] == "close":
+        metrics.close()
+    elif sys.argv[1] == "render":
+        assert b'localserve_requests_total{api="iris",code="200",status_class="2xx"} 3.0' in metrics.render()[0]
+    else:  # wait for the background flush, reading the files as another replica would
+        import time
+        from prometheus_client import CollectorRegistry, generate_latest
+        from prometheus_client.multiprocess import MultiProcessCollector
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=os.environ["LOCALSERVE_METRICS_DIR"])
+        deadline = time.monotonic() + 30
+        while b"code=" not in generate_latest(registry) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    os._exit(0)  # no atexit: only what was flushed before counts
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["close", "render", "background"])
+def test_replica_figures_are_flushed_before_it_exits(tmp_path: Path, how: str) -> None:
+    _python(REPLICA_EXITS_HARD, tmp_path, how)
+    s = scrape(_python(RENDER, tmp_path).encode())
+    assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 3
+    assert s[key("localserve_request_duration_seconds_count", api="iris")] == 3
+    assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="inference")] == 3
+    assert s[key("localserve_stage_duration_seconds_bucket", api="iris", stage="inference", le="0.0025")] == 3
+    assert s[key("localserve_requests_in_flight", api="iris")] == 0
