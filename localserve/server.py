@@ -218,6 +218,8 @@ class App:
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(None, rt.executor.stop, 30.0) for rt in self.apis.values()))
         self.stats.close()
+        if self.metrics is not None:
+            self.metrics.close()
 
     @property
     def ready(self) -> bool:
