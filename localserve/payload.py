@@ -6,6 +6,8 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl
 
+import orjson
+
 from localserve.errors import RequestError
 from localserve.request import Content
 
@@ -18,6 +20,10 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
         return body
     lowered = content_type.lower()
     if lowered.startswith("application/json"):
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass  # the standard library accepts a little more (NaN, Infinity) and words the error
         try:
             return json.loads(body)
         except UnicodeDecodeError as exc:

@@ -60,6 +60,10 @@ def json_default(value: Any) -> Any:
 
 
 def dump_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON, written by the standard library as the platforms did.
+
+    (orjson would be faster, but writes floats differently: ``2.1e-6`` for ``2.1e-06``.)
+    """
     try:
         return json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except (TypeError, ValueError) as exc:

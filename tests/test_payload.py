@@ -49,3 +49,10 @@ def test_bad_bodies_name_what_was_wrong(content_type: str, body: bytes, status: 
     with pytest.raises(RequestError) as info:
         decode_payload(content_type, body)
     assert (info.value.status_code, str(info.value)) == (status, message)
+
+
+def test_json_that_only_the_standard_library_accepts_still_parses() -> None:
+    import math
+
+    value = decode_payload("application/json", b'{"x": NaN, "y": Infinity}')
+    assert math.isnan(value["x"]) and value["y"] == math.inf

@@ -12,7 +12,7 @@ import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import Feed, LoadOptions, default_threads, summarize_value
+from localserve.runtimes import Feed, LoadOptions, default_threads, spinning, summarize_value
 from localserve.runtimes.arrays import STRING, expectation, to_array
 
 logger = logging.getLogger("localserve")
@@ -78,7 +78,7 @@ class OnnxModel:
         sess_options.intra_op_num_threads = options.threads or default_threads()
         sess_options.inter_op_num_threads = 1
         # Spin-waiting threads burn the cores that the HTTP side needs (PERFORMANCE.md).
-        sess_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        sess_options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning() else "0")
         sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
             self.session = onnxruntime.InferenceSession(str(self.path), sess_options, providers=providers)

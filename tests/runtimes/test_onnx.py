@@ -62,9 +62,18 @@ def test_session_options(linear: OnnxModel) -> None:
     options = linear.session.get_session_options()
     assert options.inter_op_num_threads == 1
     assert options.intra_op_num_threads >= 1
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"  # one replica
     assert options.graph_optimization_level == onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     assert load(Path(linear.path), threads=3).session.get_session_options().intra_op_num_threads == 3
+
+
+def test_replicas_share_cores_and_do_not_spin(linear: OnnxModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv("LOCALSERVE_REPLICAS", "2")
+    options = load(Path(linear.path)).session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.intra_op_num_threads == max(1, len(os.sched_getaffinity(0)) // 2)
 
 
 def test_signatures_are_real_node_args(linear: OnnxModel) -> None:
