@@ -1,0 +1,169 @@
+"""Options shared by the commands, and the steps run and serve share: load the config, enter the project."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from localserve.config import ServeConfig
+from localserve.errors import ConfigError, LocalServeError
+
+F = Callable[..., Any]
+
+
+def fail_on_errors(func: F) -> F:
+    """LocalServeError → a click error (message, then the user's traceback if any), exit 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except LocalServeError as exc:
+            message = str(exc)
+            if exc.details:
+                message += "\n\n" + exc.details.rstrip()
+            raise click.ClickException(message) from None
+
+    return wrapper
+
+
+def project_options(func: F) -> F:
+    options = [
+        click.option(
+            "--project",
+            "-p",
+            type=click.Path(file_okay=False, exists=True, path_type=Path),
+            default=".",
+            show_default=True,
+            help="The project directory (working directory and sys.path of user code).",
+        ),
+        click.option(
+            "--config",
+            "-c",
+            "config_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="API config file (default: localserve.yaml or cortex.yaml in the project).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@dataclass(frozen=True)
+class ApiFlags:
+    """The flags of `run` and `serve` that shape the APIs (the YAML keys of the one-API case)."""
+
+    handler: str | None
+    context_json: str | None
+    environment: tuple[str, ...]
+    no_install: bool
+    threads_per_process: int | None
+    max_queue: int | None
+    timeout: float | None
+    max_batch_size: int | None
+    batch_interval: str | None
+    allow_cpu_fallback: bool
+    log_level: str
+    log_format: str | None
+
+
+_API_OPTIONS = [
+    click.option("--handler", help='ABEJA handler "module:function", e.g. main:handler (no config file needed).'),
+    click.option("--context", "context_json", help="The handler's context dict as JSON, e.g. '{\"k\": 1}'."),
+    click.option(
+        "--environment",
+        "-e",
+        multiple=True,
+        metavar="KEY:VALUE",
+        help="Environment variable for user code (repeatable).",
+    ),
+    click.option("--no-install", is_flag=True, help="Do not install the project's requirements.txt / Pipfile."),
+    click.option("--threads-per-process", type=click.IntRange(min=1), help="Worker threads per API (default 1)."),
+    click.option("--max-queue", type=click.IntRange(min=1), help="Requests queued per API before 503 (default 100)."),
+    click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds before 504 (default 60)."),
+    click.option("--max-batch-size", type=click.IntRange(min=1), help="Dynamic batching: largest batch."),
+    click.option("--batch-interval", help="Dynamic batching: longest wait for a batch to fill, e.g. 5ms."),
+    click.option("--allow-cpu-fallback", is_flag=True, help="Run on CPU when a GPU is asked for but unusable."),
+    click.option(
+        "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+    ),
+    click.option(
+        "--log-format",
+        type=click.Choice(["json", "text"]),
+        help="Log format (default: json unless stderr is a terminal).",
+    ),
+]
+
+
+def api_options(func: F) -> F:
+    """Add the ApiFlags options; the command receives them as one ``flags`` argument."""
+    names = list(ApiFlags.__dataclass_fields__)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flags = ApiFlags(**{name: kwargs.pop(name) for name in names})
+        return func(*args, flags=flags, **kwargs)
+
+    for option in reversed(_API_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfig:
+    """The config file's APIs with the flags applied, or one API built from the flags."""
+    from localserve.config import load_config
+
+    context = None
+    if flags.context_json is not None:
+        try:
+            context = json.loads(flags.context_json)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"Invalid --context {flags.context_json!r}: not JSON ({exc.msg}); expected e.g. '{{\"k\": 1}}'."
+            ) from None
+        if not isinstance(context, dict):
+            raise ConfigError(f"Invalid --context {flags.context_json!r}: expected a JSON object.")
+    batching = None
+    if flags.max_batch_size is not None or flags.batch_interval is not None:
+        if flags.max_batch_size is None:
+            raise ConfigError("--batch-interval needs --max-batch-size.")
+        batching = {"max_batch_size": flags.max_batch_size, "batch_interval": flags.batch_interval or "5ms"}
+    return load_config(
+        project,
+        config_file,
+        handler=flags.handler,
+        context=context,
+        threads_per_process=flags.threads_per_process,
+        max_queue=flags.max_queue,
+        timeout=flags.timeout,
+        batching=batching,
+    )
+
+
+def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | None) -> None:
+    """Enter the project (cwd, sys.path, .env, --environment, defaults) and install its requirements."""
+    from localserve.project import TRAINING_RESULT_DIR, enter_project, install_requirements, parse_environment
+
+    env = parse_environment(flags.environment)
+    defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
+    handlers = [api.handler for api in config.apis if api.handler]
+    if len(handlers) == 1:
+        defaults["HANDLER"] = handlers[0]
+    if url:
+        defaults["LOCALSERVE_URL"] = url
+    enter_project(config.project, env, defaults)
+    if not flags.no_install:
+        install_requirements(config.project, quiet=quiet)
+
+
+def setup_logging(flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None) -> None:
+    from localserve.logs import configure_logging
+
+    configure_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)

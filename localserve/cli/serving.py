@@ -1,0 +1,180 @@
+"""`localserve run` (one request, in-process) and `localserve serve` (HTTP)."""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from localserve.cli.options import ApiFlags, api_options, fail_on_errors, load, prepare, project_options, setup_logging
+from localserve.errors import ConfigError
+
+
+@click.command()
+@project_options
+@api_options
+@click.option("--api", "api_name", help="Which API of the config receives the request.")
+@click.option("--input", "-i", "input_path", help="File to send as the request body ('-' for stdin).")
+@click.option("--content-type", help="Content-Type of the body (default: guessed from the file's extension).")
+@click.option("--method", "-X", default="POST", show_default=True)
+@click.option("--header", "-H", "headers", multiple=True, metavar="K:V", help="Request header (repeatable).")
+@click.option("--query", default="", help="Query string, e.g. debug=true.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write the response body here instead of stdout.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but the response body.")
+@fail_on_errors
+def run(
+    project: Path,
+    config_file: Path | None,
+    flags: ApiFlags,
+    api_name: str | None,
+    input_path: str | None,
+    content_type: str | None,
+    method: str,
+    headers: tuple[str, ...],
+    query: str,
+    output: Path | None,
+    quiet: bool,
+) -> None:
+    """Send one request to the handler in-process and print the response body.
+
+    \b
+    localserve run --handler main:handler --input cat.jpg --quiet > flipped.jpg
+    localserve run --config cortex.yaml --api iris --input sample.json
+    """
+    from localserve.client import run_once
+    from localserve.logs import capture_prints
+    from localserve.server import ServeOptions, create_app
+
+    setup_logging(flags, quiet=quiet, default_format="text")
+    body, guessed = _read_input(input_path)
+    header_list = [_split_header(h) for h in headers]
+    if not any(k.lower() == "content-type" for k, _ in header_list) and (content_type or guessed):
+        header_list.append(("Content-Type", content_type or guessed or ""))
+    config = load(project, config_file, flags)
+    api = config.api(api_name).name
+    prepare(config, flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
+    app = create_app(config, ServeOptions(allow_cpu_fallback=flags.allow_cpu_fallback))
+    with capture_prints() as real_stdout:  # what user code prints is logged, never mixed with the body
+        status, response_headers, response_body = run_once(
+            app, api=api, method=method, headers=header_list, body=body, query_string=query
+        )
+    if status >= 400:
+        click.echo(f"Error: the handler answered {status}:", err=True)
+        click.echo(response_body.decode("utf-8", "replace"), err=True)
+        sys.exit(1)
+    if output is not None:
+        output.write_bytes(response_body)
+        return
+    response_type = next((v for k, v in response_headers if k == "content-type"), "")
+    if real_stdout.isatty() and response_type.startswith("application/json"):
+        try:
+            response_body = (json.dumps(json.loads(response_body), indent=4, ensure_ascii=False) + "\n").encode()
+        except ValueError:
+            pass
+    real_stdout.buffer.write(response_body)
+    real_stdout.buffer.flush()
+
+
+def _read_input(input_path: str | None) -> tuple[bytes, str | None]:
+    if input_path is None:
+        return b"", None
+    if input_path == "-":
+        return sys.stdin.buffer.read(), "application/octet-stream"
+    path = Path(input_path)
+    if not path.is_file():
+        raise ConfigError(f"--input {input_path!r}: no such file.")
+    guessed, _ = mimetypes.guess_type(path.name)
+    return path.read_bytes(), guessed or "application/octet-stream"
+
+
+def _split_header(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition(":")
+    if not sep or not key.strip():
+        raise ConfigError(f"Invalid --header {item!r}: expected NAME:VALUE, e.g. 'Accept: application/json'.")
+    return key.strip(), value.strip()
+
+
+@click.command()
+@project_options
+@api_options
+@click.option("--api", "api_names", multiple=True, help="Serve only this API of the config (repeatable).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 for all).")
+@click.option("--port", default=8888, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--max-body-size",
+    default=100 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Largest request body in bytes (413 beyond).",
+)
+@click.option(
+    "--replicas", type=click.IntRange(min=1), help="Processes on one port (default compute.init_replicas or 1)."
+)
+@click.option(
+    "--graceful-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds in-flight requests get to finish on SIGTERM/SIGINT.",
+)
+@click.option("--keep-going", is_flag=True, help="Keep serving the other APIs when one fails to load (it answers 503).")
+@click.option("--access-log/--no-access-log", default=True, show_default=True, help="One log line per request.")
+@click.option(
+    "--metrics/--no-metrics",
+    default=True,
+    show_default=True,
+    help="Prometheus metrics at /metrics (--no-metrics only to measure their cost).",
+)
+@fail_on_errors
+def serve(
+    project: Path,
+    config_file: Path | None,
+    flags: ApiFlags,
+    api_names: tuple[str, ...],
+    host: str,
+    port: int,
+    max_body_size: int,
+    replicas: int | None,
+    graceful_timeout: float,
+    keep_going: bool,
+    access_log: bool,
+    metrics: bool,
+) -> None:
+    """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
+    from localserve.server import ServeOptions
+    from localserve.supervisor import serve_forever
+
+    setup_logging(flags)
+    config = load(project, config_file, flags)
+    if api_names:
+        config = config.only(api_names)
+    display_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    prepare(config, flags, quiet=False, url=f"http://{display_host}:{port}")
+    options = ServeOptions(
+        max_body_size=max_body_size,
+        allow_cpu_fallback=flags.allow_cpu_fallback,
+        keep_going=keep_going,
+        access_log=access_log,
+        metrics=metrics,
+    )
+    code = serve_forever(
+        config,
+        options,
+        host=host,
+        port=port,
+        replicas=replicas,
+        graceful_timeout=graceful_timeout,
+        log_format=flags.log_format,
+        log_level=flags.log_level,
+    )
+    if code:
+        sys.exit(code)

@@ -1,0 +1,94 @@
+"""`localserve check`, `get` and `export`: the commands around serving."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from localserve.cli.options import fail_on_errors, project_options
+from localserve.errors import LocalServeError
+
+
+@click.command()
+@project_options
+@click.option("--handler", help='ABEJA handler "module:function".')
+@fail_on_errors
+def check(project: Path, config_file: Path | None, handler: str | None) -> None:
+    """Validate the project's config and files without serving it."""
+    from localserve.checks import check_project
+    from localserve.config import load_config
+
+    config = load_config(project, config_file, handler=handler)
+    for line in check_project(config):
+        click.echo(line)
+
+
+@click.command()
+@click.argument("api", required=False)
+@click.option("--url", default="http://127.0.0.1:8888", show_default=True, help="The running server.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stats as JSON.")
+@fail_on_errors
+def get(api: str | None, url: str, as_json: bool) -> None:
+    """Show each API's status, request counts, latency and tracker stats (like `cortex get`)."""
+    import urllib.error
+    import urllib.request
+
+    from localserve.status import render_get
+
+    target = f"{url.rstrip('/')}/{api}/stats" if api else f"{url.rstrip('/')}/stats"
+    try:
+        with urllib.request.urlopen(target, timeout=10) as response:
+            stats = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")
+        raise LocalServeError(f"{target} answered {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise LocalServeError(f"Cannot reach localserve at {url}: {reason}. Is `localserve serve` running?") from None
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+    else:
+        click.echo(render_get(stats, api), nl=False)
+
+
+@click.group()
+def export() -> None:
+    """Write deployment files: Kubernetes manifests, a .dockerignore."""
+
+
+@export.command("kubernetes")
+@project_options
+@click.option("--image", required=True, help="The image the cluster pulls, e.g. registry.example/iris:1.")
+@click.option(
+    "--graceful-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds in-flight requests get to finish; the pods' grace period is this plus 5.",
+)
+@fail_on_errors
+def export_kubernetes(project: Path, config_file: Path | None, image: str, graceful_timeout: float) -> None:
+    """Print a Deployment, a Service api-<name> and a HorizontalPodAutoscaler per API.
+
+    \b
+    localserve export kubernetes --image registry.example/iris:1 > k8s.yaml && kubectl apply -f k8s.yaml
+    """
+    from localserve.config import find_config_file, load_config
+    from localserve.export import kubernetes_manifests
+
+    config = load_config(project, config_file)
+    source = config_file if config_file is not None else find_config_file(config.project)
+    click.echo(kubernetes_manifests(config, image, graceful_timeout=graceful_timeout, config_file=source), nl=False)
+
+
+@export.command("dockerignore")
+@project_options
+@fail_on_errors
+def export_dockerignore(project: Path, config_file: Path | None) -> None:
+    """Print the .dockerignore that leaves out what the platform never packaged (seed 001)."""
+    from localserve.config import find_config_file
+    from localserve.export import dockerignore
+
+    click.echo(dockerignore(project.resolve(), config_file or find_config_file(project.resolve())), nl=False)
