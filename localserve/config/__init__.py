@@ -1,0 +1,157 @@
+"""API configuration: Cortex's ``- kind: api`` list, validated into frozen dataclasses.
+
+Example::
+
+    config = load_config(Path("iris-classifier"))
+    api = config.apis[0]          # ApiConfig(name="iris", model="iris.onnx", ...)
+
+Every problem is a ConfigError naming the file, the API, the key, the bad value and what
+was expected (with the nearest valid key for a typo).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from localserve.config.schema import (
+    API_KEYS,
+    BATCHING_KEYS,
+    COMPUTE_KEYS,
+    CONFIG_FILES,
+    CPU_RE,
+    DURATION_RE,
+    HANDLER_RE,
+    MEM_RE,
+    NAME_RE,
+    PREDICTOR_CLASSES,
+    PREDICTOR_KEYS,
+    RESERVED_NAMES,
+    TRACKER_KEYS,
+    ApiConfig,
+    BatchingConfig,
+    ComputeConfig,
+    PredictorConfig,
+    TrackerConfig,
+)
+from localserve.config.validate import _describe, _suggest, infer_model_format, parse_api, parse_duration
+from localserve.errors import ConfigError
+
+__all__ = [
+    "API_KEYS",
+    "BATCHING_KEYS",
+    "COMPUTE_KEYS",
+    "CONFIG_FILES",
+    "CPU_RE",
+    "DURATION_RE",
+    "HANDLER_RE",
+    "MEM_RE",
+    "NAME_RE",
+    "PREDICTOR_CLASSES",
+    "PREDICTOR_KEYS",
+    "RESERVED_NAMES",
+    "TRACKER_KEYS",
+    "ApiConfig",
+    "BatchingConfig",
+    "ComputeConfig",
+    "PredictorConfig",
+    "ServeConfig",
+    "TrackerConfig",
+    "find_config_file",
+    "infer_model_format",
+    "load_config",
+    "parse_api",
+    "parse_duration",
+]
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    project: Path
+    apis: tuple[ApiConfig, ...]
+    source: str  # the config file, or "command line"
+
+    def api(self, name: str | None) -> ApiConfig:
+        """The API called ``name``; the only API when ``name`` is None."""
+        if name is None:
+            if len(self.apis) == 1:
+                return self.apis[0]
+            names = ", ".join(a.name for a in self.apis)
+            raise ConfigError(f"{self.source}: several APIs are defined ({names}); choose one with --api NAME.")
+        for api in self.apis:
+            if api.name == name:
+                return api
+        raise ConfigError(
+            f"{self.source}: no API named {name!r}; the APIs are: {', '.join(a.name for a in self.apis)}."
+            + _suggest(name, [a.name for a in self.apis])
+        )
+
+    def only(self, names: tuple[str, ...] | list[str]) -> ServeConfig:
+        """The same config restricted to the APIs called ``names`` (``serve --api``)."""
+        return ServeConfig(project=self.project, apis=tuple(self.api(n) for n in names), source=self.source)
+
+
+def find_config_file(project: Path) -> Path | None:
+    for name in CONFIG_FILES:
+        candidate = project / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(project: Path, config_file: Path | None = None, **flags: Any) -> ServeConfig:
+    """Read the project's API config, or build a one-API config from CLI flags.
+
+    Example::
+
+        load_config(Path("."))                                  # localserve.yaml or cortex.yaml
+        load_config(Path("."), handler="main:handler")          # one ABEJA API from flags
+
+    ``flags`` are API keys given on the command line (``handler``, ``batching`` ...); with a
+    config file they override the keys of every API, without one they must name a handler,
+    a model or a predictor.
+    """
+    flags = {k: v for k, v in flags.items() if v is not None}
+    project = project.resolve()
+    if config_file is None and "handler" not in flags and "model" not in flags and "predictor" not in flags:
+        config_file = find_config_file(project)
+    if config_file is not None:
+        import yaml
+
+        path = config_file if config_file.is_absolute() else (Path.cwd() / config_file)
+        if not path.is_file():
+            raise ConfigError(f"Config file {str(config_file)!r} does not exist.")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path.name}: not valid YAML: {exc}") from None
+        source = path.name
+        if raw is None:
+            raise ConfigError(f"{source}: the file is empty; expected a list of '- kind: api' entries.")
+        if isinstance(raw, dict):
+            raw = [raw]
+        if not isinstance(raw, list):
+            raise ConfigError(f"{source}: expected a list of '- kind: api' entries, got {_describe(raw)}.")
+        entries = [dict(entry, **flags) if isinstance(entry, dict) else entry for entry in raw]
+    elif flags:
+        source = "command line"
+        entries = [{"name": _default_name(project), **flags}]
+    else:
+        raise ConfigError(
+            f"No API to serve in {project}: there is no {' / '.join(CONFIG_FILES[::2])} and no --handler; "
+            "pass --handler main:handler for an ABEJA handler, or --config FILE."
+        )
+    apis = tuple(parse_api(entry, source, index) for index, entry in enumerate(entries))
+    seen: set[str] = set()
+    for api in apis:
+        if api.name in seen:
+            raise ConfigError(f"{source}: api {api.name!r} is defined twice; API names must be unique.")
+        seen.add(api.name)
+    return ServeConfig(project=project, apis=apis, source=source)
+
+
+def _default_name(project: Path) -> str:
+    name = re.sub(r"[^a-z0-9-]+", "-", project.name.lower()).strip("-")[:63].strip("-")
+    return name if NAME_RE.match(name) and name not in RESERVED_NAMES else "api"

@@ -1,0 +1,308 @@
+"""Validation of one ``- kind: api`` mapping, section by section, into an ApiConfig.
+
+Every problem is a ConfigError naming the file, the API, the key, the bad value and what
+was expected (with the nearest valid key for a typo).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from localserve.config.schema import (
+    _DURATION_UNITS,
+    API_KEYS,
+    BATCHING_KEYS,
+    COMPUTE_KEYS,
+    CPU_RE,
+    DURATION_RE,
+    HANDLER_RE,
+    MEM_RE,
+    NAME_RE,
+    PREDICTOR_CLASSES,
+    PREDICTOR_KEYS,
+    RESERVED_NAMES,
+    TRACKER_KEYS,
+    ApiConfig,
+    BatchingConfig,
+    ComputeConfig,
+    PredictorConfig,
+    TrackerConfig,
+)
+from localserve.errors import ConfigError
+
+
+def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
+    """Validate one ``- kind: api`` mapping."""
+    where = f"{source}: api #{index + 1}"
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected a mapping with 'kind: api' and 'name', got {_describe(entry)}.")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}: 'name' is required and must be a string, got {_describe(name)}.")
+    where = f"{source}: api {name!r}"
+    if not NAME_RE.match(name):
+        raise ConfigError(
+            f"{where}: invalid name {name!r}; expected lower-case letters, digits and '-' "
+            "(starting and ending with a letter or digit, at most 63 characters)."
+        )
+    if name in RESERVED_NAMES:
+        raise ConfigError(f"{where}: the name {name!r} is reserved by localserve; choose another.")
+    _check_keys(entry, API_KEYS, where, None)
+    kind = entry.get("kind", "api")
+    if kind != "api":
+        raise ConfigError(f"{where}: invalid value {kind!r} for 'kind'; expected 'api'.")
+
+    handler = _opt_str(entry, "handler", where)
+    if handler is not None and not HANDLER_RE.match(handler):
+        raise ConfigError(
+            f"{where}: invalid value {handler!r} for 'handler'; it must look like \"<module>:<function>\", "
+            'e.g. "main:handler".'
+        )
+    request_handler = _opt_str(entry, "request_handler", where)
+    model = _opt_str(entry, "model", where)
+    predictor = _parse_predictor(entry.get("predictor"), where)
+    model_format = _opt_str(entry, "model_format", where)
+    if model_format is not None and model_format not in ("onnx", "tensorflow"):
+        raise ConfigError(
+            f"{where}: invalid value {model_format!r} for 'model_format'; expected 'onnx' or 'tensorflow'."
+        )
+
+    chosen = [k for k, v in (("handler", handler), ("predictor", predictor)) if v is not None]
+    if model is not None or request_handler is not None:
+        chosen.append("model")
+    if len(chosen) > 1 and not (chosen == ["predictor", "model"] and request_handler is None):
+        raise ConfigError(
+            f"{where}: {' and '.join(repr(c) for c in chosen)} cannot be combined; an API is either an ABEJA "
+            "'handler', a 'predictor', or a 'model' with an optional 'request_handler'."
+        )
+    if not chosen:
+        raise ConfigError(
+            f"{where}: nothing to serve; set 'handler', 'predictor', or 'model' (with 'request_handler')."
+        )
+    if request_handler is not None and model is None:
+        raise ConfigError(
+            f"{where}: 'request_handler' needs a 'model' to run between pre_inference and post_inference."
+        )
+    if predictor is not None:
+        if predictor.type in ("onnx", "tensorflow") and not (predictor.model_path or model):
+            raise ConfigError(
+                f"{where}: a predictor of type {predictor.type!r} needs a model; set 'model_path' in 'predictor'."
+            )
+        if predictor.type == "python" and predictor.model_path:
+            raise ConfigError(f"{where}: 'model_path' in 'predictor' is only for the 'onnx' and 'tensorflow' types.")
+    if handler is not None and entry.get("batching") is not None:
+        raise ConfigError(
+            f"{where}: 'batching' does not apply to an ABEJA 'handler' (each call answers one request); "
+            "remove it, or serve the model through a 'request_handler' or a 'predictor'."
+        )
+    location = predictor.model_path if predictor is not None and predictor.model_path else model
+    if location is not None:
+        inferred = infer_model_format(location)
+        if predictor is not None and predictor.type in ("onnx", "tensorflow"):
+            inferred = predictor.type
+        if model_format is None:
+            model_format = inferred
+    elif model_format is not None:
+        raise ConfigError(f"{where}: 'model_format' is set but there is no 'model'.")
+
+    tf_signature_key = _opt_str(entry, "tf_signature_key", where)
+    if tf_signature_key is not None and model_format != "tensorflow":
+        raise ConfigError(f"{where}: 'tf_signature_key' only applies to TensorFlow models (model_format: tensorflow).")
+
+    return ApiConfig(
+        name=name,
+        model=model,
+        model_format=model_format,
+        request_handler=request_handler,
+        handler=handler,
+        predictor=predictor,
+        tf_signature_key=tf_signature_key,
+        tracker=_parse_tracker(entry.get("tracker"), where),
+        compute=_parse_compute(entry.get("compute"), where),
+        metadata=_opt_mapping(entry, "metadata", where),
+        context=_opt_mapping(entry, "context", where),
+        batching=_parse_batching(entry.get("batching"), where),
+        threads_per_process=_int(entry, "threads_per_process", where, 1, minimum=1),
+        max_queue=_int(entry, "max_queue", where, 100, minimum=1),
+        timeout=_duration(entry.get("timeout", 60.0), "timeout", where),
+        model_threads=_int(entry, "model_threads", where, None, minimum=1),
+    )
+
+
+def infer_model_format(location: str) -> str:
+    """Seed 003: 'onnx' if the path ends with .onnx, 'tensorflow' for a .zip or a directory."""
+    return "onnx" if location.rstrip("/").lower().endswith(".onnx") else "tensorflow"
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a number or a string like ``5ms``, ``0.5s``, ``2m``; ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(value)
+        return float(value)
+    if isinstance(value, str):
+        match = DURATION_RE.match(value.strip())
+        if match:
+            return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    raise ValueError(value)
+
+
+def _parse_predictor(raw: Any, where: str) -> PredictorConfig | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):  # "predictor: predictor.py" — a python predictor
+        raw = {"type": "python", "path": raw}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: 'predictor' must be a mapping with 'type' and 'path', got {_describe(raw)}.")
+    _check_keys(raw, PREDICTOR_KEYS, where, "predictor")
+    ptype = raw.get("type", "python")
+    if ptype not in PREDICTOR_CLASSES:
+        raise ConfigError(
+            f"{where}: invalid value {ptype!r} for 'type' in 'predictor'; expected one of 'python', 'onnx', 'tensorflow'."
+            + _suggest(str(ptype), list(PREDICTOR_CLASSES))
+        )
+    path = raw.get("path")
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{where}: 'path' in 'predictor' is required (the file holding {PREDICTOR_CLASSES[ptype]}).")
+    model_path = raw.get("model_path")
+    if model_path is not None and not isinstance(model_path, str):
+        raise ConfigError(f"{where}: 'model_path' in 'predictor' must be a string, got {_describe(model_path)}.")
+    config = raw.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{where}: 'config' in 'predictor' must be a mapping, got {_describe(config)}.")
+    return PredictorConfig(type=ptype, path=path, model_path=model_path, config=config)
+
+
+def _parse_tracker(raw: Any, where: str) -> TrackerConfig | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: 'tracker' must be a mapping with 'key' and 'model_type', got {_describe(raw)}.")
+    _check_keys(raw, TRACKER_KEYS, where, "tracker")
+    model_type = raw.get("model_type")
+    if model_type not in ("classification", "regression"):
+        raise ConfigError(
+            f"{where}: invalid value {model_type!r} for 'model_type' in 'tracker'; "
+            "expected 'classification' or 'regression'."
+        )
+    key = raw.get("key")
+    if key is not None and not isinstance(key, str):
+        raise ConfigError(f"{where}: 'key' in 'tracker' must be a string, got {_describe(key)}.")
+    return TrackerConfig(model_type=model_type, key=key)
+
+
+def _parse_compute(raw: Any, where: str) -> ComputeConfig:
+    if raw is None:
+        return ComputeConfig()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: 'compute' must be a mapping, got {_describe(raw)}.")
+    _check_keys(raw, COMPUTE_KEYS, where, "compute")
+    ctx = f"{where}: compute"
+    min_r = _int(raw, "min_replicas", ctx, 1, minimum=1)
+    max_r = _int(raw, "max_replicas", ctx, max(100, min_r), minimum=1)
+    init_r = _int(raw, "init_replicas", ctx, None, minimum=1)
+    if max_r < min_r:
+        raise ConfigError(f"{where}: 'max_replicas' in 'compute' ({max_r}) is below 'min_replicas' ({min_r}).")
+    if init_r is not None and not min_r <= init_r <= max_r:
+        raise ConfigError(
+            f"{where}: invalid value {init_r} for 'init_replicas' in 'compute'; expected between "
+            f"min_replicas ({min_r}) and max_replicas ({max_r})."
+        )
+    target = _int(raw, "target_cpu_utilization", ctx, 80, minimum=1)
+    if target > 100:
+        raise ConfigError(
+            f"{where}: invalid value {target} for 'target_cpu_utilization' in 'compute'; expected a percentage 1-100."
+        )
+    cpu_raw = raw.get("cpu", "200m")
+    cpu = str(cpu_raw)
+    if isinstance(cpu_raw, bool) or not CPU_RE.match(cpu) or float(cpu.rstrip("m")) <= 0:
+        raise ConfigError(
+            f"{where}: invalid value {cpu_raw!r} for 'cpu' in 'compute'; expected a number of cores like 1, 0.5 or '200m'."
+        )
+    gpu = _int(raw, "gpu", ctx, 0, minimum=0)
+    mem_raw = raw.get("mem")
+    mem = None if mem_raw is None else str(mem_raw)
+    if mem is not None and (isinstance(mem_raw, bool) or not MEM_RE.match(mem)):
+        raise ConfigError(
+            f"{where}: invalid value {mem_raw!r} for 'mem' in 'compute'; expected a quantity like '2Gi' or '512Mi'."
+        )
+    return ComputeConfig(min_r, max_r, init_r, target, cpu, gpu, mem)
+
+
+def _parse_batching(raw: Any, where: str) -> BatchingConfig | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{where}: 'batching' must be a mapping with 'max_batch_size' and 'batch_interval', got {_describe(raw)}."
+        )
+    _check_keys(raw, BATCHING_KEYS, where, "batching")
+    if "max_batch_size" not in raw:
+        raise ConfigError(f"{where}: 'max_batch_size' in 'batching' is required.")
+    size = _int(raw, "max_batch_size", f"{where}: batching", 1, minimum=1)
+    interval = _duration(raw.get("batch_interval", 0.005), "batch_interval", where, "batching")
+    return BatchingConfig(max_batch_size=size, batch_interval=interval)
+
+
+def _check_keys(raw: Mapping[str, Any], valid: tuple[str, ...], where: str, section: str | None) -> None:
+    for key in raw:
+        if key not in valid:
+            place = f" in {section!r}" if section else ""
+            raise ConfigError(f"{where}: unknown key {key!r}{place}." + _suggest(str(key), valid))
+
+
+def _suggest(word: str, options: list[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _opt_str(raw: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: invalid value {value!r} for {key!r}; expected a non-empty string.")
+    return value
+
+
+def _opt_mapping(raw: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: invalid value {value!r} for {key!r}; expected a mapping.")
+    return value
+
+
+def _int(raw: Mapping[str, Any], key: str, where: str, default: Any, *, minimum: int) -> Any:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        section = ""
+        if ": " in where and where.rsplit(": ", 1)[1] in ("compute", "batching"):
+            where, section = where.rsplit(": ", 1)
+            section = f" in {section!r}"
+        raise ConfigError(f"{where}: invalid value {value!r} for {key!r}{section}; expected an integer >= {minimum}.")
+    return value
+
+
+def _duration(value: Any, key: str, where: str, section: str | None = None) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        place = f" in {section!r}" if section else ""
+        raise ConfigError(
+            f"{where}: invalid value {value!r} for {key!r}{place}; expected a duration like 5ms, 0.5s or 60 (seconds)."
+        ) from None
+    return seconds
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return f"{type(value).__name__} {value!r}" if not isinstance(value, list | dict) else type(value).__name__
