@@ -1,131 +1,39 @@
-"""create_app(config) -> the ASGI app: one route per API, health, readiness, errors as JSON.
-
-Example::
-
-    app = create_app(load_config(Path("iris-classifier")))
-    uvicorn.run(app, port=8888)
-
-Prediction routes are dispatched from a dict straight to the API's executor, with no
-per-request Starlette objects: on small models the server's own work is most of a
-request's cost (PERFORMANCE.md). Everything else (health, stats, metrics, 404s) is a
-plain Starlette app.
-"""
+"""The ASGI application of one replica: routes, lifecycle, the prediction hot path, errors as JSON."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import itertools
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from localserve.config import ApiConfig, ServeConfig
+from localserve.config import ServeConfig
 from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, Timeout
-from localserve.executor import Executor, Result
-from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
-from localserve.logs import access_log, api_var, request_id_var
+from localserve.logs import access_log
 from localserve.metrics import Metrics
 from localserve.request import Request
 from localserve.response import Reply, error_body
-from localserve.runtimes import LoadOptions
+from localserve.server.runtime import ApiRuntime, ClientGone, MiB, ServeOptions, state_of
+from localserve.server.wire import (
+    Receive,
+    Scope,
+    Send,
+    expire,
+    json_reply,
+    request_id_of,
+    send_reply,
+    send_stream,
+    watch_disconnect,
+)
 from localserve.stats import Stats
 
 log = logging.getLogger("localserve")
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    max_body_size: int = 100 * MiB
-    allow_cpu_fallback: bool = False
-    keep_going: bool = False  # a failed API answers 503 instead of stopping the start
-    access_log: bool = True  # one log line per request
-    metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
-
-
-class ClientGone(LocalServeError):
-    status_code = 499
-
-
-class ApiRuntime:
-    """One API in this process: its endpoint, its executor, its state."""
-
-    def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics | None) -> None:
-        self.api = api
-        self.metrics = metrics
-        self.state = "loading"
-        self.error: str | None = None
-        load = LoadOptions(
-            signature_key=api.tf_signature_key,
-            threads=api.model_threads,
-            gpu=api.compute.gpu > 0,
-            allow_cpu_fallback=options.allow_cpu_fallback,
-        )
-        endpoint_options = EndpointOptions(project=config.project, load=load)
-        if metrics is not None:
-            endpoint_options.observe = functools.partial(metrics.observe_stage, api.name)
-            endpoint_options.metrics_client = metrics.client(api.name)
-        self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
-        self.executor = Executor(
-            api.name,
-            self._process,
-            threads=api.threads_per_process,
-            max_queue=api.max_queue,
-            batching=api.batching,
-            on_batch=functools.partial(metrics.observe_batch, api.name) if metrics is not None else None,
-            pending=lambda: self.in_flight,
-        )
-        self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending)
-
-    def _process(self, requests: list[Request]) -> list[Result]:
-        api_var.set(self.api.name)
-        request_id_var.set(requests[0].request_id if len(requests) == 1 else ",".join(r.request_id for r in requests))
-        if len(requests) == 1 and self.api.batching is None:
-            try:
-                return [self.endpoint.handle(requests[0])]
-            except LocalServeError as exc:
-                return [exc]
-        return self.endpoint.handle_batch(requests)
-
-    async def load(self) -> None:
-        start = time.perf_counter()
-        try:
-            await asyncio.wrap_future(self.executor.call(self.endpoint.load))
-        except LocalServeError as exc:
-            self.state, self.error = "failed", str(exc)
-            if exc.details:
-                log.error("api %r failed to load:\n%s", self.api.name, exc.details)
-            raise
-        except Exception as exc:
-            self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
-            log.exception("api %r failed to load", self.api.name)
-            raise LocalServeError(f"api {self.api.name!r} failed to load: {self.error}") from exc
-        self.state = "ready"
-        seconds = time.perf_counter() - start
-        if self.metrics is not None:
-            self.metrics.observe_model_load(self.api.name, seconds)
-        log.info("api %r loaded in %.3f s", self.api.name, seconds)
-
-    def describe(self) -> dict[str, Any]:
-        info = self.endpoint.describe() if self.state == "ready" else {"name": self.api.name, "kind": self.api.kind}
-        info["status"] = self.state
-        if self.error:
-            info["error"] = self.error
-        return info
 
 
 class App:
@@ -177,7 +85,7 @@ class App:
                 await self.serve(route[0], scope, receive, send)
                 return
             if route is not None:
-                await _send_reply(send, _json_reply(200, route[0].describe()), _request_id(scope))
+                await send_reply(send, json_reply(200, route[0].describe()), request_id_of(scope))
                 return
         await self.starlette(scope, receive, send)
 
@@ -230,7 +138,7 @@ class App:
         start = time.perf_counter()
         name = rt.api.name
         metrics = self.metrics
-        request_id = _request_id(scope)
+        request_id = request_id_of(scope)
         rt.in_flight += 1
         if metrics is not None:
             metrics.request_started(name)
@@ -261,9 +169,9 @@ class App:
                 reply.asgi.headers["x-request-id"] = request_id
                 await reply.asgi(scope, receive, send)
             elif reply.stream is not None:
-                await _send_stream(send, reply, request_id, rt.executor)
+                await send_stream(send, reply, request_id, rt.executor)
             else:
-                await _send_reply(send, reply, request_id)
+                await send_reply(send, reply, request_id)
         finally:
             rt.in_flight -= 1
         seconds = time.perf_counter() - start
@@ -319,12 +227,12 @@ class App:
     async def _execute(self, rt: ApiRuntime, request: Request, receive: Receive) -> Reply:
         loop = asyncio.get_running_loop()
         executor = rt.executor
-        watch_disconnect = executor.busy >= executor.threads or executor.depth > 0
+        queued_behind_others = executor.busy >= executor.threads or executor.depth > 0
         job = executor.submit(request, loop)
         if self.metrics is not None:
             self.metrics.set_queue_depth(rt.api.name, executor.depth)
-        timer = loop.call_later(rt.api.timeout, _expire, executor, job, rt.api)
-        watcher = loop.create_task(_watch_disconnect(receive, executor, job)) if watch_disconnect else None
+        timer = loop.call_later(rt.api.timeout, expire, executor, job, rt.api)
+        watcher = loop.create_task(watch_disconnect(receive, executor, job)) if queued_behind_others else None
         try:
             result = await job.future
         finally:
@@ -348,10 +256,10 @@ class App:
 
     # -- the other routes -------------------------------------------------------------------------
     async def healthz(self, request: StarletteRequest) -> Response:
-        return JSONResponse({"status": "ok"}, headers={"x-request-id": _request_id(request.scope)})
+        return JSONResponse({"status": "ok"}, headers={"x-request-id": request_id_of(request.scope)})
 
     async def readyz(self, request: StarletteRequest) -> Response:
-        apis = {name: _state(rt) for name, rt in self.apis.items()}
+        apis = {name: state_of(rt) for name, rt in self.apis.items()}
         status = 200 if self.ready else 503
         return JSONResponse({"status": "ready" if self.ready else "not ready", "apis": apis}, status_code=status)
 
@@ -359,7 +267,7 @@ class App:
         rt = self.apis.get(request.path_params["name"])
         if rt is None:
             return await self.not_found(request, NotFound("no such model"))
-        return JSONResponse(_state(rt), status_code=200 if rt.state == "ready" else 503)
+        return JSONResponse(state_of(rt), status_code=200 if rt.state == "ready" else 503)
 
     async def metrics_route(self, request: StarletteRequest) -> Response:
         if self.metrics is None:
@@ -385,77 +293,7 @@ class App:
         else:
             paths = sorted(p for p in self.routes if not p.endswith("/predict") or p == "/predict")
             message = f"No route {request.url.path!r}; the APIs answer at {', '.join(paths)}."
-        rid = _request_id(request.scope)
+        rid = request_id_of(request.scope)
         return Response(
             error_body(message, rid), status_code=status, media_type="application/json", headers={"x-request-id": rid}
         )
-
-
-def create_app(
-    config: ServeConfig, options: ServeOptions | None = None, on_fatal: Callable[[str], None] | None = None
-) -> App:
-    """The ASGI app serving every API of ``config``."""
-    return App(config, options, on_fatal)
-
-
-def _state(rt: ApiRuntime) -> dict[str, Any]:
-    return {"status": rt.state, **({"error": rt.error} if rt.error else {})}
-
-
-_ID_PREFIX = uuid.uuid4().hex[:16]
-_id_counter = itertools.count(1)
-
-
-def _request_id(scope: Scope) -> str:
-    """The client's X-Request-ID, or a new one: unique per process prefix + counter (no syscall per request)."""
-    for name, value in scope["headers"]:
-        if name == b"x-request-id" and value:
-            return str(value.decode("latin-1")[:200])
-    return f"{_ID_PREFIX}{next(_id_counter):016x}"
-
-
-def _json_reply(status: int, value: Any) -> Reply:
-    import json
-
-    return Reply(status=status, headers=[(b"content-type", b"application/json")], body=json.dumps(value).encode())
-
-
-def _expire(executor: Executor, job: Any, api: ApiConfig) -> None:
-    started = not executor.drop(job)
-    if not job.future.done():
-        what = "it was still running" if started else "it had not started and was dropped"
-        job.future.set_result(
-            Timeout(f"api {api.name!r} did not answer within its timeout of {api.timeout:g} s ({what}).")
-        )
-
-
-async def _watch_disconnect(receive: Receive, executor: Executor, job: Any) -> None:
-    message = await receive()
-    if message["type"] == "http.disconnect" and executor.drop(job) and not job.future.done():
-        job.future.set_result(ClientGone("client disconnected before the request started"))
-
-
-async def _send_reply(send: Send, reply: Reply, request_id: str) -> None:
-    headers = reply.headers
-    headers.append((b"content-length", str(len(reply.body)).encode()))
-    headers.append((b"x-request-id", request_id.encode("latin-1")))
-    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-    await send({"type": "http.response.body", "body": reply.body})
-
-
-async def _send_stream(send: Send, reply: Reply, request_id: str, executor: Executor) -> None:
-    assert reply.stream is not None
-    iterator = reply.stream
-    end = object()
-    reply.headers.append((b"x-request-id", request_id.encode("latin-1")))
-    await send({"type": "http.response.start", "status": reply.status, "headers": reply.headers})
-    while True:
-        try:
-            chunk = await asyncio.wrap_future(executor.call(lambda: next(iterator, end)))
-        except Exception:
-            log.exception("request %s: the streamed response failed", request_id)
-            break
-        if chunk is end:
-            break
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b"", "more_body": False})

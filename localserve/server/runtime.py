@@ -1,0 +1,106 @@
+"""One API inside a replica (ApiRuntime) and the options of a replica (ServeOptions)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from localserve.config import ApiConfig, ServeConfig
+from localserve.errors import LocalServeError
+from localserve.executor import Executor, Result
+from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
+from localserve.logs import api_var, request_id_var
+from localserve.metrics import Metrics
+from localserve.request import Request
+from localserve.runtimes import LoadOptions
+
+log = logging.getLogger("localserve")
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    max_body_size: int = 100 * MiB
+    allow_cpu_fallback: bool = False
+    keep_going: bool = False  # a failed API answers 503 instead of stopping the start
+    access_log: bool = True  # one log line per request
+    metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
+
+
+class ClientGone(LocalServeError):
+    status_code = 499
+
+
+class ApiRuntime:
+    """One API in this process: its endpoint, its executor, its state."""
+
+    def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics | None) -> None:
+        self.api = api
+        self.metrics = metrics
+        self.state = "loading"
+        self.error: str | None = None
+        load = LoadOptions(
+            signature_key=api.tf_signature_key,
+            threads=api.model_threads,
+            gpu=api.compute.gpu > 0,
+            allow_cpu_fallback=options.allow_cpu_fallback,
+        )
+        endpoint_options = EndpointOptions(project=config.project, load=load)
+        if metrics is not None:
+            endpoint_options.observe = functools.partial(metrics.observe_stage, api.name)
+            endpoint_options.metrics_client = metrics.client(api.name)
+        self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
+        self.executor = Executor(
+            api.name,
+            self._process,
+            threads=api.threads_per_process,
+            max_queue=api.max_queue,
+            batching=api.batching,
+            on_batch=functools.partial(metrics.observe_batch, api.name) if metrics is not None else None,
+            pending=lambda: self.in_flight,
+        )
+        self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending)
+
+    def _process(self, requests: list[Request]) -> list[Result]:
+        api_var.set(self.api.name)
+        request_id_var.set(requests[0].request_id if len(requests) == 1 else ",".join(r.request_id for r in requests))
+        if len(requests) == 1 and self.api.batching is None:
+            try:
+                return [self.endpoint.handle(requests[0])]
+            except LocalServeError as exc:
+                return [exc]
+        return self.endpoint.handle_batch(requests)
+
+    async def load(self) -> None:
+        start = time.perf_counter()
+        try:
+            await asyncio.wrap_future(self.executor.call(self.endpoint.load))
+        except LocalServeError as exc:
+            self.state, self.error = "failed", str(exc)
+            if exc.details:
+                log.error("api %r failed to load:\n%s", self.api.name, exc.details)
+            raise
+        except Exception as exc:
+            self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
+            log.exception("api %r failed to load", self.api.name)
+            raise LocalServeError(f"api {self.api.name!r} failed to load: {self.error}") from exc
+        self.state = "ready"
+        seconds = time.perf_counter() - start
+        if self.metrics is not None:
+            self.metrics.observe_model_load(self.api.name, seconds)
+        log.info("api %r loaded in %.3f s", self.api.name, seconds)
+
+    def describe(self) -> dict[str, Any]:
+        info = self.endpoint.describe() if self.state == "ready" else {"name": self.api.name, "kind": self.api.kind}
+        info["status"] = self.state
+        if self.error:
+            info["error"] = self.error
+        return info
+
+
+def state_of(rt: ApiRuntime) -> dict[str, Any]:
+    return {"status": rt.state, **({"error": rt.error} if rt.error else {})}

@@ -1,0 +1,79 @@
+"""The ASGI wire: request ids, and sending a Reply (whole or streamed); timers of the hot path."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from localserve.config import ApiConfig
+from localserve.errors import Timeout
+from localserve.executor import Executor
+from localserve.response import Reply
+from localserve.server.runtime import ClientGone
+
+log = logging.getLogger("localserve")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+_ID_PREFIX = uuid.uuid4().hex[:16]
+_id_counter = itertools.count(1)
+
+
+def request_id_of(scope: Scope) -> str:
+    """The client's X-Request-ID, or a new one: unique per process prefix + counter (no syscall per request)."""
+    for name, value in scope["headers"]:
+        if name == b"x-request-id" and value:
+            return str(value.decode("latin-1")[:200])
+    return f"{_ID_PREFIX}{next(_id_counter):016x}"
+
+
+def json_reply(status: int, value: Any) -> Reply:
+    return Reply(status=status, headers=[(b"content-type", b"application/json")], body=json.dumps(value).encode())
+
+
+def expire(executor: Executor, job: Any, api: ApiConfig) -> None:
+    started = not executor.drop(job)
+    if not job.future.done():
+        what = "it was still running" if started else "it had not started and was dropped"
+        job.future.set_result(
+            Timeout(f"api {api.name!r} did not answer within its timeout of {api.timeout:g} s ({what}).")
+        )
+
+
+async def watch_disconnect(receive: Receive, executor: Executor, job: Any) -> None:
+    message = await receive()
+    if message["type"] == "http.disconnect" and executor.drop(job) and not job.future.done():
+        job.future.set_result(ClientGone("client disconnected before the request started"))
+
+
+async def send_reply(send: Send, reply: Reply, request_id: str) -> None:
+    headers = reply.headers
+    headers.append((b"content-length", str(len(reply.body)).encode()))
+    headers.append((b"x-request-id", request_id.encode("latin-1")))
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+async def send_stream(send: Send, reply: Reply, request_id: str, executor: Executor) -> None:
+    assert reply.stream is not None
+    iterator = reply.stream
+    end = object()
+    reply.headers.append((b"x-request-id", request_id.encode("latin-1")))
+    await send({"type": "http.response.start", "status": reply.status, "headers": reply.headers})
+    while True:
+        try:
+            chunk = await asyncio.wrap_future(executor.call(lambda: next(iterator, end)))
+        except Exception:
+            log.exception("request %s: the streamed response failed", request_id)
+            break
+        if chunk is end:
+            break
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
