@@ -84,6 +84,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_ready(url: str, proc: Any = None, timeout: float = 60) -> float:
+    """Poll ``url``/readyz until 200; seconds it took. Fails at once if the server process ``proc`` exits."""
+    import httpx
+
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc is not None and proc.poll() is not None:
+            output = getattr(proc, "captured", None) or "(see the test's server output)"
+            raise AssertionError(f"server exited with {proc.returncode}: {output}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return time.monotonic() - start
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{url} never became ready")
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     """Environment for a localserve subprocess: this checkout first on PYTHONPATH."""
     env = dict(os.environ)

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import EXAMPLES, cli_env, free_port
+from tests.conftest import EXAMPLES, cli_env, free_port, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,10 @@ def server(
     url = f"http://127.0.0.1:{port}"
     try:
         if ready:
-            wait_ready(url, proc)
+            try:
+                wait_ready(url, proc)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}: {output_of(proc)}") from None
         yield url, proc
     finally:
         if proc.poll() is None:
@@ -60,20 +63,6 @@ def output_of(proc: subprocess.Popen[bytes]) -> str:
     out = proc.output  # type: ignore[attr-defined]
     out.seek(0)
     return out.read().decode("utf-8", "replace")
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}: {output_of(proc)}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return time.monotonic() - start
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("server never became ready")
 
 
 def test_serve_json_tax_over_http() -> None:

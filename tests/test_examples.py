@@ -8,13 +8,11 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, cli_env, free_port
+from tests.conftest import EXAMPLES, ROOT, cli_env, free_port, wait_ready
 
 EXPECTED = {
     "json_tax": {"total": 108.0},
@@ -92,15 +90,7 @@ def test_readme_multipart_echo_serve_and_curl() -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_ready(f"http://127.0.0.1:{port}", proc)
         done = subprocess.run(
             [*as_process(curl, **{"localhost:8888": f"localhost:{port}"}), "-s"],
             cwd=ROOT,

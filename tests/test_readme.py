@@ -6,11 +6,8 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 
-import httpx
-
-from tests.conftest import ROOT, cli_env, free_port
+from tests.conftest import ROOT, cli_env, free_port, wait_ready
 
 README = (ROOT / "README.md").read_text()
 
@@ -50,15 +47,7 @@ def test_abeja_run_serve_curl_and_get() -> None:
     serve = localserve(lines[2].replace(" &", "")) + ["--port", port]
     proc = subprocess.Popen(serve, cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_ready(f"http://127.0.0.1:{port}", proc)
         curl = shlex.split(lines[3].replace("localhost:8888", f"localhost:{port}"))
         answer = subprocess.run(curl, cwd=ROOT, capture_output=True, timeout=30, check=True).stdout
         assert b'"class_label":"iris-setosa"' in answer
