@@ -176,6 +176,27 @@ def test_access_log(captured: Captured) -> None:
     assert len(captured.lines()) == 1
 
 
+def test_access_lines_on_the_event_loop_are_written_together(captured: Captured) -> None:
+    import asyncio
+
+    writes: list[str] = []
+    real_write = captured.stream.write
+    captured.stream.write = lambda text: (writes.append(text), real_write(text))[1]  # type: ignore[method-assign]
+
+    async def traffic() -> int:
+        for i in range(5):
+            access_log("POST", "/iris", "iris", 200, 0.001, f"r{i}")
+        seen_before_flush = len(captured.lines())
+        await asyncio.sleep(0.2)  # past FLUSH_AFTER
+        return seen_before_flush
+
+    assert asyncio.run(traffic()) == 0
+    assert [line["request_id"] for line in captured.json()] == ["r0", "r1", "r2", "r3", "r4"]
+    assert len(writes) == 1
+    access_log("GET", "/x", "x", 404, 0.001, "now")  # no event loop: written at once
+    assert captured.json()[-1]["request_id"] == "now"
+
+
 def test_prints_become_log_lines_with_the_request_id(captured: Captured) -> None:
     before = sys.stdout
     with capture_prints() as stdout:

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from localserve.config import ServeConfig
 from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, Timeout
-from localserve.logs import access_log
+from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.request import Request
 from localserve.response import Reply, error_body
@@ -24,12 +24,12 @@ from localserve.server.wire import (
     Receive,
     Scope,
     Send,
+    WatchDisconnect,
     expire,
     json_reply,
     request_id_of,
     send_reply,
     send_stream,
-    watch_disconnect,
 )
 from localserve.stats import Stats
 
@@ -128,6 +128,7 @@ class App:
         self.stats.close()
         if self.metrics is not None:
             self.metrics.close()
+        flush_access_log()
 
     @property
     def ready(self) -> bool:
@@ -165,6 +166,11 @@ class App:
                 return
             except LocalServeError as exc:
                 reply = self.error_reply(exc, request_id, name)
+            except Exception as exc:  # a bug of ours: answer 500 and keep serving
+                log.exception("request %s to api %r: internal error", request_id, name)
+                reply = self.error_reply(
+                    LocalServeError(f"Internal error: {type(exc).__name__}: {exc}"), request_id, name
+                )
             if reply.asgi is not None:
                 reply.asgi.headers["x-request-id"] = request_id
                 await reply.asgi(scope, receive, send)
@@ -232,13 +238,15 @@ class App:
         if self.metrics is not None:
             self.metrics.set_queue_depth(rt.api.name, executor.depth)
         timer = loop.call_later(rt.api.timeout, expire, executor, job, rt.api)
-        watcher = loop.create_task(watch_disconnect(receive, executor, job)) if queued_behind_others else None
+        # Only a request that really waits gets a task listening for its client to go away: one
+        # task per queued request costs more than the rest of the hot path under load.
+        watch = WatchDisconnect(receive, executor, job) if queued_behind_others else None
         try:
             result = await job.future
         finally:
             timer.cancel()
-            if watcher is not None:
-                watcher.cancel()
+            if watch is not None:
+                watch.cancel()
         if isinstance(result, LocalServeError):
             raise result
         return result

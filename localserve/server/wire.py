@@ -12,7 +12,7 @@ from typing import Any
 
 from localserve.config import ApiConfig
 from localserve.errors import Timeout
-from localserve.executor import Executor
+from localserve.executor import QUEUED, Executor
 from localserve.response import Reply
 from localserve.server.runtime import ClientGone
 
@@ -47,10 +47,31 @@ def expire(executor: Executor, job: Any, api: ApiConfig) -> None:
         )
 
 
-async def watch_disconnect(receive: Receive, executor: Executor, job: Any) -> None:
-    message = await receive()
-    if message["type"] == "http.disconnect" and executor.drop(job) and not job.future.done():
-        job.future.set_result(ClientGone("client disconnected before the request started"))
+class WatchDisconnect:
+    """Drop a queued job whose client goes away; starts listening once the job has waited WATCH_AFTER."""
+
+    WATCH_AFTER = 0.02  # seconds
+
+    def __init__(self, receive: Receive, executor: Executor, job: Any) -> None:
+        self.receive, self.executor, self.job = receive, executor, job
+        self.task: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = job.loop.call_later(self.WATCH_AFTER, self._start)
+
+    def _start(self) -> None:
+        self.timer = None
+        if self.job.state == QUEUED:
+            self.task = self.job.loop.create_task(self._listen())
+
+    async def _listen(self) -> None:
+        message = await self.receive()
+        if message["type"] == "http.disconnect" and self.executor.drop(self.job) and not self.job.future.done():
+            self.job.future.set_result(ClientGone("client disconnected before the request started"))
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.task is not None:
+            self.task.cancel()
 
 
 async def send_reply(send: Send, reply: Reply, request_id: str) -> None:
