@@ -29,12 +29,13 @@ def check_project(config: ServeConfig) -> Iterator[str]:
         for key, path in files:
             if not (config.project / path).exists():
                 raise ConfigError(f"{where}: {key} {path!r} does not exist in the project directory {config.project}.")
-        what = {
-            "abeja": f"ABEJA handler {api.handler}",
-            "predictor": f"{api.predictor.class_name if api.predictor else ''}",
-        }
-        desc = what.get(api.kind) or f"{api.model_format} model {api.model}" + (
-            f" with request handler {api.request_handler}" if api.request_handler else ""
-        )
+        if api.handler:
+            desc = f"ABEJA handler {api.handler}"
+        elif api.predictor:
+            desc = f"{api.predictor.class_name} in {api.predictor.path}"
+            desc += f" with {api.model_format} model {api.model_location}" if api.model_location else ""
+        else:
+            desc = f"{api.model_format} model {api.model}"
+            desc += f" with request handler {api.request_handler}" if api.request_handler else ""
         yield f"ok  {api.name}: {desc}"
     yield f"{config.source}: {len(config.apis)} API(s) valid."

@@ -37,7 +37,6 @@ class EndpointOptions:
     load: LoadOptions = field(default_factory=LoadOptions)
     observe: Callable[[str, float], None] = _no_stage  # stage timings -> metrics
     metrics_client: Any = None  # MetricsClient for predictors
-    model_cache: Path | None = None
 
 
 class Endpoint(Protocol):

@@ -32,7 +32,7 @@ def load_api_model(api: ApiConfig, options: EndpointOptions) -> Model:
 
     location = api.model_location
     assert location is not None and api.model_format is not None
-    path = resolve_model(location, options.project, cache_root=options.model_cache)
+    path = resolve_model(location, options.project)
     start = time.perf_counter()
     model = load_model(api.model_format, path, options.load)
     log.info(
