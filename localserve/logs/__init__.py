@@ -1,0 +1,85 @@
+"""Logging: JSON or text lines on stderr, tagged with the API and the request id; prints captured as logs.
+
+Example::
+
+    configure_logging("json", "info")
+    with capture_prints() as stdout:     # a handler's print() becomes an INFO line on stderr
+        token = request_id_var.set("a1b2c3")
+        logger.info("received payload", extra={"payload": {"x": 1}})
+        stdout.write(body)               # the real stdout, for the response body only
+
+gives ``{"asctime": "2026-11-21 10:00:00,123", "levelname": "INFO", "message": "received payload",
+"process": 235, "request_id": "a1b2c3", "payload": {"x": 1}}``.
+
+``extra`` is flattened by one level, as Cortex did. Its keys may not replace a line's own fields:
+``asctime``, ``levelname``, ``message``, ``labels``, ``process`` and ``exception`` in ``extra`` are
+written as ``extra_<key>`` (``logger`` below accepts them; a plain ``logging.Logger`` raises for some).
+A line over 5 MB is dropped and replaced by a warning that gives its size.
+
+The package: ``formatters`` (the two line formats, the 5 MB limit), ``user`` (the user logger, print
+capture), ``access`` (the access log and its buffer); the context and ``configure_logging`` live here.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextvars import ContextVar
+from typing import TextIO
+
+from localserve.errors import ConfigError
+
+__all__ = [
+    "access_log",
+    "api_var",
+    "capture_prints",
+    "configure_logging",
+    "flush_access_log",
+    "logger",
+    "request_id_var",
+]
+
+# Defined before the submodules are imported: the formatters read them.
+api_var: ContextVar[str | None] = ContextVar("localserve_api", default=None)
+request_id_var: ContextVar[str | None] = ContextVar("localserve_request_id", default=None)
+
+from localserve.logs.access import access_log, flush_access_log  # noqa: E402
+from localserve.logs.formatters import MAX_LINE_BYTES as MAX_LINE_BYTES  # noqa: E402
+from localserve.logs.formatters import RESERVED_KEYS as RESERVED_KEYS  # noqa: E402
+from localserve.logs.formatters import JsonFormatter, TextFormatter  # noqa: E402
+from localserve.logs.formatters import _Formatter as _Formatter  # noqa: E402  (the tests' isinstance checks)
+from localserve.logs.user import capture_prints, logger  # noqa: E402
+
+LEVELS = ("debug", "info", "warning", "error", "critical")
+
+# The handler of the last configure_logging; access_log writes its batches through it.
+_handler: logging.Handler | None = None
+
+
+def configure_logging(log_format: str | None, level: str = "info", stream: TextIO | None = None) -> logging.Handler:
+    """Send every log line to stderr as ``json`` or ``text`` (None: json unless stderr is a terminal)."""
+    global _handler
+    if level.lower() not in LEVELS:
+        raise ConfigError(f"Unknown log level {level!r}; expected one of {', '.join(LEVELS)}.")
+    stream = stream if stream is not None else sys.stderr
+    if log_format is None:
+        log_format = "text" if _isatty(stream) else "json"
+    if log_format not in ("json", "text"):
+        raise ConfigError(f"Unknown log format {log_format!r}; expected 'json' or 'text'.")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    if _handler is not None:
+        root.removeHandler(_handler)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    logging.getLogger("localserve").setLevel(level.upper())
+    _handler = handler
+    return handler
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

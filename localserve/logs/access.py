@@ -1,0 +1,102 @@
+"""The access log: one INFO line per request, made cheaply and written in batches from the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from typing import Any, TextIO
+
+from localserve import logs
+
+_access_logger = logging.getLogger("localserve.access")
+
+
+class _AccessRecord(logging.LogRecord):
+    """A LogRecord made in a fraction of the usual time: what an access line never varies is copied in."""
+
+    def __init__(self, args: tuple[Any, ...]) -> None:  # no super().__init__(): skipping it is the point
+        now = time.time()
+        fields = self.__dict__  # formatters read the record's __dict__, so everything must be there
+        fields.update(_ACCESS_CONSTANTS)
+        fields["args"] = args
+        fields["created"] = now
+        fields["msecs"] = int((now - int(now)) * 1000)
+        fields["relativeCreated"] = (now - _START) * 1000
+        fields["thread"] = threading.get_ident()
+        fields["threadName"] = threading.current_thread().name
+        fields["process"] = os.getpid()
+
+
+_START: float = getattr(logging, "_startTime", time.time())
+_ACCESS_CONSTANTS = {
+    **logging.LogRecord("localserve.access", logging.INFO, __file__, 0, "%s %s %d %.2f ms", (), None).__dict__,
+    "funcName": "access_log",
+}
+
+
+def access_log(method: str, path: str, api: str | None, status: int, seconds: float, request_id: str | None) -> None:
+    """One INFO line per request on ``localserve.access``; nothing is built when that level is off.
+
+    On the event loop, with the handler of ``configure_logging``, lines are formatted at once
+    but written together at most ``_AccessBuffer.FLUSH_AFTER`` seconds later: one write per
+    batch instead of one per request (a write per line cost a quarter of the throughput).
+    """
+    if not _access_logger.isEnabledFor(logging.INFO):
+        return
+    latency_ms = round(seconds * 1000, 3)
+    record = _AccessRecord((method, path, status, latency_ms))
+    record.method, record.path, record.api, record.status = method, path, api, status
+    record.latency_ms, record.request_id = latency_ms, request_id
+    handler = logs._handler  # read at each call: configure_logging may replace it
+    if handler is None or _access_logger.handlers or not isinstance(handler, logging.StreamHandler):
+        _access_logger.handle(record)
+        return
+    _access_buffer.add(handler, handler.format(record))
+
+
+class _AccessBuffer:
+    """Access lines of the event-loop thread, written in one go per FLUSH_AFTER seconds."""
+
+    FLUSH_AFTER = 0.05
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.handler: logging.StreamHandler[TextIO] | None = None
+
+    def add(self, handler: logging.StreamHandler[TextIO], line: str) -> None:
+        if not self.lines:
+            try:
+                asyncio.get_running_loop().call_later(self.FLUSH_AFTER, self.flush)
+            except RuntimeError:  # not on an event loop: write now
+                self.handler = handler
+                self.lines.append(line)
+                self.flush()
+                return
+        self.handler = handler
+        self.lines.append(line)
+
+    def flush(self) -> None:
+        handler, lines = self.handler, self.lines
+        if handler is None or not lines:
+            return
+        self.lines = []
+        text = handler.terminator.join(lines) + handler.terminator
+        handler.acquire()
+        try:
+            handler.stream.write(text)
+            handler.flush()
+        except Exception:
+            handler.handleError(logging.makeLogRecord({"msg": "access log lines could not be written"}))
+        finally:
+            handler.release()
+
+
+_access_buffer = _AccessBuffer()
+
+
+def flush_access_log() -> None:
+    """Write the access lines still buffered (at shutdown)."""
+    _access_buffer.flush()
