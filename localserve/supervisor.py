@@ -158,15 +158,13 @@ class Supervisor:
         self.restarts = [0] * replicas
         self.stopping = False
         self.gpus = visible_gpus() if any(api.compute.gpu > 0 for api in config.apis) else []
-        self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
+        self.metrics_dir = ""  # made by run(): one fresh folder per serve
         self.log_settings: tuple[str | None, str] = (None, "info")
 
     def replica_env(self, index: int) -> dict[str, str]:
-        env = {
-            "LOCALSERVE_REPLICAS": str(self.replicas),
-            "LOCALSERVE_REPLICA": str(index),
-            "LOCALSERVE_METRICS_DIR": self.metrics_dir,
-        }
+        env = {"LOCALSERVE_REPLICAS": str(self.replicas), "LOCALSERVE_REPLICA": str(index)}
+        if self.metrics_dir:
+            env["LOCALSERVE_METRICS_DIR"] = self.metrics_dir
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[index % len(self.gpus)]
         return env
@@ -195,6 +193,7 @@ class Supervisor:
     def run(self) -> int:
         from localserve.metrics import prepare_metrics_dir
 
+        self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
         sock = bind_socket(self.host, self.port)
         log.info("serving %s at http://%s:%d with %d replicas", self.config.source, self.host, self.port, self.replicas)
