@@ -287,6 +287,10 @@ def test_check_validates_without_serving(make_project) -> None:
         done.stdout.decode()
         == "ok  iris: onnx model iris.onnx with request handler handler.py\ncortex.yaml: 1 API(s) valid.\n"
     )
+    done = localserve("check", "-p", str(EXAMPLES / "python_predictor"))
+    assert done.stdout.decode().splitlines()[0] == "ok  tax: PythonPredictor in predictor.py"
+    done = localserve("check", "-p", str(EXAMPLES / "json_tax"), "--handler", "main:handler")
+    assert done.stdout.decode().splitlines()[0] == "ok  json-tax: ABEJA handler main:handler"
 
 
 def test_pipfile_packages_are_installed(make_project, tmp_path: Path) -> None:
