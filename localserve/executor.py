@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import queue
 import threading
 import time
@@ -83,6 +84,8 @@ class Executor:
         self._pending = 0  # queued jobs that are neither started nor dropped
         self._running = 0
         self._workers: list[threading.Thread] = []
+        self._affinity: set[int] | None = None  # CPUs the workers move to before their next request
+        self._pinned = threading.local()
 
     @property
     def depth(self) -> int:
@@ -125,6 +128,10 @@ class Executor:
                 self._pending -= 1
                 return True
             return False
+
+    def pin(self, cpus: set[int]) -> None:
+        """Run the worker threads on ``cpus`` from their next request on (see App.pin_threads)."""
+        self._affinity = set(cpus)
 
     def stop(self, timeout: float | None = None) -> None:
         """Let running work finish (queued work still runs), then end the threads."""
@@ -208,6 +215,9 @@ class Executor:
             call.future.set_exception(exc)
 
     def _run_jobs(self, jobs: list[Job]) -> None:
+        if self._affinity is not None and getattr(self._pinned, "cpus", None) != self._affinity:
+            os.sched_setaffinity(0, self._affinity)  # 0: this thread
+            self._pinned.cpus = self._affinity
         with self._lock:
             self._running += len(jobs)
         try:

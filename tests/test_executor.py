@@ -117,3 +117,40 @@ def test_one_request_at_a_time_by_default_and_more_threads_on_request(serve, mak
             for worker in workers:
                 worker.join(10)
             assert main.peak == expected
+
+
+def test_pin_threads_moves_workers_to_one_core_after_loading(serve, make_project) -> None:
+    import os
+
+    from localserve.server import ServeOptions
+
+    project = make_project(
+        {
+            "main.py": """
+            import os, threading
+            go = threading.Event()
+            seen = {}
+
+            def pool_thread():  # like a runtime's thread pool, made while the model loads
+                go.wait(10)
+                seen["pool"] = sorted(os.sched_getaffinity(0))
+
+            threading.Thread(target=pool_thread, daemon=True).start()
+
+            def handler(request, context):
+                go.set()
+                return {"content_type": "application/json", "content": {"worker": sorted(os.sched_getaffinity(0))}}
+            """
+        }
+    )
+    with serve(project, ServeOptions(pin_threads=True), handler="main:handler") as client:
+        import main
+
+        worker = client.post("/").json()["worker"]
+        deadline = time.monotonic() + 5
+        while "pool" not in main.seen:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    allowed = sorted(os.sched_getaffinity(0))
+    assert worker == allowed[:1]
+    assert main.seen["pool"] == allowed

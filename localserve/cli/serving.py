@@ -134,6 +134,11 @@ def _split_header(item: str) -> tuple[str, str]:
     show_default=True,
     help="Prometheus metrics at /metrics (--no-metrics only to measure their cost).",
 )
+@click.option(
+    "--pin-threads",
+    is_flag=True,
+    help="Run the event loop and the worker threads on one core (lower latency for small models).",
+)
 @fail_on_errors
 def serve(
     project: Path,
@@ -148,6 +153,7 @@ def serve(
     keep_going: bool,
     access_log: bool,
     metrics: bool,
+    pin_threads: bool,
 ) -> None:
     """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
     from localserve.server import ServeOptions
@@ -165,6 +171,7 @@ def serve(
         keep_going=keep_going,
         access_log=access_log,
         metrics=metrics,
+        pin_threads=pin_threads,
     )
     code = serve_forever(
         config,

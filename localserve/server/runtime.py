@@ -29,6 +29,7 @@ class ServeOptions:
     keep_going: bool = False  # a failed API answers 503 instead of stopping the start
     access_log: bool = True  # one log line per request
     metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
+    pin_threads: bool = False  # event loop and worker threads on one core once the models are loaded
 
 
 class ClientGone(LocalServeError):
