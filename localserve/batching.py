@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from localserve.errors import LocalServeError, RequestError
 from localserve.runtimes import Feed
 
 T = TypeVar("T")
@@ -47,12 +48,24 @@ def run_batched(run: Callable[[Feed], Any], feeds: list[Feed]) -> list[Any]:
         return [run(feeds[0])]
     sizes = [next(iter(feed.values())).shape[0] for feed in feeds]
     stacked = {name: np.concatenate([feed[name] for feed in feeds], axis=0) for name in feeds[0]}
-    output = run(stacked)
+    try:
+        output = run(stacked)
+    except RequestError:
+        # The stacked input was refused (a model with a fixed batch size, say) though each part
+        # was fine alone: a request never fails because of the others it was batched with.
+        return [_alone(run, feed) for feed in feeds]
     total = sum(sizes)
     if not _splittable(output, total):
         # An output without the batch dimension cannot be shared out: run each feed alone.
         return [run(feed) for feed in feeds]
     return split(output, sizes)
+
+
+def _alone(run: Callable[[Feed], Any], feed: Feed) -> Any:
+    try:
+        return run(feed)
+    except LocalServeError as exc:
+        return exc
 
 
 def split(output: Any, sizes: list[int]) -> list[Any]:

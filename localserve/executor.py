@@ -126,6 +126,7 @@ class Executor:
             if job.state == QUEUED:
                 job.state = DROPPED
                 self._pending -= 1
+                job.request = None  # type: ignore[assignment]  # the body may be large; the job is skipped
                 return True
             return False
 
@@ -215,24 +216,27 @@ class Executor:
             call.future.set_exception(exc)
 
     def _run_jobs(self, jobs: list[Job]) -> None:
-        if self._affinity is not None and getattr(self._pinned, "cpus", None) != self._affinity:
-            os.sched_setaffinity(0, self._affinity)  # 0: this thread
-            self._pinned.cpus = self._affinity
         with self._lock:
             self._running += len(jobs)
         try:
+            if self._affinity is not None and getattr(self._pinned, "cpus", None) != self._affinity:
+                os.sched_setaffinity(0, self._affinity)  # 0: this thread
+                self._pinned.cpus = self._affinity
             if self.on_batch is not None and self.batching is not None:
                 self.on_batch(len(jobs))
-            try:
-                results = self.process([job.request for job in jobs])
-            except LocalServeError as exc:
-                results = [exc] * len(jobs)
-            except BaseException as exc:  # a bug of ours: never leave a client hanging
-                log.exception("internal error while processing a request of api %r", self.name)
-                error = LocalServeError(f"Internal error: {type(exc).__name__}: {exc}")
-                results = [error] * len(jobs)
-            for job, result in zip(jobs, results, strict=True):
-                job.loop.call_soon_threadsafe(_resolve, job.future, result)
+            results = self.process([job.request for job in jobs])
+            if len(results) != len(jobs):
+                raise RuntimeError(f"{len(results)} results for {len(jobs)} requests")
+        except LocalServeError as exc:
+            results = [exc] * len(jobs)
+        except BaseException as exc:  # a bug of ours (or sys.exit in user code): never leave a client hanging
+            log.exception("internal error while processing a request of api %r", self.name)
+            results = [LocalServeError(f"Internal error: {type(exc).__name__}: {exc}")] * len(jobs)
         finally:
             with self._lock:
                 self._running -= len(jobs)
+        for job, result in zip(jobs, results, strict=True):
+            try:
+                job.loop.call_soon_threadsafe(_resolve, job.future, result)
+            except RuntimeError:  # the loop is closed: the server is gone
+                pass

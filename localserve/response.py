@@ -8,6 +8,7 @@ import decimal
 import enum
 import io
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -20,6 +21,8 @@ from localserve.errors import HandlerError
 JSON_TYPE = b"application/json"
 MSGPACK_TYPE = "application/msgpack"
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/x-jsonlines")
+SERVER_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "content-type", "x-request-id"})
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 ABEJA_KEYS = frozenset({"status_code", "content_type", "content", "metadata"})
 
 
@@ -103,7 +106,9 @@ def abeja_reply(result: Any) -> Reply:
     content_type = result.get("content_type") or "text/plain"
     if not isinstance(content_type, str):
         raise HandlerError(f"The handler's 'content_type' is {_type_name(content_type)}; expected a string.")
-    headers = [(b"content-type", content_type.encode("latin-1"))]
+    if _BAD_VALUE.search(content_type):
+        raise HandlerError(f"The handler's 'content_type' {content_type!r} contains control characters.")
+    headers = [(b"content-type", content_type.encode("latin-1", "replace"))]
     headers.extend(_metadata_headers(result.get("metadata")))
     content = result.get("content")
     reply = Reply(status=status, headers=headers, value=content)
@@ -146,9 +151,16 @@ def _metadata_headers(metadata: Any) -> list[tuple[bytes, bytes]]:
         name = str(key)
         if not name or any(c in name for c in ' \t\r\n:"(),/;<=>?@[\\]{}') or not name.isascii():
             raise HandlerError(f"The handler's 'metadata' key {name!r} is not a valid HTTP header name.")
+        if name.lower() in SERVER_HEADERS:
+            raise HandlerError(
+                f"The handler's 'metadata' key {name!r} is a header localserve sets itself; "
+                "use 'content_type' for the Content-Type."
+            )
         text = str(value)
-        if "\r" in text or "\n" in text:
-            raise HandlerError(f"The handler's 'metadata' value for {name!r} contains a line break.")
+        if _BAD_VALUE.search(text):
+            raise HandlerError(
+                f"The handler's 'metadata' value for {name!r} contains a line break or control character."
+            )
         headers.append((name.lower().encode("latin-1"), text.encode("latin-1", "replace")))
     return headers
 
@@ -202,13 +214,18 @@ def _is_stream(value: Any) -> bool:
 
 
 def _chunks(iterable: Iterable[Any]) -> Iterator[bytes]:
-    for chunk in iterable:
-        if isinstance(chunk, bytes | bytearray | memoryview):
-            yield bytes(chunk)
-        elif isinstance(chunk, str):
-            yield chunk.encode("utf-8")
-        else:
-            yield dump_json(chunk) + b"\n"
+    try:
+        for chunk in iterable:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                yield bytes(chunk)
+            elif isinstance(chunk, str):
+                yield chunk.encode("utf-8")
+            else:
+                yield dump_json(chunk) + b"\n"
+    finally:  # closed early (the client left): close the user's generator too
+        close = getattr(iterable, "close", None)
+        if close is not None:
+            close()
 
 
 def error_body(message: str, request_id: str) -> bytes:

@@ -226,3 +226,46 @@ def test_metrics_and_stats_add_up_across_replicas(make_project) -> None:
                 break
             assert time.monotonic() < deadline, (counts, stats)
             time.sleep(0.2)
+
+
+def test_a_stream_stops_when_its_client_leaves_and_a_failing_stream_is_cut(make_project, tmp_path: Path) -> None:
+    log = tmp_path / "stream.log"
+    project = make_project(
+        {
+            "main.py": f"""
+            import itertools, time
+
+            def endless():
+                try:
+                    for i in itertools.count():
+                        with open({str(log)!r}, "a") as f:
+                            f.write(f"{{i}}\\n")
+                        time.sleep(0.01)
+                        yield f"chunk {{i}}\\n"
+                finally:
+                    with open({str(log)!r}, "a") as f:
+                        f.write("closed\\n")
+
+            def failing():
+                yield "first\\n"
+                raise RuntimeError("broken stream")
+
+            def handler(request, context):
+                return {{"content": endless() if request.read() == b"endless" else failing()}}
+            """
+        }
+    )
+    with server("-p", str(project), "--handler", "main:handler") as (url, _):
+        with httpx.Client() as client, client.stream("POST", url, content=b"endless") as response:
+            lines = response.iter_lines()
+            assert [next(lines) for _ in range(3)] == ["chunk 0", "chunk 1", "chunk 2"]
+        deadline = time.monotonic() + 10
+        while "closed" not in log.read_text():
+            assert time.monotonic() < deadline, "the generator was never closed"
+            time.sleep(0.05)
+        produced = log.read_text().count("\n")
+        time.sleep(0.3)
+        assert log.read_text().count("\n") == produced  # it stopped
+        with pytest.raises(httpx.RemoteProtocolError):  # cut short, not a complete 200
+            httpx.post(url, content=b"failing").read()
+        assert httpx.get(f"{url}/healthz").status_code == 200

@@ -72,6 +72,18 @@ def test_defaults_status_and_metadata_headers() -> None:
         ({"metadata": ["x"]}, "The handler's 'metadata' is a list; expected a dict of response headers."),
         ({"metadata": {"bad name": "x"}}, "The handler's 'metadata' key 'bad name' is not a valid HTTP header name."),
         (
+            {"metadata": {"x-a": "a\x00b"}},
+            "The handler's 'metadata' value for 'x-a' contains a line break or control character.",
+        ),
+        (
+            {"metadata": {"Content-Length": "2"}},
+            "The handler's 'metadata' key 'Content-Length' is a header localserve sets itself; use 'content_type' for the Content-Type.",
+        ),
+        (
+            {"content_type": "text/plain\r\nset-cookie: a=b"},
+            "The handler's 'content_type' 'text/plain\\r\\nset-cookie: a=b' contains control characters.",
+        ),
+        (
             {"content_type": "application/json", "content": {"x": object()}},
             "The response cannot be serialised as JSON: Object of type object is not JSON serializable.",
         ),

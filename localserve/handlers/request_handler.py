@@ -165,6 +165,9 @@ class RequestHandlerEndpoint:
                     results[index] = exc
                 continue
             for (index, _), output in zip(group, outputs, strict=True):
+                if isinstance(output, LocalServeError):  # this request's own model error
+                    results[index] = output
+                    continue
                 try:
                     results[index] = self._post(requests[index], output)
                 except LocalServeError as exc:

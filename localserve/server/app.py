@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from localserve.config import ServeConfig
-from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, Timeout
+from localserve.errors import LocalServeError, NotFound, NotReady, Overloaded, RequestError, Timeout
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.request import Request
@@ -147,7 +147,9 @@ class App:
         if self.loading is not None and not self.loading.done():
             self.loading.cancel()
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(None, rt.executor.stop, 30.0) for rt in self.apis.values()))
+        # uvicorn has already given in-flight requests their graceful period; work still
+        # running after it gets a few seconds more.
+        await asyncio.gather(*(loop.run_in_executor(None, rt.executor.stop, 5.0) for rt in self.apis.values()))
         self.stats.close()
         if self.metrics is not None:
             self.metrics.close()
@@ -166,12 +168,18 @@ class App:
         rt.in_flight += 1
         if metrics is not None:
             metrics.request_started(name)
+        status = 500
         try:
             try:
                 if rt.state != "ready":
                     raise NotReady(
                         f"api {name!r} is not ready: "
                         + (f"it failed to load: {rt.error}" if rt.error else "it is still loading.")
+                    )
+                if rt.executor.depth >= rt.api.max_queue:  # answer before reading a large body for nothing
+                    raise Overloaded(
+                        f"API {name!r} is at capacity: {rt.api.max_queue} requests are already queued "
+                        "(max_queue); retry later."
                     )
                 body = await self._read_body(scope, receive)
                 request = Request(
@@ -184,8 +192,7 @@ class App:
                 )
                 reply = await self._execute(rt, request, receive)
             except ClientGone:
-                if metrics is not None:
-                    metrics.request_finished(name, 499, time.perf_counter() - start)
+                status = 499
                 return
             except LocalServeError as exc:
                 reply = self.error_reply(exc, request_id, name)
@@ -194,23 +201,24 @@ class App:
                 reply = self.error_reply(
                     LocalServeError(f"Internal error: {type(exc).__name__}: {exc}"), request_id, name
                 )
+            status = reply.status
             if reply.asgi is not None:
                 reply.asgi.headers["x-request-id"] = request_id
                 await reply.asgi(scope, receive, send)
             elif reply.stream is not None:
-                await send_stream(send, reply, request_id, rt.executor)
+                await send_stream(send, receive, reply, request_id, rt)
             else:
                 await send_reply(send, reply, request_id)
         finally:
             rt.in_flight -= 1
-        seconds = time.perf_counter() - start
-        status = reply.status
-        if metrics is not None:
-            metrics.request_finished(name, status, seconds)
-        self.stats.record_request(name, status, seconds)
+            seconds = time.perf_counter() - start
+            if metrics is not None:
+                metrics.request_finished(name, status, seconds)
+            if status != 499:
+                self.stats.record_request(name, status, seconds)
+            access_log(scope["method"], scope["path"], name, status, seconds, request_id)
         if rt.api.tracker is not None and 200 <= status < 300:
             self.stats.record_prediction(name, reply.value)
-        access_log(scope["method"], scope["path"], name, status, seconds, request_id)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         limit = self.options.max_body_size
@@ -270,6 +278,8 @@ class App:
             timer.cancel()
             if watch is not None:
                 watch.cancel()
+            if not job.future.done():  # cancelled (shutdown): work nobody waits for is never started
+                executor.drop(job)
         if isinstance(result, LocalServeError):
             raise result
         return result

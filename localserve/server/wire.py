@@ -13,8 +13,9 @@ from typing import Any
 from localserve.config import ApiConfig
 from localserve.errors import Timeout
 from localserve.executor import QUEUED, Executor
+from localserve.logs import api_var, request_id_var
 from localserve.response import Reply
-from localserve.server.runtime import ClientGone
+from localserve.server.runtime import ApiRuntime, ClientGone
 
 log = logging.getLogger("localserve")
 
@@ -82,19 +83,45 @@ async def send_reply(send: Send, reply: Reply, request_id: str) -> None:
     await send({"type": "http.response.body", "body": reply.body})
 
 
-async def send_stream(send: Send, reply: Reply, request_id: str, executor: Executor) -> None:
+async def send_stream(send: Send, receive: Receive, reply: Reply, request_id: str, rt: ApiRuntime) -> None:
+    """Send a generator's chunks as they come (each made on the API's worker thread).
+
+    The client going away stops the generator (it is closed, so its ``finally`` runs); a
+    generator that raises ends the response without its last chunk, so the client sees it cut
+    short rather than complete.
+    """
     assert reply.stream is not None
-    iterator = reply.stream
+    iterator, executor, api = reply.stream, rt.executor, rt.api.name
     end = object()
+    gone = asyncio.Event()
+
+    async def listen() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    def step() -> Any:
+        api_var.set(api)
+        request_id_var.set(request_id)
+        return next(iterator, end)
+
+    listener = asyncio.get_running_loop().create_task(listen())
     reply.headers.append((b"x-request-id", request_id.encode("latin-1")))
-    await send({"type": "http.response.start", "status": reply.status, "headers": reply.headers})
-    while True:
-        try:
-            chunk = await asyncio.wrap_future(executor.call(lambda: next(iterator, end)))
-        except Exception:
-            log.exception("request %s: the streamed response failed", request_id)
-            break
-        if chunk is end:
-            break
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    try:
+        await send({"type": "http.response.start", "status": reply.status, "headers": reply.headers})
+        while not gone.is_set():
+            try:
+                chunk = await asyncio.wrap_future(executor.call(step))
+            except Exception:
+                log.exception("request %s: the streamed response failed", request_id)
+                return
+            if chunk is end:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        log.info("request %s: the client went away; the stream was stopped", request_id)
+    finally:
+        listener.cancel()
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            executor.call(close)

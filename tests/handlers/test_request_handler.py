@@ -214,3 +214,28 @@ def test_load_errors_name_the_problem(make_project, monkeypatch) -> None:
         "h.py: pre_inference must take (sample, metadata) or (sample, signature, metadata); it takes 1 parameter(s)."
     )
     asyncio.run(app.shutdown())
+
+
+def test_a_model_with_a_fixed_batch_size_still_answers_each_batched_request(serve, make_project) -> None:
+    project = make_project(
+        {
+            "localserve.yaml": """
+            - kind: api
+              name: fixed
+              model: fixed.onnx
+              batching: {max_batch_size: 8, batch_interval: 200ms}
+            """
+        }
+    )
+    onnx_linear(project / "fixed.onnx", symbolic_batch=False, fixed_batch=1)
+    inputs = [[[float(i), 1.0, 2.0, 3.0]] for i in range(6)]
+    with serve(project) as client, concurrent.futures.ThreadPoolExecutor(6) as pool:
+        model = client.app.apis["fixed"].endpoint.model
+        tried: list[int] = []
+        real_run = model.run
+        model.run = lambda feed: (tried.append(len(feed["x"])), real_run(feed))[1]
+        responses = list(pool.map(lambda x: client.post("/fixed", json=x), inputs))
+    assert max(tried) > 1  # a stacked run was tried, refused, and each request then ran alone
+    for x, response in zip(inputs, responses, strict=True):
+        assert response.status_code == 200, response.text
+        assert np.allclose(response.json()[0], linear_reference(x)[0], atol=1e-6)
