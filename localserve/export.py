@@ -117,6 +117,10 @@ def _deployment(
             str(port),
             "--api",
             api.name,
+            "--replicas",
+            "1",  # Kubernetes scales pods; each pod runs one replica
+            "--graceful-timeout",
+            f"{graceful_timeout:g}",
         ],
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": [{"name": "LOCALSERVE_CACHE_DIR", "value": CACHE_DIR}],

@@ -23,6 +23,7 @@ from typing import Any
 
 from localserve.config import ServeConfig
 from localserve.errors import LocalServeError
+from localserve.logs import capture_prints
 from localserve.server import ServeOptions, create_app
 
 log = logging.getLogger("localserve")
@@ -96,7 +97,8 @@ def _serve(
     if sock is None:
         names = ", ".join(f"/{name}" for name in app.apis)
         log.info("serving %s at http://%s:%d (%s)", config.source, host, port, names)
-    server.run(sockets=[sock] if sock is not None else None)
+    with capture_prints():  # what handlers print becomes log lines with their request id
+        server.run(sockets=[sock] if sock is not None else None)
     return EXIT_LOAD_FAILED if fatal else 0
 
 

@@ -160,6 +160,11 @@ def test_run_flags_env_and_project(make_project) -> None:
             "Error: Importing 'main' failed (main.py, line 1): ModuleNotFoundError: No module named 'not_installed_pkg'",
         ),
         (
+            {"main.py": "import sys\nsys.exit(2)\n"},
+            ["--handler", "main:handler"],
+            "Error: Importing 'main' failed (main.py, line 2): SystemExit: 2",
+        ),
+        (
             {"main.py": "def handle(request, context):\n    pass\n"},
             ["--handler", "main:handler"],
             'Error: Handler "main:handler": module "main" has no attribute "handler". Did you mean "handle"?',

@@ -36,6 +36,7 @@ class PythonPredictor:
 
     def predict(self, payload, request_id):
         logger.info("predicting", extra={"payload": payload, "message": "ignored"})
+        print("printed while predicting")
         self.metrics.increment("predictions", tags={"kind": type(payload).__name__})
         if payload == "boom":
             raise ValueError("boom")
@@ -155,6 +156,8 @@ def test_get_json_logs_and_readiness_with_a_real_server(make_project) -> None:
     user = [r for r in records if r["message"] == "predicting" and r.get("request_id") == "req-setosa"]
     assert user and user[0]["payload"] == {"label": "setosa"} and user[0]["api"] == "classify"
     assert user[0]["extra_message"] == "ignored"
+    printed = [r for r in records if r["message"] == "printed while predicting" and r.get("request_id") == "req-setosa"]
+    assert printed and printed[0]["api"] == "classify"
     assert {"asctime", "levelname", "message", "process"} <= set(user[0])
     failed = [r for r in records if r["levelname"] == "ERROR" and "boom" in r["message"]]
     assert failed and "Traceback" in failed[0]["message"] + failed[0].get("exception", "")

@@ -30,7 +30,7 @@ def load_attr(spec: str, project: Path, *, what: str = "Handler") -> Any:
                 f"(or package) in the project directory {project}."
             ) from None
         raise _user_error(exc, module_name) from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() at import (argparse, say) must not end the server
         raise _user_error(exc, module_name) from None
     return _get_attr(module, attr_path, spec, what)
 
@@ -57,7 +57,7 @@ def load_file(path: str, project: Path, *, api: str, what: str) -> ModuleType:
         spec.loader.exec_module(module)
     except BaseException as exc:
         sys.modules.pop(name, None)
-        if isinstance(exc, KeyboardInterrupt | SystemExit):
+        if isinstance(exc, KeyboardInterrupt):
             raise
         raise _user_error(exc, path) from None
     return module

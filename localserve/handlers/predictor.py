@@ -85,7 +85,7 @@ class PredictorEndpoint:
             )
         try:
             self.instance = cls(**{name: available[name] for name in init_params})
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             error = user_error(exc, f"{spec.class_name}.__init__")
             raise HandlerLoadError(str(error)) from exc
 

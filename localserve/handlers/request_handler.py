@@ -28,7 +28,7 @@ log = logging.getLogger("localserve")
 
 def load_api_model(api: ApiConfig, options: EndpointOptions) -> Model:
     """Fetch the API's model (local, .zip, s3://, https://) and open it with its runtime."""
-    from localserve.runtimes.sources import resolve_model
+    from localserve.runtimes.sources import redact, resolve_model
 
     location = api.model_location
     assert location is not None and api.model_format is not None
@@ -39,7 +39,7 @@ def load_api_model(api: ApiConfig, options: EndpointOptions) -> Model:
         "api %r: %s model %s loaded in %.3f s on %s",
         api.name,
         api.model_format,
-        location,
+        redact(location),
         time.perf_counter() - start,
         model.device,
     )

@@ -121,7 +121,11 @@ class StateCollector(Collector):
                     dict(state.codes),
                     {name: (list(h.counts), h.sum, h.created) for name, h in state.stages.items()},
                 )
+        # Series first seen after the snapshots above (a new code or stage on another thread
+        # meanwhile) are left for the next scrape.
         for api, code, since in list(self._code_series):
+            if api not in snapshots or code not in snapshots[api][5]:
+                continue
             labels = [api, str(code), f"{code // 100}xx"]
             requests.add_metric(labels, float(snapshots[api][5][code]), created=since if created else None)
         for api, snapshot in snapshots.items():
@@ -131,6 +135,8 @@ class StateCollector(Collector):
             _add_histogram(batch_size, {"api": api}, _BATCH_LE, snapshot[4], created)
             model_load.add_metric([api], float(snapshot[2]))
         for api, name, _ in list(self._stage_series):
+            if api not in snapshots or name not in snapshots[api][6]:
+                continue
             _add_histogram(stage, {"api": api, "stage": name}, _DURATION_LE, snapshots[api][6][name], created)
         return families
 

@@ -223,6 +223,7 @@ def _fetch_s3_prefix(
 
 
 def _fetch_http(url: str, models: Path, show_bar: bool) -> Path:
+    shown = redact(url)  # logs and errors never carry a signed query or a password
     name = _safe_name(urllib.parse.unquote(urllib.parse.urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "model")
     validator = ""
     try:
@@ -230,23 +231,23 @@ def _fetch_http(url: str, models: Path, show_bar: bool) -> Path:
             validator = head.headers.get("ETag") or head.headers.get("Last-Modified") or ""
     except urllib.error.HTTPError as exc:
         if exc.code not in (405, 501):  # a server without HEAD still gets a GET
-            raise _http_error(url, exc) from None
+            raise _http_error(shown, exc) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise ModelLoadError(f"Cannot download the model {url}: {getattr(exc, 'reason', exc)}.") from None
+        raise ModelLoadError(f"Cannot download the model {shown}: {getattr(exc, 'reason', exc)}.") from None
     folder = models / f"http-{_digest(url, validator)}"
     target = folder / name
     if validator and target.is_file():
-        logger.debug("Using cached %s for %s (%s)", target, url, validator)
+        logger.debug("Using cached %s for %s (%s)", target, shown, validator)
         return target
     folder.mkdir(parents=True, exist_ok=True)
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
             length = response.headers.get("Content-Length")
-            _download(response.read, target, int(length) if length else None, url, show_bar)
+            _download(response.read, target, int(length) if length else None, shown, show_bar)
     except urllib.error.HTTPError as exc:
-        raise _http_error(url, exc) from None
+        raise _http_error(shown, exc) from None
     except urllib.error.URLError as exc:
-        raise ModelLoadError(f"Cannot download the model {url}: {exc.reason}.") from None
+        raise ModelLoadError(f"Cannot download the model {shown}: {exc.reason}.") from None
     return target
 
 
@@ -257,6 +258,17 @@ def _http_error(url: str, exc: urllib.error.HTTPError) -> ModelLoadError:
     if exc.code in (401, 403):
         return ModelLoadError(f"Cannot download the model {url}: access denied (HTTP {exc.code}).")
     return ModelLoadError(f"Cannot download the model {url}: HTTP {exc.code} {exc.reason}.")
+
+
+def redact(location: str) -> str:
+    """A model location fit for logs and errors: no query string (signed URLs) and no password."""
+    parts = urllib.parse.urlsplit(location)
+    if not parts.scheme or parts.scheme == "file":
+        return location
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 # ---------------------------------------------------------------------------------------------

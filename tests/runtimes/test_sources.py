@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 from localserve.errors import ModelLoadError
-from localserve.runtimes.sources import resolve_model
+from localserve.runtimes.sources import redact, resolve_model
 
 
 def _free_port() -> int:
@@ -338,6 +338,15 @@ def test_http_missing(web: tuple[str, Path], tmp_path: Path, cache: Path) -> Non
     with pytest.raises(ModelLoadError) as info:
         resolve_model(f"{url}/nope.onnx", tmp_path, cache_root=cache)
     assert str(info.value) == f"Cannot download the model {url}/nope.onnx: not found (HTTP 404)."
+
+
+def test_signed_urls_and_passwords_never_reach_errors(web: tuple[str, Path], tmp_path: Path, cache: Path) -> None:
+    url, _ = web
+    with pytest.raises(ModelLoadError) as info:
+        resolve_model(f"{url}/nope.onnx?X-Amz-Signature=secret", tmp_path, cache_root=cache)
+    assert str(info.value) == f"Cannot download the model {url}/nope.onnx: not found (HTTP 404)."
+    assert redact("https://user:pw@host:8443/m.onnx?sig=x") == "https://host:8443/m.onnx"
+    assert redact("models/iris.onnx") == "models/iris.onnx"
 
 
 def test_http_interrupted_download_leaves_nothing(web: tuple[str, Path], tmp_path: Path, cache: Path) -> None:
