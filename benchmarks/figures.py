@@ -390,6 +390,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="runs per one-shot and start-up figure (default 5)")
     parser.add_argument("--requests", type=int, default=300, help="measured sequential requests (default 300)")
+    parser.add_argument(
+        "--metrics-rounds", type=int, default=3, help="alternating rounds of the metrics-cost A/B (default 3)"
+    )
     opts = parser.parse_args()
     if opts.runs < 1 or opts.requests < 1:
         parser.error("--runs and --requests must be at least 1")
@@ -408,7 +411,7 @@ def main() -> int:
         print(load())
         get_out = serving_overhead(opts.requests, tmp)
         print(load())
-        metrics_cost(tmp)
+        metrics_cost(tmp, rounds=opts.metrics_rounds)
         print(load())
         print(
             f"\n## 5. `localserve get` against the iris_onnx server of section 3 (after {WARMUP} + {opts.requests} requests)"
