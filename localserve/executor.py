@@ -71,6 +71,7 @@ class Executor:
         batching: BatchingConfig | None = None,
         on_batch: Callable[[int], None] | None = None,
         pending: Callable[[], int] | None = None,
+        on_depth: Callable[[int], None] | None = None,
     ) -> None:
         self.name = name
         self.process = process
@@ -79,6 +80,7 @@ class Executor:
         self.batching = batching
         self.on_batch = on_batch
         self.pending = pending  # requests of this API the server holds; a batch waits only for those
+        self.on_depth = on_depth  # told the queue depth whenever it changes (the queue-depth gauge)
         self._queue: queue.SimpleQueue[Job | _Call | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0  # queued jobs that are neither started nor dropped
@@ -117,6 +119,9 @@ class Executor:
                     f"(max_queue); retry later."
                 )
             self._pending += 1
+            depth = self._pending
+        if self.on_depth is not None:
+            self.on_depth(depth)
         self._queue.put(job)
         return job
 
@@ -127,8 +132,12 @@ class Executor:
                 job.state = DROPPED
                 self._pending -= 1
                 job.request = None  # type: ignore[assignment]  # the body may be large; the job is skipped
-                return True
-            return False
+                depth = self._pending
+            else:
+                return False
+        if self.on_depth is not None:
+            self.on_depth(depth)
+        return True
 
     def pin(self, cpus: set[int]) -> None:
         """Run the worker threads on ``cpus`` from their next request on (see App.pin_threads)."""
@@ -150,7 +159,10 @@ class Executor:
                 return False
             item.state = RUNNING
             self._pending -= 1
-            return True
+            depth = self._pending
+        if self.on_depth is not None:
+            self.on_depth(depth)
+        return True
 
     def _work(self) -> None:
         get = self._queue.get

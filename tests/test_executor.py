@@ -54,9 +54,11 @@ def test_full_queue_answers_503_with_retry_after_at_once(serve, make_project) ->
             "request_id": "o1",
         }
         assert elapsed < 2  # answered while the worker is still busy
+        assert 'localserve_queue_depth{api="proj"} 1.0' in client.get("/metrics").text
         main.release.set()
         first.join(5)
         second.join(5)
+        assert 'localserve_queue_depth{api="proj"} 0.0' in client.get("/metrics").text  # told by the worker
         assert results["block"].text == "block" and results["queued"].text == "queued"
         assert "overflow" not in main.calls
 

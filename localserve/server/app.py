@@ -266,8 +266,6 @@ class App:
         executor = rt.executor
         queued_behind_others = executor.busy >= executor.threads or executor.depth > 0
         job = executor.submit(request, loop)
-        if self.metrics is not None:
-            self.metrics.set_queue_depth(rt.api.name, executor.depth)
         timer = loop.call_later(rt.api.timeout, expire, executor, job, rt.api)
         # Only a request that really waits gets a task listening for its client to go away: one
         # task per queued request costs more than the rest of the hot path under load.
@@ -313,8 +311,6 @@ class App:
     async def metrics_route(self, request: StarletteRequest) -> Response:
         if self.metrics is None:
             return await self.not_found(request, NotFound("metrics are off"))
-        for name, rt in self.apis.items():
-            self.metrics.set_queue_depth(name, rt.executor.depth)
         body, content_type = self.metrics.render()
         return Response(body, media_type=content_type)
 

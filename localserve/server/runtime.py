@@ -62,6 +62,7 @@ class ApiRuntime:
             max_queue=api.max_queue,
             batching=api.batching,
             on_batch=functools.partial(metrics.observe_batch, api.name) if metrics is not None else None,
+            on_depth=functools.partial(metrics.set_queue_depth, api.name) if metrics is not None else None,
             pending=lambda: self.in_flight,
         )
         self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending)
