@@ -194,6 +194,16 @@ def test_load_errors_are_precise(make_project, files, args, message) -> None:
     assert message in stderr, stderr
 
 
+LSDEMO_HANDLER = "import lsdemo\n\ndef handler(request, context):\n    return {'content': str(lsdemo.VALUE)}\n"
+
+
+def run_offline(project: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """`localserve run` of main:handler with its own cache and no package index (installs must be local)."""
+    return localserve(
+        "run", "-p", str(project), "--handler", "main:handler", *args, LOCALSERVE_CACHE_DIR=str(cache), PIP_NO_INDEX="1"
+    )
+
+
 def _wheel(tmp_path: Path) -> Path:
     """A real (tiny) wheel built by hand, so installing it needs no index."""
     wheel = tmp_path / "lsdemo-1.0-py3-none-any.whl"
@@ -217,30 +227,18 @@ def test_requirements_are_installed_once_into_the_cache(make_project, tmp_path: 
     wheel = _wheel(tmp_path)
     project = make_project(
         {
-            "main.py": "import lsdemo\n\ndef handler(request, context):\n    return {'content': str(lsdemo.VALUE)}\n",
+            "main.py": LSDEMO_HANDLER,
             "requirements.txt": f"{wheel}\n",
         }
     )
     cache = tmp_path / "cache"
-    first = localserve(
-        "run", "-p", str(project), "--handler", "main:handler", LOCALSERVE_CACHE_DIR=str(cache), PIP_NO_INDEX="1"
-    )
+    first = run_offline(project, cache)
     assert (first.returncode, first.stdout) == (0, b"42"), first.stderr
     assert b"installing requirements.txt" in first.stderr and b"Successfully installed lsdemo-1.0" in first.stderr
-    second = localserve(
-        "run", "-p", str(project), "--handler", "main:handler", LOCALSERVE_CACHE_DIR=str(cache), PIP_NO_INDEX="1"
-    )
+    second = run_offline(project, cache)
     assert (second.returncode, second.stdout) == (0, b"42")
     assert b"already installed" in second.stderr and b"Successfully installed" not in second.stderr
-    skipped = localserve(
-        "run",
-        "-p",
-        str(project),
-        "--handler",
-        "main:handler",
-        "--no-install",
-        LOCALSERVE_CACHE_DIR=str(tmp_path / "empty"),
-    )
+    skipped = run_offline(project, tmp_path / "empty", "--no-install")
     assert skipped.returncode == 1 and b"No module named 'lsdemo'" in skipped.stderr
 
 
@@ -248,15 +246,7 @@ def test_failed_install_names_the_package(make_project, tmp_path: Path) -> None:
     project = make_project(
         {"main.py": "def handler(request, context):\n    return {}\n", "requirements.txt": "nonexistent-pkg-zzz==1.0\n"}
     )
-    done = localserve(
-        "run",
-        "-p",
-        str(project),
-        "--handler",
-        "main:handler",
-        LOCALSERVE_CACHE_DIR=str(tmp_path / "c"),
-        PIP_NO_INDEX="1",
-    )
+    done = run_offline(project, tmp_path / "c")
     assert done.returncode == 1
     assert (
         b"Error: Installing requirements.txt failed: pip could not install the package 'nonexistent-pkg-zzz==1.0'."
@@ -302,19 +292,11 @@ def test_pipfile_packages_are_installed(make_project, tmp_path: Path) -> None:
     wheel = _wheel(tmp_path)
     project = make_project(
         {
-            "main.py": "import lsdemo\n\ndef handler(request, context):\n    return {'content': str(lsdemo.VALUE)}\n",
+            "main.py": LSDEMO_HANDLER,
             "Pipfile": f'[packages]\nlsdemo = {{path = "{wheel}"}}\n',
         }
     )
-    done = localserve(
-        "run",
-        "-p",
-        str(project),
-        "--handler",
-        "main:handler",
-        LOCALSERVE_CACHE_DIR=str(tmp_path / "c"),
-        PIP_NO_INDEX="1",
-    )
+    done = run_offline(project, tmp_path / "c")
     assert (done.returncode, done.stdout) == (0, b"42"), done.stderr
 
 
