@@ -9,11 +9,13 @@ class LocalServeError(Exception):
     status_code: int = 500
     details: str = ""  # a traceback of user code, for the log; never sent to clients
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    def __init__(self, message: str, *, status_code: int | None = None, details: str = "") -> None:
         super().__init__(message)
         self.message = message
         if status_code is not None:
             self.status_code = status_code
+        if details:
+            self.details = details
 
     def __str__(self) -> str:
         return self.message
@@ -54,14 +56,57 @@ class Overloaded(LocalServeError):
 
     status_code = 503
 
+    def __init__(self, api: str, max_queue: int) -> None:
+        super().__init__(
+            f"API {api!r} is at capacity: {max_queue} requests are already queued (max_queue); retry later."
+        )
+
 
 class NotReady(LocalServeError):
     """The API is still loading, or failed to load (503)."""
 
     status_code = 503
 
+    def __init__(self, api: str, error: str | None = None) -> None:
+        why = f"it failed to load: {error}" if error else "it is still loading."
+        super().__init__(f"api {api!r} is not ready: {why}")
+
+
+class ShuttingDown(LocalServeError):
+    """The server is stopping and the request will not be answered by the API (503)."""
+
+    status_code = 503
+
+    def __init__(self, started: bool = False) -> None:
+        what = (
+            "the request was still running when the graceful timeout ran out"
+            if started
+            else "the request had not started and never will"
+        )
+        super().__init__(f"The server is shutting down: {what}; retry on another replica or later.")
+
 
 class Timeout(LocalServeError):
     """The request did not finish within the API's timeout (504)."""
 
     status_code = 504
+
+    def __init__(self, api: str, seconds: float, started: bool) -> None:
+        what = "it was still running" if started else "it had not started and was dropped"
+        super().__init__(f"api {api!r} did not answer within its timeout of {seconds:g} s ({what}).")
+
+
+class ClientGone(LocalServeError):
+    """The client went away before its request was answered (logged as 499; nothing is sent)."""
+
+    status_code = 499
+
+    def __init__(self, when: str = "before the request started") -> None:
+        super().__init__(f"The client disconnected {when}.")
+
+
+class InternalError(LocalServeError):
+    """A bug of ours, or user code that escaped every other net (SystemExit): 500, and the server keeps serving."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"Internal error: {type(exc).__name__}: {exc}")

@@ -8,6 +8,7 @@ With GPUs visible, replicas are spread over them through CUDA_VISIBLE_DEVICES.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import multiprocessing
@@ -17,6 +18,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -80,7 +82,9 @@ def _serve(
             super().handle_exit(sig, frame)
             # uvicorn re-raises the signal after its graceful shutdown; a clean stop exits 0.
             self._captured_signals.clear()
+            app.begin_shutdown()
 
+    options = dataclasses.replace(options, graceful_timeout=graceful_timeout)
     app = create_app(config, options, on_fatal)
     server = Server(
         uvicorn.Config(
@@ -90,7 +94,9 @@ def _serve(
             log_config=None,
             access_log=False,
             lifespan="on",
-            timeout_graceful_shutdown=math.ceil(graceful_timeout),
+            # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
+            # later, would answer plain-text 500s and leave queued work to run.
+            timeout_graceful_shutdown=math.ceil(graceful_timeout) + 2,
             server_header=False,
         )
     )
@@ -99,7 +105,16 @@ def _serve(
         log.info("serving %s at http://%s:%d (%s)", config.source, host, port, names)
     with capture_prints():  # what handlers print becomes log lines with their request id
         server.run(sockets=[sock] if sock is not None else None)
-    return EXIT_LOAD_FAILED if fatal else 0
+    code = EXIT_LOAD_FAILED if fatal else 0
+    leftover = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    if leftover:
+        # Python would wait for user code's non-daemon threads forever: the stop must end the process.
+        log.warning("exiting although user code left threads running: %s", ", ".join(leftover))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _replica_main(

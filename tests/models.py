@@ -156,6 +156,27 @@ def onnx_identity(path: Path, elem_type: int = TensorProto.FLOAT, shape: Sequenc
     return _save(graph, path)
 
 
+def onnx_batch_echo(path: Path, width: int = 4) -> Path:
+    """``y = x + N`` where N is the batch size the model ran at: each row shows the batch it was part of.
+
+    ``x`` float [batch, width] -> ``y`` float [batch, width]. A test can read, from each answer, the
+    exact batch size the model saw (padding rows included), as LitServe's tests record them.
+    """
+    graph = helper.make_graph(
+        [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "zero"], ["rows"], axis=0),
+            helper.make_node("Cast", ["rows"], ["rows_f"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["x", "rows_f"], ["y"]),
+        ],
+        "batch_echo",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])],
+        [numpy_helper.from_array(np.array(0, dtype=np.int64), "zero")],
+    )
+    return _save(graph, path)
+
+
 def onnx_mlp(path: Path, sizes: Sequence[int] = (256, 1024, 1024, 10), *, seed: int = 0) -> Path:
     """A ReLU MLP with random (seeded) weights: ``x`` float [batch, sizes[0]] -> ``y`` float [batch, sizes[-1]]."""
     rng = np.random.default_rng(seed)

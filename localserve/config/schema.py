@@ -34,12 +34,25 @@ API_KEYS = (
     "max_queue",
     "timeout",
     "model_threads",
+    "cuda_options",
 )
 PREDICTOR_KEYS = ("type", "path", "model_path", "config")
 PREDICTOR_CLASSES = {"python": "PythonPredictor", "onnx": "ONNXPredictor", "tensorflow": "TensorFlowPredictor"}
 TRACKER_KEYS = ("key", "model_type")
 COMPUTE_KEYS = ("min_replicas", "max_replicas", "init_replicas", "target_cpu_utilization", "cpu", "gpu", "mem")
-BATCHING_KEYS = ("max_batch_size", "batch_interval")
+BATCHING_KEYS = ("max_batch_size", "batch_interval", "batch_sizes")
+CUDA_OPTION_KEYS = (
+    "cudnn_conv_algo_search",
+    "cudnn_conv_use_max_workspace",
+    "cudnn_conv1d_pad_to_nc1d",
+    "arena_extend_strategy",
+    "gpu_mem_limit",
+    "do_copy_in_default_stream",
+    "enable_cuda_graph",
+    "use_tf32",
+    "prefer_nhwc",
+)
+"""onnxruntime CUDA provider options that may be set per API (``cuda_options``)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,7 @@ class ComputeConfig:
 class BatchingConfig:
     max_batch_size: int
     batch_interval: float  # seconds
+    batch_sizes: tuple[int, ...] | None = None  # the sizes a model sees; None: powers of two up to max_batch_size
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,7 @@ class ApiConfig:
     max_queue: int = 100
     timeout: float = 60.0
     model_threads: int | None = None  # intra-op threads of the model runtime; None = from the cores
+    cuda_options: Mapping[str, str] = field(default_factory=dict)  # onnxruntime CUDA provider options
 
     @property
     def kind(self) -> str:

@@ -16,6 +16,7 @@ from localserve.config.schema import (
     BATCHING_KEYS,
     COMPUTE_KEYS,
     CPU_RE,
+    CUDA_OPTION_KEYS,
     DURATION_RE,
     HANDLER_RE,
     MEM_RE,
@@ -128,6 +129,7 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
         max_queue=_int(entry, "max_queue", where, 100, minimum=1),
         timeout=_duration(entry.get("timeout", 60.0), "timeout", where),
         model_threads=_int(entry, "model_threads", where, None, minimum=1),
+        cuda_options=_parse_cuda_options(entry.get("cuda_options"), where),
     )
 
 
@@ -245,7 +247,31 @@ def _parse_batching(raw: Any, where: str) -> BatchingConfig | None:
         raise ConfigError(f"{where}: 'max_batch_size' in 'batching' is required.")
     size = _int(raw, "max_batch_size", f"{where}: batching", 1, minimum=1)
     interval = _duration(raw.get("batch_interval", 0.005), "batch_interval", where, "batching")
-    return BatchingConfig(max_batch_size=size, batch_interval=interval)
+    sizes = raw.get("batch_sizes")
+    if sizes is not None:
+        if (
+            not isinstance(sizes, list)
+            or not sizes
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= size for n in sizes)
+        ):
+            raise ConfigError(
+                f"{where}: invalid value {sizes!r} for 'batch_sizes' in 'batching'; expected a list of whole numbers "
+                f"from 1 to max_batch_size ({size}), e.g. [1, 4, {size}]."
+            )
+        if size not in sizes:
+            raise ConfigError(
+                f"{where}: 'batch_sizes' in 'batching' must include max_batch_size ({size}); got {sizes!r}."
+            )
+    return BatchingConfig(max_batch_size=size, batch_interval=interval, batch_sizes=tuple(sizes) if sizes else None)
+
+
+def _parse_cuda_options(raw: Any, where: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: 'cuda_options' must be a mapping of onnxruntime CUDA provider options.")
+    _check_keys(raw, CUDA_OPTION_KEYS, where, "cuda_options")
+    return {str(k): str(int(v) if isinstance(v, bool) else v) for k, v in raw.items()}
 
 
 def _check_keys(raw: Mapping[str, Any], valid: tuple[str, ...], where: str, section: str | None) -> None:

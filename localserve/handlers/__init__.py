@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from localserve.config import ApiConfig
 from localserve.errors import HandlerError, LocalServeError
 from localserve.request import Request
 from localserve.response import Reply
-from localserve.runtimes import LoadOptions
+from localserve.runtimes import Feed, LoadOptions, Model
+
+T = TypeVar("T")
 
 ENDPOINTS = {
     "abeja": "localserve.handlers.abeja:AbejaHandler",
@@ -40,7 +43,17 @@ class EndpointOptions:
 
 
 class Endpoint(Protocol):
+    """One API's user code, in stages the engine runs on the API's threads.
+
+    ``prepare`` turns a request into the model's feed (payload decoding, ``pre_inference``,
+    coercion), or answers it outright (ABEJA handlers, predictors); the engine then runs
+    ``model`` (through the batcher when batching is on) and ``finish`` turns the output into
+    the reply (``post_inference``). Every method raises LocalServeError subclasses.
+    """
+
     api: ApiConfig
+    model: Model | None  # the model the engine runs between prepare and finish; None when user code calls it
+    batches_lists: bool  # with batching on, handle_batch gets the requests as lists (Cortex predictors)
 
     def load(self) -> None:
         """Import user code and load the model; runs on the API's worker thread."""
@@ -48,11 +61,17 @@ class Endpoint(Protocol):
     def describe(self) -> dict[str, Any]:
         """JSON for GET /<api>: kind, model format, inputs and outputs."""
 
-    def handle(self, request: Request) -> Reply:
-        """One request; runs on a worker thread. Raises LocalServeError subclasses."""
+    def prepare(self, request: Request) -> Feed | Reply:
+        """The model's feed for ``request``, or the whole answer when no model call follows."""
+
+    def infer(self, feed: Feed) -> Any:
+        """One model call, timed (no batching)."""
+
+    def finish(self, request: Request, output: Any) -> Reply:
+        """The reply for ``request`` from the model's output."""
 
     def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
-        """Several requests merged (dynamic batching); one result or error per request."""
+        """Several requests in one call of user code (``batches_lists``); one result or error per request."""
 
 
 def create_endpoint(api: ApiConfig, options: EndpointOptions) -> Endpoint:
@@ -62,13 +81,26 @@ def create_endpoint(api: ApiConfig, options: EndpointOptions) -> Endpoint:
     return endpoint
 
 
-def user_error(exc: BaseException, where: str) -> HandlerError:
+def user_error(exc: BaseException, where: str) -> LocalServeError:
     """An exception raised by user code -> a 500 naming where; the traceback is kept for the log."""
     if isinstance(exc, LocalServeError):
-        return exc  # type: ignore[return-value]
-    error = HandlerError(f"{where} raised {type(exc).__name__}: {exc}")
-    error.details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return error
+        return exc
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return HandlerError(f"{where} raised {type(exc).__name__}: {exc}", details=details)
+
+
+def run_stage(observe: Callable[[str, float], None], stage: str, where: str, fn: Callable[..., T], *args: Any) -> T:
+    """Run one stage of user code: timed for the metrics, its exception turned into a 500 naming ``where``."""
+    start = time.perf_counter()
+    try:
+        return fn(*args)
+    except Exception as exc:
+        error = user_error(exc, where)
+    finally:
+        observe(stage, time.perf_counter() - start)
+    # Raised outside the except block: the user's exception (its frames hold the request) is not
+    # chained to ours, whose details already carry its traceback as text.
+    raise error
 
 
 def truncate(value: Any, *, items: int = 10, chars: int = 500) -> str:

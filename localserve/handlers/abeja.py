@@ -6,21 +6,26 @@ ABEJA handlers are never batched: each call gets one request and answers it.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 from localserve.config import ApiConfig
 from localserve.errors import HandlerLoadError, LocalServeError
-from localserve.handlers import EndpointOptions, truncate, user_error
+from localserve.handlers import EndpointOptions, run_stage, truncate
 from localserve.handlers.loader import load_attr, positional_count
 from localserve.request import Request
 from localserve.response import Reply, abeja_reply
+from localserve.runtimes import Feed, Model
 
 log = logging.getLogger("localserve")
 
 
 class AbejaHandler:
+    """``handler(request, context)``: the whole answer in one stage of user code."""
+
+    batches_lists = False
+    model: Model | None = None
+
     def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
         self.api = api
         self.options = options
@@ -41,7 +46,7 @@ class AbejaHandler:
     def describe(self) -> dict[str, Any]:
         return {"name": self.api.name, "kind": "abeja", "handler": self.api.handler, "model_format": None}
 
-    def handle(self, request: Request) -> Reply:
+    def prepare(self, request: Request) -> Reply:
         assert self.func is not None
         if request.debug:
             log.info(
@@ -53,23 +58,18 @@ class AbejaHandler:
             )
         if request.is_multipart:
             _ = request.contents  # a malformed body is a 400 before user code runs
-        start = time.perf_counter()
-        try:
-            result = self.func(request, dict(self.api.context))
-        except Exception as exc:
-            raise user_error(exc, f'Handler "{self.api.handler}"') from None
-        finally:
-            self.options.observe("handler", time.perf_counter() - start)
+        where = f'Handler "{self.api.handler}"'
+        result = run_stage(self.options.observe, "handler", where, self.func, request, dict(self.api.context))
         reply = abeja_reply(result)
         if request.debug:
             log.info("debug: response %d %s", reply.status, truncate(reply.value))
         return reply
 
+    def infer(self, feed: Feed) -> Any:
+        raise NotImplementedError("ABEJA handlers have no model call of the engine's")
+
+    def finish(self, request: Request, output: Any) -> Reply:
+        raise NotImplementedError("ABEJA handlers answer in prepare")
+
     def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
-        results: list[Reply | LocalServeError] = []
-        for request in requests:
-            try:
-                results.append(self.handle(request))
-            except LocalServeError as exc:
-                results.append(exc)
-        return results
+        raise NotImplementedError("ABEJA handlers are never batched")

@@ -7,18 +7,17 @@ same length (Cortex's server-side batching).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from localserve.config import ApiConfig
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
-from localserve.handlers import EndpointOptions, truncate, user_error
+from localserve.handlers import EndpointOptions, run_stage, truncate, user_error
 from localserve.handlers.loader import load_file, parameter_names
 from localserve.handlers.request_handler import load_api_model, log
 from localserve.payload import decode_payload
 from localserve.request import Request
 from localserve.response import Reply, cortex_reply
-from localserve.runtimes import Model
+from localserve.runtimes import Feed, Model
 
 CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client"}
 PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
@@ -40,12 +39,21 @@ class ModelClient:
 
 
 class PredictorEndpoint:
+    """``PythonPredictor`` / ``ONNXPredictor`` / ``TensorFlowPredictor``: ``predict`` answers in one stage.
+
+    The predictor calls its model itself (``onnx_client.predict``), so the engine runs no model
+    call of its own (``model`` is None); with batching on, ``predict`` gets lists of payloads.
+    """
+
+    model: Model | None = None
+
     def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
         assert api.predictor is not None
         self.api = api
         self.predictor = api.predictor
         self.options = options
-        self.model: Model | None = None
+        self.batches_lists = api.batching is not None
+        self.client_model: Model | None = None
         self.instance: Any = None
         self.predict_params: list[str] = []
 
@@ -64,8 +72,8 @@ class PredictorEndpoint:
             "metrics_client": self.options.metrics_client,
         }
         if spec.type in CLIENT_PARAMS:
-            self.model = load_api_model(self.api, self.options)
-            available[CLIENT_PARAMS[spec.type]] = ModelClient(self.model)
+            self.client_model = load_api_model(self.api, self.options)
+            available[CLIENT_PARAMS[spec.type]] = ModelClient(self.client_model)
         init_params = parameter_names(cls.__init__)[1:]  # type: ignore[misc]
         unknown = [p for p in init_params if p not in available]
         if unknown:
@@ -96,8 +104,8 @@ class PredictorEndpoint:
             "predictor": {"type": self.predictor.type, "path": self.predictor.path},
             "model_format": self.api.model_format,
         }
-        if self.model is not None:
-            info.update(self.model.describe())
+        if self.client_model is not None:
+            info.update(self.client_model.describe())
         return info
 
     def _arguments(self, request: Request) -> dict[str, Any]:
@@ -116,21 +124,22 @@ class PredictorEndpoint:
         return values
 
     def _predict(self, kwargs: dict[str, Any]) -> Any:
-        start = time.perf_counter()
-        try:
-            return self.instance.predict(**kwargs)
-        except Exception as exc:
-            raise user_error(exc, f"{self.predictor.class_name}.predict") from None
-        finally:
-            self.options.observe("predict", time.perf_counter() - start)
+        where = f"{self.predictor.class_name}.predict"
+        return run_stage(self.options.observe, "predict", where, lambda: self.instance.predict(**kwargs))
 
     def _reply(self, request: Request, prediction: Any) -> Reply:
         if request.debug:
             log.info("debug: prediction: %s", truncate(prediction))
         return cortex_reply(prediction, request.header(b"accept"))
 
-    def handle(self, request: Request) -> Reply:
+    def prepare(self, request: Request) -> Reply:
         return self._reply(request, self._predict(self._arguments(request)))
+
+    def infer(self, feed: Feed) -> Any:
+        raise NotImplementedError("predictors call their model themselves")
+
+    def finish(self, request: Request, output: Any) -> Reply:
+        raise NotImplementedError("predictors answer in prepare")
 
     def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
         results: list[Reply | LocalServeError | None] = [None] * len(requests)

@@ -13,10 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from localserve import batching
 from localserve.config import ApiConfig
 from localserve.errors import HandlerLoadError, LocalServeError
-from localserve.handlers import EndpointOptions, truncate, user_error
+from localserve.handlers import EndpointOptions, run_stage, truncate
 from localserve.handlers.loader import load_file, positional_count
 from localserve.payload import decode_payload
 from localserve.request import Request
@@ -64,6 +63,10 @@ def _hook(module: Any, name: str, path: str) -> tuple[Callable[..., Any] | None,
 
 
 class RequestHandlerEndpoint:
+    """A model with optional ``pre_inference`` / ``post_inference`` around it (seeds 000 and 002)."""
+
+    batches_lists = False
+
     def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
         self.api = api
         self.options = options
@@ -92,30 +95,20 @@ class RequestHandlerEndpoint:
         }
 
     # -- stages ---------------------------------------------------------------------------------
-    def _pre(self, request: Request) -> Feed:
+    def prepare(self, request: Request) -> Feed:
         assert self.model is not None
         sample = decode_payload(request.content_type, request.body)
         if request.debug:
             log.info("debug: raw sample: %s", truncate(sample))
         value = sample
         if self.pre is not None:
-            start = time.perf_counter()
-            args = (
-                (sample, self.model.input_signature, self.api.metadata)
-                if self.pre_three
-                else (sample, self.model.input_signature)
-            )
-            try:
-                value = self.pre(*args)
-            except Exception as exc:
-                raise user_error(exc, "pre_inference") from None
-            finally:
-                self.options.observe("pre_inference", time.perf_counter() - start)
+            args = (sample, self.model.input_signature) + ((self.api.metadata,) if self.pre_three else ())
+            value = run_stage(self.options.observe, "pre_inference", "pre_inference", self.pre, *args)
             if request.debug:
                 log.info("debug: after pre_inference: %s", truncate(value))
         return self.model.coerce(value)
 
-    def _run(self, feed: Feed) -> Any:
+    def infer(self, feed: Feed) -> Any:
         assert self.model is not None
         start = time.perf_counter()
         try:
@@ -123,53 +116,17 @@ class RequestHandlerEndpoint:
         finally:
             self.options.observe("inference", time.perf_counter() - start)
 
-    def _post(self, request: Request, output: Any) -> Reply:
+    def finish(self, request: Request, output: Any) -> Reply:
         assert self.model is not None
         if request.debug:
             log.info("debug: model output: %s", truncate(output))
         value = output
         if self.post is not None:
-            start = time.perf_counter()
-            args = (
-                (output, self.model.output_signature, self.api.metadata)
-                if self.post_three
-                else (output, self.model.output_signature)
-            )
-            try:
-                value = self.post(*args)
-            except Exception as exc:
-                raise user_error(exc, "post_inference") from None
-            finally:
-                self.options.observe("post_inference", time.perf_counter() - start)
+            args = (output, self.model.output_signature) + ((self.api.metadata,) if self.post_three else ())
+            value = run_stage(self.options.observe, "post_inference", "post_inference", self.post, *args)
             if request.debug:
                 log.info("debug: after post_inference: %s", truncate(value))
         return cortex_reply(value, request.header(b"accept"))
 
-    # -- entry points ---------------------------------------------------------------------------
-    def handle(self, request: Request) -> Reply:
-        return self._post(request, self._run(self._pre(request)))
-
     def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
-        results: list[Reply | LocalServeError | None] = [None] * len(requests)
-        feeds: list[tuple[int, Feed]] = []
-        for index, request in enumerate(requests):
-            try:
-                feeds.append((index, self._pre(request)))
-            except LocalServeError as exc:
-                results[index] = exc
-        for group in batching.group(feeds):
-            try:
-                outputs = batching.run_batched(self._run, [feed for _, feed in group])
-            except LocalServeError as exc:
-                for index, _ in group:
-                    results[index] = exc
-                continue
-            for (index, _), output in zip(group, outputs, strict=True):
-                if isinstance(output, LocalServeError):  # this request's own model error
-                    results[index] = output
-                    continue
-                try:
-                    results[index] = self._post(requests[index], output)
-                except LocalServeError as exc:
-                    results[index] = exc
-        return [r for r in results if r is not None]
+        raise NotImplementedError("request handlers are batched by the engine's batcher")

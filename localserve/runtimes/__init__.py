@@ -7,8 +7,8 @@ RUNTIMES, when an API that needs them is loaded.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ class LoadOptions:
     threads: int | None = None  # intra-op threads; None = chosen from the cores of this replica
     gpu: bool = False  # compute.gpu > 0
     allow_cpu_fallback: bool = False  # --allow-cpu-fallback
+    cuda_options: Mapping[str, str] = field(default_factory=dict)  # onnxruntime CUDA provider options
 
 
 class Model(Protocol):
@@ -55,8 +56,16 @@ class Model(Protocol):
     def coerce(self, value: Any) -> Feed:
         """pre_inference's return (or the raw sample) -> arrays; RequestError (400) naming input, type, shape."""
 
-    def run(self, feed: Feed) -> Any:
-        """Run once. ONNX: list of arrays in output order; TensorFlow: dict output name -> array."""
+    def run(self, feed: Feed, bucket: int | None = None) -> Any:
+        """Run once. ONNX: list of arrays in output order; TensorFlow: dict output name -> array.
+
+        ``bucket`` is the batch size of a padded batch (one of the engine's fixed sizes): a runtime
+        that must keep one state per input shape (onnxruntime's CUDA provider) picks it by this.
+        """
+
+    def batch_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+        """Input name -> (dtype, shape without the batch dimension) when every input has a free batch
+        dimension and fixed other ones (so each batch size can be warmed up); else None."""
 
 
 def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
@@ -124,3 +133,18 @@ def summarize_value(value: Any) -> str:
     if value is None:
         return "nothing (None)"
     return f"a {type(value).__name__}"
+
+
+def fixed_rest(
+    inputs: Sequence[tuple[str, np.dtype | None, Sequence[int | None] | None]],
+) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+    """``batch_inputs`` from (name, dtype, dims) triples; free dimensions are None or negative."""
+    found: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+    for name, dtype, dims in inputs:
+        if dtype is None or not dims or (dims[0] is not None and dims[0] >= 0):
+            return None
+        rest = dims[1:]
+        if any(d is None or d < 0 for d in rest):
+            return None
+        found[name] = (dtype, tuple(int(d) for d in rest if d is not None))
+    return found

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import Feed, LoadOptions, default_threads, summarize_value
+from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, summarize_value
 from localserve.runtimes.arrays import STRING, expectation, to_array
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -107,8 +107,14 @@ class TensorFlowModel:
     def coerce(self, value: Any) -> Feed:
         return self._default.coerce(value)
 
-    def run(self, feed: Feed) -> dict[str, np.ndarray]:
+    def run(self, feed: Feed, bucket: int | None = None) -> dict[str, np.ndarray]:
+        # A signature's concrete function takes any batch size without retracing: no state per size.
         return self._run(self._default, feed)
+
+    def batch_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+        return fixed_rest(
+            [(name, _numpy_dtype(spec.dtype), _dims(spec.shape)) for name, spec in self._default.inputs.items()]
+        )
 
     def predict(self, value: Any, signature_key: str | None = None) -> dict[str, np.ndarray]:
         """Coerce and run against ``signature_key`` (default: the API's signature): ``tensorflow_client.predict``."""

@@ -15,23 +15,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from localserve.config import ServeConfig
-from localserve.errors import LocalServeError, NotFound, NotReady, Overloaded, RequestError, Timeout
+from localserve.engine import json_reply, send_reply
+from localserve.engine.lifecycle import Receive, Scope, Send
+from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
-from localserve.request import Request
-from localserve.response import Reply, error_body
-from localserve.server.runtime import ApiRuntime, ClientGone, MiB, ServeOptions, state_of
-from localserve.server.wire import (
-    Receive,
-    Scope,
-    Send,
-    WatchDisconnect,
-    expire,
-    json_reply,
-    request_id_of,
-    send_reply,
-    send_stream,
-)
+from localserve.response import error_body
+from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
+from localserve.server.wire import request_id_of
 from localserve.stats import Stats
 
 log = logging.getLogger("localserve")
@@ -63,6 +54,8 @@ class App:
             self.routes["/"] = (only, only.api.kind == "abeja")
             self.routes["/predict"] = (only, True)
         self.loading: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._cancel_timer: asyncio.TimerHandle | None = None
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz),
@@ -102,8 +95,9 @@ class App:
     async def startup(self, *, wait: bool) -> None:
         """Start the workers and load every API (in the background unless ``wait``)."""
         for rt in self.apis.values():
-            rt.executor.start()
-        self.loading = asyncio.get_running_loop().create_task(self._load_all())
+            rt.pipeline.start()
+        self.loop = asyncio.get_running_loop()
+        self.loading = self.loop.create_task(self._load_all())
         if wait:
             await self.loading
 
@@ -140,16 +134,31 @@ class App:
         cpus = {allowed[replica % len(allowed)]}
         os.sched_setaffinity(0, cpus)  # this thread: the event loop
         for rt in self.apis.values():
-            rt.executor.pin(cpus)
+            rt.pipeline.pin(cpus)
         log.info("event loop and worker threads pinned to CPU %d", next(iter(cpus)))
+
+    def begin_shutdown(self) -> None:
+        """A stop was asked for (SIGTERM/SIGINT): once ``graceful_timeout`` runs out, cancel what still waits.
+
+        Called from the server's signal handling, on the event loop's thread.
+        """
+        if self.loop is not None and self._cancel_timer is None:
+            self._cancel_timer = self.loop.call_later(self.options.graceful_timeout, self.cancel_waiting)
+
+    def cancel_waiting(self) -> None:
+        """Nothing queued starts any more, and every client still waiting gets a JSON 503."""
+        for rt in self.apis.values():
+            rt.pipeline.stop()
+            count = rt.lifecycle.cancel_waiting()
+            if count:
+                log.warning("api %r: %d request(s) still waiting were answered 503 as the server stopped", rt.api.name, count)
 
     async def shutdown(self) -> None:
         if self.loading is not None and not self.loading.done():
             self.loading.cancel()
-        loop = asyncio.get_running_loop()
-        # uvicorn has already given in-flight requests their graceful period; work still
-        # running after it gets a few seconds more.
-        await asyncio.gather(*(loop.run_in_executor(None, rt.executor.stop, 5.0) for rt in self.apis.values()))
+        if self._cancel_timer is not None:
+            self._cancel_timer.cancel()
+        self.cancel_waiting()
         self.stats.close()
         if self.metrics is not None:
             self.metrics.close()
@@ -169,46 +178,9 @@ class App:
         if metrics is not None:
             metrics.request_started(name)
         status = 500
+        value = None
         try:
-            try:
-                if rt.state != "ready":
-                    raise NotReady(
-                        f"api {name!r} is not ready: "
-                        + (f"it failed to load: {rt.error}" if rt.error else "it is still loading.")
-                    )
-                if rt.executor.depth >= rt.api.max_queue:  # answer before reading a large body for nothing
-                    raise Overloaded(
-                        f"API {name!r} is at capacity: {rt.api.max_queue} requests are already queued "
-                        "(max_queue); retry later."
-                    )
-                body = await self._read_body(scope, receive)
-                request = Request(
-                    scope["method"],
-                    scope["headers"],
-                    body,
-                    query_string=scope["query_string"],
-                    request_id=request_id,
-                    path=scope["path"],
-                )
-                reply = await self._execute(rt, request, receive)
-            except ClientGone:
-                status = 499
-                return
-            except LocalServeError as exc:
-                reply = self.error_reply(exc, request_id, name)
-            except Exception as exc:  # a bug of ours: answer 500 and keep serving
-                log.exception("request %s to api %r: internal error", request_id, name)
-                reply = self.error_reply(
-                    LocalServeError(f"Internal error: {type(exc).__name__}: {exc}"), request_id, name
-                )
-            status = reply.status
-            if reply.asgi is not None:
-                reply.asgi.headers["x-request-id"] = request_id
-                await reply.asgi(scope, receive, send)
-            elif reply.stream is not None:
-                await send_stream(send, receive, reply, request_id, rt)
-            else:
-                await send_reply(send, reply, request_id)
+            status, value = await rt.lifecycle.serve(scope, receive, send, request_id)
         finally:
             rt.in_flight -= 1
             seconds = time.perf_counter() - start
@@ -218,80 +190,7 @@ class App:
                 self.stats.record_request(name, status, seconds)
             access_log(scope["method"], scope["path"], name, status, seconds, request_id)
         if rt.api.tracker is not None and 200 <= status < 300:
-            self.stats.record_prediction(name, reply.value)
-
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
-        limit = self.options.max_body_size
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    raise RequestError(f"Invalid Content-Length header {value.decode('latin-1')!r}.") from None
-                if length > limit:
-                    raise self._too_large(length)
-        message = await receive()
-        body: bytes = message.get("body", b"")
-        if not message.get("more_body"):
-            if message["type"] == "http.disconnect":
-                raise ClientGone("client disconnected")
-            if len(body) > limit:  # no Content-Length (chunked): counted as it comes
-                raise self._too_large(len(body), at_least=True)
-            return body
-        chunks = [body]
-        size = len(body)
-        while message.get("more_body"):
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone("client disconnected")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise self._too_large(size, at_least=True)
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def _too_large(self, size: int, *, at_least: bool = False) -> RequestError:
-        limit = self.options.max_body_size
-        shown = f"{limit / MiB:g} MiB" if limit >= MiB else f"{limit} bytes"
-        got = f"at least {size}" if at_least else str(size)
-        log.warning("rejected a request body of %s bytes: over the limit of %s", got, shown)
-        return RequestError(
-            f"The request body is too large: {got} bytes; the limit is {shown} ({limit} bytes, --max-body-size).",
-            status_code=413,
-        )
-
-    async def _execute(self, rt: ApiRuntime, request: Request, receive: Receive) -> Reply:
-        loop = asyncio.get_running_loop()
-        executor = rt.executor
-        queued_behind_others = executor.busy >= executor.threads or executor.depth > 0
-        job = executor.submit(request, loop)
-        timer = loop.call_later(rt.api.timeout, expire, executor, job, rt.api)
-        # Only a request that really waits gets a task listening for its client to go away: one
-        # task per queued request costs more than the rest of the hot path under load.
-        watch = WatchDisconnect(receive, executor, job) if queued_behind_others else None
-        try:
-            result = await job.future
-        finally:
-            timer.cancel()
-            if watch is not None:
-                watch.cancel()
-            if not job.future.done():  # cancelled (shutdown): work nobody waits for is never started
-                executor.drop(job)
-        if isinstance(result, LocalServeError):
-            raise result
-        return result
-
-    def error_reply(self, exc: LocalServeError, request_id: str, api: str | None = None) -> Reply:
-        if exc.status_code >= 500 and not isinstance(exc, NotReady | Timeout) and exc.status_code != 503:
-            if exc.details:
-                log.error("request %s to api %r failed: %s\n%s", request_id, api, exc, exc.details)
-            else:
-                log.error("request %s to api %r failed: %s", request_id, api, exc)
-        headers = [(b"content-type", b"application/json")]
-        if exc.status_code == 503:
-            headers.append((b"retry-after", b"1"))
-        return Reply(status=exc.status_code, headers=headers, body=error_body(str(exc), request_id))
+            self.stats.record_prediction(name, value)
 
     # -- the other routes -------------------------------------------------------------------------
     async def healthz(self, request: StarletteRequest) -> Response:

@@ -10,12 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
+from localserve.engine import Hooks, Lifecycle, Pipeline
 from localserve.errors import LocalServeError
-from localserve.executor import Executor, Result
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
-from localserve.logs import api_var, request_id_var
 from localserve.metrics import Metrics
-from localserve.request import Request
 from localserve.runtimes import LoadOptions
 
 log = logging.getLogger("localserve")
@@ -30,14 +28,11 @@ class ServeOptions:
     access_log: bool = True  # one log line per request
     metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
     pin_threads: bool = False  # event loop and worker threads on one core once the models are loaded
-
-
-class ClientGone(LocalServeError):
-    status_code = 499
+    graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
 
 
 class ApiRuntime:
-    """One API in this process: its endpoint, its executor, its state."""
+    """One API in this process: its endpoint, its engine (pipeline and lifecycle), its state."""
 
     def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics | None) -> None:
         self.api = api
@@ -49,38 +44,30 @@ class ApiRuntime:
             threads=api.model_threads,
             gpu=api.compute.gpu > 0,
             allow_cpu_fallback=options.allow_cpu_fallback,
+            cuda_options=api.cuda_options,
         )
         endpoint_options = EndpointOptions(project=config.project, load=load)
+        hooks = Hooks()
         if metrics is not None:
             endpoint_options.observe = functools.partial(metrics.observe_stage, api.name)
             endpoint_options.metrics_client = metrics.client(api.name)
+            hooks = Hooks(
+                depth=functools.partial(metrics.set_queue_depth, api.name),
+                batch=functools.partial(metrics.observe_batch, api.name),
+                stage=endpoint_options.observe,
+            )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
-        self.executor = Executor(
-            api.name,
-            self._process,
-            threads=api.threads_per_process,
-            max_queue=api.max_queue,
-            batching=api.batching,
-            on_batch=functools.partial(metrics.observe_batch, api.name) if metrics is not None else None,
-            on_depth=functools.partial(metrics.set_queue_depth, api.name) if metrics is not None else None,
-            pending=lambda: self.in_flight,
-        )
+        self.pipeline = Pipeline(api, self.endpoint, hooks)
+        self.lifecycle = Lifecycle(self.pipeline, max_body_size=options.max_body_size, status=self._status)
         self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending)
 
-    def _process(self, requests: list[Request]) -> list[Result]:
-        api_var.set(self.api.name)
-        request_id_var.set(requests[0].request_id if len(requests) == 1 else ",".join(r.request_id for r in requests))
-        if len(requests) == 1 and self.api.batching is None:
-            try:
-                return [self.endpoint.handle(requests[0])]
-            except LocalServeError as exc:
-                return [exc]
-        return self.endpoint.handle_batch(requests)
+    def _status(self) -> tuple[str, str | None]:
+        return self.state, self.error
 
     async def load(self) -> None:
         start = time.perf_counter()
         try:
-            await asyncio.wrap_future(self.executor.call(self.endpoint.load))
+            await asyncio.wrap_future(self.pipeline.call(self._load))
         except LocalServeError as exc:
             self.state, self.error = "failed", str(exc)
             if exc.details:
@@ -95,6 +82,10 @@ class ApiRuntime:
         if self.metrics is not None:
             self.metrics.observe_model_load(self.api.name, seconds)
         log.info("api %r loaded in %.3f s", self.api.name, seconds)
+
+    def _load(self) -> None:
+        self.endpoint.load()
+        self.pipeline.attach_model()  # dynamic batching: every batch size warmed before ready
 
     def describe(self) -> dict[str, Any]:
         info = self.endpoint.describe() if self.state == "ready" else {"name": self.api.name, "kind": self.api.kind}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 
 import numpy as np
 import pytest
@@ -153,29 +154,46 @@ def test_batched_predictor_gets_lists_and_must_return_one_per_payload(serve, mak
     project = project_with(
         make_project,
         """
+        import threading
         batches = []
+        started = threading.Event()
+        release = threading.Event()
 
         class PythonPredictor:
             def __init__(self, config):
                 pass
 
             def predict(self, payload):
-                batches.append(len(payload))
+                batches.append(list(payload))
+                if payload == ["block"]:
+                    started.set()
+                    release.wait(20)
+                    return ["released"]
                 if any(p == "short" for p in payload):
                     return payload[:-1]
                 if "dict" in payload:
                     return {}
                 return [p * 2 for p in payload]
         """,
-        extra="batching: {max_batch_size: 4, batch_interval: 300ms}",
+        extra="batching: {max_batch_size: 4, batch_interval: 10s}",
     )
     with serve(project) as client:
         import predictor
 
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            responses = list(pool.map(lambda v: client.post("/pred", json=v), [1, 2, 3, 4]))
-        assert [r.json() for r in responses] == [2, 4, 6, 8]
-        assert max(predictor.batches) > 1 and sum(predictor.batches) == 4
+            first = pool.submit(client.post, "/pred", json="block")
+            assert predictor.started.wait(10)
+            queued = [pool.submit(client.post, "/pred", json=v) for v in (1, 2, 3)]
+            pipeline = client.app.apis["pred"].pipeline
+            deadline = time.monotonic() + 10
+            while pipeline.depth < 3:
+                assert time.monotonic() < deadline, "the three requests never queued"
+                time.sleep(0.005)
+            predictor.release.set()
+            assert first.result(30).text == "released"
+            assert sorted(q.result(30).json() for q in queued) == [2, 4, 6]
+        assert predictor.batches[0] == ["block"] and sorted(predictor.batches[1]) == [1, 2, 3]
+        assert len(predictor.batches) == 2  # the three queued requests were one call
         short = client.post("/pred", json="short")
         assert short.status_code == 500
         assert short.json()["error"] == (

@@ -181,10 +181,6 @@ def test_batching_merges_concurrent_requests(serve, make_project) -> None:
     )
     onnx_linear(project / "lin.onnx")
     with serve(project) as client:
-        rt = client.app.apis["lin"]
-        seen: list[int] = []
-        real_run = rt.endpoint.model.run
-        rt.endpoint.model.run = lambda feed: (seen.append(len(feed["x"])), real_run(feed))[1]
         inputs = [[[float(i), 0, 0, 0]] for i in range(8)] + [[[1.0, 2.0, 3.0]]]  # the last cannot be stacked
         with concurrent.futures.ThreadPoolExecutor(9) as pool:
             responses = list(pool.map(lambda x: client.post("/lin", json={"x": x}), inputs))
@@ -192,8 +188,7 @@ def test_batching_merges_concurrent_requests(serve, make_project) -> None:
         assert response.status_code == 200, response.text
         assert np.allclose(response.json()["p"], linear_reference(x)[0], atol=1e-6)
         assert response.json()["n"] == 1
-    assert responses[8].status_code == 400
-    assert sum(seen) == 8 and max(seen) > 1, seen
+    assert responses[8].status_code == 400  # exact batch sizes: tests/test_engine.py
 
 
 def test_load_errors_name_the_problem(make_project, monkeypatch) -> None:
@@ -230,12 +225,8 @@ def test_a_model_with_a_fixed_batch_size_still_answers_each_batched_request(serv
     onnx_linear(project / "fixed.onnx", symbolic_batch=False, fixed_batch=1)
     inputs = [[[float(i), 1.0, 2.0, 3.0]] for i in range(6)]
     with serve(project) as client, concurrent.futures.ThreadPoolExecutor(6) as pool:
-        model = client.app.apis["fixed"].endpoint.model
-        tried: list[int] = []
-        real_run = model.run
-        model.run = lambda feed: (tried.append(len(feed["x"])), real_run(feed))[1]
         responses = list(pool.map(lambda x: client.post("/fixed", json=x), inputs))
-    assert max(tried) > 1  # a stacked run was tried, refused, and each request then ran alone
+    # (that a refused stacked run falls back to each feed alone: tests/test_batcher.py)
     for x, response in zip(inputs, responses, strict=True):
         assert response.status_code == 200, response.text
         assert np.allclose(response.json()[0], linear_reference(x)[0], atol=1e-6)

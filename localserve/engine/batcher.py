@@ -1,0 +1,278 @@
+"""The batcher of one model: stack concurrent feeds, pad to a bucket size, run once, split.
+
+A GPU model must never meet a new input shape under load: onnxruntime's CUDA provider re-plans
+every convolution when the batch dimension changes (160-200 ms a change, measured). So the model
+only ever sees batch sizes from a fixed set (``buckets``, powers of two up to ``max_batch_size``
+by default); a batch of 5 rows runs as 8, the 3 padding rows being zeros whose outputs are
+dropped before the split. Feeds that cannot be stacked together (other shapes, other dtypes, no
+batch dimension) run in separate groups, so a request never fails because of another.
+
+The batcher runs the model on its own thread, so the API's threads prepare batch k+1 while the
+model runs batch k. When the model is idle and nothing else is on its way, the submitting thread
+runs the model itself: a lone request pays no thread hop and never waits for ``batch_interval``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from localserve.errors import InternalError, LocalServeError, RequestError
+from localserve.runtimes import Feed, Model
+
+log = logging.getLogger("localserve")
+
+Outcome = Any  # the model's share of the output for one feed (list or dict of arrays), or a LocalServeError
+Entry = tuple[Any, Feed]  # (tag, feed): the tag travels back with the outcome
+
+
+def bucket_sizes(max_batch_size: int, configured: Sequence[int] | None = None) -> tuple[int, ...]:
+    """The batch sizes a model may see: ``configured``, or the powers of two up to ``max_batch_size`` (and it)."""
+    if configured:
+        return tuple(sorted(set(configured)))
+    sizes = {1 << i for i in range(max_batch_size.bit_length()) if 1 << i <= max_batch_size}
+    sizes.add(max_batch_size)
+    return tuple(sorted(sizes))
+
+
+def batch_key(feed: Feed) -> Hashable:
+    """Feeds with equal keys can be concatenated on axis 0; None means 'run this one alone'."""
+    sizes = {arr.shape[0] if arr.ndim else None for arr in feed.values()}
+    if len(sizes) != 1 or None in sizes:
+        return None
+    return tuple((name, arr.dtype.str, arr.shape[1:]) for name, arr in sorted(feed.items()))
+
+
+def rows_of(feed: Feed) -> int:
+    """The batch dimension of a stackable feed."""
+    return int(next(iter(feed.values())).shape[0])
+
+
+def pad(feed: Feed, rows: int) -> Feed:
+    """``feed`` with ``rows`` more rows of zeros (empty strings for string inputs)."""
+    padded = {}
+    for name, arr in feed.items():
+        filler = np.full((rows, *arr.shape[1:]), "" if arr.dtype == object else 0, dtype=arr.dtype)
+        padded[name] = np.concatenate([arr, filler], axis=0)
+    return padded
+
+
+def split(output: Any, sizes: list[int]) -> list[Any]:
+    """The per-feed slices of a batched output (a list of arrays for ONNX, a dict for TensorFlow)."""
+    bounds = list(itertools.pairwise(np.cumsum([0, *sizes]).tolist()))
+    if isinstance(output, dict):
+        return [{name: value[lo:hi] for name, value in output.items()} for lo, hi in bounds]
+    return [[value[lo:hi] for value in output] for lo, hi in bounds]
+
+
+def splittable(output: Any, total: int) -> bool:
+    """Whether every output has the batch dimension ``total`` (else it cannot be shared out)."""
+    values = output.values() if isinstance(output, dict) else output
+    return all(isinstance(v, np.ndarray) and v.ndim > 0 and v.shape[0] == total for v in values)
+
+
+class Batcher:
+    """Runs one model for every request of an API (and of every protocol that reaches it).
+
+    ``submit`` hands over (tag, feed) entries; their outcomes come back either at once (the
+    caller ran the model itself) or later through ``deliver(list of (tag, outcome))``, called on
+    the batcher's thread. ``upstream()`` tells how many requests are still on their way to the
+    model (queued or being prepared): only then is it worth waiting ``interval`` for a fuller batch.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: Model,
+        *,
+        buckets: tuple[int, ...],
+        interval: float,
+        deliver: Callable[[list[tuple[Any, Outcome]]], None],
+        upstream: Callable[[], int] = lambda: 0,
+        observe: Callable[[int], None] | None = None,
+        observe_run: Callable[[float], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.buckets = buckets
+        self.max_rows = buckets[-1]
+        self.interval = interval
+        self.deliver = deliver
+        self.upstream = upstream
+        self.observe = observe  # told the batch size the model saw, each run
+        self.observe_run = observe_run  # told the seconds each model call took
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: list[Entry] = []
+        self._busy = False  # the model is running (on the batcher's thread or a caller's)
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._cold: set[int] = set()  # bucket sizes not warmed at load: the first run of each is logged
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def warm(self) -> None:
+        """Run every bucket size once (before the API is ready) when the input shapes are known."""
+        specs = self.model.batch_inputs()
+        if specs is None:
+            self._cold = set(self.buckets)
+            log.info(
+                "api %r: the model's input shapes are not known apart from the batch dimension, so batch sizes %s "
+                "are warmed by the first request of each size",
+                self.name,
+                list(self.buckets),
+            )
+            return
+        start = time.perf_counter()
+        for size in self.buckets:
+            feed = {name: np.zeros((size, *shape), dtype=dtype) for name, (dtype, shape) in specs.items()}
+            self.model.run(feed, size)
+        log.info("api %r: batch sizes %s warmed in %.3f s", self.name, list(self.buckets), time.perf_counter() - start)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=f"localserve-{self.name}-batcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- the caller's side --------------------------------------------------------------------------
+    def submit(self, entries: list[Entry]) -> list[tuple[Any, Outcome]] | None:
+        """Queue ``entries`` for the model; returns their outcomes when this thread ran the model itself."""
+        with self._cond:
+            inline = not self._busy and not self._pending and (self._thread is None or self.upstream() == 0)
+            if inline:
+                self._busy = True
+            else:
+                self._pending.extend(entries)
+                self._cond.notify()
+        if not inline:
+            return None
+        try:
+            return self.run(entries)
+        except BaseException as exc:  # a bug of ours: answer every entry
+            log.error("api %r: the model call failed", self.name, exc_info=exc)
+            return [(tag, InternalError(exc)) for tag, _ in entries]
+        finally:
+            with self._cond:
+                self._busy = False
+                if self._pending:
+                    self._cond.notify()
+
+    # -- the batcher's thread -----------------------------------------------------------------------
+    def _loop(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._closed and (self._busy or not self._pending):
+                    cond.wait()
+                if self._closed:
+                    return
+                deadline = time.monotonic() + self.interval
+                while sum(rows_of(f) if batch_key(f) is not None else 1 for _, f in self._pending) < self.max_rows:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self.upstream() <= 0 or self._closed:
+                        break
+                    cond.wait(remaining)
+                taken, self._pending = self._pending, []
+                self._busy = True
+            try:
+                outcomes = self.run(taken)
+            except BaseException as exc:  # a bug of ours: answer every entry, keep the thread alive
+                log.error("api %r: the batcher failed", self.name, exc_info=exc)
+                outcomes = [(tag, InternalError(exc)) for tag, _ in taken]
+            finally:
+                with cond:
+                    self._busy = False
+            del taken
+            self.deliver(outcomes)
+            del outcomes
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
+        """Run ``entries`` in as few model calls as the buckets allow; one outcome per entry, in order."""
+        groups: dict[Hashable, list[int]] = {}
+        alone: list[int] = []
+        for index, (_, feed) in enumerate(entries):
+            key = batch_key(feed)
+            if key is None:
+                alone.append(index)
+            else:
+                groups.setdefault(key, []).append(index)
+        outcomes: list[Outcome] = [None] * len(entries)
+        for indexes in groups.values():
+            for chunk in self._chunks(indexes, entries):
+                for index, outcome in zip(chunk, self._run_stacked([entries[i][1] for i in chunk]), strict=True):
+                    outcomes[index] = outcome
+        for index in alone:
+            outcomes[index] = self._call(entries[index][1], None)
+        return [(tag, outcome) for (tag, _), outcome in zip(entries, outcomes, strict=True)]
+
+    def _chunks(self, indexes: list[int], entries: list[Entry]) -> list[list[int]]:
+        """Consecutive runs of feeds whose rows add up to at most the largest bucket."""
+        chunks: list[list[int]] = []
+        current: list[int] = []
+        rows = 0
+        for index in indexes:
+            n = rows_of(entries[index][1])
+            if current and rows + n > self.max_rows:
+                chunks.append(current)
+                current, rows = [], 0
+            current.append(index)
+            rows += n
+        if current:
+            chunks.append(current)
+        return chunks
+
+    def _run_stacked(self, feeds: list[Feed]) -> list[Outcome]:
+        sizes = [rows_of(feed) for feed in feeds]
+        total = sum(sizes)
+        bucket = next((b for b in self.buckets if b >= total), None)
+        if len(feeds) == 1 and bucket is None:  # one request larger than the largest bucket: its own size
+            return [self._call(feeds[0], None)]
+        stacked = feeds[0] if len(feeds) == 1 else {n: np.concatenate([f[n] for f in feeds]) for n in feeds[0]}
+        if bucket is not None and bucket > total:
+            stacked = pad(stacked, bucket - total)
+        try:
+            output = self._run(stacked, bucket, total)
+        except RequestError as exc:
+            if len(feeds) == 1 and bucket in (None, total):
+                return [exc]
+            # The stacked input was refused (a model with a fixed batch size, say) though each part
+            # may be fine alone: a request never fails because of the others it was batched with.
+            return [self._call(feed, None) for feed in feeds]
+        except LocalServeError as exc:
+            return [exc] * len(feeds)
+        if not splittable(output, bucket or total):
+            # An output without the batch dimension cannot be shared out: run each feed alone.
+            return [self._call(feed, None) for feed in feeds]
+        parts = split(output, [*sizes, (bucket or total) - total])
+        return parts[: len(feeds)]
+
+    def _call(self, feed: Feed, bucket: int | None) -> Outcome:
+        try:
+            return self._run(feed, bucket)
+        except LocalServeError as exc:
+            return exc
+
+    def _run(self, feed: Feed, bucket: int | None, rows: int | None = None) -> Any:
+        """One model call; ``rows`` (for the metrics) are the requests' rows, padding excluded."""
+        if rows is None:
+            rows = rows_of(feed) if batch_key(feed) is not None else 1
+        if bucket in self._cold:
+            self._cold.discard(bucket)
+            log.info("api %r: first batch of size %d; the model warms up for it now", self.name, bucket)
+        if self.observe is not None:
+            self.observe(rows)
+        start = time.perf_counter()
+        try:
+            return self.model.run(feed, bucket)
+        finally:
+            if self.observe_run is not None:
+                self.observe_run(time.perf_counter() - start)

@@ -1,0 +1,93 @@
+"""A Job: one request between admission and its last byte, shared by the event loop and the API's threads."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from localserve.request import Request
+
+QUEUED, RUNNING, DROPPED = 0, 1, 2
+
+
+class Job:
+    """One request of an API: queued, then claimed by one of the API's threads, or dropped.
+
+    ``future`` is resolved on the event loop with a Reply or an exception. ``finish`` turns the
+    model's output into the Reply (post_inference, or a protocol's own encoding); it runs on the
+    API's threads like every other stage of user code.
+    """
+
+    __slots__ = (
+        "finish",
+        "future",
+        "gone",
+        "listener",
+        "loop",
+        "request",
+        "send",
+        "started",
+        "state",
+        "stream_done",
+        "timer",
+    )
+
+    def __init__(
+        self,
+        request: Request,
+        loop: asyncio.AbstractEventLoop,
+        finish: Callable[[Request, Any], Any] | None = None,
+    ) -> None:
+        self.request = request
+        self.loop = loop
+        self.finish = finish
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.state = QUEUED
+        self.started = loop.time()
+        self.timer: asyncio.TimerHandle | None = None
+        self.listener: asyncio.Task[None] | None = None
+        self.send: Callable[[Any], Any] | None = None  # the ASGI send of this request (streams use it)
+        self.gone: threading.Event | None = None  # set when the client of a stream went away
+        self.stream_done: concurrent.futures.Future[None] | None = None  # resolved after a stream's last chunk
+
+
+class Call:
+    """A function to run on one of the API's threads (loading user code and models, warming up)."""
+
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def run(self) -> None:
+        if not self.future.set_running_or_notify_cancel():
+            return
+        try:
+            self.future.set_result(self.fn())
+        except BaseException as exc:
+            self.future.set_exception(exc)
+
+
+class Outputs:
+    """Model outcomes the batcher hands back to the API's threads for their last stage."""
+
+    __slots__ = ("outcomes",)
+
+    def __init__(self, outcomes: list[tuple[Job, Any]]) -> None:
+        self.outcomes = outcomes
+
+
+def settle(done: list[tuple[Job, Any]]) -> None:
+    """Resolve the futures of finished jobs (on the event loop, once per batch of jobs)."""
+    for job, result in done:
+        future = job.future
+        if future.done():
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)

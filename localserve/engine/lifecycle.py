@@ -1,0 +1,237 @@
+"""The event loop's side of one API: admission, the body, the deadline, the client leaving, the answer.
+
+Everything that can happen to a request between its first byte and its last is decided here:
+
+- admission: 503 + Retry-After at once when the queue is full (before the body is read);
+- the deadline: 504 at ``timeout``; work that has not started is dropped and never runs;
+- the client leaving while its request waits: the request is never started;
+- shutdown: once the graceful timeout has run out nothing queued starts, and every client still
+  waiting gets a JSON 503 (``cancel_waiting``).
+
+Only requests that really wait pay for a task listening for their client: the first check comes
+``WATCH_AFTER`` seconds after admission, and most requests are answered before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from localserve.engine.job import QUEUED, Job
+from localserve.engine.pipeline import Pipeline
+from localserve.errors import (
+    ClientGone,
+    LocalServeError,
+    NotReady,
+    Overloaded,
+    RequestError,
+    ShuttingDown,
+    Timeout,
+)
+from localserve.request import Request
+from localserve.response import Reply, error_body
+
+log = logging.getLogger("localserve")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+MiB = 1024 * 1024
+WATCH_AFTER = 0.02  # seconds a request waits before a task listens for its client leaving
+JSON_HEADERS = ((b"content-type", b"application/json"),)
+
+
+class Lifecycle:
+    """Serves the requests of one API, from admission to the last byte of the answer."""
+
+    def __init__(self, pipeline: Pipeline, *, max_body_size: int, status: Callable[[], tuple[str, str | None]]) -> None:
+        self.pipeline = pipeline
+        self.name = pipeline.name
+        self.timeout = pipeline.api.timeout
+        self.max_body_size = max_body_size
+        self.status = status  # ("ready" | "loading" | "failed", error)
+        self.waiting: set[Job] = set()
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> tuple[int, Any]:
+        """Answer one request; returns (status, the value user code returned) for the records. Never raises."""
+        try:
+            try:
+                reply = await self._answer(scope, receive, send, request_id)
+            except LocalServeError as exc:
+                reply = error_reply(exc, request_id, self.name)
+            if reply.asgi is not None:  # a Starlette Response returned by user code
+                reply.asgi.headers["x-request-id"] = request_id
+                await reply.asgi(scope, receive, send)
+            elif reply.stream is None:
+                await send_reply(send, reply, request_id)
+            return reply.status, reply.value
+        except ClientGone:
+            return 499, None
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> Reply:
+        pipeline = self.pipeline
+        state, error = self.status()
+        if state != "ready":
+            raise NotReady(self.name, error)
+        if pipeline.full():  # answer before reading a large body for nothing
+            raise Overloaded(self.name, pipeline.max_queue)
+        pipeline.reading += 1
+        try:
+            body = await read_body(scope, receive, self.max_body_size)
+        finally:
+            pipeline.reading -= 1
+        request = Request(
+            scope["method"],
+            scope["headers"],
+            body,
+            query_string=scope["query_string"],
+            request_id=request_id,
+            path=scope["path"],
+        )
+        del body
+        return await self.run(request, receive, send)
+
+    async def run(self, request: Request, receive: Receive, send: Send, finish: Any = None) -> Reply:
+        """Queue ``request`` on the API's threads and wait for its Reply (raised errors are the answer)."""
+        loop = asyncio.get_running_loop()
+        job = Job(request, loop, finish)
+        job.send = send
+        self.pipeline.submit(job)
+        del request
+        waiting = self.waiting
+        waiting.add(job)
+        job.timer = loop.call_at(job.started + min(WATCH_AFTER, self.timeout), self._check, job, receive)
+        try:
+            reply: Reply = await job.future
+            if reply.stream is not None:
+                await self._follow_stream(job, receive)
+        finally:
+            waiting.discard(job)
+            job.timer.cancel()
+            if job.listener is not None:
+                job.listener.cancel()
+            if not job.future.done():  # cancelled: work nobody waits for is never started
+                self.pipeline.drop(job)
+            # A raised error's traceback holds this frame: without this, frame -> job -> future ->
+            # error -> traceback -> frame would keep the request alive until a cyclic collection.
+            job = None  # type: ignore[assignment]
+        return reply
+
+    def _check(self, job: Job, receive: Receive) -> None:
+        """The job's timer: its deadline, and (once it has waited a while) a listener for its client."""
+        if job.future.done():
+            return
+        loop = job.loop
+        if loop.time() >= job.started + self.timeout:
+            started = not self.pipeline.drop(job)
+            job.future.set_exception(Timeout(self.name, self.timeout, started))
+            return
+        if job.state == QUEUED and job.listener is None:
+            job.listener = loop.create_task(self._listen(job, receive))
+        job.timer = loop.call_at(job.started + self.timeout, self._check, job, receive)
+
+    async def _listen(self, job: Job, receive: Receive) -> None:
+        message = await receive()
+        if message["type"] == "http.disconnect" and self.pipeline.drop(job) and not job.future.done():
+            job.future.set_exception(ClientGone())
+
+    async def _follow_stream(self, job: Job, receive: Receive) -> None:
+        """Wait while the API's thread sends the stream; tell it when the client goes away."""
+        assert job.stream_done is not None and job.gone is not None
+        gone = job.gone
+
+        async def listen() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        listener = asyncio.get_running_loop().create_task(listen())
+        try:
+            await asyncio.wrap_future(job.stream_done)
+        finally:
+            listener.cancel()
+            gone.set()
+
+    def cancel_waiting(self) -> int:
+        """Shutdown: nothing queued starts any more; every waiting client is answered 503. Returns how many."""
+        count = 0
+        for job in list(self.waiting):
+            if job.gone is not None:
+                job.gone.set()
+            started = not self.pipeline.drop(job)
+            if not job.future.done():
+                job.future.set_exception(ShuttingDown(started))
+                count += 1
+        return count
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body, or RequestError 413 past ``limit`` bytes (before reading it when announced)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                raise RequestError(f"Invalid Content-Length header {value.decode('latin-1')!r}.") from None
+            if length > limit:
+                raise too_large(length, limit)
+    message = await receive()
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body"):
+        if message["type"] == "http.disconnect":
+            raise ClientGone("while sending its request")
+        if len(body) > limit:  # no Content-Length (chunked): counted as it comes
+            raise too_large(len(body), limit, at_least=True)
+        return body
+    chunks = [body]
+    size = len(body)
+    while message.get("more_body"):
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone("while sending its request")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large(size, limit, at_least=True)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def too_large(size: int, limit: int, *, at_least: bool = False) -> RequestError:
+    shown = f"{limit / MiB:g} MiB" if limit >= MiB else f"{limit} bytes"
+    got = f"at least {size}" if at_least else str(size)
+    log.warning("rejected a request body of %s bytes: over the limit of %s", got, shown)
+    return RequestError(
+        f"The request body is too large: {got} bytes; the limit is {shown} ({limit} bytes, --max-body-size).",
+        status_code=413,
+    )
+
+
+def error_reply(exc: LocalServeError, request_id: str, api: str | None = None) -> Reply:
+    """The JSON answer for an error; server errors (not 503/504) are logged with user code's traceback."""
+    if exc.status_code >= 500 and exc.status_code not in (503, 504):
+        # The text, not the exception: a kept log record must not keep the request's frames alive.
+        if exc.details:
+            log.error("request %s to api %r failed: %s\n%s", request_id, api, str(exc), exc.details)
+        else:
+            log.error("request %s to api %r failed: %s", request_id, api, str(exc))
+    headers = list(JSON_HEADERS)
+    if exc.status_code == 503:
+        headers.append((b"retry-after", b"1"))
+    return Reply(status=exc.status_code, headers=headers, body=error_body(str(exc), request_id))
+
+
+def json_reply(status: int, value: Any) -> Reply:
+    return Reply(status=status, headers=list(JSON_HEADERS), body=json.dumps(value).encode())
+
+
+async def send_reply(send: Send, reply: Reply, request_id: str) -> None:
+    headers = reply.headers
+    headers.append((b"content-length", str(len(reply.body)).encode()))
+    headers.append((b"x-request-id", request_id.encode("latin-1")))
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body})

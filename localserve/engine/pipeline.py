@@ -1,0 +1,354 @@
+"""The threads of one API: a bounded queue, the per-request stages, and the model's batcher.
+
+User code runs only here, never on the event loop. With ``threads_per_process: 1`` (the default)
+an API runs one stage of user code at a time, which is what makes module globals safe (seed 002);
+a streamed response holds its thread until its last chunk.
+
+A request's stages: ``prepare`` (payload decoding, ``pre_inference``) on one of the API's threads;
+the model call through the batcher, which stacks the feeds of concurrent requests; ``finish``
+(``post_inference``, response encoding) back on one of the API's threads. A thread takes every
+job waiting in the queue at once (its share of them with several threads), so under load one
+wake-up of a thread and one wake-up of the event loop serve many requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from localserve.config import ApiConfig
+from localserve.engine.batcher import Batcher, bucket_sizes
+from localserve.engine.job import DROPPED, QUEUED, RUNNING, Call, Job, Outputs, settle
+from localserve.engine.streams import open_stream, pump
+from localserve.errors import InternalError, LocalServeError, Overloaded, ShuttingDown
+from localserve.handlers import Endpoint
+from localserve.logs import api_var, request_id_var
+from localserve.response import Reply
+
+log = logging.getLogger("localserve")
+
+Done = list[tuple[Job, Any]]
+DRAIN_LIMIT = 256  # jobs one thread takes from the queue at once
+
+
+class Hooks:
+    """What the pipeline reports to metrics; every hook is optional."""
+
+    def __init__(
+        self,
+        depth: Callable[[int], None] | None = None,
+        batch: Callable[[int], None] | None = None,
+        stage: Callable[[str, float], None] | None = None,
+    ) -> None:
+        self.depth = depth
+        self.batch = batch
+        self.stage = stage
+
+
+class Pipeline:
+    """The worker threads of one API and the batcher of its model."""
+
+    def __init__(self, api: ApiConfig, endpoint: Endpoint, hooks: Hooks | None = None) -> None:
+        self.api = api
+        self.name = api.name
+        self.endpoint = endpoint
+        self.threads = api.threads_per_process
+        self.max_queue = api.max_queue
+        self.hooks = hooks or Hooks()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.batcher: Batcher | None = None
+        self.list_batching = False  # predictors with batching get lists of payloads
+        self.reading = 0  # requests whose body is being read (event loop only)
+        self._queue: queue.SimpleQueue[Job | Outputs | Call | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._depth = 0  # queued jobs neither started nor dropped
+        self._preparing = 0  # claimed jobs not yet handed to the model
+        self._workers: list[threading.Thread] = []
+        self._closing = False
+        self._affinity: set[int] | None = None
+        self._pinned = threading.local()
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    # -- set-up -------------------------------------------------------------------------------
+    def start(self) -> None:
+        for index in range(self.threads):
+            thread = threading.Thread(target=self._work, name=f"localserve-{self.name}-{index}", daemon=True)
+            thread.start()
+            self._workers.append(thread)
+
+    def call(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """Run ``fn`` on one of the API's threads (loading, warming up: before traffic)."""
+        call = Call(fn)
+        self._queue.put(call)
+        return call.future
+
+    def attach_model(self) -> None:
+        """After loading: set up dynamic batching for the endpoint's model (warming every batch size)."""
+        batching = self.api.batching
+        if batching is None:
+            return
+        model = getattr(self.endpoint, "model", None)
+        if getattr(self.endpoint, "batches_lists", False) or model is None:
+            self.list_batching = True
+            return
+        self.batcher = Batcher(
+            self.name,
+            model,
+            buckets=bucket_sizes(batching.max_batch_size, batching.batch_sizes),
+            interval=batching.batch_interval,
+            deliver=self._deliver,
+            upstream=self._upstream,
+            observe=self.hooks.batch,
+            observe_run=None if self.hooks.stage is None else lambda s: self.hooks.stage("inference", s),  # type: ignore[misc]
+        )
+        self.batcher.warm()
+        self.batcher.start()
+
+    def pin(self, cpus: set[int]) -> None:
+        """Run the threads on ``cpus`` from their next job on (``--pin-threads``)."""
+        self._affinity = set(cpus)
+
+    def stop(self) -> None:
+        """End the threads once the work they hold is done; nothing queued starts any more."""
+        self._closing = True
+        for _ in self._workers:
+            self._queue.put(None)
+        if self.batcher is not None:
+            self.batcher.stop()
+        self._workers.clear()
+
+    # -- the event loop's side ----------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        """Queue a job, or raise Overloaded (503) at once when the queue is full."""
+        if self._closing:
+            raise ShuttingDown()
+        with self._lock:
+            if self._depth >= self.max_queue:
+                raise Overloaded(self.name, self.max_queue)
+            self._depth += 1
+            depth = self._depth
+        if self.hooks.depth is not None:
+            self.hooks.depth(depth)
+        self._queue.put(job)
+
+    def drop(self, job: Job) -> bool:
+        """Withdraw a job that has not started (deadline, client gone, shutdown). True if it never runs."""
+        with self._lock:
+            if job.state != QUEUED:
+                return False
+            job.state = DROPPED
+            self._depth -= 1
+            depth = self._depth
+        job.request = None  # type: ignore[assignment]  # the body may be large; the job is skipped
+        if self.hooks.depth is not None:
+            self.hooks.depth(depth)
+        return True
+
+    def full(self) -> bool:
+        return self._depth >= self.max_queue
+
+    # -- the worker threads -------------------------------------------------------------------
+    def _upstream(self) -> int:
+        """Requests still on their way to the model: being read, queued, or being prepared."""
+        return self.reading + self._depth + self._preparing
+
+    def _work(self) -> None:
+        get, get_nowait = self._queue.get, self._queue.get_nowait
+        while True:
+            items = [get()]
+            share = DRAIN_LIMIT if self.threads == 1 else self._queue.qsize() // self.threads
+            for _ in range(min(share, DRAIN_LIMIT)):
+                try:
+                    items.append(get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                if self._handle(items):
+                    return
+            except BaseException as exc:  # a bug of ours: answer what this thread held, and keep serving
+                log.error("api %r: internal error in the pipeline", self.name, exc_info=exc)
+                self._settle_quietly([(item, InternalError(exc)) for item in items if isinstance(item, Job)])
+            del items  # nothing of a finished request stays referenced by an idle thread
+
+    def _handle(self, items: list[Job | Outputs | Call | None]) -> bool:
+        """Run one drained set of work items; True when told to stop."""
+        if self._affinity is not None and getattr(self._pinned, "cpus", None) != self._affinity:
+            os.sched_setaffinity(0, self._affinity)  # 0: this thread
+            self._pinned.cpus = self._affinity
+        stop = False
+        fresh: list[Job] = []
+        done: Done = []
+        for item in items:
+            if item is None:
+                stop = True
+            elif isinstance(item, Job):
+                fresh.append(item)
+            elif isinstance(item, Outputs):
+                self._finish_all(item.outcomes, done)
+            else:
+                item.run()
+        if fresh:
+            self._begin(self._claim(fresh), done)
+        self._settle(done)
+        return stop
+
+    def _claim(self, jobs: list[Job]) -> list[Job]:
+        claimed = []
+        with self._lock:
+            for job in jobs:
+                if job.state == QUEUED:
+                    job.state = RUNNING
+                    claimed.append(job)
+            self._depth -= len(claimed)
+            self._preparing += len(claimed)
+            depth = self._depth
+        if claimed and self.hooks.depth is not None:
+            self.hooks.depth(depth)
+        return claimed
+
+    def _prepared(self, count: int) -> None:
+        with self._lock:
+            self._preparing -= count
+
+    def _begin(self, jobs: list[Job], done: Done) -> None:
+        if self.list_batching:
+            self._prepared(len(jobs))
+            size = self.api.batching.max_batch_size if self.api.batching else 1
+            if len(jobs) < size:
+                self._gather(jobs, size)
+            for start in range(0, len(jobs), size):
+                self._run_lists(jobs[start : start + size], done)
+            return
+        endpoint = self.endpoint
+        feeds: list[tuple[Job, Any]] = []
+        for job in jobs:
+            self._enter(job)
+            try:
+                prepared = endpoint.prepare(job.request)
+            except BaseException as exc:
+                done.append((job, _error(exc, self.name)))
+                continue
+            if isinstance(prepared, Reply):
+                done.append((job, prepared))
+            else:
+                feeds.append((job, prepared))
+        self._prepared(len(jobs))
+        if not feeds:
+            return
+        if self.batcher is not None:
+            outcomes = self.batcher.submit(feeds)
+            if outcomes is not None:
+                self._finish_all(outcomes, done)
+            return
+        for job, feed in feeds:
+            self._enter(job)
+            try:
+                output = endpoint.infer(feed)
+            except BaseException as exc:
+                done.append((job, _error(exc, self.name)))
+                continue
+            self._finish_one(job, output, done)
+
+    def _gather(self, jobs: list[Job], size: int) -> None:
+        """Wait up to ``batch_interval`` for more jobs while others are on their way (list batching).
+
+        Without the check a lone request would always wait out the interval: at concurrency 1 the
+        batch can never grow. Requests still being read count, so under load the batch does wait.
+        """
+        assert self.api.batching is not None
+        deadline = time.monotonic() + self.api.batching.batch_interval
+        while len(jobs) < size and self.reading + self._depth > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                item = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                return
+            if not isinstance(item, Job):
+                self._queue.put(item)  # a stop or a call: handled after this batch
+                return
+            claimed = self._claim([item])
+            self._prepared(len(claimed))
+            jobs.extend(claimed)
+
+    def _run_lists(self, jobs: list[Job], done: Done) -> None:
+        self._enter(jobs[0])
+        if self.hooks.batch is not None:
+            self.hooks.batch(len(jobs))
+        try:
+            results: list[Any] = list(self.endpoint.handle_batch([job.request for job in jobs]))
+            if len(results) != len(jobs):
+                raise RuntimeError(f"{len(results)} results for {len(jobs)} requests")
+        except BaseException as exc:
+            results = [_error(exc, self.name)] * len(jobs)
+        done.extend(zip(jobs, results, strict=True))
+
+    def _finish_all(self, outcomes: list[tuple[Job, Any]], done: Done) -> None:
+        for job, output in outcomes:
+            if isinstance(output, BaseException):
+                done.append((job, _error(output, self.name)))
+            else:
+                self._finish_one(job, output, done)
+
+    def _finish_one(self, job: Job, output: Any, done: Done) -> None:
+        self._enter(job)
+        try:
+            finish = job.finish or self.endpoint.finish
+            done.append((job, finish(job.request, output)))
+        except BaseException as exc:
+            done.append((job, _error(exc, self.name)))
+
+    def _enter(self, job: Job) -> None:
+        api_var.set(self.name)
+        request_id_var.set(job.request.request_id)
+
+    def _deliver(self, outcomes: list[tuple[Job, Any]]) -> None:
+        """Called on the batcher's thread: the last stage goes back to the API's threads."""
+        self._queue.put(Outputs(outcomes))
+
+    def _settle(self, done: Done) -> None:
+        """Answer finished jobs: one wake-up of the loop for all of them; streams then hold this thread."""
+        if not done:
+            return
+        streams = [(job, reply) for job, reply in done if isinstance(reply, Reply) and reply.stream is not None]
+        for job, _ in streams:
+            open_stream(job)
+        try:
+            done[0][0].loop.call_soon_threadsafe(settle, done)
+        except RuntimeError:  # the loop is closed: the server is gone
+            return
+        for job, reply in streams:
+            self._enter(job)
+            pump(job, reply)
+
+
+    def _settle_quietly(self, done: Done) -> None:
+        if done:
+            try:
+                done[0][0].loop.call_soon_threadsafe(settle, done)
+            except RuntimeError:
+                pass
+
+
+def _error(exc: BaseException, api: str) -> BaseException:
+    """The exception to answer with, its traceback dropped (it would keep the request alive)."""
+    if isinstance(exc, LocalServeError):
+        exc.__context__ = exc.__cause__ = None  # chained exceptions' frames would keep the request alive
+        return exc.with_traceback(None)
+    # A bug of ours (or sys.exit in user code): never leave a client hanging.
+    log.error("internal error while serving api %r", api, exc_info=exc)
+    return InternalError(exc)
+
+
+__all__ = ["DROPPED", "QUEUED", "RUNNING", "Hooks", "Pipeline"]

@@ -1,0 +1,76 @@
+"""Streamed responses: a generator's chunks, made and sent from the API's thread that ran the handler.
+
+The thread stays with the stream until its last chunk, so the one-request-at-a-time promise
+(seed 002) holds for streams too: no other request's user code runs between two chunks. Each
+chunk waits until the event loop has handed it to the client (backpressure). A client that goes
+away stops the generator (it is closed, so its ``finally`` runs); a generator that raises ends
+the response without its last chunk, so the client sees it cut short rather than complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import MutableMapping
+from typing import Any
+
+from localserve.engine.job import Job
+from localserve.response import Reply
+
+log = logging.getLogger("localserve")
+
+POLL = 1.0  # seconds between checks that the event loop still runs, while a chunk is being sent
+
+
+class StreamEnded(Exception):
+    """The client went away, or the server stopped, while a stream was being sent."""
+
+
+def open_stream(job: Job) -> None:
+    """Before the job's future is resolved with a streamed Reply: what both sides use to talk."""
+    job.gone = threading.Event()
+    job.stream_done = concurrent.futures.Future()
+
+
+def pump(job: Job, reply: Reply) -> None:
+    """Send ``reply.stream`` chunk by chunk through the job's ASGI ``send``; runs on the API's thread."""
+    assert reply.stream is not None and job.stream_done is not None
+    stream = reply.stream
+    request_id = job.request.request_id
+    headers = [*reply.headers, (b"x-request-id", request_id.encode("latin-1"))]
+    try:
+        _send(job, {"type": "http.response.start", "status": reply.status, "headers": headers})
+        for chunk in stream:
+            _send(job, {"type": "http.response.body", "body": chunk, "more_body": True})
+        _send(job, {"type": "http.response.body", "body": b"", "more_body": False})
+    except StreamEnded:
+        log.info("request %s: the client went away; the stream was stopped", request_id)
+    except Exception:
+        log.exception("request %s: the streamed response failed and was cut short", request_id)
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                log.exception("request %s: closing the stream failed", request_id)
+        job.stream_done.set_result(None)
+
+
+def _send(job: Job, message: MutableMapping[str, Any]) -> None:
+    assert job.send is not None and job.gone is not None
+    if job.gone.is_set():
+        raise StreamEnded
+    future = asyncio.run_coroutine_threadsafe(job.send(message), job.loop)
+    while True:
+        try:
+            future.result(POLL)
+            return
+        except concurrent.futures.TimeoutError:
+            if job.loop.is_closed() or job.gone.is_set():
+                future.cancel()
+                raise StreamEnded from None
+        except (concurrent.futures.CancelledError, OSError, RuntimeError) as exc:
+            raise StreamEnded from exc

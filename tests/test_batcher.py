@@ -1,0 +1,70 @@
+"""The batcher on real ONNX models: buckets, padding, splitting, groups, and the fall-backs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from localserve.engine.batcher import Batcher, bucket_sizes
+from localserve.errors import RequestError
+from localserve.runtimes import LoadOptions
+from localserve.runtimes.onnx import OnnxModel
+from tests.models import linear_reference, onnx_batch_echo, onnx_linear
+
+
+@pytest.mark.parametrize(
+    ("max_batch_size", "configured", "expected"),
+    [(1, None, (1,)), (8, None, (1, 2, 4, 8)), (12, None, (1, 2, 4, 8, 12)), (32, [32, 1, 8], (1, 8, 32))],
+)
+def test_bucket_sizes(max_batch_size: int, configured: list[int] | None, expected: tuple[int, ...]) -> None:
+    assert bucket_sizes(max_batch_size, configured) == expected
+
+
+def batcher_for(path: Path, buckets: tuple[int, ...]) -> tuple[Batcher, list[int]]:
+    seen: list[int] = []
+    model = OnnxModel(path, LoadOptions(threads=1))
+    batcher = Batcher("t", model, buckets=buckets, interval=0.0, deliver=lambda _: None, observe=seen.append)
+    return batcher, seen
+
+
+def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> None:
+    batcher, seen = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4, 8))
+    feeds = [{"x": np.full((n, 4), float(i), np.float32)} for i, n in enumerate((1, 2, 2), start=1)]
+    outcomes = batcher.run([(f"r{i}", feed) for i, feed in enumerate(feeds)])
+    assert [tag for tag, _ in outcomes] == ["r0", "r1", "r2"]
+    for (_, out), feed in zip(outcomes, feeds, strict=True):
+        assert out[0].shape == feed["x"].shape  # the padding rows were dropped
+        assert np.array_equal(out[0], feed["x"] + 8)  # 5 rows ran as one batch of 8
+    assert seen == [5]
+
+
+def test_feeds_of_other_shapes_run_in_their_own_groups(tmp_path: Path) -> None:
+    batcher, _ = batcher_for(onnx_linear(tmp_path / "lin.onnx"), (1, 2, 4))
+    a = {"x": np.ones((1, 4), np.float32)}
+    b = {"x": np.ones((1, 3), np.float32)}  # cannot be stacked with a, and the model refuses it
+    outcomes = dict(batcher.run([("a", a), ("b", b), ("c", a)]))
+    assert np.allclose(outcomes["a"][0], linear_reference(a["x"])[0], atol=1e-6)
+    assert np.allclose(outcomes["c"][0], linear_reference(a["x"])[0], atol=1e-6)
+    assert isinstance(outcomes["b"], RequestError)
+    assert str(outcomes["b"]).startswith("The model expects 'x' (float32 of shape [-1, 4]); got 'x' as")
+
+
+def test_a_refused_stacked_run_falls_back_to_each_feed_alone(tmp_path: Path) -> None:
+    batcher, seen = batcher_for(onnx_linear(tmp_path / "fixed.onnx", symbolic_batch=False, fixed_batch=1), (1, 2, 4))
+    feeds = [{"x": np.full((1, 4), float(i), np.float32)} for i in range(3)]
+    outcomes = batcher.run([(i, feed) for i, feed in enumerate(feeds)])
+    assert seen == [3, 1, 1, 1]  # the stacked run was tried (padded to 4) and refused
+    for (_, out), feed in zip(outcomes, feeds, strict=True):
+        assert np.allclose(out[0], linear_reference(feed["x"])[0], atol=1e-6)
+
+
+def test_warm_runs_every_bucket_before_traffic(tmp_path: Path) -> None:
+    batcher, seen = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4))
+    batcher.observe = None
+    calls: list[int] = []
+    real_run = batcher.model.run
+    batcher.model.run = lambda feed, bucket=None: (calls.append(len(feed["x"])), real_run(feed, bucket))[1]  # type: ignore[method-assign]
+    batcher.warm()
+    assert calls == [1, 2, 4]

@@ -1,0 +1,388 @@
+"""The engine: admission (503), the deadline (504), dropped work, batch sizes, streams, shutdown, freed bodies."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import gc
+import json
+import signal
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.models import onnx_batch_echo
+
+BLOCKING = """
+import threading
+import time
+
+entered = threading.Event()
+release = threading.Event()
+calls = []
+
+def handler(request, context):
+    body = request.read().decode()
+    calls.append(body)
+    if body.startswith("block"):
+        entered.set()
+        release.wait(20)
+    if body.startswith("sleep"):
+        time.sleep(float(body.split()[1]))
+    return {"content": body}
+"""
+
+
+def post_async(client, body: str, results: dict) -> threading.Thread:
+    thread = threading.Thread(target=lambda: results.__setitem__(body, client.post("/", content=body.encode())))
+    thread.start()
+    return thread
+
+
+def test_full_queue_answers_503_with_retry_after_at_once(serve, make_project) -> None:
+    project = make_project({"main.py": BLOCKING})
+    with serve(project, handler="main:handler", max_queue=1) as client:
+        import main
+
+        results: dict = {}
+        first = post_async(client, "block", results)
+        assert main.entered.wait(5)
+        second = post_async(client, "queued", results)
+        deadline = time.monotonic() + 5
+        while client.app.apis["proj"].pipeline.depth < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        start = time.perf_counter()
+        response = client.post("/", content=b"overflow", headers={"X-Request-ID": "o1"})
+        elapsed = time.perf_counter() - start
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert response.json() == {
+            "error": "API 'proj' is at capacity: 1 requests are already queued (max_queue); retry later.",
+            "request_id": "o1",
+        }
+        assert elapsed < 2  # answered while the worker is still busy
+        assert 'localserve_queue_depth{api="proj"} 1.0' in client.get("/metrics").text
+        main.release.set()
+        first.join(5)
+        second.join(5)
+        assert 'localserve_queue_depth{api="proj"} 0.0' in client.get("/metrics").text  # told by the worker
+        assert results["block"].text == "block" and results["queued"].text == "queued"
+        assert "overflow" not in main.calls
+
+
+def test_timeout_is_504_and_unstarted_work_is_dropped(serve, make_project) -> None:
+    project = make_project({"main.py": BLOCKING})
+    with serve(project, handler="main:handler", timeout=0.5) as client:
+        import main
+
+        results: dict = {}
+        first = post_async(client, "sleep 1.5", results)
+        time.sleep(0.2)
+        second = post_async(client, "never", results)
+        first.join(10)
+        second.join(10)
+        assert results["sleep 1.5"].status_code == 504
+        assert results["sleep 1.5"].json()["error"] == (
+            "api 'proj' did not answer within its timeout of 0.5 s (it was still running)."
+        )
+        assert results["never"].status_code == 504
+        assert results["never"].json()["error"] == (
+            "api 'proj' did not answer within its timeout of 0.5 s (it had not started and was dropped)."
+        )
+        time.sleep(1.5)
+        assert main.calls == ["sleep 1.5"]
+        assert client.post("/", content=b"after").text == "after"
+
+
+def test_one_request_at_a_time_by_default_and_more_threads_on_request(serve, make_project) -> None:
+    project = make_project(
+        {
+            "main.py": """
+            import threading, time
+            lock = threading.Lock()
+            active = 0
+            peak = 0
+
+            def handler(request, context):
+                global active, peak
+                with lock:
+                    active += 1
+                    peak = max(peak, active)
+                time.sleep(0.1)
+                with lock:
+                    active -= 1
+                return {"content": str(peak)}
+            """
+        }
+    )
+    for threads, expected in ((None, 1), (4, 4)):
+        flags = {"threads_per_process": threads} if threads else {}
+        with serve(project, handler="main:handler", **flags) as client:
+            import main
+
+            main.peak = 0
+            results: dict = {}
+            workers = [post_async(client, f"r{i}", results) for i in range(4)]
+            for worker in workers:
+                worker.join(10)
+            assert main.peak == expected
+
+
+def test_pin_threads_moves_workers_to_one_core_after_loading(serve, make_project) -> None:
+    import os
+
+    from localserve.server import ServeOptions
+
+    project = make_project(
+        {
+            "main.py": """
+            import os, threading
+            go = threading.Event()
+            seen = {}
+
+            def pool_thread():  # like a runtime's thread pool, made while the model loads
+                go.wait(10)
+                seen["pool"] = sorted(os.sched_getaffinity(0))
+
+            threading.Thread(target=pool_thread, daemon=True).start()
+
+            def handler(request, context):
+                go.set()
+                return {"content_type": "application/json", "content": {"worker": sorted(os.sched_getaffinity(0))}}
+            """
+        }
+    )
+    with serve(project, ServeOptions(pin_threads=True), handler="main:handler") as client:
+        import main
+
+        worker = client.post("/").json()["worker"]
+        deadline = time.monotonic() + 5
+        while "pool" not in main.seen:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    allowed = sorted(os.sched_getaffinity(0))
+    assert worker == allowed[:1]
+    assert main.seen["pool"] == allowed
+
+
+def wait_for(condition, what: str, seconds: float = 10) -> None:
+    """Wait for a state of the server (not a duration): fails only if it never comes."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.005)
+
+
+ECHO_CONFIG = """
+- kind: api
+  name: echo
+  model: echo.onnx
+  request_handler: h.py
+  batching: {{max_batch_size: {max}, batch_interval: 10s{sizes}}}
+"""
+
+ECHO_HANDLER = """
+import threading
+started = threading.Event()
+release = threading.Event()
+
+def pre_inference(sample, metadata):
+    if sample.get("block"):
+        started.set()
+        release.wait(20)
+    return sample["x"]
+
+def post_inference(prediction, metadata):
+    return {"y": prediction[0].tolist()}
+"""
+
+
+def echo_project(make_project, max_batch_size: int, batch_sizes: str = ""):
+    project = make_project(
+        {
+            "localserve.yaml": ECHO_CONFIG.format(max=max_batch_size, sizes=batch_sizes),
+            "h.py": ECHO_HANDLER,
+        }
+    )
+    onnx_batch_echo(project / "echo.onnx")
+    return project
+
+
+def burst(client, rows: list[list[list[float]]]) -> list[httpx.Response]:
+    """One blocked request, then ``rows`` queued behind it, then released: the model sees them together."""
+    import h
+
+    pool = concurrent.futures.ThreadPoolExecutor(len(rows) + 1)
+    first = pool.submit(client.post, "/echo", json={"block": True, "x": [[0.0, 0.0, 0.0, 0.0]]})
+    assert h.started.wait(10)
+    others = [pool.submit(client.post, "/echo", json={"x": x}) for x in rows]
+    pipeline = client.app.apis["echo"].pipeline
+    wait_for(lambda: pipeline.depth == len(rows), f"{len(rows)} requests queued")
+    h.release.set()
+    responses = [first.result(30), *(f.result(30) for f in others)]
+    pool.shutdown()
+    return responses
+
+
+def seen_batch(response: httpx.Response, x: list[list[float]]) -> int:
+    """The batch size the model ran this request's rows at (the echo model adds it to every value)."""
+    assert response.status_code == 200, response.text
+    y = np.asarray(response.json()["y"])
+    sizes = set((y - np.asarray(x)).ravel().tolist())
+    assert len(sizes) == 1, sizes
+    return int(sizes.pop())
+
+
+def test_a_burst_runs_as_one_padded_batch(serve, make_project) -> None:
+    project = echo_project(make_project, 8)
+    rows = [[[float(i), 1.0, 2.0, 3.0]] for i in range(1, 7)]  # 6 queued + the blocked one: 7 rows
+    with serve(project) as client:
+        responses = burst(client, rows)
+        metrics = client.get("/metrics").text
+    assert {seen_batch(r, x) for r, x in zip(responses, [[[0.0] * 4], *rows], strict=True)} == {8}
+    assert 'localserve_batch_size_count{api="echo"} 1.0' in metrics  # one model call for 7 requests
+
+
+def test_a_burst_larger_than_the_largest_bucket_is_split_and_padded(serve, make_project) -> None:
+    project = echo_project(make_project, 4)
+    rows = [[[float(i), 0.0, 0.0, 0.0]] for i in range(1, 6)]  # 6 rows in all: runs of 4 and 2
+    with serve(project) as client:
+        responses = burst(client, rows)
+    sizes = [seen_batch(r, x) for r, x in zip(responses, [[[0.0] * 4], *rows], strict=True)]
+    assert sorted(sizes) == [2, 2, 4, 4, 4, 4]
+
+
+def test_configured_batch_sizes_are_the_only_sizes_the_model_sees(serve, make_project) -> None:
+    project = echo_project(make_project, 6, ", batch_sizes: [1, 6]")
+    rows = [[[float(i), 0.0, 0.0, 0.0]] for i in range(1, 3)]  # 3 rows: padded to 6
+    with serve(project) as client:
+        responses = burst(client, rows)
+        lone = client.post("/echo", json={"x": [[1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0]]})
+    assert {seen_batch(r, x) for r, x in zip(responses, [[[0.0] * 4], *rows], strict=True)} == {6}
+    assert seen_batch(lone, [[1.0] * 4, [2.0] * 4]) == 6  # a lone request of 2 rows is padded too
+
+
+def test_a_lone_request_runs_at_once_at_its_own_bucket(serve, make_project) -> None:
+    project = echo_project(make_project, 8)
+    with serve(project) as client:
+        sizes = [seen_batch(client.post("/echo", json={"x": [[1.0, 2.0, 3.0, 4.0]]}), [[1.0, 2.0, 3.0, 4.0]])]
+        sizes.append(seen_batch(client.post("/echo", json={"x": [[0.0] * 4] * 3}), [[0.0] * 4] * 3))
+    assert sizes == [1, 4]
+
+
+def test_a_stream_holds_the_thread_until_its_last_chunk(serve, make_project) -> None:
+    project = make_project(
+        {
+            "main.py": """
+            import threading
+            log = []
+            streaming = threading.Event()
+            go_on = threading.Event()
+
+            def chunks():
+                log.append("A0")
+                streaming.set()
+                yield "a0 "
+                go_on.wait(20)
+                for i in (1, 2):
+                    log.append(f"A{i}")
+                    yield f"a{i} "
+
+            def handler(request, context):
+                if request.read() == b"stream":
+                    return {"content": chunks()}
+                log.append("B")
+                return {"content": "b"}
+            """
+        }
+    )
+    with serve(project, handler="main:handler") as client:
+        import main
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            stream = pool.submit(client.post, "/", content=b"stream")
+            assert main.streaming.wait(10)
+            other = pool.submit(client.post, "/", content=b"other")
+            pipeline = client.app.apis["proj"].pipeline
+            wait_for(lambda: pipeline.depth == 1, "the other request queued behind the stream")
+            main.go_on.set()
+            assert stream.result(30).text == "a0 a1 a2 "
+            assert other.result(30).text == "b"
+    assert main.log == ["A0", "A1", "A2", "B"]
+
+
+def test_the_body_of_a_finished_request_is_freed_without_a_collection(serve, make_project) -> None:
+    project = make_project(
+        {
+            "main.py": """
+            import weakref
+            refs = []
+
+            def handler(request, context):
+                refs.append(weakref.ref(request))
+                if request.read() == b"fail":
+                    raise ValueError("failed on purpose")
+                return {"content": "ok"}
+            """
+        }
+    )
+    with serve(project, handler="main:handler") as client:
+        import main
+
+        gc.collect()
+        gc.disable()  # only reference counting may free the request
+        try:
+            assert client.post("/", content=b"x" * 1_000_000).text == "ok"
+            assert client.post("/", content=b"fail").status_code == 500
+            assert [ref() for ref in main.refs] == [None, None]
+        finally:
+            gc.enable()
+
+
+@pytest.mark.slow
+def test_after_the_graceful_timeout_waiting_clients_get_503_and_queued_work_never_runs(make_project, tmp_path) -> None:
+    from tests.test_e2e import output_of, server
+
+    ran = tmp_path / "ran.log"
+    project = make_project(
+        {
+            "main.py": f"""
+            import threading, time
+
+            def forever():  # a non-daemon thread left by user code
+                while True:
+                    time.sleep(0.1)
+
+            threading.Thread(target=forever, name="user-thread", daemon=False).start()
+
+            def handler(request, context):
+                with open({str(ran)!r}, "a") as f:
+                    f.write(request.read().decode() + "\\n")
+                time.sleep(30)
+                return {{"content": "finished"}}
+            """
+        }
+    )
+    with server("-p", str(project), "--handler", "main:handler", "--graceful-timeout", "1") as (url, proc):
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            first = pool.submit(httpx.post, url, content=b"r0", timeout=60)
+            wait_for(lambda: ran.exists(), "the first request running")
+            queued = [pool.submit(httpx.post, url, content=f"r{i}".encode(), timeout=60) for i in (1, 2)]
+            wait_for(lambda: "localserve_queue_depth{api=\"proj\"} 2.0" in httpx.get(f"{url}/metrics").text, "2 queued")
+            proc.send_signal(signal.SIGTERM)
+            answers = [first.result(60), *(q.result(60) for q in queued)]
+        assert proc.wait(30) == 0, output_of(proc)
+    assert [a.status_code for a in answers] == [503, 503, 503]
+    assert [a.headers["content-type"] for a in answers] == ["application/json"] * 3
+    assert json.loads(answers[0].text)["error"] == (
+        "The server is shutting down: the request was still running when the graceful timeout ran out; "
+        "retry on another replica or later."
+    )
+    assert json.loads(answers[1].text)["error"] == (
+        "The server is shutting down: the request had not started and never will; retry on another replica or later."
+    )
+    assert ran.read_text().split() == ["r0"]  # the queued requests never ran
+    assert "exiting although user code left threads running: user-thread" in output_of(proc)
