@@ -61,8 +61,7 @@ def test_a_refused_stacked_run_falls_back_to_each_feed_alone(tmp_path: Path) -> 
 
 
 def test_warm_runs_every_bucket_before_traffic(tmp_path: Path) -> None:
-    batcher, seen = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4))
-    batcher.observe = None
+    batcher, _ = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4))
     calls: list[int] = []
     real_run = batcher.model.run
     batcher.model.run = lambda feed, bucket=None: (calls.append(len(feed["x"])), real_run(feed, bucket))[1]  # type: ignore[method-assign]

@@ -371,7 +371,7 @@ def test_after_the_graceful_timeout_waiting_clients_get_503_and_queued_work_neve
             first = pool.submit(httpx.post, url, content=b"r0", timeout=60)
             wait_for(lambda: ran.exists(), "the first request running")
             queued = [pool.submit(httpx.post, url, content=f"r{i}".encode(), timeout=60) for i in (1, 2)]
-            wait_for(lambda: "localserve_queue_depth{api=\"proj\"} 2.0" in httpx.get(f"{url}/metrics").text, "2 queued")
+            wait_for(lambda: 'localserve_queue_depth{api="proj"} 2.0' in httpx.get(f"{url}/metrics").text, "2 queued")
             proc.send_signal(signal.SIGTERM)
             answers = [first.result(60), *(q.result(60) for q in queued)]
         assert proc.wait(30) == 0, output_of(proc)

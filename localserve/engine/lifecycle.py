@@ -104,14 +104,14 @@ class Lifecycle:
         del request
         waiting = self.waiting
         waiting.add(job)
-        job.timer = loop.call_at(job.started + min(WATCH_AFTER, self.timeout), self._check, job, receive)
+        timer = job.timer = loop.call_at(job.started + min(WATCH_AFTER, self.timeout), self._check, job, receive)
         try:
             reply: Reply = await job.future
             if reply.stream is not None:
                 await self._follow_stream(job, receive)
         finally:
             waiting.discard(job)
-            job.timer.cancel()
+            (job.timer or timer).cancel()
             if job.listener is not None:
                 job.listener.cancel()
             if not job.future.done():  # cancelled: work nobody waits for is never started

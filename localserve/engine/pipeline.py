@@ -332,7 +332,6 @@ class Pipeline:
             self._enter(job)
             pump(job, reply)
 
-
     def _settle_quietly(self, done: Done) -> None:
         if done:
             try:

@@ -151,7 +151,9 @@ class App:
             rt.pipeline.stop()
             count = rt.lifecycle.cancel_waiting()
             if count:
-                log.warning("api %r: %d request(s) still waiting were answered 503 as the server stopped", rt.api.name, count)
+                log.warning(
+                    "api %r: %d request(s) still waiting were answered 503 as the server stopped", rt.api.name, count
+                )
 
     async def shutdown(self) -> None:
         if self.loading is not None and not self.loading.done():
