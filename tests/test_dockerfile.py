@@ -136,7 +136,7 @@ def test_extras_exist_and_match_cuda(instructions: list[Instruction]) -> None:
     assert cpu == ["onnx", "tensorflow", "s3"]
     assert set(gpu + cpu) <= set(extras)
     # onnxruntime-gpu 1.27+ on PyPI is built for CUDA 13; the base image is CUDA 12.
-    assert extras["gpu"] == ["onnxruntime-gpu>=1.19,<1.27"]
+    assert extras["gpu"] == ["onnxruntime-gpu[cuda,cudnn]>=1.20,<1.27"]
     assert extras["tensorflow-gpu"] == ["tensorflow[and-cuda]>=2.18"]
     install = [i.value for i in instructions if i.keyword == "RUN" and i.stage == "final"]
     assert any('pip install "/tmp/localserve-src[${LOCALSERVE_EXTRAS}]"' in run for run in install)

@@ -27,3 +27,17 @@ def test_cpu_apis_get_no_device(tmp_path: Path, monkeypatch) -> None:
         load_config(tmp_path), ServeOptions(), host="127.0.0.1", port=0, replicas=2, graceful_timeout=1
     )
     assert "CUDA_VISIBLE_DEVICES" not in supervisor.replica_env(1)
+
+
+def test_default_replicas_one_per_four_cores_for_gpu_apis_unless_configured(tmp_path: Path, monkeypatch) -> None:
+    from localserve import supervisor
+
+    def config(extra: str = "") -> object:
+        (tmp_path / "cortex.yaml").write_text(f"- kind: api\n  name: a\n  model: m.onnx\n{extra}")
+        return load_config(tmp_path)
+
+    for cores, expected in ((2, 1), (8, 2), (16, 4), (64, 4)):
+        monkeypatch.setattr(supervisor.os, "sched_getaffinity", lambda _pid, n=cores: set(range(n)))
+        assert supervisor.default_replicas(config("  compute: {gpu: 1}\n")) == expected
+    assert supervisor.default_replicas(config()) == 1  # CPU APIs: one process
+    assert supervisor.default_replicas(config("  compute: {gpu: 1, min_replicas: 2}\n")) == 2  # the config wins
