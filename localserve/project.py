@@ -96,10 +96,10 @@ def requirements_spec(project: Path) -> tuple[str, list[str]] | None:
 
 def pipfile_requirements(pipfile: Path) -> list[str]:
     """The [packages] of a Pipfile as pip requirement strings."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # the `tomli` dependency (pyproject.toml); mypy checks the branch of the Python it runs for
+        import tomli as tomllib
     try:
         data = tomllib.loads(pipfile.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

@@ -1,27 +1,41 @@
-"""The Dockerfile, read by a small parser (variants, entrypoint, health check, user); its install steps run for real."""
+"""The Dockerfile, read by a small parser and then run: its build context, install step, command and health check.
+
+Nothing here compares the Dockerfile to a copy of itself. Each test takes what the Dockerfile says
+(the stages, ``COPY``, the ``pip install`` step, ``ENTRYPOINT``/``CMD``, ``HEALTHCHECK``, ``ENV``) and
+checks what it does: the context that ``.dockerignore`` leaves builds and installs, the installed
+command serves a project on the exposed port, and the health check tells a live server from a dead one.
+"""
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
+import shlex
 import shutil
-import socket
+import signal
 import subprocess
 import sys
-import threading
+import sysconfig
 import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+
+from localserve.cli.serving import serve
+from tests.conftest import free_port
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVE = ["serve", "--project", "/mnt/project", "--host", "0.0.0.0"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
 @dataclass(frozen=True)
@@ -79,24 +93,63 @@ def _flags_and_rest(value: str) -> tuple[dict[str, str], str]:
     return flags, value
 
 
-@pytest.fixture(scope="module")
-def instructions() -> list[Instruction]:
-    return parse_dockerfile((ROOT / "Dockerfile").read_text())
+INSTRUCTIONS = parse_dockerfile((ROOT / "Dockerfile").read_text())
 
 
-def _one(instructions: list[Instruction], keyword: str) -> Instruction:
-    found = [i for i in instructions if i.keyword == keyword]
+def _one(keyword: str) -> Instruction:
+    found = [i for i in INSTRUCTIONS if i.keyword == keyword]
     assert len(found) == 1, f"expected one {keyword}, found {len(found)}"
     return found[0]
 
 
-def _env(instructions: list[Instruction], stage: str) -> dict[str, str]:
-    env = {}
-    for inst in instructions:
-        if inst.keyword == "ENV" and inst.stage == stage:
-            for name, value in re.findall(r'(\w+)=("[^"]*"|\S+)', inst.value):
-                env[name] = value.strip('"')
+def _expand(text: str, env: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: env.get(m.group(1) or m.group(2), ""), text)
+
+
+def _stage_chain(variant: str) -> list[str]:
+    """The stages an image of ``variant`` is built from, base first: each FROM that names a stage of this file."""
+    args = dict(arg.value.split("=", 1) for arg in INSTRUCTIONS if arg.keyword == "ARG" and arg.stage == "")
+    args["VARIANT"] = variant
+    parents = {i.stage: _expand(i.value.split()[0], args) for i in INSTRUCTIONS if i.keyword == "FROM"}
+    chain = [[i.stage for i in INSTRUCTIONS if i.keyword == "FROM"][-1]]
+    while parents[chain[0]] in parents:
+        chain.insert(0, parents[chain[0]])
+    return chain
+
+
+def image_env(variant: str) -> dict[str, str]:
+    """The ENV an image of ``variant`` runs with (``$PATH`` of the base left as ``$PATH``)."""
+    env: dict[str, str] = {"PATH": "$PATH"}
+    for stage in _stage_chain(variant):
+        for inst in INSTRUCTIONS:
+            if inst.keyword == "ENV" and inst.stage == stage:
+                for name, value in re.findall(r'(\w+)=("[^"]*"|\S+)', inst.value):
+                    env[name] = value.strip('"')
     return env
+
+
+def variants() -> list[str]:
+    """The values of VARIANT that name a stage: ``FROM base-${VARIANT}`` resolves for each."""
+    final = [i for i in INSTRUCTIONS if i.keyword == "FROM"][-1].value.split()[0]
+    pattern = re.escape(final).replace(re.escape("${VARIANT}"), "(.+)")
+    return [m.group(1) for i in INSTRUCTIONS if i.keyword == "FROM" and (m := re.fullmatch(pattern, i.stage))]
+
+
+def requirements_of(extras: list[str]) -> list[Requirement]:
+    """What ``pip install .[extras]`` asks for beyond the core dependencies, self-references followed."""
+    table = PYPROJECT["project"]["optional-dependencies"]
+    found: list[Requirement] = []
+    todo = list(extras)
+    while todo:
+        extra = todo.pop()
+        assert extra in table, f"the Dockerfile installs extra {extra!r}; pyproject.toml has {sorted(table)}"
+        for text in table[extra]:
+            requirement = Requirement(text)
+            if requirement.name == PYPROJECT["project"]["name"]:
+                todo += sorted(requirement.extras)
+            else:
+                found.append(requirement)
+    return found
 
 
 def test_parser_joins_continuations_and_reads_json_forms() -> None:
@@ -115,174 +168,207 @@ def test_parser_joins_continuations_and_reads_json_forms() -> None:
     assert parsed[2].json is None
 
 
-def test_gpu_and_cpu_variants(instructions: list[Instruction]) -> None:
-    assert instructions[0].keyword == "ARG"
-    assert instructions[0].value == "VARIANT=gpu"
-    froms = [i.value for i in instructions if i.keyword == "FROM"]
-    assert len(froms) == 3
-    gpu_base, cpu_base, final = froms
-    assert re.fullmatch(r"nvidia/cuda:12\.\d+\.\d+-cudnn-runtime-ubuntu24\.04 AS base-gpu", gpu_base)
-    assert cpu_base == "python:3.12-slim AS base-cpu"
-    assert final == "base-${VARIANT} AS final"
+def test_the_default_variant_and_every_other_resolve_to_a_base_stage() -> None:
+    found = variants()
+    assert len(found) >= 2, found
+    default = dict(arg.value.split("=", 1) for arg in INSTRUCTIONS if arg.keyword == "ARG")["VARIANT"]
+    assert default in found
+    for variant in found:
+        chain = _stage_chain(variant)
+        assert len(chain) == 2, chain  # base-<variant>, then the final stage on top of it
+        assert image_env(variant)["LOCALSERVE_EXTRAS"], f"{chain[0]} sets no LOCALSERVE_EXTRAS"
 
 
-def test_extras_exist_and_match_cuda(instructions: list[Instruction]) -> None:
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    extras = pyproject["project"]["optional-dependencies"]
-    gpu = _env(instructions, "base-gpu")["LOCALSERVE_EXTRAS"].split(",")
-    cpu = _env(instructions, "base-cpu")["LOCALSERVE_EXTRAS"].split(",")
-    assert gpu == ["gpu", "tensorflow-gpu", "s3"]
-    assert cpu == ["onnx", "tensorflow", "s3"]
-    assert set(gpu + cpu) <= set(extras)
-    # onnxruntime-gpu 1.27+ on PyPI is built for CUDA 13; the base image is CUDA 12.
-    assert extras["gpu"] == ["onnxruntime-gpu[cuda,cudnn]>=1.20,<1.27"]
-    assert extras["tensorflow-gpu"] == ["tensorflow[and-cuda]>=2.18"]
-    install = [i.value for i in instructions if i.keyword == "RUN" and i.stage == "final"]
-    assert any('pip install "/tmp/localserve-src[${LOCALSERVE_EXTRAS}]"' in run for run in install)
+@pytest.mark.parametrize("variant", variants())
+def test_each_variant_installs_both_runtimes_for_its_device(variant: str) -> None:
+    requirements = requirements_of(image_env(variant)["LOCALSERVE_EXTRAS"].split(","))
+    names = {r.name for r in requirements}
+    cuda = {r.name for r in requirements if r.name.endswith("-gpu") or "and-cuda" in r.extras}
+    assert "boto3" in names  # models on s3:// load in the image
+    assert names & {"onnxruntime", "onnxruntime-gpu"} and names & {"tensorflow", "tensorflow-cpu"}, names
+    if variant == "cpu":
+        assert not cuda, f"the CPU image would pull CUDA builds: {sorted(cuda)}"
+    else:
+        assert cuda == {"onnxruntime-gpu", "tensorflow"}, cuda
 
 
-def test_entrypoint_and_cmd_serve_the_mounted_project(instructions: list[Instruction]) -> None:
-    assert _one(instructions, "ENTRYPOINT").json == ["localserve"]
-    assert _one(instructions, "CMD").json == SERVE
-    assert _one(instructions, "EXPOSE").value == "8888"
-    assert _one(instructions, "WORKDIR").value == "/mnt/project"
-
-
-def test_cache_volume(instructions: list[Instruction]) -> None:
-    assert _env(instructions, "final")["LOCALSERVE_CACHE_DIR"] == "/var/cache/localserve"
-    assert _one(instructions, "VOLUME").json == ["/var/cache/localserve"]
-
-
-def test_runs_as_a_non_root_user(instructions: list[Instruction]) -> None:
-    user = _one(instructions, "USER")
-    assert user.stage == "final"
-    assert user.value not in ("root", "0") and not user.value.startswith(("root:", "0:"))
-    assert user.value == "localserve"
-    final = [i.keyword for i in instructions if i.stage == "final"]
-    assert "RUN" not in final[final.index("USER") :], "everything after USER runs unprivileged; install before it"
-
-
-def test_healthcheck_hits_healthz_with_python(instructions: list[Instruction]) -> None:
-    flags, rest = _flags_and_rest(_one(instructions, "HEALTHCHECK").value)
-    assert set(flags) == {"interval", "timeout", "start-period", "retries"}
+def test_the_command_serves_every_address_on_the_exposed_port_and_the_health_check_asks_it() -> None:
+    assert _one("ENTRYPOINT").json == ["localserve"]
+    argv = _one("CMD").json
+    assert argv is not None and argv[0] == serve.name
+    params = serve.make_context(serve.name, argv[1:], resilient_parsing=True).params
+    assert params["host"] == "0.0.0.0"  # reachable through `docker run -p`
+    assert argv[argv.index("--project") + 1] == _one("WORKDIR").value
+    assert _one("EXPOSE").value == str(params["port"])
+    _, rest = _flags_and_rest(_one("HEALTHCHECK").value)
     keyword, _, command = rest.partition(" ")
     assert keyword == "CMD"
-    argv = json.loads(command)
-    assert argv[:2] == ["python", "-c"]
-    assert "http://127.0.0.1:8888/healthz" in argv[2]
+    assert f"http://127.0.0.1:{params['port']}/healthz" in json.loads(command)[2]
 
 
-class _Healthz(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200 if self.path == "/healthz" else 404)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def test_healthcheck_command_really_checks(instructions: list[Instruction]) -> None:
-    _, rest = _flags_and_rest(_one(instructions, "HEALTHCHECK").value)
-    argv = json.loads(rest.partition(" ")[2])
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Healthz)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        script = argv[2].replace(":8888/", f":{server.server_address[1]}/")
-        assert subprocess.run([sys.executable, "-c", script], capture_output=True).returncode == 0
-        down = script.replace("/healthz", "/nothing-here")
-        assert subprocess.run([sys.executable, "-c", down], capture_output=True).returncode != 0
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+def test_the_cache_is_a_volume_and_user_code_runs_unprivileged_with_write_access() -> None:
+    env = image_env("cpu")
+    assert env["LOCALSERVE_CACHE_DIR"] in (_one("VOLUME").json or [])
+    user = _one("USER")
+    assert user.stage == "final" and user.value not in ("root", "0") and not user.value.startswith(("root:", "0:"))
+    final = [i for i in INSTRUCTIONS if i.stage == "final"]
+    before_user = " && ".join(i.value for i in final[: final.index(user)] if i.keyword == "RUN")
+    assert re.search(rf"\buseradd\b[^&]*\s{re.escape(user.value)}(\s|$)", before_user), "USER is never created"
+    owned = re.findall(rf"\bchown\s+{re.escape(user.value)}(?::\S+)?\s+([^&]+)", before_user)
+    owned_paths = {path for group in owned for path in group.split()}
+    assert {env["LOCALSERVE_CACHE_DIR"], _one("WORKDIR").value} <= owned_paths, owned_paths
+    assert all(i.keyword != "RUN" for i in final[final.index(user) :]), "everything after USER runs unprivileged"
 
 
-def test_dockerignore_keeps_what_the_build_needs() -> None:
-    lines = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines() if ln.strip()]
-    patterns = [ln for ln in lines if not ln.startswith("#")]
-    for needed in ("pyproject.toml", "README.md", "localserve"):
-        assert needed not in patterns
-    assert "**/.*" in patterns
-    assert "tests" in patterns
+# --- the build, for real -----------------------------------------------------------------------
 
 
-# --- the install steps, for real ---------------------------------------------------------------
+def build_context() -> set[str]:
+    """What ``docker build .`` sends, by Docker's own matcher (docker-py's); COPY skips the two control files."""
+    from docker.utils.build import PatternMatcher
+
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    return set(PatternMatcher(patterns).walk(str(ROOT))) - {"Dockerfile", ".dockerignore"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def test_the_build_context_is_the_package_and_what_pyproject_names() -> None:
+    context = build_context()
+    package = PYPROJECT["project"]["name"]
+    assert {path.split(os.sep)[0] for path in context} == {"pyproject.toml", PYPROJECT["project"]["readme"], package}
+    assert not [p for p in context if "__pycache__" in p or p.endswith(".pyc")]
+    sources = {str(p.relative_to(ROOT)) for p in (ROOT / package).rglob("*.py")}
+    assert sources <= context
+
+
+def _install_step() -> tuple[list[str], dict[str, str]]:
+    """The final stage's ``pip install`` and where its ``COPY . <dir>`` put the context."""
+    copy = [i.value.split() for i in INSTRUCTIONS if i.keyword == "COPY" and i.stage == "final"]
+    assert [c[0] for c in copy] == ["."], copy
+    runs = [i.value for i in INSTRUCTIONS if i.keyword == "RUN" and i.stage == "final"]
+    installs = [cmd.strip() for run in runs for cmd in run.split("&&") if cmd.strip().startswith("pip install")]
+    assert len(installs) == 1, installs
+    return shlex.split(_expand(installs[0], image_env("cpu"))), {copy[0][1]: "context"}
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The Dockerfile's install steps in a fresh venv: the build context, then ``pip install`` of it.
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """The CPU image's filesystem, made here: the build context copied, then the Dockerfile's ``pip install`` in a venv.
 
-    ``--system-site-packages`` and ``--no-deps`` reuse the dependencies installed here rather than
-    downloading TensorFlow again; what is checked is that the package builds and its command runs.
+    The venv sees this environment's packages (a ``.pth`` line) and pip runs with ``--no-deps
+    --no-build-isolation``, so nothing is downloaded: what is checked is that the context builds,
+    installs, and its command runs. The image's paths map to folders here.
     """
     base = tmp_path_factory.mktemp("image")
-    context = base / "localserve-src"
-    context.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, context / name)
-    shutil.copytree(ROOT / "localserve", context / "localserve", ignore=shutil.ignore_patterns("__pycache__"))
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet"]
-    subprocess.run([*pip, str(context)], check=True, cwd=base)
-    yield venv / "bin"
+    paths = {
+        "/opt/venv": base / "venv",
+        "/mnt/project": base / "project",
+        "/var/cache/localserve": base / "cache",
+    }
+    argv, copied = _install_step()
+    (context_dir,) = copied
+    paths[context_dir] = base / "context"
+    for rel in sorted(build_context()):
+        source, target = ROOT / rel, base / "context" / rel
+        if source.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(paths["/opt/venv"])], check=True)
+    python = paths["/opt/venv"] / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(site) / "outer-environment.pth").write_text("\n".join(sorted(outer)) + "\n")
+    assert argv[:2] == ["pip", "install"]
+    target = argv[2]
+    for image_path, here in paths.items():
+        target = target.replace(image_path, str(here))
+    install = [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet", target]
+    done = subprocess.run(install, cwd=base, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    paths["/mnt/project"].mkdir()
+    yield paths
+
+
+def _in_image(argv: list[str], paths: dict[str, Path]) -> list[str]:
+    mapped = []
+    for arg in argv:
+        for image_path, here in paths.items():
+            arg = arg.replace(image_path, str(here))
+        mapped.append(arg)
+    return mapped
+
+
+def _image_environ(paths: dict[str, Path]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "LOCALSERVE_URL")}
+    for name, value in image_env("cpu").items():
+        value = value.replace("$PATH", os.environ["PATH"])
+        env[name] = _in_image([value], paths)[0]
+    return env
+
+
+def _image_command(paths: dict[str, Path], *args: str) -> list[str]:
+    entrypoint = _one("ENTRYPOINT").json or []
+    command = shutil.which(entrypoint[0], path=_image_environ(paths)["PATH"])
+    assert command == str(paths["/opt/venv"] / "bin" / entrypoint[0]), command
+    return [command, *entrypoint[1:], *args]
 
 
 @pytest.mark.slow
-def test_installed_entrypoint_runs(installed: Path) -> None:
-    result = subprocess.run([str(installed / "localserve"), "--help"], capture_output=True, text=True)
+def test_the_installed_entrypoint_runs_other_commands(image: dict[str, Path]) -> None:
+    """``docker run IMAGE --help``: arguments replace CMD."""
+    argv = _image_command(image, "--help")
+    result = subprocess.run(argv, capture_output=True, text=True, env=_image_environ(image), cwd=image["/mnt/project"])
     assert result.returncode == 0, result.stderr
-    assert "serve" in result.stdout
+    assert re.search(r"^\s+serve\s", result.stdout, re.M), result.stdout
+
+
+def _healthcheck(paths: dict[str, Path], port: int) -> subprocess.CompletedProcess[str]:
+    _, rest = _flags_and_rest(_one("HEALTHCHECK").value)
+    argv = json.loads(rest.partition(" ")[2])
+    argv = [arg.replace(f":{_one('EXPOSE').value}/", f":{port}/") for arg in argv]
+    argv[0] = shutil.which(argv[0], path=_image_environ(paths)["PATH"]) or argv[0]
+    return subprocess.run(argv, capture_output=True, text=True, env=_image_environ(paths), timeout=30)
 
 
 @pytest.mark.slow
-def test_installed_serve_answers_healthz(installed: Path, tmp_path: Path) -> None:
-    """The image's command (ENTRYPOINT + CMD) with a free port and a local project instead of /mnt/project."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "main.py").write_text(
+def test_the_image_command_serves_the_mounted_project_and_the_health_check_sees_it(image: dict[str, Path]) -> None:
+    """ENTRYPOINT + CMD as Docker runs them, on loopback and a free port instead of 0.0.0.0:8888."""
+    (image["/mnt/project"] / "main.py").write_text(
         "def handler(request, context):\n"
         "    return {'status_code': 200, 'content_type': 'application/json', 'content': {'ok': True}}\n"
     )
-    port = _free_port()
-    argv = [str(installed / "localserve"), *SERVE, "--handler", "main:handler", "--no-install"]
-    argv[argv.index("/mnt/project")] = str(project)
+    port = free_port()
+    argv = _in_image(_image_command(image, *(_one("CMD").json or [])), image)
     argv[argv.index("0.0.0.0")] = "127.0.0.1"
-    argv += ["--port", str(port)]
-    env = {**os.environ, "LOCALSERVE_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.Popen(argv, env=env, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    argv += ["--port", str(port), "--handler", "main:handler", "--no-install"]
+    env = _image_environ(image)
+    proc = subprocess.Popen(
+        argv, env=env, cwd=image["/mnt/project"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-                    assert response.status == 200
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    pytest.fail(f"localserve serve did not become ready:\n{proc.communicate()[0]}")
-                time.sleep(0.2)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
-            assert response.status == 200
+        while _healthcheck(image, port).returncode != 0:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"localserve serve did not become healthy:\n{proc.communicate()[0]}")
+            time.sleep(0.2)
         request = urllib.request.Request(f"http://127.0.0.1:{port}/predict", data=b"{}", method="POST")
         request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             assert json.loads(response.read()) == {"ok": True}
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+    assert proc.returncode == 0
+    assert _healthcheck(image, port).returncode != 0, "the health check passed with no server"

@@ -32,10 +32,11 @@ def test_main_job_prints_what_the_readme_shows() -> None:
 
 
 def test_the_test_command_is_what_ci_runs() -> None:
-    test_block = blocks("Quickstart")[3]
-    assert test_block.strip() == "pip install -e '.[test]' && python -m pytest"
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert "pip install --disable-pip-version-check -q -e '.[test]'" in ci and "\npython -m pytest\n" in ci
+    """.ci/run runs the README's test command as written (its quickstart it reads from the README)."""
+    test_block = blocks("Quickstart")[3].strip()
+    assert test_block == "pip install -e '.[test]' && python -m pytest"
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert [line for line in ci if line.startswith(test_block)] == [f"{test_block} || status=$?"]
 
 
 def test_abeja_run_serve_curl_and_get() -> None:
