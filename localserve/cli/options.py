@@ -72,10 +72,13 @@ class ApiFlags:
     allow_cpu_fallback: bool
     log_level: str
     log_format: str | None
+    raw_project: bool
+    system_deps: bool
 
 
+_HANDLER_HELP = 'ABEJA handler "module:function", e.g. main:handler (no config file needed).'
 _API_OPTIONS = [
-    click.option("--handler", help='ABEJA handler "module:function", e.g. main:handler (no config file needed).'),
+    click.option("--handler", help=_HANDLER_HELP),
     click.option("--context", "context_json", help="The handler's context dict as JSON, e.g. '{\"k\": 1}'."),
     click.option(
         "--environment",
@@ -99,21 +102,42 @@ _API_OPTIONS = [
         type=click.Choice(["json", "text"]),
         help="Log format (default: json unless stderr is a terminal).",
     ),
+    click.option(
+        "--raw-project",
+        is_flag=True,
+        help="User code sees the project folder as it is, not as the platform packaged it (ignore rules applied).",
+    ),
+    click.option(
+        "--system-deps",
+        is_flag=True,
+        help="Run the project's dependencies.sh before installing requirements (the Docker image does).",
+    ),
 ]
 
 
-def api_options(func: F) -> F:
-    """Add the ApiFlags options; the command receives them as one ``flags`` argument."""
+def api_options(func: F, *, handler_short: bool = False) -> F:
+    """Add the ApiFlags options; the command receives them as one ``flags`` argument.
+
+    ``handler_short``: ``-h`` means ``--handler``, as in ``abeja model run-local -h main:handler``.
+    """
     names = list(ApiFlags.__dataclass_fields__)
+    options = list(_API_OPTIONS)
+    if handler_short:
+        options[0] = click.option("--handler", "-h", "handler", help=_HANDLER_HELP)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flags = ApiFlags(**{name: kwargs.pop(name) for name in names})
         return func(*args, flags=flags, **kwargs)
 
-    for option in reversed(_API_OPTIONS):
+    for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+def run_api_options(func: F) -> F:
+    """api_options with ``-h`` for ``--handler`` (the ``run`` command, like ABEJA's run-local)."""
+    return api_options(func, handler_short=True)
 
 
 def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfig:

@@ -10,15 +10,30 @@ from pathlib import Path
 
 import click
 
-from localserve.cli.options import ApiFlags, api_options, fail_on_errors, load, prepare, project_options, setup_logging
+from localserve.cli.options import (
+    ApiFlags,
+    api_options,
+    fail_on_errors,
+    load,
+    prepare,
+    project_options,
+    run_api_options,
+    setup_logging,
+)
 from localserve.errors import ConfigError
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["--help"]})
 @project_options
-@api_options
-@click.option("--api", "api_name", help="Which API of the config receives the request.")
-@click.option("--input", "-i", "input_path", help="File to send as the request body ('-' for stdin).")
+@run_api_options
+@click.option("--api", "api_name", help="Which API of the config receives the request (only it is loaded).")
+@click.option("--input", "input_path", help="File to send as the request body ('-' for stdin).")
+@click.option(
+    "--image",
+    "-i",
+    metavar="IMAGE",
+    help="ABEJA's runtime image, e.g. abeja/all-cpu:19.04; accepted, and the current environment is used instead.",
+)
 @click.option("--content-type", help="Content-Type of the body (default: guessed from the file's extension).")
 @click.option("--method", "-X", default="POST", show_default=True)
 @click.option("--header", "-H", "headers", multiple=True, metavar="K:V", help="Request header (repeatable).")
@@ -37,6 +52,7 @@ def run(
     flags: ApiFlags,
     api_name: str | None,
     input_path: str | None,
+    image: str | None,
     content_type: str | None,
     method: str,
     headers: tuple[str, ...],
@@ -46,8 +62,10 @@ def run(
 ) -> None:
     """Send one request to the handler in-process and print the response body.
 
+    -h is --handler and -i is --image, as in ABEJA's run-local; help is --help.
+
     \b
-    localserve run --handler main:handler --input cat.jpg --quiet > flipped.jpg
+    localserve run -h main:handler -i abeja/all-cpu:19.04 --input cat.jpg --quiet > flipped.jpg
     localserve run --config cortex.yaml --api iris --input sample.json
     """
     from localserve.client import run_once
