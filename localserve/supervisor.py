@@ -21,6 +21,8 @@ import time
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from localserve.compat import enter_replica
+from localserve.compat.hosts import serve_api_hosts
 from localserve.config import ServeConfig
 from localserve.errors import LocalServeError
 from localserve.logs import capture_prints
@@ -43,7 +45,7 @@ def serve_forever(
     log_level: str = "info",
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
-    count = replicas or max(api.compute.replicas for api in config.apis)
+    count = replicas or max(api.processes for api in config.apis)
     if count == 1:
         fatal: list[str] = []
         code = _serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=None, fatal=fatal)
@@ -82,9 +84,10 @@ def _serve(
             self._captured_signals.clear()
 
     app = create_app(config, options, on_fatal)
+    asgi = serve_api_hosts(app, config, port, sock, lambda: server)  # http://api-<name>:8888 (seed 001)
     server = Server(
         uvicorn.Config(
-            app,
+            asgi,
             host=host,
             port=port,
             log_config=None,
@@ -113,8 +116,7 @@ def _replica_main(
     log_settings: tuple[str | None, str],
 ) -> None:
     os.environ.update(env)
-    os.chdir(config.project)
-    sys.path.insert(0, str(config.project))
+    enter_replica(config.project, config.workdir, config.mnt_mode)
     from localserve.logs import configure_logging
 
     configure_logging(*log_settings)

@@ -73,3 +73,25 @@ class ApiHostRouter:
                         scope = dict(scope, path=path, raw_path=path.encode())
                     break
         await self.app(scope, receive, send)
+
+
+def serve_api_hosts(app: Any, config: Any, port: int, sock: socket.socket | None, server: Callable[[], Any]) -> Any:
+    """For ``serve``: resolve ``api-<served api>`` to this server and route by ``Host``; returns the ASGI app to run.
+
+    ``server()`` gives the uvicorn server, whose socket tells the port when ``port`` is 0.
+    """
+    names = tuple(api.name for api in config.apis)
+
+    def port_of(name: str) -> int | None:
+        if name not in names:
+            return None
+        if sock is not None:
+            return int(sock.getsockname()[1])
+        if port:
+            return port
+        running = server()
+        servers = getattr(running, "servers", None) or []
+        return int(servers[0].sockets[0].getsockname()[1]) if servers else None
+
+    install_api_hosts(port_of)
+    return ApiHostRouter(app, names)

@@ -12,7 +12,7 @@ was expected (with the nearest valid key for a typo).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -72,6 +72,9 @@ class ServeConfig:
     project: Path
     apis: tuple[ApiConfig, ...]
     source: str  # the config file, or "command line"
+    config_file: Path | None = None  # the file read, when there is one
+    workdir: Path | None = None  # where user code runs: the packaged view of the project (None: the project)
+    mnt_mode: str = "off"  # how /mnt/project is provided: native | mount | redirect | off (compat.mnt)
 
     def api(self, name: str | None) -> ApiConfig:
         """The API called ``name``; the only API when ``name`` is None."""
@@ -90,7 +93,7 @@ class ServeConfig:
 
     def only(self, names: tuple[str, ...] | list[str]) -> ServeConfig:
         """The same config restricted to the APIs called ``names`` (``serve --api``)."""
-        return ServeConfig(project=self.project, apis=tuple(self.api(n) for n in names), source=self.source)
+        return replace(self, apis=tuple(self.api(n) for n in names))
 
 
 def find_config_file(project: Path) -> Path | None:
@@ -117,6 +120,7 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
     project = project.resolve()
     if config_file is None and "handler" not in flags and "model" not in flags and "predictor" not in flags:
         config_file = find_config_file(project)
+    path = None
     if config_file is not None:
         import yaml
 
@@ -149,7 +153,7 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
         if api.name in seen:
             raise ConfigError(f"{source}: api {api.name!r} is defined twice; API names must be unique.")
         seen.add(api.name)
-    return ServeConfig(project=project, apis=apis, source=source)
+    return ServeConfig(project=project, apis=apis, source=source, config_file=path if config_file is not None else None)
 
 
 class _LocatedDict(dict[str, Any]):
