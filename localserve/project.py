@@ -175,19 +175,34 @@ def _pipfile_requirement(pipfile: Path, name: str, spec: object) -> str:
     return requirement
 
 
-def install_requirements(project: Path, *, quiet: bool = False) -> Path | None:
-    """Install requirements.txt (or a Pipfile) into ``<cache>/envs/<hash>`` once; put it on sys.path.
-
-    The folder is keyed by the file's content and the Python version, so a second start with the
-    same requirements installs nothing.
-    """
+def _requirements_target(project: Path) -> tuple[str, list[str], Path] | None:
     spec = requirements_spec(project)
     if spec is None:
         return None
     name, args = spec
     source = (project / name).read_bytes()
     key = hashlib.sha256(source + sys.version.encode() + "\0".join(args[2:] if name == "Pipfile" else []).encode())
-    target = cache_dir() / "envs" / key.hexdigest()[:24]
+    return name, args, cache_dir() / "envs" / key.hexdigest()[:24]
+
+
+def cached_requirements(project: Path) -> Path | None:
+    """The folder where the project's requirements are already installed, if they are."""
+    found = _requirements_target(project)
+    if found is None or not (found[2] / ".complete").is_file():
+        return None
+    return found[2]
+
+
+def install_requirements(project: Path, *, quiet: bool = False) -> Path | None:
+    """Install requirements.txt (or a Pipfile) into ``<cache>/envs/<hash>`` once; put it on sys.path.
+
+    The folder is keyed by the file's content and the Python version, so a second start with the
+    same requirements installs nothing.
+    """
+    found = _requirements_target(project)
+    if found is None:
+        return None
+    name, args, target = found
     if not (target / ".complete").is_file():
         _pip_install(name, args, target, quiet=quiet, cwd=project)
     else:
