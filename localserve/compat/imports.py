@@ -119,7 +119,7 @@ def _main(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the subpr
     from localserve.compat.mnt import install_redirect
 
     install_redirect(project)
-    devnull = open(os.devnull, "w")  # what user code prints at import must not mix with the results
+    devnull = open(os.devnull, "w")  # noqa: SIM115  (stdout for user prints until the process ends)
     real_stdout, sys.stdout = sys.stdout, devnull
     for api, how, target in spec["modules"]:
         result: dict[str, Any] = {"api": api, "target": target}
