@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVE = ["serve", "--project", "/mnt/project", "--host", "0.0.0.0"]
+SERVE = ["serve", "--project", "/mnt/project", "--host", "0.0.0.0", "--system-deps"]
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,9 @@ def test_extras_exist_and_match_cuda(instructions: list[Instruction]) -> None:
     extras = pyproject["project"]["optional-dependencies"]
     gpu = _env(instructions, "base-gpu")["LOCALSERVE_EXTRAS"].split(",")
     cpu = _env(instructions, "base-cpu")["LOCALSERVE_EXTRAS"].split(",")
-    assert gpu == ["gpu", "tensorflow-gpu", "s3"]
-    assert cpu == ["onnx", "tensorflow", "s3"]
+    assert gpu == ["gpu", "tensorflow-gpu", "s3", "cortex"]
+    assert cpu == ["onnx", "tensorflow", "s3", "cortex"]
+    assert extras["cortex"] == ["boto3>=1.28", "requests>=2.31", "msgpack>=1.0", "numpy>=1.24", "dill>=0.3"]
     assert set(gpu + cpu) <= set(extras)
     # onnxruntime-gpu 1.27+ on PyPI is built for CUDA 13; the base image is CUDA 12.
     assert extras["gpu"] == ["onnxruntime-gpu>=1.19,<1.27"]

@@ -146,7 +146,9 @@ def test_authorization_is_in_no_view_of_the_request(name: bytes) -> None:
 
 def test_authorization_never_reaches_a_handler_or_the_debug_log(serve, make_project, caplog) -> None:
     project = make_project(
-        {"main.py": "def handler(request, context):\n    return {'content': repr(vars(request)) + repr(request.raw_headers)}\n"}
+        {
+            "main.py": "def handler(request, context):\n    return {'content': repr(vars(request)) + repr(request.raw_headers)}\n"
+        }
     )
     with caplog.at_level(logging.DEBUG, logger="localserve"), serve(project, handler="main:handler") as client:
         response = client.post("/?debug=true", headers={"Authorization": SECRET, "Proxy-Authorization": PROXY_SECRET})
@@ -201,9 +203,17 @@ def test_both_config_generations_in_one_file(tmp_path: Path) -> None:
     assert generator.batching is not None
     assert (generator.batching.max_batch_size, generator.batching.batch_interval) == (8, 0.01)
     assert (generator.threads_per_process, generator.processes_per_replica) == (3, 2)
-    assert (generator.compute.min_replicas, generator.compute.max_replicas, generator.compute.init_replicas) == (1, 5, 2)
+    assert (generator.compute.min_replicas, generator.compute.max_replicas, generator.compute.init_replicas) == (
+        1,
+        5,
+        2,
+    )
     assert generator.processes == 4  # init_replicas x processes_per_replica
-    assert (generator.max_queue, generator.max_replica_concurrency, generator.target_replica_concurrency) == (16, 16, 4.0)
+    assert (generator.max_queue, generator.max_replica_concurrency, generator.target_replica_concurrency) == (
+        16,
+        16,
+        4.0,
+    )
     assert classifier.is_async and classifier.api_kind == "AsyncAPI"
     assert classifier.predictor is not None and classifier.predictor.model_path == "s3://bucket/model/"
     assert (classifier.model_format, classifier.tf_signature_key) == ("tensorflow", "serving_default")
@@ -296,13 +306,19 @@ def test_run_seed_000_reads_mnt_project_and_run_api_loads_only_that_api(tmp_path
     assert done.returncode == 0, done.stderr  # the broken API is never loaded
     assert json.loads(done.stdout)["class_label"] == "iris-setosa"
     messages = [line["message"] for line in json_lines(done.stderr)]
-    assert "{'labels': 'from /mnt/project'}" not in messages  # seed 000 reads it at import; pre_inference prints nothing
+    assert (
+        "{'labels': 'from /mnt/project'}" not in messages
+    )  # seed 000 reads it at import; pre_inference prints nothing
     assert not any("broken" in m for m in messages)
     mnt = [m for m in messages if m.startswith("/mnt/project:")]
-    assert mnt in (
-        ["/mnt/project: the project is mounted there in a private mount namespace"],
-        [m for m in mnt if "redirecting Python's file functions" in m],
-    ) and mnt
+    assert (
+        mnt
+        in (
+            ["/mnt/project: the project is mounted there in a private mount namespace"],
+            [m for m in mnt if "redirecting Python's file functions" in m],
+        )
+        and mnt
+    )
 
 
 @pytest.mark.slow
@@ -388,7 +404,9 @@ def test_packaged_view_dependencies_sh_and_raw_project(tmp_path: Path) -> None:
     project.mkdir()
     (project / "predictor.py").write_text(seed("seed001_values.py"))
     (project / "values.json").write_text('{"v": 1}')
-    (project / "cortex.yaml").write_text("- name: values\n  kind: RealtimeAPI\n  predictor: {type: python, path: predictor.py}\n")
+    (project / "cortex.yaml").write_text(
+        "- name: values\n  kind: RealtimeAPI\n  predictor: {type: python, path: predictor.py}\n"
+    )
     (project / ".cortexignore").write_text("# not packaged\nvalues.json\n")
     (project / "dependencies.sh").write_text('echo "system deps ran" > "$MARKER"\n')
     marker = tmp_path / "marker"
@@ -427,8 +445,12 @@ def test_check_names_the_package_of_a_missing_module(tmp_path: Path) -> None:
 
 
 def test_asyncapi_parses_and_start_refuses_it(tmp_path: Path) -> None:
-    (tmp_path / "predictor.py").write_text("class PythonPredictor:\n    def predict(self, payload):\n        return {}\n")
-    (tmp_path / "cortex.yaml").write_text("- name: jobs\n  kind: AsyncAPI\n  predictor: {type: python, path: predictor.py}\n")
+    (tmp_path / "predictor.py").write_text(
+        "class PythonPredictor:\n    def predict(self, payload):\n        return {}\n"
+    )
+    (tmp_path / "cortex.yaml").write_text(
+        "- name: jobs\n  kind: AsyncAPI\n  predictor: {type: python, path: predictor.py}\n"
+    )
     done = localserve("run", "--no-install", cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.decode().strip() == (
