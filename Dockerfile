@@ -16,6 +16,9 @@
 #   one libcudnn.so.9 (cuDNN keeps its ABI within a major version). Host driver: >= 570
 #   for CUDA 12.8 (older 12.x drivers work through CUDA's minor-version compatibility).
 #
+# The `cortex` extra brings what Cortex's images had pre-installed for user code (boto3,
+# requests, msgpack, numpy, dill; seeds 000 and 002).
+#
 # The ENTRYPOINT is the `localserve` command and the CMD its default arguments, so
 # `docker run IMAGE` serves the project mounted at /mnt/project, and
 # `docker run IMAGE run --input sample.json` or `docker run IMAGE --help` work as well.
@@ -27,11 +30,11 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv
-ENV LOCALSERVE_EXTRAS=gpu,tensorflow-gpu,s3
+ENV LOCALSERVE_EXTRAS=gpu,tensorflow-gpu,s3,cortex
 
 FROM python:3.12-slim AS base-cpu
 RUN python -m venv /opt/venv
-ENV LOCALSERVE_EXTRAS=onnx,tensorflow,s3
+ENV LOCALSERVE_EXTRAS=onnx,tensorflow,s3,cortex
 
 FROM base-${VARIANT} AS final
 ENV PATH=/opt/venv/bin:$PATH \
@@ -59,4 +62,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8888/healthz', timeout=4)"]
 
 ENTRYPOINT ["localserve"]
-CMD ["serve", "--project", "/mnt/project", "--host", "0.0.0.0"]
+# --system-deps: the project's dependencies.sh runs at container start, as on Cortex (it needs
+# `docker run --user root` when it installs system packages with apt-get).
+CMD ["serve", "--project", "/mnt/project", "--host", "0.0.0.0", "--system-deps"]

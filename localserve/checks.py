@@ -37,5 +37,44 @@ def check_project(config: ServeConfig) -> Iterator[str]:
         else:
             desc = f"{api.model_format} model {api.model}"
             desc += f" with request handler {api.request_handler}" if api.request_handler else ""
+        if api.is_async:
+            desc += " (kind: AsyncAPI: valid, but `run` and `serve` refuse it until localserve serves AsyncAPIs)"
         yield f"ok  {api.name}: {desc}"
+    yield from _surroundings(config)
     yield f"{config.source}: {len(config.apis)} API(s) valid."
+
+
+def _surroundings(config: ServeConfig) -> Iterator[str]:
+    """What user code will not find as it did on the platform: excluded files, dependencies.sh, missing imports."""
+    from localserve.compat.imports import CORTEX_PREINSTALLED, package_for, probe_imports, requirement_names
+    from localserve.compat.platform import DEPENDENCIES_SCRIPT
+    from localserve.compat.view import excluded_files
+    from localserve.project import cached_requirements
+
+    if config.config_file is not None:
+        excluded = excluded_files(config.project, config.config_file)
+        if excluded:
+            yield f"not packaged (user code cannot read them; --raw-project to allow): {', '.join(excluded)}"
+    if (config.project / DEPENDENCIES_SCRIPT).is_file():
+        yield f"{DEPENDENCIES_SCRIPT}: runs at start only with --system-deps (the Docker image passes it)"
+    cached = cached_requirements(config.project)
+    listed = requirement_names(config.project) if cached is None else set()
+    problems = []
+    for result in probe_imports(config, cached):
+        where = f"{config.source}: api {result['api']!r}: {result['target']}"
+        missing = result.get("missing")
+        if missing:
+            package = package_for(missing)
+            if package.lower().replace("_", "-") in listed:
+                yield f"{where} imports {missing!r}: requirements.txt lists {package}, installed at the first start"
+                continue
+            hint = (
+                f"pip install 'localserve[cortex]' (Cortex had {package} pre-installed)"
+                if package in CORTEX_PREINSTALLED
+                else f"pip install {package}, or add it to requirements.txt"
+            )
+            problems.append(f"{where} imports {missing!r}, which is not installed; {hint}.")
+        elif result.get("error"):
+            problems.append(f"{where}: importing it failed: {result['error']}")
+    if problems:
+        raise ConfigError("\n".join(problems))

@@ -46,35 +46,44 @@ def parse_environment(items: Iterable[str]) -> dict[str, str]:
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
-    """``VARIABLE=value`` lines of a .env file (comments, blank lines, ``export`` and quotes allowed)."""
-    result: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not ENV_KEY_RE.match(key):
-            raise ConfigError(f"{path.name}, line {number}: expected VARIABLE=value, got {raw!r}.")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        result[key] = value
-    return result
+    """``VARIABLE=value`` lines of a .env file, read by python-dotenv.
+
+    Comments (``A=1 # note``), quotes, ``export`` and ``${VAR}`` expansion work as in the shell;
+    a line that is not ``VARIABLE=value`` is a ConfigError naming the file and line.
+    """
+    import io
+
+    from dotenv import dotenv_values
+    from dotenv.parser import parse_stream
+
+    text = path.read_text(encoding="utf-8")
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error or (binding.key is not None and binding.value is None):
+            raise ConfigError(
+                f"{path.name}, line {binding.original.line}: expected VARIABLE=value, "
+                f"got {binding.original.string.rstrip(chr(10))!r}."
+            )
+    values = dotenv_values(stream=io.StringIO(text), interpolate=True)
+    return {key: value for key, value in values.items() if value is not None}
 
 
-def enter_project(project: Path, environment: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> None:
+def enter_project(
+    project: Path,
+    environment: Mapping[str, str],
+    defaults: Mapping[str, str] | None = None,
+    *,
+    dotenv: Path | None = None,
+) -> None:
     """Make ``project`` the working directory and first on sys.path; export .env, then ``environment``.
 
     Order of precedence, lowest first: ``defaults`` (only when unset), .env, ``--environment``.
+    ``dotenv`` is the .env file to read (default: the one in ``project``).
     """
     project = project.resolve()
     os.chdir(project)
     if str(project) not in sys.path[:1]:
         sys.path.insert(0, str(project))
-    dotenv = project / ".env"
+    dotenv = dotenv if dotenv is not None else project / ".env"
     values = dict(read_dotenv(dotenv)) if dotenv.is_file() else {}
     values.update(environment)
     for key, value in (defaults or {}).items():
@@ -94,8 +103,28 @@ def requirements_spec(project: Path) -> tuple[str, list[str]] | None:
     return None
 
 
+# PEP 508 marker variables that Pipfile accepts as keys: pywinusb = {version = "*", sys_platform = "== 'win32'"}
+PIPFILE_MARKER_KEYS = (
+    "os_name",
+    "sys_platform",
+    "platform_machine",
+    "platform_python_implementation",
+    "platform_release",
+    "platform_system",
+    "platform_version",
+    "python_version",
+    "python_full_version",
+    "implementation_name",
+    "implementation_version",
+)
+PIPFILE_KEYS = ("version", "extras", "markers", "path", "editable", "git", "ref", "file", *PIPFILE_MARKER_KEYS)
+
+
 def pipfile_requirements(pipfile: Path) -> list[str]:
-    """The [packages] of a Pipfile as pip requirement strings."""
+    """The [packages] of a Pipfile as pip requirement strings: versions, extras, markers, paths, git and file URLs.
+
+    ``index`` (a package from another [[source]]) is refused with an error naming the package.
+    """
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # the `tomli` dependency (pyproject.toml); mypy checks the branch of the Python it runs for
@@ -104,19 +133,64 @@ def pipfile_requirements(pipfile: Path) -> list[str]:
         data = tomllib.loads(pipfile.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ProjectError(f"Pipfile is not valid TOML: {exc}.") from None
-    specs = []
-    for name, spec in (data.get("packages") or {}).items():
-        if spec == "*" or spec == {}:
-            specs.append(name)
-        elif isinstance(spec, str):
-            specs.append(f"{name}{spec}")
-        elif isinstance(spec, dict) and isinstance(spec.get("version"), str):
-            specs.append(f"{name}{'' if spec['version'] == '*' else spec['version']}")
-        elif isinstance(spec, dict) and isinstance(spec.get("path"), str):
-            specs.append(str((pipfile.parent / spec["path"]).resolve()))
-        else:
-            raise ProjectError(f"Pipfile: cannot install package {name!r} = {spec!r}; use a version string or a path.")
-    return specs
+    return [_pipfile_requirement(pipfile, name, spec) for name, spec in (data.get("packages") or {}).items()]
+
+
+def _pipfile_requirement(pipfile: Path, name: str, spec: object) -> str:
+    where = f"Pipfile: [packages] {name}"
+    if isinstance(spec, str):
+        return name if spec == "*" else f"{name}{spec}"
+    if not isinstance(spec, dict):
+        raise ProjectError(f"{where}: expected a version string or a table, got {spec!r}.")
+    unknown = [key for key in spec if key not in PIPFILE_KEYS]
+    if unknown:
+        extra = " (packages from another [[source]] are not supported; install it with pip yourself)"
+        raise ProjectError(
+            f"{where}: localserve cannot install a package with {unknown[0]!r}"
+            + (extra if unknown[0] == "index" else "")
+            + f"; the keys it understands: {', '.join(PIPFILE_KEYS[:8])} and PEP 508 marker names."
+        )
+    extras = spec.get("extras") or []
+    if not isinstance(extras, list) or not all(isinstance(e, str) for e in extras):
+        raise ProjectError(f"{where}: 'extras' must be a list of names, got {extras!r}.")
+    named = f"{name}[{','.join(extras)}]" if extras else name
+    if isinstance(spec.get("path"), str):
+        location = str((pipfile.parent / spec["path"]).resolve())
+        requirement = f"{named} @ file://{location}" if extras else location
+    elif isinstance(spec.get("git"), str):
+        ref = f"@{spec['ref']}" if isinstance(spec.get("ref"), str) else ""
+        url = spec["git"] if spec["git"].startswith("git+") else f"git+{spec['git']}"
+        requirement = f"{named} @ {url}{ref}"
+    elif isinstance(spec.get("file"), str):
+        requirement = f"{named} @ {spec['file']}"
+    else:
+        version = spec.get("version", "*")
+        if not isinstance(version, str):
+            raise ProjectError(f"{where}: 'version' must be a string like '==1.0' or '*', got {version!r}.")
+        requirement = named if version == "*" else f"{named}{version}"
+    markers = [spec["markers"]] if isinstance(spec.get("markers"), str) else []
+    markers += [f"{key} {spec[key]}" for key in PIPFILE_MARKER_KEYS if isinstance(spec.get(key), str)]
+    if markers:
+        requirement += " ; " + " and ".join(f"({m})" if len(markers) > 1 else m for m in markers)
+    return requirement
+
+
+def _requirements_target(project: Path) -> tuple[str, list[str], Path] | None:
+    spec = requirements_spec(project)
+    if spec is None:
+        return None
+    name, args = spec
+    source = (project / name).read_bytes()
+    key = hashlib.sha256(source + sys.version.encode() + "\0".join(args[2:] if name == "Pipfile" else []).encode())
+    return name, args, cache_dir() / "envs" / key.hexdigest()[:24]
+
+
+def cached_requirements(project: Path) -> Path | None:
+    """The folder where the project's requirements are already installed, if they are."""
+    found = _requirements_target(project)
+    if found is None or not (found[2] / ".complete").is_file():
+        return None
+    return found[2]
 
 
 def install_requirements(project: Path, *, quiet: bool = False) -> Path | None:
@@ -125,13 +199,10 @@ def install_requirements(project: Path, *, quiet: bool = False) -> Path | None:
     The folder is keyed by the file's content and the Python version, so a second start with the
     same requirements installs nothing.
     """
-    spec = requirements_spec(project)
-    if spec is None:
+    found = _requirements_target(project)
+    if found is None:
         return None
-    name, args = spec
-    source = (project / name).read_bytes()
-    key = hashlib.sha256(source + sys.version.encode() + "\0".join(args[2:] if name == "Pipfile" else []).encode())
-    target = cache_dir() / "envs" / key.hexdigest()[:24]
+    name, args, target = found
     if not (target / ".complete").is_file():
         _pip_install(name, args, target, quiet=quiet, cwd=project)
     else:

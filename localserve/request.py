@@ -4,7 +4,8 @@ Example::
 
     def handler(request, context):
         request["http_method"]                       # 'POST'
-        request["content_type"]                      # 'application/json'
+        request["content_type"]                      # 'application/json' (no parameters)
+        isinstance(request, dict)                    # True
         request["http_headers"]["Accept-Encoding"]   # 'gzip' (last value) or None
         data = json.load(request)                    # request.read() works too
         for part in request.get("contents", []):     # multipart/form-data only
@@ -13,8 +14,9 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import io
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 from urllib.parse import parse_qsl
@@ -57,35 +59,52 @@ class HttpHeaders(Mapping[str, str | None]):
         return f"HttpHeaders({ {k: v[-1] for k, v in self._values.items()}!r})"
 
 
-class Content(Mapping[str, Any]):
-    """One part of a multipart/form-data body: ``content_type``, ``form_name``, ``file_name`` and ``read()``."""
+class Content(dict[str, Any]):
+    """One part of a multipart/form-data body: a dict of ``content_type``, ``form_name``, ``file_name``, and ``read()``."""
 
     def __init__(self, content_type: str | None, form_name: str | None, file_name: str | None, body: bytes) -> None:
-        self._items = {"content_type": content_type, "form_name": form_name, "file_name": file_name}
+        super().__init__(content_type=content_type, form_name=form_name, file_name=file_name)
         self._stream = io.BytesIO(body)
         self.body = body
 
-    def read(self, size: int = -1) -> bytes:
-        return self._stream.read(size)
+    def read(self, size: int | None = -1) -> bytes:
+        return self._stream.read(-1 if size is None else size)
 
     def seek(self, offset: int, whence: int = 0) -> int:
         return self._stream.seek(offset, whence)
 
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
     def __repr__(self) -> str:
-        return f"Content({self._items!r}, {len(self.body)} bytes)"
+        return f"Content({dict(self)!r}, {len(self.body)} bytes)"
+
+    # A dict subclass is unhashable and compares by its items; two parts with equal headers but
+    # different bodies must not compare equal.
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
 
-class Request(Mapping[str, Any]):
-    """One HTTP request as user code sees it (ABEJA keys, plus what Cortex predictors may ask for)."""
+def _filled(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A dict method of Request that first fills the mapping (built on first use: Cortex APIs never need it)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Request, *args: Any, **kwargs: Any) -> Any:
+        if not self._mapping_ready:
+            self._fill()
+        return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+class Request(dict[str, Any]):
+    """One HTTP request as user code sees it: ABEJA's dict (seed 004: "This parameter is dict") that is also file-like.
+
+    ``Authorization`` and ``Proxy-Authorization`` are dropped when the request is built, so no
+    view of it (the dict, ``raw_headers``, ``header()``, ``http_headers``) can show them.
+    """
 
     def __init__(
         self,
@@ -97,22 +116,37 @@ class Request(Mapping[str, Any]):
         request_id: str = "",
         path: str = "/",
     ) -> None:
+        super().__init__()
+        self._mapping_ready = False
         self.method = method
         self.path = path
-        self.raw_headers = raw_headers
         self.query_string = query_string
         self.request_id = request_id
         content_type = None
+        visible = raw_headers
+        hidden = False
         for name, value in raw_headers:
             if name == b"content-type":
                 content_type = value.decode("latin-1")
+            elif name in HIDDEN_HEADERS or name.lower() in HIDDEN_HEADERS:
+                hidden = True
+        if hidden:
+            visible = [(n, v) for n, v in raw_headers if n.lower() not in HIDDEN_HEADERS]
+        self.raw_headers: RawHeaders = visible
         if method == "GET":
             # ABEJA: a GET carries its query string as the body.
             body = query_string
             content_type = FORM_CONTENT_TYPE
         self.body = body
-        self.content_type = content_type
+        self.content_type = content_type  # the whole header, parameters included (payload decoding needs them)
         self._stream = io.BytesIO(body)
+
+    @property
+    def media_type(self) -> str | None:
+        """The Content-Type without parameters, lower-cased: ``multipart/form-data`` (ABEJA's ``content_type``)."""
+        if self.content_type is None:
+            return None
+        return self.content_type.partition(";")[0].strip().lower()
 
     # -- file-like ---------------------------------------------------------------------------
     def read(self, size: int | None = -1) -> bytes:
@@ -127,27 +161,39 @@ class Request(Mapping[str, Any]):
     def tell(self) -> int:
         return self._stream.tell()
 
-    # -- mapping -----------------------------------------------------------------------------
-    @cached_property
-    def _items(self) -> dict[str, Any]:
-        items: dict[str, Any] = {
-            "http_method": self.method,
-            "content_type": self.content_type,
-            "headers": self.headers,
-            "http_headers": self.http_headers,
-        }
+    # -- the dict ------------------------------------------------------------------------------
+    def _fill(self) -> None:
+        self._mapping_ready = True
+        dict.__setitem__(self, "http_method", self.method)
+        dict.__setitem__(self, "content_type", self.media_type)
+        dict.__setitem__(self, "headers", self.headers)
+        dict.__setitem__(self, "http_headers", self.http_headers)
         if self.is_multipart:
-            items["contents"] = self.contents
-        return items
+            dict.__setitem__(self, "contents", self.contents)
 
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
+    __getitem__ = _filled(dict.__getitem__)
+    __iter__ = _filled(dict.__iter__)
+    __len__ = _filled(dict.__len__)
+    __contains__ = _filled(dict.__contains__)
+    __eq__ = _filled(dict.__eq__)
+    __ne__ = _filled(dict.__ne__)
+    __or__ = _filled(dict.__or__)
+    __reversed__ = _filled(dict.__reversed__)
+    get = _filled(dict.get)
+    keys = _filled(dict.keys)
+    items = _filled(dict.items)
+    values = _filled(dict.values)
+    copy = _filled(dict.copy)
+    __setitem__ = _filled(dict.__setitem__)
+    __delitem__ = _filled(dict.__delitem__)
+    pop = _filled(dict.pop)
+    popitem = _filled(dict.popitem)
+    setdefault = _filled(dict.setdefault)
+    update = _filled(dict.update)
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self.items()),))
 
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.content_type!r} {len(self.body)} bytes id={self.request_id}>"
@@ -163,11 +209,7 @@ class Request(Mapping[str, Any]):
     # -- derived views, computed on first use ------------------------------------------------
     @cached_property
     def _visible_headers(self) -> list[tuple[str, str]]:
-        return [
-            (name.decode("latin-1").lower(), value.decode("latin-1"))
-            for name, value in self.raw_headers
-            if name.lower() not in HIDDEN_HEADERS
-        ]
+        return [(name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in self.raw_headers]
 
     @cached_property
     def headers(self) -> list[dict[str, Any]]:

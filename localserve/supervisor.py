@@ -23,6 +23,8 @@ import time
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from localserve.compat import enter_replica
+from localserve.compat.hosts import serve_api_hosts
 from localserve.config import ServeConfig
 from localserve.errors import LocalServeError
 from localserve.logs import capture_prints
@@ -68,7 +70,7 @@ def default_replicas(config: ServeConfig) -> int:
     GIL); 4 processes with fixed batch sizes fed the same GPU at 2,850 req/s (PERFORMANCE.md). Each
     replica still runs one request's user code at a time unless ``threads_per_process`` says otherwise.
     """
-    configured = max(api.compute.replicas for api in config.apis)
+    configured = max(api.processes for api in config.apis)
     explicit = any(api.compute.init_replicas is not None or api.compute.min_replicas != 1 for api in config.apis)
     if explicit or not any(api.compute.gpu > 0 for api in config.apis):
         return configured
@@ -108,9 +110,10 @@ def _serve(
 
     options = dataclasses.replace(options, graceful_timeout=graceful_timeout)
     app = create_app(config, options, on_fatal)
+    asgi = serve_api_hosts(app, config, port, sock, lambda: server)  # http://api-<name>:8888 (seed 001)
     server = Server(
         uvicorn.Config(
-            app,
+            asgi,
             host=host,
             port=port,
             log_config=None,
@@ -150,8 +153,7 @@ def _replica_main(
     log_settings: tuple[str | None, str],
 ) -> None:
     os.environ.update(env)
-    os.chdir(config.project)
-    sys.path.insert(0, str(config.project))
+    enter_replica(config.project, config.workdir, config.mnt_mode)
     from localserve.logs import configure_logging
 
     configure_logging(*log_settings)

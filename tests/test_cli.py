@@ -70,7 +70,7 @@ def test_run_image_flip_writes_the_mirrored_jpeg(tmp_path: Path) -> None:
         str(project),
         "--handler",
         "main:handler",
-        "-i",
+        "--input",
         str(project / "cat.jpg"),
         "--no-install",
         "--output",

@@ -147,7 +147,7 @@ def test_full_config_and_inference(tmp_path: Path) -> None:
         ),
         (
             "- kind: job\n  name: a\n  model: m.onnx\n",
-            "cortex.yaml: api 'a': invalid value 'job' for 'kind'; expected 'api'.",
+            "cortex.yaml: api 'a': invalid value 'job' for 'kind'; expected one of 'api', 'RealtimeAPI', 'AsyncAPI'.",
         ),
         ("name: [", None),
         ("", "cortex.yaml: the file is empty; expected a list of '- kind: api' entries."),

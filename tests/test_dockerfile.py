@@ -185,6 +185,7 @@ def test_each_variant_installs_both_runtimes_for_its_device(variant: str) -> Non
     names = {r.name for r in requirements}
     cuda = {r.name for r in requirements if r.name.endswith("-gpu") or "and-cuda" in r.extras}
     assert "boto3" in names  # models on s3:// load in the image
+    assert {"requests", "dill", "msgpack"} <= names  # what Cortex images had pre-installed (the cortex extra)
     assert names & {"onnxruntime", "onnxruntime-gpu"} and names & {"tensorflow", "tensorflow-cpu"}, names
     if variant == "cpu":
         assert not cuda, f"the CPU image would pull CUDA builds: {sorted(cuda)}"

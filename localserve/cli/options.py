@@ -72,10 +72,13 @@ class ApiFlags:
     allow_cpu_fallback: bool
     log_level: str
     log_format: str | None
+    raw_project: bool
+    system_deps: bool
 
 
+_HANDLER_HELP = 'ABEJA handler "module:function", e.g. main:handler (no config file needed).'
 _API_OPTIONS = [
-    click.option("--handler", help='ABEJA handler "module:function", e.g. main:handler (no config file needed).'),
+    click.option("--handler", help=_HANDLER_HELP),
     click.option("--context", "context_json", help="The handler's context dict as JSON, e.g. '{\"k\": 1}'."),
     click.option(
         "--environment",
@@ -99,21 +102,42 @@ _API_OPTIONS = [
         type=click.Choice(["json", "text"]),
         help="Log format (default: json unless stderr is a terminal).",
     ),
+    click.option(
+        "--raw-project",
+        is_flag=True,
+        help="User code sees the project folder as it is, not as the platform packaged it (ignore rules applied).",
+    ),
+    click.option(
+        "--system-deps",
+        is_flag=True,
+        help="Run the project's dependencies.sh before installing requirements (the Docker image does).",
+    ),
 ]
 
 
-def api_options(func: F) -> F:
-    """Add the ApiFlags options; the command receives them as one ``flags`` argument."""
+def api_options(func: F, *, handler_short: bool = False) -> F:
+    """Add the ApiFlags options; the command receives them as one ``flags`` argument.
+
+    ``handler_short``: ``-h`` means ``--handler``, as in ``abeja model run-local -h main:handler``.
+    """
     names = list(ApiFlags.__dataclass_fields__)
+    options = list(_API_OPTIONS)
+    if handler_short:
+        options[0] = click.option("--handler", "-h", "handler", help=_HANDLER_HELP)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flags = ApiFlags(**{name: kwargs.pop(name) for name in names})
         return func(*args, flags=flags, **kwargs)
 
-    for option in reversed(_API_OPTIONS):
+    for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+def run_api_options(func: F) -> F:
+    """api_options with ``-h`` for ``--handler`` (the ``run`` command, like ABEJA's run-local)."""
+    return api_options(func, handler_short=True)
 
 
 def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfig:
@@ -147,20 +171,80 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
     )
 
 
-def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | None) -> None:
-    """Enter the project (cwd, sys.path, .env, --environment, defaults) and install its requirements."""
+def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | None) -> ServeConfig:
+    """Recreate the platform around user code, in this order, and return the config that records it.
+
+    Refuse AsyncAPIs (not served yet); build the packaged view of the project; provide
+    ``/mnt/project`` (a mount namespace needs a single-threaded process, so this comes before
+    anything starts a thread); enter the project (cwd, sys.path, .env, --environment, defaults);
+    apply each predictor's ``python_path``, ``env`` and ``log_level``; run ``dependencies.sh``
+    (``--system-deps``); install requirements.
+    """
+    import logging
+    import os
+    import sys
+    from dataclasses import replace
+
+    from localserve.compat.mnt import provide_mnt_project
+    from localserve.compat.platform import ABEJA_LOCAL_VALUES, run_dependencies_script
+    from localserve.compat.view import packaged_view
     from localserve.project import TRAINING_RESULT_DIR, enter_project, install_requirements, parse_environment
 
+    for api in config.apis:
+        if api.is_async:
+            raise ConfigError(
+                f"{config.source}: api {api.name!r} is 'kind: AsyncAPI', which localserve does not serve yet; "
+                "serve it synchronously with 'kind: RealtimeAPI' (its predictor runs unchanged), or leave it out "
+                "with --api NAME."
+            )
     env = parse_environment(flags.environment)
+    workdir = config.project
+    if not flags.raw_project and config.config_file is not None:
+        workdir = packaged_view(config.project, config.config_file)
+    mnt_mode = provide_mnt_project(workdir)
     defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
     handlers = [api.handler for api in config.apis if api.handler]
+    if handlers:
+        defaults.update(ABEJA_LOCAL_VALUES)
     if len(handlers) == 1:
         defaults["HANDLER"] = handlers[0]
     if url:
         defaults["LOCALSERVE_URL"] = url
-    enter_project(config.project, env, defaults)
+    enter_project(workdir, env, defaults, dotenv=config.project / ".env")
+    api_env: dict[str, tuple[str, str]] = {}
+    levels = []
+    for api in config.apis:
+        predictor = api.predictor
+        if predictor is None:
+            continue
+        if predictor.python_path:
+            folder = str((workdir / predictor.python_path).resolve())
+            if folder not in sys.path:
+                sys.path.insert(1, folder)
+        for key, value in predictor.env.items():
+            if key in api_env and api_env[key][1] != value:
+                raise ConfigError(
+                    f"{config.source}: apis {api_env[key][0]!r} and {api.name!r} set {key!r} to different values "
+                    f"in 'env', but they share one process here; serve them apart with --api NAME."
+                )
+            api_env[key] = (api.name, value)
+        if predictor.log_level:
+            levels.append(getattr(logging, predictor.log_level.upper()))
+    os.environ.update({key: value for key, (_, value) in api_env.items() if key not in env})
+    if levels:
+        from localserve.logs import logger
+
+        logger.setLevel(min(levels))
+    for api in config.apis:
+        image = api.predictor.image if api.predictor else None
+        if image:
+            logging.getLogger("localserve").info(
+                "api %r: image %s is not pulled; the current Python environment runs the predictor", api.name, image
+            )
+    run_dependencies_script(config.project, allowed=flags.system_deps)
     if not flags.no_install:
         install_requirements(config.project, quiet=quiet)
+    return replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
 
 
 def setup_logging(flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None) -> None:

@@ -3,22 +3,39 @@
 from __future__ import annotations
 
 import json
+import logging
 import mimetypes
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from localserve.cli.options import ApiFlags, api_options, fail_on_errors, load, prepare, project_options, setup_logging
+from localserve.cli.options import (
+    ApiFlags,
+    api_options,
+    fail_on_errors,
+    load,
+    prepare,
+    project_options,
+    run_api_options,
+    setup_logging,
+)
 from localserve.errors import ConfigError
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["--help"]})
 @project_options
-@api_options
-@click.option("--api", "api_name", help="Which API of the config receives the request.")
-@click.option("--input", "-i", "input_path", help="File to send as the request body ('-' for stdin).")
+@run_api_options
+@click.option("--api", "api_name", help="Which API of the config receives the request (only it is loaded).")
+@click.option("--input", "input_path", help="File to send as the request body ('-' for stdin).")
+@click.option(
+    "--image",
+    "-i",
+    metavar="IMAGE",
+    help="ABEJA's runtime image, e.g. abeja/all-cpu:19.04; accepted, and the current environment is used instead.",
+)
 @click.option("--content-type", help="Content-Type of the body (default: guessed from the file's extension).")
 @click.option("--method", "-X", default="POST", show_default=True)
 @click.option("--header", "-H", "headers", multiple=True, metavar="K:V", help="Request header (repeatable).")
@@ -37,6 +54,7 @@ def run(
     flags: ApiFlags,
     api_name: str | None,
     input_path: str | None,
+    image: str | None,
     content_type: str | None,
     method: str,
     headers: tuple[str, ...],
@@ -46,27 +64,43 @@ def run(
 ) -> None:
     """Send one request to the handler in-process and print the response body.
 
+    -h is --handler and -i is --image, as in ABEJA's run-local; help is --help.
+
     \b
-    localserve run --handler main:handler --input cat.jpg --quiet > flipped.jpg
+    localserve run -h main:handler -i abeja/all-cpu:19.04 --input cat.jpg --quiet > flipped.jpg
     localserve run --config cortex.yaml --api iris --input sample.json
     """
-    from localserve.client import run_once
     from localserve.logs import capture_prints
-    from localserve.server import ServeOptions, create_app
 
     setup_logging(flags, quiet=quiet, default_format="text")
     body, guessed = _read_input(input_path)
     header_list = [_split_header(h) for h in headers]
     if not any(k.lower() == "content-type" for k, _ in header_list) and (content_type or guessed):
         header_list.append(("Content-Type", content_type or guessed or ""))
-    config = load(project, config_file, flags)
-    api = config.api(api_name).name
-    prepare(config, flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
-    app = create_app(config, ServeOptions(allow_cpu_fallback=flags.allow_cpu_fallback))
-    with capture_prints() as real_stdout:  # what user code prints is logged, never mixed with the body
-        status, response_headers, response_body = run_once(
-            app, api=api, method=method, headers=header_list, body=body, query_string=query
+    if image:
+        logging.getLogger("localserve").info(
+            "--image %s: localserve runs the handler in the current Python environment, not in that image", image
         )
+    full = load(project, config_file, flags)
+    api = full.api(api_name).name
+    # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
+    config = prepare(full.only([api]), flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
+    # Imported after prepare: numpy starts threads, and /mnt/project's mount namespace needs none.
+    from localserve.client import run_once
+    from localserve.compat.hosts import install_api_hosts
+    from localserve.compat.peers import Peers
+    from localserve.server import ServeOptions, create_app
+
+    peers = Peers(replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode), flags.allow_cpu_fallback)
+    install_api_hosts(peers.port_of)
+    app = create_app(config, ServeOptions(allow_cpu_fallback=flags.allow_cpu_fallback))
+    try:
+        with capture_prints() as real_stdout:  # what user code prints is logged, never mixed with the body
+            status, response_headers, response_body = run_once(
+                app, api=api, method=method, headers=header_list, body=body, query_string=query
+            )
+    finally:
+        peers.close()
     if status >= 400:
         click.echo(f"Error: the handler answered {status}:", err=True)
         click.echo(response_body.decode("utf-8", "replace"), err=True)
@@ -156,15 +190,16 @@ def serve(
     pin_threads: bool,
 ) -> None:
     """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
-    from localserve.server import ServeOptions
-    from localserve.supervisor import serve_forever
-
     setup_logging(flags)
     config = load(project, config_file, flags)
     if api_names:
         config = config.only(api_names)
     display_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    prepare(config, flags, quiet=False, url=f"http://{display_host}:{port}")
+    config = prepare(config, flags, quiet=False, url=f"http://{display_host}:{port}")
+    # Imported after prepare: numpy starts threads, and /mnt/project's mount namespace needs none.
+    from localserve.server import ServeOptions
+    from localserve.supervisor import serve_forever
+
     options = ServeOptions(
         max_body_size=max_body_size,
         allow_cpu_fallback=flags.allow_cpu_fallback,

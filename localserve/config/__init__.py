@@ -12,9 +12,9 @@ was expected (with the nearest valid key for a typo).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from localserve.config.schema import (
     API_KEYS,
@@ -72,6 +72,9 @@ class ServeConfig:
     project: Path
     apis: tuple[ApiConfig, ...]
     source: str  # the config file, or "command line"
+    config_file: Path | None = None  # the file read, when there is one
+    workdir: Path | None = None  # where user code runs: the packaged view of the project (None: the project)
+    mnt_mode: str = "off"  # how /mnt/project is provided: native | mount | redirect | off (compat.mnt)
 
     def api(self, name: str | None) -> ApiConfig:
         """The API called ``name``; the only API when ``name`` is None."""
@@ -90,7 +93,7 @@ class ServeConfig:
 
     def only(self, names: tuple[str, ...] | list[str]) -> ServeConfig:
         """The same config restricted to the APIs called ``names`` (``serve --api``)."""
-        return ServeConfig(project=self.project, apis=tuple(self.api(n) for n in names), source=self.source)
+        return replace(self, apis=tuple(self.api(n) for n in names))
 
 
 def find_config_file(project: Path) -> Path | None:
@@ -117,6 +120,7 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
     project = project.resolve()
     if config_file is None and "handler" not in flags and "model" not in flags and "predictor" not in flags:
         config_file = find_config_file(project)
+    path = None
     if config_file is not None:
         import yaml
 
@@ -124,7 +128,7 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
         if not path.is_file():
             raise ConfigError(f"Config file {str(config_file)!r} does not exist.")
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_line_loader())
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path.name}: not valid YAML: {exc}") from None
         source = path.name
@@ -134,7 +138,7 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
             raw = [raw]
         if not isinstance(raw, list):
             raise ConfigError(f"{source}: expected a list of '- kind: api' entries, got {_describe(raw)}.")
-        entries = [dict(entry, **flags) if isinstance(entry, dict) else entry for entry in raw]
+        entries = [_with_flags(entry, flags) for entry in raw]
     elif flags:
         source = "command line"
         entries = [{"name": _default_name(project), **flags}]
@@ -149,7 +153,36 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
         if api.name in seen:
             raise ConfigError(f"{source}: api {api.name!r} is defined twice; API names must be unique.")
         seen.add(api.name)
-    return ServeConfig(project=project, apis=apis, source=source)
+    return ServeConfig(project=project, apis=apis, source=source, config_file=path if config_file is not None else None)
+
+
+class _LocatedDict(dict[str, Any]):
+    """A YAML mapping that remembers the line of each key, so an error can name it."""
+
+    key_lines: dict[str, int]
+
+
+def _line_loader() -> Any:
+    import yaml
+
+    class LineLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            mapping = _LocatedDict(cast(dict[str, Any], super().construct_mapping(node, deep=True)))
+            mapping.key_lines = {
+                str(key_node.value): key_node.start_mark.line + 1 for key_node, _ in node.value if key_node.value
+            }
+            return mapping
+
+    LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, LineLoader.construct_mapping)
+    return LineLoader
+
+
+def _with_flags(entry: Any, flags: dict[str, Any]) -> Any:
+    if not isinstance(entry, dict) or not flags:
+        return entry
+    merged = _LocatedDict(entry, **flags)
+    merged.key_lines = getattr(entry, "key_lines", {})
+    return merged
 
 
 def _default_name(project: Path) -> str:

@@ -16,6 +16,23 @@ MEM_RE = re.compile(r"^\d+(\.\d+)?(E|P|T|G|M|k|Ei|Pi|Ti|Gi|Mi|Ki)?$")
 DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(us|µs|ms|s|m)?$")
 _DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, None: 1.0}
 
+KINDS = ("api", "RealtimeAPI", "AsyncAPI")  # Cortex 0.8-0.11, then Cortex 0.25-0.33 (seed 001)
+# Keys of both generations that localserve adds or shares.
+_COMMON_KEYS = (
+    "kind",
+    "name",
+    "tracker",
+    "compute",
+    "metadata",
+    "context",
+    "batching",
+    "threads_per_process",
+    "max_queue",
+    "timeout",
+    "model_threads",
+)
+# kind: RealtimeAPI / AsyncAPI (Cortex 0.25-0.33): the model and its code live under 'predictor'.
+REALTIME_KEYS = (*_COMMON_KEYS, "predictor", "autoscaling", "networking", "update_strategy")
 API_KEYS = (
     "kind",
     "name",
@@ -36,10 +53,54 @@ API_KEYS = (
     "model_threads",
     "cuda_options",
 )
-PREDICTOR_KEYS = ("type", "path", "model_path", "config")
+PREDICTOR_KEYS = (
+    "type",
+    "path",
+    "model_path",
+    "config",
+    # Cortex 0.25-0.33
+    "models",
+    "signature_key",
+    "server_side_batching",
+    "processes_per_replica",
+    "threads_per_process",
+    "python_path",
+    "env",
+    "log_level",
+    "image",
+    "tensorflow_serving_image",
+    "shm_size",
+)
+MODELS_KEYS = ("path", "paths", "dir", "signature_key", "cache_size", "disk_cache_size")
+AUTOSCALING_KEYS = (
+    "min_replicas",
+    "max_replicas",
+    "init_replicas",
+    "target_replica_concurrency",
+    "max_replica_concurrency",
+    "window",
+    "downscale_stabilization_period",
+    "upscale_stabilization_period",
+    "max_downscale_factor",
+    "max_upscale_factor",
+    "downscale_tolerance",
+    "upscale_tolerance",
+)
+NETWORKING_KEYS = ("endpoint", "api_gateway")
+UPDATE_STRATEGY_KEYS = ("max_surge", "max_unavailable")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 PREDICTOR_CLASSES = {"python": "PythonPredictor", "onnx": "ONNXPredictor", "tensorflow": "TensorFlowPredictor"}
 TRACKER_KEYS = ("key", "model_type")
-COMPUTE_KEYS = ("min_replicas", "max_replicas", "init_replicas", "target_cpu_utilization", "cpu", "gpu", "mem")
+COMPUTE_KEYS = (
+    "min_replicas",
+    "max_replicas",
+    "init_replicas",
+    "target_cpu_utilization",
+    "cpu",
+    "gpu",
+    "mem",
+    "inf",
+)
 BATCHING_KEYS = ("max_batch_size", "batch_interval", "batch_sizes")
 CUDA_OPTION_KEYS = (
     "cudnn_conv_algo_search",
@@ -61,6 +122,10 @@ class PredictorConfig:
     path: str
     model_path: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
+    python_path: str | None = None  # Cortex 0.25+: a project folder put on sys.path before the predictor loads
+    env: Mapping[str, str] = field(default_factory=dict)  # Cortex 0.25+: environment of the API's process
+    log_level: str | None = None  # Cortex 0.25+: level of the user logger (debug | info | warning | error)
+    image: str | None = None  # Cortex 0.25+: the platform's image; localserve uses the current environment
 
     @property
     def class_name(self) -> str:
@@ -116,6 +181,20 @@ class ApiConfig:
     timeout: float = 60.0
     model_threads: int | None = None  # intra-op threads of the model runtime; None = from the cores
     cuda_options: Mapping[str, str] = field(default_factory=dict)  # onnxruntime CUDA provider options
+    api_kind: str = "api"  # the config's 'kind' as written: api | RealtimeAPI | AsyncAPI
+    processes_per_replica: int = 1  # Cortex 0.25+: processes per replica; localserve runs replicas x this
+    max_replica_concurrency: int | None = None  # Cortex 0.25+ autoscaling key, as given (max_queue follows it)
+    target_replica_concurrency: float | None = None  # Cortex 0.25+ autoscaling key, kept for export
+
+    @property
+    def is_async(self) -> bool:
+        """``kind: AsyncAPI``: POST answers an id at once, the result is polled (its runtime is not built yet)."""
+        return self.api_kind == "AsyncAPI"
+
+    @property
+    def processes(self) -> int:
+        """Server processes on one machine: the replicas times ``processes_per_replica``."""
+        return self.compute.replicas * self.processes_per_replica
 
     @property
     def kind(self) -> str:

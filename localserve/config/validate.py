@@ -8,23 +8,31 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from localserve.config.schema import (
     _DURATION_UNITS,
     API_KEYS,
+    AUTOSCALING_KEYS,
     BATCHING_KEYS,
     COMPUTE_KEYS,
     CPU_RE,
     CUDA_OPTION_KEYS,
     DURATION_RE,
     HANDLER_RE,
+    KINDS,
+    LOG_LEVELS,
     MEM_RE,
+    MODELS_KEYS,
     NAME_RE,
+    NETWORKING_KEYS,
     PREDICTOR_CLASSES,
     PREDICTOR_KEYS,
+    REALTIME_KEYS,
     RESERVED_NAMES,
     TRACKER_KEYS,
+    UPDATE_STRATEGY_KEYS,
     ApiConfig,
     BatchingConfig,
     ComputeConfig,
@@ -50,10 +58,21 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
         )
     if name in RESERVED_NAMES:
         raise ConfigError(f"{where}: the name {name!r} is reserved by localserve; choose another.")
-    _check_keys(entry, API_KEYS, where, None)
     kind = entry.get("kind", "api")
+    if kind not in KINDS:
+        raise ConfigError(
+            f"{where}: invalid value {kind!r} for 'kind'; expected one of {', '.join(map(repr, KINDS))}."
+            + _suggest(str(kind), KINDS)
+        )
     if kind != "api":
-        raise ConfigError(f"{where}: invalid value {kind!r} for 'kind'; expected 'api'.")
+        return _parse_realtime(entry, name, kind, where)
+    for key in entry:
+        if key not in API_KEYS and key in REALTIME_KEYS:
+            raise ConfigError(
+                f"{where}: {key!r} belongs to the Cortex 0.25+ generation of the config (kind: RealtimeAPI or "
+                f"AsyncAPI); with 'kind: api' use 'compute' for replicas, or write 'kind: RealtimeAPI'."
+            )
+    _check_keys(entry, API_KEYS, where, None)
 
     handler = _opt_str(entry, "handler", where)
     if handler is not None and not HANDLER_RE.match(handler):
@@ -105,6 +124,13 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
             inferred = predictor.type
         if model_format is None:
             model_format = inferred
+        if model_format is None:
+            key = "model" if model is not None else "predictor"
+            raise ConfigError(
+                f"{_at(entry, key, where)}: cannot tell the format of the model {location!r} from its name "
+                "('.onnx' is ONNX; a folder or a '.zip' is a TensorFlow SavedModel); set 'model_format: onnx' "
+                "or 'model_format: tensorflow'."
+            )
     elif model_format is not None:
         raise ConfigError(f"{where}: 'model_format' is set but there is no 'model'.")
 
@@ -133,9 +159,127 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
     )
 
 
-def infer_model_format(location: str) -> str:
-    """Seed 003: 'onnx' if the path ends with .onnx, 'tensorflow' for a .zip or a directory."""
-    return "onnx" if location.rstrip("/").lower().endswith(".onnx") else "tensorflow"
+def infer_model_format(location: str) -> str | None:
+    """Seed 003's rule on the path (a URL's query and fragment left out): '.onnx' -> 'onnx'; a folder
+    (a trailing '/', or a last segment without a suffix) or '.zip' -> 'tensorflow'; anything else None."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(location).path if "://" in location else location
+    if path.endswith("/"):
+        return "tensorflow"
+    last = path.rsplit("/", 1)[-1].lower()
+    if last.endswith(".onnx"):
+        return "onnx"
+    if last.endswith(".zip") or "." not in last.lstrip("."):
+        return "tensorflow"
+    return None
+
+
+def _realtime_entry(entry: dict[str, Any], name: str, kind: str, where: str) -> dict[str, Any]:
+    """A ``kind: RealtimeAPI / AsyncAPI`` entry (Cortex 0.25-0.33) rewritten as the keys of ``kind: api``."""
+    for key in entry:
+        if key not in REALTIME_KEYS and key in API_KEYS:
+            hint = {
+                "model": "'models: {path: ...}' in 'predictor'",
+                "model_format": "'predictor: {type: onnx | tensorflow}'",
+                "request_handler": "a predictor class in 'predictor: {path: ...}'",
+                "tf_signature_key": "'models: {signature_key: ...}' in 'predictor'",
+                "handler": "'kind: api' with 'handler'",
+            }[key]
+            raise ConfigError(
+                f"{where}: {key!r} belongs to 'kind: api' (Cortex 0.8-0.11); with 'kind: {kind}' use {hint}."
+            )
+    _check_keys(entry, REALTIME_KEYS, where, None)
+    for section, keys in (("networking", NETWORKING_KEYS), ("update_strategy", UPDATE_STRATEGY_KEYS)):
+        raw = entry.get(section)
+        if raw is not None:
+            if not isinstance(raw, dict):
+                raise ConfigError(f"{where}: {section!r} must be a mapping, got {_describe(raw)}.")
+            _check_keys(raw, keys, where, section)
+    predictor = entry.get("predictor")
+    if not isinstance(predictor, dict):
+        raise ConfigError(
+            f"{where}: 'kind: {kind}' needs a 'predictor' mapping with 'type' and 'path', got {_describe(predictor)}."
+        )
+    out: dict[str, Any] = {k: v for k, v in entry.items() if k in API_KEYS and k != "kind"}
+    pred = dict(predictor)
+    for key, target in (("server_side_batching", "batching"), ("threads_per_process", "threads_per_process")):
+        if key in pred:
+            value = pred.pop(key)
+            if target not in entry:  # a top-level key (or its command-line flag) wins
+                out[target] = value
+    pred.pop("processes_per_replica", None)  # read by _parse_realtime
+    models = pred.pop("models", None)
+    if models is not None:
+        if not isinstance(models, dict):
+            raise ConfigError(f"{where}: 'models' in 'predictor' must be a mapping, got {_describe(models)}.")
+        _check_keys(models, MODELS_KEYS, where, "models")
+        for many in ("paths", "dir"):
+            if models.get(many) is not None:
+                raise ConfigError(
+                    f"{_at(models, many, where)}: 'models: {{{many}: ...}}' serves several models from one API "
+                    "(Cortex's multi-model caching), which localserve does not do; give each model its own API "
+                    "with 'models: {path: ...}'."
+                )
+        if models.get("path") is not None:
+            if pred.get("model_path") is not None:
+                raise ConfigError(f"{where}: 'model_path' and 'models' in 'predictor' cannot both be set.")
+            pred["model_path"] = models["path"]
+        if models.get("signature_key") is not None:
+            pred["signature_key"] = models["signature_key"]
+    signature_key = pred.pop("signature_key", None)
+    if signature_key is not None:
+        out["tf_signature_key"] = signature_key
+    out["predictor"] = pred
+    autoscaling = entry.get("autoscaling")
+    if autoscaling is not None:
+        if not isinstance(autoscaling, dict):
+            raise ConfigError(f"{where}: 'autoscaling' must be a mapping, got {_describe(autoscaling)}.")
+        _check_keys(autoscaling, AUTOSCALING_KEYS, where, "autoscaling")
+        raw_compute = entry.get("compute")
+        compute = dict(raw_compute) if isinstance(raw_compute, dict) else ({} if raw_compute is None else raw_compute)
+        if isinstance(compute, dict):
+            for key in ("min_replicas", "max_replicas", "init_replicas"):
+                if key in autoscaling:
+                    if key in compute:
+                        raise ConfigError(
+                            f"{where}: {key!r} is set in both 'compute' and 'autoscaling'; keep it in 'autoscaling'."
+                        )
+                    compute[key] = autoscaling[key]
+            out["compute"] = compute
+        if "max_replica_concurrency" in autoscaling and "max_queue" not in entry:
+            out["max_queue"] = autoscaling["max_replica_concurrency"]
+    return out
+
+
+def _parse_realtime(entry: dict[str, Any], name: str, kind: str, where: str) -> ApiConfig:
+    flat = _realtime_entry(entry, name, kind, where)
+    api = parse_api({"kind": "api", "name": name, **flat}, where.split(": api ")[0])
+    autoscaling = entry.get("autoscaling") or {}
+    processes = _int(entry["predictor"], "processes_per_replica", where, 1, minimum=1)
+    max_conc = _int(autoscaling, "max_replica_concurrency", where, None, minimum=1)
+    target = autoscaling.get("target_replica_concurrency")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, int | float) or target <= 0):
+        raise ConfigError(
+            f"{where}: invalid value {target!r} for 'target_replica_concurrency' in 'autoscaling'; "
+            "expected a number above 0."
+        )
+    return replace(
+        api,
+        api_kind=kind,
+        processes_per_replica=processes,
+        max_replica_concurrency=max_conc,
+        target_replica_concurrency=None if target is None else float(target),
+    )
+
+
+def _at(raw: Any, key: str, where: str) -> str:
+    """``where`` with the line of ``key`` in the YAML file, when the loader recorded it."""
+    lines = getattr(raw, "key_lines", None)
+    if lines and key in lines:
+        source, _, rest = where.partition(": ")
+        return f"{source}, line {lines[key]}: {rest}"
+    return where
 
 
 def parse_duration(value: Any) -> float:
@@ -176,7 +320,41 @@ def _parse_predictor(raw: Any, where: str) -> PredictorConfig | None:
     config = raw.get("config") or {}
     if not isinstance(config, dict):
         raise ConfigError(f"{where}: 'config' in 'predictor' must be a mapping, got {_describe(config)}.")
-    return PredictorConfig(type=ptype, path=path, model_path=model_path, config=config)
+    for key in ("models", "server_side_batching", "signature_key", "processes_per_replica", "threads_per_process"):
+        if key in raw:  # only the kind: RealtimeAPI form rewrites these
+            raise ConfigError(
+                f"{where}: {key!r} in 'predictor' belongs to 'kind: RealtimeAPI' or 'kind: AsyncAPI' (Cortex 0.25+); "
+                "with 'kind: api' use "
+                + {
+                    "models": "'model_path'",
+                    "server_side_batching": "'batching'",
+                    "signature_key": "'tf_signature_key'",
+                    "processes_per_replica": "'compute: {init_replicas: N}'",
+                    "threads_per_process": "'threads_per_process' at the top level",
+                }[key]
+                + "."
+            )
+    python_path = _opt_str(raw, "python_path", where)
+    env = raw.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
+        raise ConfigError(f"{where}: 'env' in 'predictor' must be a mapping of names to values, got {_describe(env)}.")
+    log_level = raw.get("log_level")
+    if log_level is not None and log_level not in LOG_LEVELS:
+        raise ConfigError(
+            f"{where}: invalid value {log_level!r} for 'log_level' in 'predictor'; expected one of "
+            f"{', '.join(map(repr, LOG_LEVELS))}."
+        )
+    image = raw.get("image") or raw.get("tensorflow_serving_image")
+    return PredictorConfig(
+        type=ptype,
+        path=path,
+        model_path=model_path,
+        config=config,
+        python_path=python_path,
+        env={k: "" if v is None else str(v) for k, v in env.items()},
+        log_level=log_level,
+        image=image if isinstance(image, str) else None,
+    )
 
 
 def _parse_tracker(raw: Any, where: str) -> TrackerConfig | None:
@@ -226,6 +404,12 @@ def _parse_compute(raw: Any, where: str) -> ComputeConfig:
             f"{where}: invalid value {cpu_raw!r} for 'cpu' in 'compute'; expected a number of cores like 1, 0.5 or '200m'."
         )
     gpu = _int(raw, "gpu", ctx, 0, minimum=0)
+    inf = _int(raw, "inf", ctx, 0, minimum=0)
+    if inf:
+        raise ConfigError(
+            f"{_at(raw, 'inf', where)}: 'inf: {inf}' in 'compute' asks for AWS Inferentia chips, which no local "
+            "machine has; remove 'inf' (the model runs on CPU, or on a GPU with 'gpu: 1')."
+        )
     mem_raw = raw.get("mem")
     mem = None if mem_raw is None else str(mem_raw)
     if mem is not None and (isinstance(mem_raw, bool) or not MEM_RE.match(mem)):

@@ -83,6 +83,9 @@ class RequestHandlerEndpoint:
             self.pre, self.pre_three = _hook(module, "pre_inference", self.api.request_handler)
             self.post, self.post_three = _hook(module, "post_inference", self.api.request_handler)
         self.model = load_api_model(self.api, self.options)
+        require = getattr(self.model, "require_signature", None)
+        if require is not None:  # the model runs on every request: it needs its one signature
+            require()
 
     def describe(self) -> dict[str, Any]:
         assert self.model is not None

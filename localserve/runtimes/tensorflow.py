@@ -81,9 +81,30 @@ class TensorFlowModel:
             raise ModelLoadError(f"Cannot load TensorFlow model {self.path}: {exc}") from None
         self._signature_defs = _read_signature_defs(self.path)
         available = sorted(self._loaded.signatures.keys())
+        # None when the model has several signatures and none is the default: a TensorFlowPredictor
+        # then names one in tensorflow_client.predict(x, signature_key); a request handler API cannot load.
         self.signature_key = _choose_signature(available, options.signature_key, self.path)
         self._signatures = {key: _Signature(key, self._loaded.signatures[key]) for key in available}
-        self._default = self._signatures[self.signature_key]
+        self._default_signature = None if self.signature_key is None else self._signatures[self.signature_key]
+
+    @property
+    def _default(self) -> _Signature:
+        if self._default_signature is None:
+            raise RequestError(
+                f"TensorFlow model {self.path.name} has several signatures "
+                f"({', '.join(map(repr, self._signatures))}) and none is chosen; pass the key as "
+                "tensorflow_client.predict(model_input, signature_key) or set tf_signature_key."
+            )
+        return self._default_signature
+
+    def require_signature(self) -> None:
+        """ModelLoadError unless one signature is chosen (APIs that run the model on each request need one)."""
+        if self._default_signature is None:
+            listed = ", ".join(map(repr, self._signatures))
+            raise ModelLoadError(
+                f"TensorFlow model {self.path} has several signatures and none is 'serving_default'; "
+                f"set tf_signature_key to one of {listed}."
+            )
 
     @property
     def input_signature(self) -> dict[str, Any]:
@@ -95,7 +116,14 @@ class TensorFlowModel:
         return self._signature_defs
 
     def describe(self) -> dict[str, Any]:
-        sig = self._default
+        if self._default_signature is None:
+            return {
+                "format": self.format,
+                "device": self.device,
+                "signature_key": None,
+                "signatures": sorted(self._signatures),
+            }
+        sig = self._default_signature
         return {
             "format": self.format,
             "device": self.device,
@@ -169,7 +197,7 @@ def _choose_device(options: LoadOptions) -> str:
     return "/CPU:0"
 
 
-def _choose_signature(available: list[str], wanted: str | None, path: Path) -> str:
+def _choose_signature(available: list[str], wanted: str | None, path: Path) -> str | None:
     listed = ", ".join(map(repr, available)) or "none"
     if wanted is not None:
         if wanted not in available:
@@ -182,10 +210,7 @@ def _choose_signature(available: list[str], wanted: str | None, path: Path) -> s
     for key in FALLBACK_KEYS:
         if key in available:
             return key
-    raise ModelLoadError(
-        f"TensorFlow model {path} has several signatures and none is 'serving_default'; "
-        f"set tf_signature_key to one of {listed}."
-    )
+    return None
 
 
 def _read_signature_defs(path: Path) -> dict[str, Any]:

@@ -170,8 +170,21 @@ def test_signature_choice(tmp_path: Path) -> None:
     older = load(tf_savedmodel(tmp_path / "older", {"predict": "linear", "text": "text"}))
     assert older.signature_key == "predict"
     ambiguous = tf_savedmodel(tmp_path / "ambiguous", {"a": "linear", "b": "text"})
-    with pytest.raises(ModelLoadError) as info:
-        load(ambiguous)
+    several = load(ambiguous)  # loads: a TensorFlowPredictor names the key in predict(x, signature_key)
+    assert several.signature_key is None
+    assert several.describe()["signatures"] == ["a", "b"]
+    np.testing.assert_allclose(
+        several.predict([[1.0, 2.0, 3.0, 4.0]], "a")["probabilities"],
+        load(ambiguous, signature_key="a").predict([[1.0, 2.0, 3.0, 4.0]])["probabilities"],
+    )
+    with pytest.raises(RequestError) as request_error:
+        several.predict([[1.0, 2.0, 3.0, 4.0]])
+    assert str(request_error.value) == (
+        "TensorFlow model ambiguous has several signatures ('a', 'b') and none is chosen; pass the key as "
+        "tensorflow_client.predict(model_input, signature_key) or set tf_signature_key."
+    )
+    with pytest.raises(ModelLoadError) as info:  # a request handler API runs one signature per request
+        several.require_signature()
     assert str(info.value) == (
         f"TensorFlow model {ambiguous} has several signatures and none is 'serving_default'; "
         "set tf_signature_key to one of 'a', 'b'."

@@ -1,0 +1,1 @@
+"""``cortex_internal.lib``: see ``cortex_internal.lib.log``."""

@@ -1,0 +1,32 @@
+"""The platforms' surroundings that seed code relies on, recreated on one machine.
+
+- ``mnt``: the project at ``/mnt/project`` (seed 000), by a private mount namespace when the
+  OS allows it, else by a narrow redirection of Python's file functions.
+- ``view``: the project as the platform packaged it (ignore rules applied, seed 001).
+- ``hosts``: ``http://api-<name>:8888`` reaches API ``<name>`` of this server (seed 001).
+- ``platform``: the ABEJA environment variables with local values (seed 004), ``dependencies.sh``.
+- ``imports``: ``check``'s probe of each API's imports, in a subprocess.
+
+``cortex_internal.lib.log.logger`` (seed 001) is a top-level package of this distribution.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["enter_replica"]
+
+
+def enter_replica(project: Path, workdir: Path | None, mnt_mode: str) -> None:
+    """In a replica process (spawned, so it inherits the mount namespace but not Python patches):
+    the working directory, sys.path and, when the parent fell back to it, the /mnt/project redirection."""
+    where = workdir or project
+    os.chdir(where)
+    if str(where) not in sys.path[:1]:
+        sys.path.insert(0, str(where))
+    if mnt_mode == "redirect":
+        from localserve.compat.mnt import install_redirect
+
+        install_redirect(where)

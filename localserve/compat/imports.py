@@ -1,0 +1,149 @@
+"""``localserve check``: import each API's user modules in a fresh Python, and name what is missing.
+
+Cortex's images came with boto3, msgpack, numpy, requests and dill (seeds 000, 002); code that
+relied on them fails locally unless they are installed. The probe runs in a subprocess, so
+nothing the user's modules do at import time touches the ``check`` process; it enters the
+project as ``run`` would (working directory, sys.path, .env, the cached requirements, the
+/mnt/project redirection) and imports each module.
+
+Run as ``python -m localserve.compat.imports SPEC_JSON``; prints one JSON result per module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from localserve.config import ServeConfig
+
+# Module name -> the package that provides it, where they differ.
+PACKAGES = {
+    "PIL": "Pillow",
+    "cv2": "opencv-python",
+    "sklearn": "scikit-learn",
+    "yaml": "pyyaml",
+    "skimage": "scikit-image",
+    "bs4": "beautifulsoup4",
+    "google.protobuf": "protobuf",
+    "dateutil": "python-dateutil",
+}
+CORTEX_PREINSTALLED = ("boto3", "msgpack", "numpy", "requests", "dill")
+PROBE_TIMEOUT = 300.0
+
+
+def user_modules(config: ServeConfig) -> list[tuple[str, str, str]]:
+    """(api, how, target) per module to import: ("iris", "file", "handler.py") or ("tax", "module", "main")."""
+    modules = []
+    for api in config.apis:
+        if api.handler:
+            modules.append((api.name, "module", api.handler.partition(":")[0]))
+        if api.request_handler:
+            modules.append((api.name, "file", api.request_handler))
+        if api.predictor:
+            modules.append((api.name, "file", api.predictor.path))
+    return modules
+
+
+def probe_imports(config: ServeConfig, cached_env: Path | None) -> list[dict[str, Any]]:
+    """Import every user module of ``config`` in a subprocess; one result dict per module."""
+    spec = {
+        "project": str(config.project),
+        "env": str(cached_env) if cached_env is not None else None,
+        "python_paths": [
+            str(config.project / api.predictor.python_path)
+            for api in config.apis
+            if api.predictor is not None and api.predictor.python_path
+        ],
+        "modules": user_modules(config),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "localserve.compat.imports", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=PROBE_TIMEOUT,
+        cwd=config.project,
+        check=False,
+    )
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 and not results:
+        results.append({"api": "", "target": "", "error": f"the import probe failed: {done.stderr.strip()[-500:]}"})
+    return results
+
+
+def package_for(module: str) -> str:
+    """The pip package that provides ``module`` (its top-level name unless known to differ)."""
+    if module in PACKAGES:
+        return PACKAGES[module]
+    top = module.split(".")[0]
+    return PACKAGES.get(top, top)
+
+
+def requirement_names(project: Path) -> set[str]:
+    """Normalised names of the packages the project's requirements.txt lists (installed at start)."""
+    path = project / "requirements.txt"
+    if not path.is_file():
+        return set()
+    names = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+        if match:
+            names.add(_normalise(match.group(1)))
+    return names
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _main(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the subprocess
+    import importlib
+    import traceback
+
+    project = Path(spec["project"])
+    os.chdir(project)
+    sys.path.insert(0, str(project))
+    for folder in spec["python_paths"]:
+        sys.path.insert(1, folder)
+    if spec["env"]:
+        sys.path.insert(1, spec["env"])
+    dotenv = project / ".env"
+    if dotenv.is_file():
+        from localserve.project import read_dotenv
+
+        os.environ.update(read_dotenv(dotenv))
+    from localserve.compat.mnt import install_redirect
+
+    install_redirect(project)
+    devnull = open(os.devnull, "w")  # noqa: SIM115  (stdout for user prints until the process ends)
+    real_stdout, sys.stdout = sys.stdout, devnull
+    for api, how, target in spec["modules"]:
+        result: dict[str, Any] = {"api": api, "target": target}
+        try:
+            if how == "module":
+                importlib.import_module(target)
+            else:
+                from localserve.handlers.loader import load_file
+
+                load_file(target, project, api=api, what="module")
+        except ModuleNotFoundError as exc:
+            result["missing"] = exc.name
+        except Exception as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, ModuleNotFoundError):
+                result["missing"] = cause.name
+            else:
+                result["error"] = f"{type(exc).__name__}: {exc}"
+                result["details"] = traceback.format_exc(limit=-3)
+        except SystemExit as exc:
+            result["error"] = f"SystemExit: {exc}"
+        real_stdout.write(json.dumps(result) + "\n")
+        real_stdout.flush()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main(json.loads(sys.argv[1]))

@@ -1,0 +1,169 @@
+"""``/mnt/project`` for user code (seed 000: ``open('/mnt/project/config.json')``), without root.
+
+Cortex mounted the project at ``/mnt/project`` in every API container. Locally, in this order:
+
+1. ``native``: ``/mnt/project`` already is the project (the Docker image mounts it there).
+2. ``mount``: a private mount namespace, made before any thread starts (``unshare(2)`` refuses a
+   multi-threaded process): as root a mount namespace alone, otherwise a user namespace that
+   maps only the caller's own uid and gid onto themselves (so ``os.getuid()`` is unchanged), plus
+   a mount namespace. Mounts are made private first, so nothing leaks to the rest of the system.
+   The project is bind-mounted on ``/mnt/project``; when that folder does not exist, ``/mnt``
+   becomes a small tmpfs in which the original entries of ``/mnt`` are bind-mounted back. Every
+   file API sees it, C extensions included (onnxruntime, TensorFlow, OpenCV).
+3. ``redirect``: where the OS refuses namespaces (a container without the privilege, a
+   platform other than Linux), Python-level file functions rewrite paths under
+   ``/mnt/project`` to the project: ``open``/``io.open``, ``os.open``, ``os.stat``, ``os.lstat``,
+   ``os.access``, ``os.listdir``, ``os.scandir`` (and through them ``os.path.exists`` & co. and
+   ``pathlib``). Code in C that opens files itself does not see it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import errno
+import io
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("localserve")
+
+MNT_PROJECT = "/mnt/project"
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+
+def provide_mnt_project(workdir: Path, *, allow_namespace: bool = True) -> str:
+    """Make ``/mnt/project`` show ``workdir`` to this process and its children; returns the way chosen."""
+    workdir = workdir.resolve()
+    try:
+        if Path(MNT_PROJECT).resolve() == workdir:
+            return "native"
+    except OSError:
+        pass
+    if allow_namespace and sys.platform == "linux":
+        try:
+            mount_namespace(workdir)
+        except OSError as exc:
+            log.info("/mnt/project: no private mount namespace here (%s); redirecting Python's file functions", exc)
+        else:
+            log.info("/mnt/project: the project is mounted there in a private mount namespace")
+            return "mount"
+    install_redirect(workdir)
+    return "redirect"
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def mount_namespace(workdir: Path) -> None:
+    """Enter a private mount namespace where ``/mnt/project`` is ``workdir``; OSError when the OS refuses."""
+    if _threads() > 1:
+        raise OSError(errno.EINVAL, "the process already runs several threads, and unshare(2) needs one")
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def call(result: int, what: str) -> None:
+        if result != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"{what}: {os.strerror(code)}")
+
+    uid, gid = os.getuid(), os.getgid()
+    if os.geteuid() != 0 or libc.unshare(CLONE_NEWNS) != 0:
+        call(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(CLONE_NEWUSER | CLONE_NEWNS)")
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as file:
+                file.write(text)
+    # Private first: no mount made below may propagate outside this process tree.
+    call(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making mounts private")
+    target = Path(MNT_PROJECT)
+    if not target.is_dir():
+        _mnt_tmpfs(libc, call)
+    call(libc.mount(os.fsencode(workdir), os.fsencode(target), None, MS_BIND | MS_REC, None), "bind mount")
+
+
+def _mnt_tmpfs(libc: Any, call: Callable[[int, str], None]) -> None:
+    """A tmpfs on /mnt holding ``project`` and, bind-mounted back, whatever /mnt held before."""
+    if not os.path.isdir("/mnt"):
+        raise OSError(errno.ENOENT, "/mnt does not exist")
+    fd = os.open("/mnt", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        entries = os.listdir(fd)
+        call(libc.mount(b"tmpfs", b"/mnt", b"tmpfs", 0, b"mode=0755"), "tmpfs on /mnt")
+        for name in entries:
+            source = f"/proc/self/fd/{fd}/{name}"
+            target = f"/mnt/{name}"
+            try:
+                if os.path.islink(source):
+                    os.symlink(os.readlink(source), target)
+                    continue
+                if os.path.isdir(source):
+                    os.mkdir(target)
+                else:
+                    open(target, "wb").close()
+                call(libc.mount(os.fsencode(source), os.fsencode(target), None, MS_BIND | MS_REC, None), target)
+            except OSError as exc:
+                log.warning("/mnt/project: could not keep /mnt/%s visible: %s", name, exc)
+        os.mkdir(MNT_PROJECT)
+    finally:
+        os.close(fd)
+
+
+_PREFIX = MNT_PROJECT
+_installed: Path | None = None
+
+
+def _rewrite(path: Any) -> Any:
+    target = _installed
+    if target is None or isinstance(path, int):
+        return path
+    try:
+        raw = os.fspath(path)
+    except TypeError:
+        return path
+    if isinstance(raw, bytes):
+        if raw == _PREFIX.encode() or raw.startswith(_PREFIX.encode() + b"/"):
+            return os.fsencode(target) + raw[len(_PREFIX) :]
+        return path
+    if raw == _PREFIX or raw.startswith(_PREFIX + "/"):
+        return str(target) + raw[len(_PREFIX) :]
+    return path
+
+
+def _wrap(func: Callable[..., Any]) -> Callable[..., Any]:
+    if getattr(func, "__localserve_mnt__", False):
+        return func
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (_rewrite(args[0]), *args[1:])
+        for key in ("file", "path"):
+            if key in kwargs:
+                kwargs[key] = _rewrite(kwargs[key])
+        return func(*args, **kwargs)
+
+    wrapper.__name__ = getattr(func, "__name__", "wrapper")
+    wrapper.__doc__ = func.__doc__
+    wrapper.__localserve_mnt__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def install_redirect(workdir: Path) -> None:
+    """Rewrite ``/mnt/project/...`` to ``workdir/...`` in Python's file functions (see the module doc)."""
+    global _installed
+    _installed = workdir.resolve()
+    opener = _wrap(builtins.open)
+    builtins.open = opener
+    io.open = opener
+    for name in ("open", "stat", "lstat", "access", "listdir", "scandir"):
+        setattr(os, name, _wrap(getattr(os, name)))
