@@ -279,8 +279,9 @@ def test_check_validates_without_serving(make_project) -> None:
     done = localserve("check", "-p", str(EXAMPLES / "iris_onnx"))
     assert done.returncode == 0
     assert (
-        done.stdout.decode()
-        == "ok  iris: onnx model iris.onnx with request handler handler.py\ncortex.yaml: 1 API(s) valid.\n"
+        done.stdout.decode() == "ok  iris: onnx model iris.onnx with request handler handler.py\n"
+        "not packaged (user code cannot read them; --raw-project to allow): cortex.yaml\n"
+        "cortex.yaml: 1 API(s) valid.\n"
     )
     done = localserve("check", "-p", str(EXAMPLES / "python_predictor"))
     assert done.stdout.decode().splitlines()[0] == "ok  tax: PythonPredictor in predictor.py"

@@ -481,3 +481,62 @@ def test_tensorflow_predictor_with_several_signatures_loads_without_a_key(serve,
     expected = linear_reference(x)[0].tolist()
     np.testing.assert_allclose(response.json()["a"], expected, rtol=1e-6)
     np.testing.assert_allclose(response.json()["b"], expected, rtol=1e-6)
+
+
+# -- issue 15, item 4: libraries where they are right ---------------------------------------------
+
+
+def test_dotenv_is_read_as_the_shell_would(tmp_path: Path) -> None:
+    from localserve.project import read_dotenv
+
+    env = tmp_path / ".env"
+    env.write_text('A=1 # note\nB="two words"\nexport C=3\n# comment\n\nD=${C}4\n')
+    assert read_dotenv(env) == {"A": "1", "B": "two words", "C": "3", "D": "34"}
+    env.write_text("A=1\nnot a variable line\n")
+    with pytest.raises(ConfigError) as info:
+        read_dotenv(env)
+    assert str(info.value) == ".env, line 2: expected VARIABLE=value, got 'not a variable line'."
+
+
+def test_a_bad_ignore_pattern_names_the_file_and_line(tmp_path: Path) -> None:
+    from localserve.ignore import ignored
+
+    (tmp_path / ".cortexignore").write_text("[]]\n# fine so far\nlogs\\\n")
+    with pytest.raises(ConfigError) as info:
+        ignored(tmp_path, None)
+    assert str(info.value) == (
+        ".cortexignore, line 3: invalid pattern 'logs\\\\' (Invalid git pattern: 'logs\\\\'); expected gitignore "
+        "syntax: *, ?, [a-z], ** and a trailing / for folders, \\ to escape a character."
+    )
+    (tmp_path / ".cortexignore").write_text("[]]\nbuild/\n!build/keep.txt\n")
+    (tmp_path / "build").mkdir()
+    is_ignored = ignored(tmp_path, None)
+    assert (is_ignored(Path("]")), is_ignored(Path("build/keep.txt")), is_ignored(Path("a.py"))) == (True, True, False)
+
+
+def test_pipfile_extras_and_markers(tmp_path: Path) -> None:
+    from localserve.errors import ProjectError
+    from localserve.project import pipfile_requirements
+
+    pipfile = tmp_path / "Pipfile"
+    pipfile.write_text(
+        "[packages]\n"
+        'Pillow = "==6.0.0"\n'
+        'requests = {version = ">=2", extras = ["socks", "security"]}\n'
+        'pywinusb = {version = "*", sys_platform = "== \'win32\'"}\n'
+        'numpy = {version = "<2", markers = "python_version < \'3.12\'", platform_machine = "== \'x86_64\'"}\n'
+    )
+    assert pipfile_requirements(pipfile) == [
+        "Pillow==6.0.0",
+        "requests[socks,security]>=2",
+        "pywinusb ; sys_platform == 'win32'",
+        "numpy<2 ; (python_version < '3.12') and (platform_machine == 'x86_64')",
+    ]
+    pipfile.write_text('[packages]\nprivate = {version = "*", index = "internal"}\n')
+    with pytest.raises(ProjectError) as info:
+        pipfile_requirements(pipfile)
+    assert str(info.value) == (
+        "Pipfile: [packages] private: localserve cannot install a package with 'index' (packages from another "
+        "[[source]] are not supported; install it with pip yourself); the keys it understands: version, extras, "
+        "markers, path, editable, git, ref, file and PEP 508 marker names."
+    )

@@ -26,7 +26,7 @@ def localserve(command: str) -> list[str]:
 def test_main_job_prints_what_the_readme_shows() -> None:
     command, output = blocks("Quickstart")[:2]
     install, _, run = command.strip().partition(" && ")
-    assert install == "pip install -e '.[onnx]'"  # CI installs the package; the run is checked here
+    assert install == "pip install -e '.[onnx,cortex]'"  # CI installs the package; the run is checked here
     done = subprocess.run(localserve(run), cwd=ROOT, capture_output=True, env=cli_env(), timeout=120, check=True)
     assert done.stdout.decode() == output.strip()
 
