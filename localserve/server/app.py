@@ -19,7 +19,8 @@ from localserve.errors import LocalServeError, NotFound, NotReady, Overloaded, R
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.request import Request
-from localserve.response import Reply, error_body
+from localserve.response import Reply, error_body, error_message
+from localserve.server.methods import answer_method
 from localserve.server.runtime import ApiRuntime, ClientGone, MiB, ServeOptions, state_of
 from localserve.server.wire import (
     Receive,
@@ -82,6 +83,8 @@ class App:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             route = self.routes.get(scope["path"])
+            if route is not None and scope["method"] != "POST" and await answer_method(route, scope, send):
+                return
             if route is not None and (route[1] or scope["method"] != "GET"):
                 await self.serve(route[0], scope, receive, send)
                 return
@@ -291,7 +294,11 @@ class App:
         headers = [(b"content-type", b"application/json")]
         if exc.status_code == 503:
             headers.append((b"retry-after", b"1"))
-        return Reply(status=exc.status_code, headers=headers, body=error_body(str(exc), request_id))
+        return Reply(
+            status=exc.status_code,
+            headers=headers,
+            body=error_body(error_message(exc, self.options.hide_errors), request_id),
+        )
 
     # -- the other routes -------------------------------------------------------------------------
     async def healthz(self, request: StarletteRequest) -> Response:

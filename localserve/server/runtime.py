@@ -30,6 +30,8 @@ class ServeOptions:
     access_log: bool = True  # one log line per request
     metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
     pin_threads: bool = False  # event loop and worker threads on one core once the models are loaded
+    hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
+    api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
 
 
 class ClientGone(LocalServeError):
