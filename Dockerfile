@@ -19,6 +19,8 @@
 # The ENTRYPOINT is the `localserve` command and the CMD its default arguments, so
 # `docker run IMAGE` serves the project mounted at /mnt/project, and
 # `docker run IMAGE run --input sample.json` or `docker run IMAGE --help` work as well.
+# The image binds 0.0.0.0 and hides 500 texts (--hide-errors); set LOCALSERVE_API_KEY
+# (`docker run -e LOCALSERVE_API_KEY=...`) to require `Authorization: Bearer <key>`.
 
 ARG VARIANT=gpu
 
@@ -59,4 +61,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8888/healthz', timeout=4)"]
 
 ENTRYPOINT ["localserve"]
-CMD ["serve", "--project", "/mnt/project", "--host", "0.0.0.0"]
+CMD ["serve", "--project", "/mnt/project", "--host", "0.0.0.0", "--hide-errors"]

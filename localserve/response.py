@@ -10,10 +10,12 @@ import io
 import json
 import logging
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -268,6 +270,19 @@ def error_message(exc: Exception, hide_errors: bool) -> str:
     if hide_errors and getattr(exc, "status_code", 500) == 500:
         return HIDDEN_ERROR
     return str(exc)
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s'\"/:,;()]+)+/(?=[^\s'\"/:,;()])")
+
+
+def without_paths(text: str, project: Path) -> str:
+    """``text`` for clients: paths inside the project made relative, other absolute folders dropped.
+
+    Model and handler load failures name files; the log keeps the full paths, what a client
+    sees (503 bodies, /readyz) does not disclose the server's layout.
+    """
+    text = text.replace(f"{project}{os.sep}", "").replace(str(project), ".")
+    return _ABSOLUTE_PATH.sub("", text)
 
 
 def error_body(message: str, request_id: str) -> bytes:

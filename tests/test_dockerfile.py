@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVE = ["serve", "--project", "/mnt/project", "--host", "0.0.0.0"]
+SERVE = ["serve", "--project", "/mnt/project", "--host", "0.0.0.0", "--hide-errors"]
 
 
 @dataclass(frozen=True)

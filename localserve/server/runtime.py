@@ -16,6 +16,7 @@ from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
 from localserve.logs import api_var, request_id_var
 from localserve.metrics import Metrics
 from localserve.request import Request
+from localserve.response import without_paths
 from localserve.runtimes import LoadOptions
 
 log = logging.getLogger("localserve")
@@ -43,6 +44,7 @@ class ApiRuntime:
 
     def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics | None) -> None:
         self.api = api
+        self.project = config.project
         self.metrics = metrics
         self.state = "loading"
         self.error: str | None = None
@@ -84,12 +86,12 @@ class ApiRuntime:
         try:
             await asyncio.wrap_future(self.executor.call(self.endpoint.load))
         except LocalServeError as exc:
-            self.state, self.error = "failed", str(exc)
+            self.state, self.error = "failed", without_paths(str(exc), self.project)
             if exc.details:
                 log.error("api %r failed to load:\n%s", self.api.name, exc.details)
             raise
         except Exception as exc:
-            self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
+            self.state, self.error = "failed", without_paths(f"{type(exc).__name__}: {exc}", self.project)
             log.exception("api %r failed to load", self.api.name)
             raise LocalServeError(f"api {self.api.name!r} failed to load: {self.error}") from exc
         self.state = "ready"
