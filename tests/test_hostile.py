@@ -62,7 +62,7 @@ def _complete(received: bytes) -> bool:
     for line in head.decode("latin-1").lower().split("\r\n"):
         if line.startswith("content-length: "):
             return len(body) >= int(line.split(": ")[1])
-    return head.startswith(b"HTTP/1.1 204") or head.startswith(b"HTTP/1.1 200") and b"HEAD" in received
+    return head.startswith(b"HTTP/1.1 204") or (head.startswith(b"HTTP/1.1 200") and b"HEAD" in received)
 
 
 def post(path: str, body: bytes, content_type: str = "application/json") -> bytes:
