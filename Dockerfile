@@ -22,6 +22,8 @@
 # The ENTRYPOINT is the `localserve` command and the CMD its default arguments, so
 # `docker run IMAGE` serves the project mounted at /mnt/project, and
 # `docker run IMAGE run --input sample.json` or `docker run IMAGE --help` work as well.
+# The image binds 0.0.0.0 and hides 500 texts (--hide-errors); set LOCALSERVE_API_KEY
+# (`docker run -e LOCALSERVE_API_KEY=...`) to require `Authorization: Bearer <key>`.
 
 ARG VARIANT=gpu
 
@@ -64,4 +66,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
 ENTRYPOINT ["localserve"]
 # --system-deps: the project's dependencies.sh runs at container start, as on Cortex (it needs
 # `docker run --user root` when it installs system packages with apt-get).
-CMD ["serve", "--project", "/mnt/project", "--host", "0.0.0.0", "--system-deps"]
+CMD ["serve", "--project", "/mnt/project", "--host", "0.0.0.0", "--system-deps", "--hide-errors"]

@@ -121,6 +121,7 @@ def _deployment(
             "1",  # Kubernetes scales pods; each pod runs one replica
             "--graceful-timeout",
             f"{graceful_timeout:g}",
+            "--hide-errors",  # a cluster's clients see request ids, the pod log the errors
         ],
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": [{"name": "LOCALSERVE_CACHE_DIR", "value": CACHE_DIR}],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -12,6 +13,8 @@ from localserve.errors import RequestError
 from localserve.request import Content
 
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack")
+MAX_JSON_DEPTH = 1024  # orjson's nesting limit
+MSGPACK_DEPTH = 1024  # msgpack's C unpacker's stack
 
 
 def decode_payload(content_type: str | None, body: bytes) -> Any:
@@ -22,8 +25,13 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
     if lowered.startswith("application/json"):
         try:
             return orjson.loads(body)
-        except orjson.JSONDecodeError:
-            pass  # the standard library accepts a little more (NaN, Infinity) and words the error
+        except orjson.JSONDecodeError as exc:
+            if exc.msg.startswith("depth limit exceeded"):  # orjson's limit: the standard library would recurse
+                raise RequestError(
+                    f"The body is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels "
+                    f"(at char {exc.pos})."
+                ) from None
+            # else the standard library accepts a little more (NaN, Infinity) and words the error
         try:
             return json.loads(body)
         except UnicodeDecodeError as exc:
@@ -34,6 +42,12 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
             raise RequestError(
                 f"The body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})."
             ) from None
+        except RecursionError:
+            raise RequestError(
+                f"The body is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels."
+            ) from None
+        except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
+            raise RequestError(f"The body is not valid JSON: {_int_limit(exc)}.") from None
     if lowered.startswith("text/plain"):
         charset = _param(content_type, "charset") or "utf-8"
         try:
@@ -58,6 +72,10 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
 
         try:
             return msgpack.unpackb(body, raw=False)
+        except (RecursionError, msgpack.StackError):
+            raise RequestError(
+                f"The body is not valid msgpack: arrays and maps are nested deeper than {MSGPACK_DEPTH} levels."
+            ) from None
         except Exception as exc:  # msgpack raises several unrelated types
             reason = str(exc) or type(exc).__name__
             raise RequestError(f"The body is not valid msgpack: {reason}.") from None
@@ -159,6 +177,13 @@ def form_from_parts(parts: list[Content]) -> Any:
         else:
             items.append((part["form_name"] or "", part.body.decode("utf-8", "replace")))
     return FormData(items)
+
+
+def _int_limit(exc: ValueError) -> str:
+    text = str(exc)
+    if "integer string conversion" in text:
+        return f"an integer has more than {sys.get_int_max_str_digits()} digits"
+    return text
 
 
 def _param(content_type: str, name: str) -> str | None:

@@ -8,10 +8,14 @@ import decimal
 import enum
 import io
 import json
+import logging
+import math
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +28,8 @@ NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-l
 SERVER_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "content-type", "x-request-id"})
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 ABEJA_KEYS = frozenset({"status_code", "content_type", "content", "metadata"})
+HIDDEN_ERROR = "Internal error: the server log has the details under this request id (--hide-errors)."
+log = logging.getLogger("localserve")
 
 
 @dataclass
@@ -66,11 +72,42 @@ def dump_json(value: Any) -> bytes:
     """Compact UTF-8 JSON, written by the standard library as the platforms did.
 
     (orjson would be faster, but writes floats differently: ``2.1e-6`` for ``2.1e-06``.)
+    NaN and ±Infinity are not JSON: they are written as ``null`` and a warning names where
+    they were, so a client's JSON parser never fails on what we send.
     """
     try:
-        return json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except (TypeError, ValueError) as exc:
+        return _dumps(value)
+    except UnicodeEncodeError:  # a lone surrogate (JSON input may carry one): written as a \\u escape
+        return json.dumps(value, default=json_default, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError as exc:
+        if "Out of range float values" not in str(exc):
+            raise HandlerError(f"The response cannot be serialised as JSON: {exc}.") from None
+    except TypeError as exc:
         raise HandlerError(f"The response cannot be serialised as JSON: {exc}.") from None
+    except RecursionError:
+        raise HandlerError("The response cannot be serialised as JSON: it is nested too deeply.") from None
+    found: list[str] = []
+    plain = _without_non_finite(json.loads(json.dumps(value, default=json_default)), "$", found)
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    log.warning("the response holds NaN or Infinity, which JSON cannot carry; sent as null: %s", shown)
+    return _dumps(plain)
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+        "utf-8"
+    )
+
+
+def _without_non_finite(value: Any, path: str, found: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(f"{path} ({value})")
+        return None
+    if isinstance(value, dict):
+        return {k: _without_non_finite(v, f"{path}.{k}", found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_non_finite(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
+    return value
 
 
 def dump_msgpack(value: Any) -> bytes:
@@ -226,6 +263,26 @@ def _chunks(iterable: Iterable[Any]) -> Iterator[bytes]:
         close = getattr(iterable, "close", None)
         if close is not None:
             close()
+
+
+def error_message(exc: Exception, hide_errors: bool) -> str:
+    """What a client is told of an error: its message, or with ``--hide-errors`` nothing of a 500's text."""
+    if hide_errors and getattr(exc, "status_code", 500) == 500:
+        return HIDDEN_ERROR
+    return str(exc)
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s'\"/:,;()]+)+/(?=[^\s'\"/:,;()])")
+
+
+def without_paths(text: str, project: Path) -> str:
+    """``text`` for clients: paths inside the project made relative, other absolute folders dropped.
+
+    Model and handler load failures name files; the log keeps the full paths, what a client
+    sees (503 bodies, /readyz) does not disclose the server's layout.
+    """
+    text = text.replace(f"{project}{os.sep}", "").replace(str(project), ".")
+    return _ABSOLUTE_PATH.sub("", text)
 
 
 def error_body(message: str, request_id: str) -> bytes:

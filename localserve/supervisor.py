@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -29,10 +30,14 @@ from localserve.config import ServeConfig
 from localserve.errors import LocalServeError
 from localserve.logs import capture_prints
 from localserve.server import ServeOptions, create_app
+from localserve.server.protocol import HttpLimits
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3
-RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0)
+FIRST_BACKOFF = 0.5  # seconds before the first restart of a replica; doubled at each death in a row
+MAX_BACKOFF = 30.0
+STABLE_AFTER = 30.0  # seconds ready after which a death is counted as the first of a new series
+START_ATTEMPTS = 3  # deaths in a row before ever being ready that stop the start
 
 
 def serve_forever(
@@ -45,16 +50,29 @@ def serve_forever(
     graceful_timeout: float = 30.0,
     log_format: str | None = None,
     log_level: str = "info",
+    limits: HttpLimits | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
     count = replicas or default_replicas(config)
+    limits = limits or HttpLimits()
     if count == 1:
         fatal: list[str] = []
-        code = _serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=None, fatal=fatal)
+        code = _serve(
+            config,
+            options,
+            host=host,
+            port=port,
+            graceful_timeout=graceful_timeout,
+            sock=None,
+            fatal=fatal,
+            limits=limits,
+        )
         if fatal:
             raise LocalServeError(f"The server stopped: {fatal[0]}")
         return code
-    supervisor = Supervisor(config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout)
+    supervisor = Supervisor(
+        config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout, limits=limits
+    )
     supervisor.log_settings = (log_format, log_level)
     return supervisor.run()
 
@@ -90,8 +108,13 @@ def _serve(
     graceful_timeout: float,
     sock: socket.socket | None,
     fatal: list[str] | None = None,
+    limits: HttpLimits | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> int:
     import uvicorn
+
+    from localserve.server.auth import require_api_key
+    from localserve.server.protocol import protocol_class
 
     fatal = [] if fatal is None else fatal
     server: uvicorn.Server | None = None
@@ -101,6 +124,9 @@ def _serve(
         if server is not None:
             server.should_exit = True
 
+    options = dataclasses.replace(options, graceful_timeout=graceful_timeout)
+    app = create_app(config, options, on_fatal)
+
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
@@ -108,9 +134,12 @@ def _serve(
             self._captured_signals.clear()
             app.begin_shutdown()
 
-    options = dataclasses.replace(options, graceful_timeout=graceful_timeout)
-    app = create_app(config, options, on_fatal)
-    asgi = serve_api_hosts(app, config, port, sock, lambda: server)  # http://api-<name>:8888 (seed 001)
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if on_ready is not None and app.loading is not None:
+                app.loading.add_done_callback(lambda _: on_ready() if app.ready else None)
+
+    asgi = serve_api_hosts(require_api_key(app, options.api_key), config, port, sock, lambda: server)  # seed 001
     server = Server(
         uvicorn.Config(
             asgi,
@@ -119,6 +148,7 @@ def _serve(
             log_config=None,
             access_log=False,
             lifespan="on",
+            http=protocol_class(limits or HttpLimits()),
             # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
             # later, would answer plain-text 500s and leave queued work to run.
             timeout_graceful_shutdown=math.ceil(graceful_timeout) + 2,
@@ -151,13 +181,25 @@ def _replica_main(
     graceful_timeout: float,
     env: dict[str, str],
     log_settings: tuple[str | None, str],
+    limits: HttpLimits,
+    ready: Any,  # a multiprocessing Event, set once every API of this replica is loaded
 ) -> None:
     os.environ.update(env)
     enter_replica(config.project, config.workdir, config.mnt_mode)
     from localserve.logs import configure_logging
 
     configure_logging(*log_settings)
-    sys.exit(_serve(config, options, host=host, port=port, graceful_timeout=graceful_timeout, sock=sock))
+    code = _serve(
+        config,
+        options,
+        host=host,
+        port=port,
+        graceful_timeout=graceful_timeout,
+        sock=sock,
+        limits=limits,
+        on_ready=ready.set,
+    )
+    sys.exit(code)
 
 
 def visible_gpus() -> list[str]:
@@ -178,6 +220,13 @@ def visible_gpus() -> list[str]:
 
 
 class Supervisor:
+    """N replica processes on one socket; a replica that dies is restarted with exponential backoff.
+
+    A replica that dies ``START_ATTEMPTS`` times in a row without ever becoming ready (it
+    crashes while importing or loading) stops the start with the reason, rather than
+    restarting forever while the port answers nothing.
+    """
+
     def __init__(
         self,
         config: ServeConfig,
@@ -187,6 +236,7 @@ class Supervisor:
         port: int,
         replicas: int,
         graceful_timeout: float,
+        limits: HttpLimits | None = None,
     ) -> None:
         self.config = config
         self.options = options
@@ -194,10 +244,16 @@ class Supervisor:
         self.port = port
         self.replicas = replicas
         self.graceful_timeout = graceful_timeout
+        self.limits = limits or HttpLimits()
         self.context = multiprocessing.get_context("spawn")
         self.processes: list[BaseProcess | None] = [None] * replicas
+        self.ready_events: list[Any] = [None] * replicas
+        self.ready_since: list[float | None] = [None] * replicas
+        self.deaths = [0] * replicas  # deaths in a row (reset once a replica stays ready STABLE_AFTER)
+        self.unready_deaths = [0] * replicas  # deaths in a row before ever being ready
         self.restarts = [0] * replicas
         self.stopping = False
+        self.failure: str | None = None
         self.gpus = visible_gpus() if any(api.compute.gpu > 0 for api in config.apis) else []
         self.metrics_dir = ""  # made by run(): one fresh folder per serve
         self.log_settings: tuple[str | None, str] = (None, "info")
@@ -211,6 +267,7 @@ class Supervisor:
         return env
 
     def start(self, index: int, sock: socket.socket) -> None:
+        ready = self.context.Event()
         process = self.context.Process(
             target=_replica_main,
             args=(
@@ -222,14 +279,41 @@ class Supervisor:
                 self.graceful_timeout,
                 self.replica_env(index),
                 self.log_settings,
+                self.limits,
+                ready,
             ),
             name=f"localserve-replica-{index}",
             daemon=False,
         )
         process.start()
         self.processes[index] = process
+        self.ready_events[index] = ready
+        self.ready_since[index] = None
         gpu = f" on GPU {self.replica_env(index)['CUDA_VISIBLE_DEVICES']}" if self.gpus else ""
         log.info("replica %d started (pid %s)%s", index, process.pid, gpu)
+
+    def backoff(self, index: int) -> float:
+        """Seconds before restarting replica ``index``: 0.5, 1, 2, 4 ... up to 30 for deaths in a row."""
+        return float(min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, self.deaths[index] - 1)))
+
+    def record_death(self, index: int, exitcode: int | None, now: float) -> str | None:
+        """Count a death of replica ``index``; the reason to stop the start, or None to restart it."""
+        since = self.ready_since[index]
+        if since is not None and now - since >= STABLE_AFTER:
+            self.deaths[index] = 0
+        self.deaths[index] += 1
+        if exitcode == EXIT_LOAD_FAILED:
+            return f"replica {index} could not load its APIs (see the log above)"
+        if since is not None:
+            self.unready_deaths[index] = 0
+            return None
+        self.unready_deaths[index] += 1
+        if self.unready_deaths[index] >= START_ATTEMPTS:
+            return (
+                f"replica {index} {_exit_text(exitcode)} before it was ready, {START_ATTEMPTS} times in a row "
+                "(see the log above: the handler, its imports or the model crash the process)"
+            )
+        return None
 
     def run(self) -> int:
         from localserve.metrics import prepare_metrics_dir
@@ -243,32 +327,39 @@ class Supervisor:
             self.stopping = True
 
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        code = 0
         try:
             for index in range(self.replicas):
                 self.start(index, sock)
             next_start: dict[int, float] = {}
             while not self.stopping:
                 time.sleep(0.2)
+                now = time.monotonic()
                 for index, process in enumerate(self.processes):
-                    if process is None or process.is_alive() or self.stopping:
+                    if process is None or self.stopping:
+                        continue
+                    if process.is_alive():
+                        if self.ready_since[index] is None and self.ready_events[index].is_set():
+                            self.ready_since[index] = now
                         continue
                     if index not in next_start:
-                        if process.exitcode == EXIT_LOAD_FAILED:
-                            log.error("replica %d could not load its APIs; stopping", index)
-                            self.stopping, code = True, 1
-                            break
+                        if self.ready_since[index] is None and self.ready_events[index].is_set():
+                            self.ready_since[index] = now  # became ready just before dying
                         self._forget(process)
-                        delay = RESTART_BACKOFF[min(self.restarts[index], len(RESTART_BACKOFF) - 1)]
+                        reason = self.record_death(index, process.exitcode, now)
+                        if reason is not None:
+                            log.error("%s; stopping", reason)
+                            self.failure, self.stopping = reason, True
+                            break
+                        delay = self.backoff(index)
                         log.warning(
-                            "replica %d (pid %s) exited with %s; restarting in %.1f s",
+                            "replica %d (pid %s) %s; restarting in %.1f s",
                             index,
                             process.pid,
-                            process.exitcode,
+                            _exit_text(process.exitcode),
                             delay,
                         )
-                        next_start[index] = time.monotonic() + delay
-                    elif time.monotonic() >= next_start[index]:
+                        next_start[index] = now + delay
+                    elif now >= next_start[index]:
                         del next_start[index]
                         self.restarts[index] += 1
                         self.start(index, sock)
@@ -278,7 +369,9 @@ class Supervisor:
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        return code
+        if self.failure is not None:
+            raise LocalServeError(f"The server stopped: {self.failure}.")
+        return 0
 
     def _forget(self, process: BaseProcess) -> None:
         if process.pid is None:
@@ -299,6 +392,15 @@ class Supervisor:
                 log.warning("replica pid %s did not stop in time; killing it", process.pid)
                 process.kill()
                 process.join(5)
+
+
+def _exit_text(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

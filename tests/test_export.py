@@ -73,6 +73,7 @@ def test_deployment_maps_compute(documents: list[dict[str, Any]]) -> None:
     assert container["args"] == [
         "serve", "--project", "/mnt/project", "--config", "/etc/localserve/cortex.yaml",
         "--host", "0.0.0.0", "--port", "8888", "--api", "iris", "--replicas", "1", "--graceful-timeout", "20",
+        "--hide-errors",
     ]  # fmt: skip
     assert container["resources"] == {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}

@@ -173,6 +173,36 @@ def _split_header(item: str) -> tuple[str, str]:
     is_flag=True,
     help="Run the event loop and the worker threads on one core (lower latency for small models).",
 )
+@click.option(
+    "--max-header-bytes",
+    default=64 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1024),
+    help="Largest request head (request line and headers) in bytes (431 beyond).",
+)
+@click.option(
+    "--max-headers", default=100, show_default=True, type=click.IntRange(min=1), help="Most header fields (431 beyond)."
+)
+@click.option(
+    "--header-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds for a request head to arrive (408 beyond); idle new connections are closed after it.",
+)
+@click.option(
+    "--body-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds for a request body to arrive once its head is in (408 beyond).",
+)
+@click.option("--hide-errors", is_flag=True, help="500 bodies carry only the request id, not the error's text.")
+@click.option(
+    "--api-key",
+    envvar="LOCALSERVE_API_KEY",
+    help="Require 'Authorization: Bearer <key>' on every route but /healthz and /readyz (401 otherwise).",
+)
 @fail_on_errors
 def serve(
     project: Path,
@@ -188,6 +218,12 @@ def serve(
     access_log: bool,
     metrics: bool,
     pin_threads: bool,
+    max_header_bytes: int,
+    max_headers: int,
+    header_timeout: float,
+    body_timeout: float,
+    hide_errors: bool,
+    api_key: str | None,
 ) -> None:
     """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
     setup_logging(flags)
@@ -198,6 +234,7 @@ def serve(
     config = prepare(config, flags, quiet=False, url=f"http://{display_host}:{port}")
     # Imported after prepare: numpy starts threads, and /mnt/project's mount namespace needs none.
     from localserve.server import ServeOptions
+    from localserve.server.protocol import HttpLimits
     from localserve.supervisor import serve_forever
 
     options = ServeOptions(
@@ -207,6 +244,14 @@ def serve(
         access_log=access_log,
         metrics=metrics,
         pin_threads=pin_threads,
+        hide_errors=hide_errors,
+        api_key=api_key or None,
+    )
+    limits = HttpLimits(
+        max_header_bytes=max_header_bytes,
+        max_headers=max_headers,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
     )
     code = serve_forever(
         config,
@@ -217,6 +262,7 @@ def serve(
         graceful_timeout=graceful_timeout,
         log_format=flags.log_format,
         log_level=flags.log_level,
+        limits=limits,
     )
     if code:
         sys.exit(code)

@@ -32,7 +32,7 @@ from localserve.errors import (
     Timeout,
 )
 from localserve.request import Request
-from localserve.response import Reply, error_body
+from localserve.response import Reply, error_body, error_message
 
 log = logging.getLogger("localserve")
 
@@ -48,8 +48,16 @@ JSON_HEADERS = ((b"content-type", b"application/json"),)
 class Lifecycle:
     """Serves the requests of one API, from admission to the last byte of the answer."""
 
-    def __init__(self, pipeline: Pipeline, *, max_body_size: int, status: Callable[[], tuple[str, str | None]]) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        *,
+        max_body_size: int,
+        status: Callable[[], tuple[str, str | None]],
+        hide_errors: bool = False,
+    ) -> None:
         self.pipeline = pipeline
+        self.hide_errors = hide_errors
         self.name = pipeline.name
         self.timeout = pipeline.api.timeout
         self.max_body_size = max_body_size
@@ -62,7 +70,7 @@ class Lifecycle:
             try:
                 reply = await self._answer(scope, receive, send, request_id)
             except LocalServeError as exc:
-                reply = error_reply(exc, request_id, self.name)
+                reply = error_reply(exc, request_id, self.name, hide_errors=self.hide_errors)
             if reply.asgi is not None:  # a Starlette Response returned by user code
                 reply.asgi.headers["x-request-id"] = request_id
                 await reply.asgi(scope, receive, send)
@@ -211,8 +219,11 @@ def too_large(size: int, limit: int, *, at_least: bool = False) -> RequestError:
     )
 
 
-def error_reply(exc: LocalServeError, request_id: str, api: str | None = None) -> Reply:
-    """The JSON answer for an error; server errors (not 503/504) are logged with user code's traceback."""
+def error_reply(exc: LocalServeError, request_id: str, api: str | None = None, *, hide_errors: bool = False) -> Reply:
+    """The JSON answer for an error; server errors (not 503/504) are logged with user code's traceback.
+
+    With ``hide_errors`` (``--hide-errors``) a 500 tells the client only to look in the log.
+    """
     if exc.status_code >= 500 and exc.status_code not in (503, 504):
         # The text, not the exception: a kept log record must not keep the request's frames alive.
         if exc.details:
@@ -222,7 +233,7 @@ def error_reply(exc: LocalServeError, request_id: str, api: str | None = None) -
     headers = list(JSON_HEADERS)
     if exc.status_code == 503:
         headers.append((b"retry-after", b"1"))
-    return Reply(status=exc.status_code, headers=headers, body=error_body(str(exc), request_id))
+    return Reply(status=exc.status_code, headers=headers, body=error_body(error_message(exc, hide_errors), request_id))
 
 
 def json_reply(status: int, value: Any) -> Reply:

@@ -91,12 +91,21 @@ def _cast(value: Any, dtype: np.dtype, prefix: str, *, keep_bytes: bool) -> np.n
     kind = raw.dtype.kind
     if kind in "US":
         _fail(prefix, raw, 0, "is a string, not a number")
+    if kind in "iuf" and dtype.kind != "b" and isinstance(value, list | tuple) and _holds_bool(value):
+        # numpy turned [true, 2.5] into [1.0, 2.5]: name the boolean instead
+        items = np.asarray(value, dtype=object)
+        first = next(i for i, item in enumerate(items.flat) if isinstance(item, bool | np.bool_))
+        _fail(prefix, items, first, "is a boolean, not a number")
+    if kind == "b" and dtype.kind != "b":
+        _fail(prefix, raw, 0, "is a boolean, not a number")
     if kind == "O":
         for index, item in enumerate(raw.flat):
             if isinstance(item, list | tuple):
                 raise RequestError(f"{prefix}; got {_ragged(value)}.")
             if isinstance(item, str | bytes):
                 _fail(prefix, raw, index, "is a string, not a number")
+            if isinstance(item, bool | np.bool_) and dtype.kind != "b":
+                _fail(prefix, raw, index, "is a boolean, not a number")
             if not isinstance(item, bool | int | float | np.number):
                 _fail(prefix, raw, index, f"could not be converted to {dtype.name}")
         kind = "f" if any(isinstance(item, float | np.floating) for item in raw.flat) else "i"
@@ -109,9 +118,29 @@ def _cast(value: Any, dtype: np.dtype, prefix: str, *, keep_bytes: bool) -> np.n
         if bad.size:
             _fail(prefix, raw, int(bad[0]), "is not a boolean (true/false or 0/1)")
     try:
-        return raw.astype(dtype, copy=False)
+        with np.errstate(over="ignore"):  # overflow is reported below, naming the value
+            array = raw.astype(dtype, copy=False)
     except (TypeError, ValueError, OverflowError) as exc:
         raise RequestError(f"{prefix}; the value could not be converted to {dtype.name} ({exc}).") from None
+    if dtype.kind == "f" and dtype.itemsize < 8 and array.size and not np.isfinite(array).all():
+        # 1e39 becomes inf in float32: refuse it rather than change it (an infinity sent as such is kept)
+        source = raw.astype(np.float64)
+        bad = np.flatnonzero(np.isinf(array) & np.isfinite(source))
+        if bad.size:
+            _fail(prefix, raw, int(bad[0]), f"is out of range for {dtype.name}")
+    return array
+
+
+def _holds_bool(value: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether nested lists hold a bool; type checks run in C (map, set), rows are visited without recursion."""
+    stack: list[Any] = [value]
+    while stack:
+        types = set(map(type, items := stack.pop()))
+        if bool in types or np.bool_ in types:
+            return True
+        if list in types or tuple in types:
+            stack.extend(item for item in items if type(item) in (list, tuple))
+    return False
 
 
 def _cast_integers(raw: np.ndarray, dtype: np.dtype, prefix: str, kind: str) -> np.ndarray:

@@ -225,23 +225,24 @@ def _fetch_s3_prefix(
 def _fetch_http(url: str, models: Path, show_bar: bool) -> Path:
     shown = redact(url)  # logs and errors never carry a signed query or a password
     name = _safe_name(urllib.parse.unquote(urllib.parse.urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "model")
+    url, headers = _credentials(url)
     validator = ""
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=30) as head:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers, method="HEAD"), timeout=30) as head:
             validator = head.headers.get("ETag") or head.headers.get("Last-Modified") or ""
     except urllib.error.HTTPError as exc:
         if exc.code not in (405, 501):  # a server without HEAD still gets a GET
             raise _http_error(shown, exc) from None
     except (urllib.error.URLError, OSError) as exc:
         raise ModelLoadError(f"Cannot download the model {shown}: {getattr(exc, 'reason', exc)}.") from None
-    folder = models / f"http-{_digest(url, validator)}"
+    folder = models / f"http-{_digest(redact(url), validator)}"  # a re-signed URL (new query) reuses the cache
     target = folder / name
     if validator and target.is_file():
         logger.debug("Using cached %s for %s (%s)", target, shown, validator)
         return target
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        with urllib.request.urlopen(url, timeout=60) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as response:
             length = response.headers.get("Content-Length")
             _download(response.read, target, int(length) if length else None, shown, show_bar)
     except urllib.error.HTTPError as exc:
@@ -249,6 +250,24 @@ def _fetch_http(url: str, models: Path, show_bar: bool) -> Path:
     except urllib.error.URLError as exc:
         raise ModelLoadError(f"Cannot download the model {shown}: {exc.reason}.") from None
     return target
+
+
+def _credentials(url: str) -> tuple[str, dict[str, str]]:
+    """``https://user:pass@host/m.onnx`` -> the URL without them and a Basic Authorization header.
+
+    urllib cannot open a URL with a user part (it takes ``pass@host`` for a port); the query
+    string (a signed URL's signature) is kept as it is.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    import base64
+
+    user = urllib.parse.unquote(parts.username)
+    password = urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    netloc = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), {"Authorization": f"Basic {token}"}
 
 
 def _http_error(url: str, exc: urllib.error.HTTPError) -> ModelLoadError:

@@ -21,6 +21,7 @@ from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.response import error_body
+from localserve.server.methods import answer_method
 from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
 from localserve.stats import Stats
@@ -75,6 +76,8 @@ class App:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             route = self.routes.get(scope["path"])
+            if route is not None and scope["method"] != "POST" and await answer_method(route, scope, send):
+                return
             if route is not None and (route[1] or scope["method"] != "GET"):
                 await self.serve(route[0], scope, receive, send)
                 return

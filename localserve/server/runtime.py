@@ -14,6 +14,7 @@ from localserve.engine import Hooks, Lifecycle, Pipeline
 from localserve.errors import LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
 from localserve.metrics import Metrics
+from localserve.response import without_paths
 from localserve.runtimes import LoadOptions
 
 log = logging.getLogger("localserve")
@@ -29,6 +30,8 @@ class ServeOptions:
     metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
     pin_threads: bool = False  # event loop and worker threads on one core once the models are loaded
     graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
+    hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
+    api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
 
 
 class ApiRuntime:
@@ -36,6 +39,7 @@ class ApiRuntime:
 
     def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics | None) -> None:
         self.api = api
+        self.project = config.project
         self.metrics = metrics
         self.state = "loading"
         self.error: str | None = None
@@ -58,7 +62,9 @@ class ApiRuntime:
             )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
         self.pipeline = Pipeline(api, self.endpoint, hooks)
-        self.lifecycle = Lifecycle(self.pipeline, max_body_size=options.max_body_size, status=self._status)
+        self.lifecycle = Lifecycle(
+            self.pipeline, max_body_size=options.max_body_size, status=self._status, hide_errors=options.hide_errors
+        )
         self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending)
 
     def _status(self) -> tuple[str, str | None]:
@@ -69,12 +75,12 @@ class ApiRuntime:
         try:
             await asyncio.wrap_future(self.pipeline.call(self._load))
         except LocalServeError as exc:
-            self.state, self.error = "failed", str(exc)
+            self.state, self.error = "failed", without_paths(str(exc), self.project)
             if exc.details:
                 log.error("api %r failed to load:\n%s", self.api.name, exc.details)
             raise
         except Exception as exc:
-            self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
+            self.state, self.error = "failed", without_paths(f"{type(exc).__name__}: {exc}", self.project)
             log.exception("api %r failed to load", self.api.name)
             raise LocalServeError(f"api {self.api.name!r} failed to load: {self.error}") from exc
         self.state = "ready"

@@ -270,6 +270,13 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        if self.path.startswith("/private/") and not self._authorized():
+            return
+        if self.path.startswith("/signed.onnx?"):
+            if "X-Amz-Signature=" not in self.path:
+                self.send_error(403)
+                return
+            self.path = "/iris.onnx"
         if self.path == "/truncated.onnx":
             self.send_response(200)
             self.send_header("Content-Length", "1000")
@@ -280,7 +287,17 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             return
         super().do_GET()
 
+    def _authorized(self) -> bool:
+        if self.headers.get("Authorization") == "Basic dXNlcjpwQHNz":  # user:p@ss
+            return True
+        self.send_error(401)
+        return False
+
     def do_HEAD(self) -> None:
+        if self.path.startswith("/private/") and not self._authorized():
+            return
+        if self.path.startswith("/signed.onnx?"):
+            self.path = "/iris.onnx"
         if self.path == "/truncated.onnx":
             self.send_response(200)
             self.send_header("Content-Length", "1000")
@@ -324,6 +341,27 @@ def test_http_download_and_reuse(web: tuple[str, Path], tmp_path: Path, cache: P
     newer = resolve_model(f"{url}/iris.onnx", tmp_path, cache_root=cache, progress=False)
     assert newer != path
     assert newer.read_bytes() == b"from http, v2"
+
+
+def test_http_basic_auth_in_the_url(web: tuple[str, Path], tmp_path: Path, cache: Path) -> None:
+    url, root = web
+    (root / "private").mkdir()
+    (root / "private" / "iris.onnx").write_bytes(b"secret model")
+    authed = url.replace("http://", "http://user:p%40ss@")
+    path = resolve_model(f"{authed}/private/iris.onnx", tmp_path, cache_root=cache, progress=False)
+    assert path.read_bytes() == b"secret model"
+    with pytest.raises(ModelLoadError) as info:
+        resolve_model(f"{url}/private/iris.onnx", tmp_path, cache_root=cache, progress=False)
+    assert str(info.value) == f"Cannot download the model {url}/private/iris.onnx: access denied (HTTP 401)."
+
+
+def test_http_signed_url_is_fetched_by_its_path(web: tuple[str, Path], tmp_path: Path, cache: Path) -> None:
+    url, root = web
+    (root / "iris.onnx").write_bytes(b"signed model")
+    first = resolve_model(f"{url}/signed.onnx?X-Amz-Signature=abc&X-Amz-Expires=60", tmp_path, cache_root=cache)
+    assert (first.name, first.read_bytes()) == ("signed.onnx", b"signed model")
+    again = resolve_model(f"{url}/signed.onnx?X-Amz-Signature=def&X-Amz-Expires=60", tmp_path, cache_root=cache)
+    assert again == first  # re-signed, same object: the cache is reused
 
 
 def test_http_zip(web: tuple[str, Path], tmp_path: Path, cache: Path) -> None:

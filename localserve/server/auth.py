@@ -1,0 +1,68 @@
+"""The optional API key (``serve --api-key`` / ``LOCALSERVE_API_KEY``): an ASGI middleware around the app.
+
+Every HTTP request except the health probes (``/healthz``, ``/readyz`` and their aliases)
+must carry ``Authorization: Bearer <key>``; anything else is a 401 with
+``WWW-Authenticate: Bearer``. The key is compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+
+from localserve.engine.lifecycle import Receive, Scope, Send
+from localserve.response import error_body
+from localserve.server.wire import request_id_of
+
+log = logging.getLogger("localserve")
+OPEN_PATHS = frozenset({"/healthz", "/health_check", "/readyz", "/v2/health/live", "/v2/health/ready"})
+
+
+class ApiKeyMiddleware:
+    """Refuse requests without ``Authorization: Bearer <key>`` (401), health probes excepted."""
+
+    def __init__(self, app: Any, key: str) -> None:
+        self.app = app
+        self.expected = b"bearer " + key.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                given = value
+                break
+        # The scheme is case-insensitive (RFC 9110); the key is not.
+        if hmac.compare_digest(given[:7].lower() + given[7:], self.expected):
+            await self.app(scope, receive, send)
+            return
+        request_id = request_id_of(scope)
+        reason = "no Authorization header" if not given else "the key is wrong or not a Bearer token"
+        log.warning("request %s to %s refused with 401: %s", request_id, scope["path"], reason)
+        message = (
+            f"Unauthorized: this server requires 'Authorization: Bearer <key>' (--api-key); {reason}."
+            if not given
+            else f"Unauthorized: {reason}; expected 'Authorization: Bearer <key>' with the server's --api-key."
+        )
+        body = error_body(message, request_id)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="localserve"'),
+                    (b"x-request-id", request_id.encode("latin-1")),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def require_api_key(app: Any, key: str | None) -> Any:
+    """``app`` itself without a key, else ``app`` behind an ApiKeyMiddleware."""
+    return app if not key else ApiKeyMiddleware(app, key)

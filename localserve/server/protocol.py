@@ -1,0 +1,187 @@
+"""The HTTP/1.1 connection: uvicorn's httptools protocol with limits on the request head and read timeouts.
+
+httptools (llhttp) is the fastest parser uvicorn offers, but it has no limit of its own: it
+hands header values over in pieces that are joined as they come, so one endless header costs
+quadratic time on the event loop and unbounded memory. This protocol counts the bytes of a
+request head *before* they reach the parser and refuses the request at the limit (431), so
+the parser never sees more than the limit plus one read, and counts headers as they are
+parsed. A head must arrive within ``header_timeout`` seconds of the connection opening or of
+its first byte, and a body within ``body_timeout`` seconds of the end of its head (408); a
+connection that sends nothing is closed after ``header_timeout``.
+
+The counting costs a comparison per read and no timer at all for a request that arrives in
+one read, so the hot path stays as fast as plain httptools (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from localserve.server.wire import request_id_of
+
+log = logging.getLogger("localserve")
+KiB = 1024
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Limits on what one request may send before the app sees it (``serve`` flags of the same names)."""
+
+    max_header_bytes: int = 64 * KiB  # request line + headers; 431 beyond
+    max_headers: int = 100  # header fields; 431 beyond
+    header_timeout: float = 10.0  # seconds for a whole request head; 408 beyond
+    body_timeout: float = 60.0  # seconds for a whole body once its head is in; 408 beyond
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop httptools; the reason is kept on the protocol."""
+
+
+def protocol_class(limits: HttpLimits) -> type[HttpToolsProtocol]:
+    """A uvicorn ``http`` protocol class enforcing ``limits`` (``uvicorn.Config(http=...)``)."""
+    return type("LimitedHttpProtocol", (LimitedHttpProtocol,), {"limits": limits})
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    limits = HttpLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.in_head = True  # between two requests, or reading a request line and headers
+        self.head_bytes = 0
+        self.header_count = 0
+        self.heads = 0  # request heads parsed on this connection
+        self.refusal: tuple[int, str] | None = None
+        self.head_timer: asyncio.TimerHandle | None = None
+        self.body_timer: asyncio.TimerHandle | None = None
+
+    # -- connection ---------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.in_head:
+            room = self.limits.max_header_bytes - self.head_bytes
+            if len(data) > room:
+                # The head may end inside this read (a body follows): parse up to the limit only.
+                self.head_bytes += room
+                heads = self.heads
+                super().data_received(data[:room])
+                if self.heads == heads and not self.transport.is_closing():
+                    self._refuse(
+                        431,
+                        f"The request head (request line and headers) is over {self.limits.max_header_bytes} bytes "
+                        "(--max-header-bytes).",
+                    )
+                    return
+                data = data[room:]
+                if not data or self.transport.is_closing():
+                    return
+            else:
+                self.head_bytes += len(data)
+        super().data_received(data)
+        if self.transport.is_closing():
+            self._cancel_timers()
+        elif self.in_head:
+            if self.head_bytes and self.head_timer is None:
+                self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+        elif self.body_timer is None:  # a body is still coming
+            self.body_timer = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
+
+    # -- parser callbacks -----------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self.header_count = 0
+        super().on_message_begin()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_count += 1
+        if self.header_count > self.limits.max_headers:
+            self.refusal = (431, f"The request has more than {self.limits.max_headers} headers (--max-headers).")
+            raise _Refused
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self.in_head = False
+        self.heads += 1
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self.in_head, self.head_bytes = True, 0
+        if self.body_timer is not None:
+            self.body_timer.cancel()
+            self.body_timer = None
+        super().on_message_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        if self.refusal is not None:
+            self._refuse(*self.refusal)
+        else:
+            super().send_400_response(msg)
+
+    # -- refusals -------------------------------------------------------------------------------
+    def _head_timed_out(self) -> None:
+        self.head_timer = None
+        if not self.in_head or self.transport.is_closing():
+            return
+        if self.head_bytes == 0:  # an idle connection: nothing was asked, nothing to answer
+            self.transport.close()
+            return
+        self._refuse(
+            408, f"The request head did not arrive within {self.limits.header_timeout:g} s (--header-timeout)."
+        )
+
+    def _body_timed_out(self) -> None:
+        self.body_timer = None
+        if self.in_head or self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started:
+            if cycle.response_complete:  # answered early (413, 503): the rest of the body is not wanted
+                self.transport.close()
+            return  # else the app is answering; the connection ends with its response
+        self._refuse(408, f"The request body did not arrive within {self.limits.body_timeout:g} s (--body-timeout).")
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer ``status`` with a JSON error and close the connection; the app never sees the request."""
+        self._cancel_timers()
+        request_id = request_id_of({"headers": self.headers or []})
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+        log.warning("request %s from %s refused with %d: %s", request_id, client, status, message)
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True  # the app's receive() now says the client has gone
+            cycle.message_event.set()
+            if cycle.response_started:  # a response is half sent: nothing more can be said
+                self.transport.close()
+                return
+            cycle.response_complete = True
+        body = json.dumps({"error": message, "request_id": request_id}).encode()
+        head = [
+            STATUS_LINE[status],
+            b"content-type: application/json\r\n",
+            b"content-length: " + str(len(body)).encode() + b"\r\n",
+            b"x-request-id: " + request_id.encode("latin-1") + b"\r\n",
+            b"connection: close\r\n\r\n",
+        ]
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
+
+    def _cancel_timers(self) -> None:
+        for timer in (self.head_timer, self.body_timer):
+            if timer is not None:
+                timer.cancel()
+        self.head_timer = self.body_timer = None

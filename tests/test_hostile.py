@@ -1,0 +1,201 @@
+"""A catalogue of hostile requests, each sent to a real ``localserve serve`` process over a socket.
+
+Every case gets its exact 4xx (and JSON error with the request id) and the server still
+answers ``/healthz`` afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import msgpack
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.test_e2e import output_of, server
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def error(self) -> str:
+        document = json.loads(self.body)
+        assert document["request_id"] == self.headers["x-request-id"]
+        return str(document["error"])
+
+
+def exchange(url: str, *pieces: bytes) -> Answer:
+    """Send ``pieces`` on one connection (stopping if the server hangs up) and read the answer to its end."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for piece in pieces:
+            try:
+                sock.sendall(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                break  # refused mid-way: the answer is already on its way
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+                if b"\r\n\r\n" in received and _complete(received):
+                    break
+        except ConnectionResetError:
+            pass
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return Answer(int(lines[0].split()[1]), headers, body)
+
+
+def _complete(received: bytes) -> bool:
+    head, _, body = received.partition(b"\r\n\r\n")
+    for line in head.decode("latin-1").lower().split("\r\n"):
+        if line.startswith("content-length: "):
+            return len(body) >= int(line.split(": ")[1])
+    return head.startswith(b"HTTP/1.1 204") or (head.startswith(b"HTTP/1.1 200") and b"HEAD" in received)
+
+
+def post(path: str, body: bytes, content_type: str = "application/json") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+
+
+def request(method: str, path: str) -> bytes:
+    return f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+
+
+SAMPLE = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}
+INPUT = "Input 'input' expects float32 of shape [-1, 4]"
+
+
+@pytest.fixture(scope="module")
+def iris() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    flags = ("--header-timeout", "1", "--body-timeout", "1", "--max-headers", "50")
+    with server("--project", str(EXAMPLES / "iris_onnx"), *flags) as running:
+        yield running
+
+
+CASES: dict[str, tuple[tuple[bytes, ...], int, str]] = {
+    "one endless header": (
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", *[b"a" * (1 << 20)] * 8),
+        431,
+        "The request head (request line and headers) is over 65536 bytes (--max-header-bytes).",
+    ),
+    "an endless request line": (
+        (b"GET /" + b"a" * (1 << 20),),
+        431,
+        "The request head (request line and headers) is over 65536 bytes (--max-header-bytes).",
+    ),
+    "too many headers": (
+        (b"GET /healthz HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(51)) + b"\r\n",),
+        431,
+        "The request has more than 50 headers (--max-headers).",
+    ),
+    "a head that never ends": (
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\n",),
+        408,
+        "The request head did not arrive within 1 s (--header-timeout).",
+    ),
+    "a body that never ends": (
+        (b"POST /iris HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",),
+        408,
+        "The request body did not arrive within 1 s (--body-timeout).",
+    ),
+    "JSON nested 100,000 deep": (
+        (post("/iris", b"[" * 100_000),),
+        400,
+        "The body is not valid JSON: arrays and objects are nested deeper than 1024 levels (at char 1025).",
+    ),
+    "an integer of 5,000 digits": (
+        (post("/iris", b"1" * 5000),),
+        400,
+        "The body is not valid JSON: an integer has more than 4300 digits.",
+    ),
+    "JSON that is not UTF-8": (
+        (post("/iris", b'{"a": "\xff"}'),),
+        400,
+        "The body is not valid JSON: it is not UTF-8 (invalid start byte at byte 7).",
+    ),
+    "msgpack nested 100,000 deep": (
+        (post("/iris", b"\x91" * 100_000, "application/msgpack"),),
+        400,
+        "The body is not valid msgpack: arrays and maps are nested deeper than 1024 levels.",
+    ),
+    "msgpack with a string that is not UTF-8": (
+        (post("/iris", b"\xa2\xff\xfe", "application/msgpack"),),
+        400,
+        "The body is not valid msgpack: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte.",
+    ),
+    "1e39 for a float32 input": (
+        (post("/iris", json.dumps({**SAMPLE, "sepal_width": 1e39}).encode()),),
+        400,
+        f"{INPUT}; the value 1e+39 at [1] is out of range for float32.",
+    ),
+    "a boolean for a number": (
+        (post("/iris", json.dumps({**SAMPLE, "petal_width": True}).encode()),),
+        400,
+        f"{INPUT}; the value True at [3] is a boolean, not a number.",
+    ),
+    "a boolean in msgpack": (
+        (post("/iris", msgpack.packb({**SAMPLE, "sepal_length": False}), "application/msgpack"),),
+        400,
+        f"{INPUT}; the value False at [0] is a boolean, not a number.",
+    ),
+    "PATCH on an API": (
+        (request("PATCH", "/iris"),),
+        405,
+        "Method PATCH is not allowed on /iris; it takes GET, HEAD, POST, OPTIONS.",
+    ),
+    "GET on a predict route": (
+        (request("GET", "/iris/predict"),),
+        405,
+        "Method GET is not allowed on /iris/predict; it takes POST, OPTIONS.",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_hostile_request_gets_its_4xx_and_the_server_keeps_answering(
+    iris: tuple[str, subprocess.Popen[bytes]], case: str
+) -> None:
+    url, proc = iris
+    pieces, status, message = CASES[case]
+    answer = exchange(url, *pieces)
+    assert (answer.status, answer.error()) == (status, message), output_of(proc)
+    assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+    response = httpx.post(f"{url}/iris", json=SAMPLE)
+    assert (response.status_code, response.json()["class_label"]) == (200, "iris-setosa")
+
+
+def test_head_and_options(iris: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, _ = iris
+    described = httpx.get(f"{url}/iris")
+    head = httpx.head(f"{url}/iris")
+    assert (head.status_code, head.content, head.headers["content-length"]) == (
+        200,
+        b"",
+        described.headers["content-length"],
+    )
+    options = httpx.options(f"{url}/iris/predict")
+    assert (options.status_code, options.content, options.headers["allow"]) == (204, b"", "POST, OPTIONS")
+    assert httpx.options(f"{url}/iris").headers["allow"] == "GET, HEAD, POST, OPTIONS"
+    assert httpx.patch(f"{url}/iris").headers["allow"] == "GET, HEAD, POST, OPTIONS"
+
+
+def test_an_idle_connection_is_closed_after_the_header_timeout(iris: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, _ = iris
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        assert sock.recv(1) == b""  # closed by the server (the 30 s timeout would raise instead)
