@@ -236,7 +236,9 @@ def build_context() -> set[str]:
 def test_the_build_context_is_the_package_and_what_pyproject_names() -> None:
     context = build_context()
     package = PYPROJECT["project"]["name"]
-    assert {path.split(os.sep)[0] for path in context} == {"pyproject.toml", PYPROJECT["project"]["readme"], package}
+    packages = {p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert package in packages
+    assert {path.split(os.sep)[0] for path in context} == {"pyproject.toml", PYPROJECT["project"]["readme"], *packages}
     assert not [p for p in context if "__pycache__" in p or p.endswith(".pyc")]
     sources = {str(p.relative_to(ROOT)) for p in (ROOT / package).rglob("*.py")}
     assert sources <= context
