@@ -48,7 +48,9 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
             "(starting and ending with a letter or digit, at most 63 characters)."
         )
     if name in RESERVED_NAMES:
-        raise ConfigError(f"{where}: the name {name!r} is reserved by localserve; choose another.")
+        raise ConfigError(
+            f"{where}: the name {name!r} is reserved by localserve (its own route /{name}); choose another."
+        )
     _check_keys(entry, API_KEYS, where, None)
     kind = entry.get("kind", "api")
     if kind != "api":

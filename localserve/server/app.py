@@ -20,6 +20,7 @@ from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.request import Request
 from localserve.response import Reply, error_body
+from localserve.server.pages import Pages
 from localserve.server.runtime import ApiRuntime, ClientGone, MiB, ServeOptions, state_of
 from localserve.server.wire import (
     Receive,
@@ -74,6 +75,7 @@ class App:
                 Route("/metrics", self.metrics_route),
                 Route("/stats", self.all_stats),
                 Route("/{name}/stats", self.api_stats),
+                *Pages(self).routes(),
             ],
             exception_handlers={404: self.not_found, 405: self.not_found},
             lifespan=self.lifespan,
