@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from localserve.server.app import App
     from localserve.server.runtime import ApiRuntime
 
-STATIC = "localserve.server.static"
+STATIC = "static"  # beside this module, package data
 SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
 # The route the Open Inference Protocol's inference will answer at; its paths join the document
 # once the app has it (see ``Pages.v2_inference``).
@@ -196,7 +196,9 @@ class Pages:
 def _no_page(request: StarletteRequest) -> Response:
     rid = request_id_of(request.scope)
     message = f"No page {request.url.path!r}; the pages are /docs, /dashboard and /openapi.json."
-    return Response(error_body(message, rid), status_code=404, media_type="application/json", headers={"x-request-id": rid})
+    return Response(
+        error_body(message, rid), status_code=404, media_type="application/json", headers={"x-request-id": rid}
+    )
 
 
 def _api_doc(rt: ApiRuntime, sample: Any, serves_root: bool) -> ApiDoc:
@@ -233,7 +235,7 @@ def swagger_dir() -> Path:
 
 @cache
 def _static(file: str) -> bytes:
-    return resources.files(STATIC).joinpath(file).read_bytes()
+    return resources.files(__package__).joinpath(STATIC, file).read_bytes()
 
 
 def _media_type(file: str) -> str:

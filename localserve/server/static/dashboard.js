@@ -3,10 +3,9 @@
 // polls, the way Prometheus' rate() and histogram_quantile() do; the page keeps the last HISTORY polls.
 "use strict";
 const KEY_STORE = "localserve.api_key";
-const INTERVAL_MS = Number(new URLSearchParams(location.search).get("interval")) || 1000;
+const INTERVAL_MS = 1000 * (Number(new URLSearchParams(location.search).get("interval")) || 1); // ?interval=seconds
 const HISTORY = 120;
 const history = new Map(); // api -> [{t, count, buckets, total}]
-let previous = null;
 
 function savedKey() {
   try { return localStorage.getItem(KEY_STORE) || ""; } catch (e) { return ""; }
@@ -80,7 +79,7 @@ function figure(label, value, cls = "") {
 
 // A line chart of several series over the kept history: [{name, cls, points: [[t, v|null]]}].
 function lineChart(series, unit, label) {
-  const W = 480, H = 140, L = 44, B = 18, T = 8, R = 8;
+  const W = 480, H = 140, L = 60, B = 18, T = 8, R = 8;
   const chart = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, "data-chart": label });
   const all = series.flatMap((s) => s.points.filter((p) => p[1] !== null));
   const times = series.flatMap((s) => s.points.map((p) => p[0]));
@@ -106,7 +105,8 @@ function lineChart(series, unit, label) {
     for (const [t, v] of s.points) {
       if (v === null) { flush(); continue; }
       run.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
-      if (s.points.length === 1) run.push(`${(x(t) + 2).toFixed(1)},${y(v).toFixed(1)}`);
+      // a dot for every point, so that an interval alone between two idle ones still shows
+      chart.append(svg("circle", { class: s.cls, cx: x(t).toFixed(1), cy: y(v).toFixed(1), r: 2, "data-series": s.name }));
     }
     flush();
   }
@@ -141,11 +141,12 @@ function remember(api, t) {
 function card(api, t) {
   const f = api.figures;
   const points = remember(api, t);
-  const device = api.device ? String(api.device) : api.gpu ? "GPU" : "CPU";
+  // the runtime's own name for it (CPUExecutionProvider, /GPU:0 ...) -> CPU or GPU
+  const device = api.device ? (/cuda|gpu|tensorrt|rocm/i.test(api.device) ? "GPU" : "CPU") : api.gpu ? "GPU" : "CPU";
   const node = el("article", { class: "api", "data-api": api.name });
   node.append(
     el("h2", {}, api.name, el("span", { class: `badge ${api.status}`, "data-status": api.status }, api.status)),
-    el("div", { class: "meta" }, [api.kind, api.model_format, device, api.batching ? `batching ≤ ${api.batching}` : null].filter(Boolean).join(" · ")),
+    el("div", { class: "meta", title: api.device || "" }, [api.kind, api.model_format, device, api.batching ? `batching ≤ ${api.batching}` : null].filter(Boolean).join(" · ")),
   );
   if (api.error) node.append(el("p", { class: "error" }, api.error));
   if (!f) {
