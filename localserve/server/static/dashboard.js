@@ -83,7 +83,8 @@ function lineChart(series, unit, label) {
   const chart = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, "data-chart": label });
   const all = series.flatMap((s) => s.points.filter((p) => p[1] !== null));
   const times = series.flatMap((s) => s.points.map((p) => p[0]));
-  const t1 = Math.max(...times, 1), t0 = Math.min(t1 - INTERVAL_MS / 1000 * HISTORY, ...times);
+  // the kept history fills the width (at least ten intervals)
+  const t1 = Math.max(...times, 1), t0 = Math.min(t1 - INTERVAL_MS / 100, ...times);
   const top = Math.max(...all.map((p) => p[1]), 0) * 1.1 || 1;
   const x = (t) => L + (W - L - R) * (t - t0) / (t1 - t0 || 1);
   const y = (v) => H - B - (H - B - T) * v / top;
