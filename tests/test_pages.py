@@ -149,6 +149,26 @@ def test_v2_paths_are_one_call_away_and_only_for_models() -> None:
     assert infer["example"] == {"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4], "data": [[1, 1, 1, 1]]}]}
 
 
+def test_the_v2_paths_join_once_the_app_answers_infer(make_project, serve) -> None:
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from localserve.server.pages import V2_INFER_ROUTE
+
+    with serve(pages_project(make_project)) as client:
+        before = set(client.get("/openapi.json").json()["paths"])
+        client.app.starlette.router.routes.append(Route(V2_INFER_ROUTE, lambda request: Response(), methods=["POST"]))
+        document = client.get("/openapi.json").json()
+    validate(document)
+    assert set(document["paths"]) - before == {
+        "/v2",
+        "/v2/models/iris",
+        "/v2/models/iris/infer",
+        "/v2/models/two",
+        "/v2/models/two/infer",
+    }
+
+
 def test_bearer_documents_the_key_for_every_route() -> None:
     document = openapi_document([ApiDoc(name="echo", kind="abeja")], bearer=True)
     validate(document)
@@ -164,6 +184,8 @@ def test_docs_serves_swagger_ui_from_the_package(make_project, serve) -> None:
         css = client.get("/docs/swagger-ui.css")
         ours = client.get("/docs/docs.js")
         missing = client.get("/docs/index.html")
+        root = client.get("/")  # an ABEJA handler keeps "/" for every method, GET included
+        document = client.get("/openapi.json").json()
     assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
     # every asset from this server, none from a CDN
     assert '<script src="/docs/swagger-ui-bundle.js"></script>' in page.text
@@ -173,6 +195,12 @@ def test_docs_serves_swagger_ui_from_the_package(make_project, serve) -> None:
     assert script.headers["content-type"].startswith("text/javascript")
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert missing.status_code == 404
+    assert (root.status_code, root.json()) == (
+        415,
+        {"message": "expected multipart/form-data, got application/x-www-form-urlencoded"},
+    )
+    assert document["paths"]["/"]["get"]["operationId"] == "get_root"
+    assert "requestBody" not in document["paths"]["/"]["get"]
     assert missing.json()["error"] == "No page '/docs/index.html'; the pages are /docs, /dashboard and /openapi.json."
 
 

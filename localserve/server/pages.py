@@ -25,7 +25,6 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from localserve.errors import NotFound
 from localserve.response import error_body
 from localserve.server.openapi import ApiDoc, add_v2_paths, openapi_document
 from localserve.server.wire import request_id_of
@@ -149,9 +148,9 @@ class Pages:
 
     async def docs_file(self, request: StarletteRequest) -> Response:
         file = request.path_params["file"]
-        if file in SWAGGER_FILES:
-            path = swagger_dir() / file
-            return FileResponse(path, media_type=_media_type(file), headers={"cache-control": "max-age=3600"})
+        folder = swagger_dir()
+        if file in SWAGGER_FILES and folder is not None:
+            return FileResponse(folder / file, media_type=_media_type(file), headers={"cache-control": "max-age=3600"})
         if file in ("docs.js", "pages.css"):
             return _static_response(file)
         return _no_page(request)
@@ -225,11 +224,11 @@ def _sample(path: Path) -> Any:
 
 
 @cache
-def swagger_dir() -> Path:
-    """The folder of Swagger UI's files, from the ``swagger-ui-py`` package (never a CDN)."""
+def swagger_dir() -> Path | None:
+    """The folder of Swagger UI's files, from the ``swagger-ui-py`` package (never a CDN); None without it."""
     spec = importlib.util.find_spec("swagger_ui")  # its files only: importing it would pull in Jinja
     if spec is None or spec.origin is None:
-        raise NotFound("Swagger UI is not installed: pip install swagger-ui-py")
+        return None
     return Path(spec.origin).parent / "static"
 
 
