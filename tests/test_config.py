@@ -139,7 +139,19 @@ def test_full_config_and_inference(tmp_path: Path) -> None:
         ),
         (
             "- kind: api\n  name: metrics\n  model: m.onnx\n",
-            "cortex.yaml: api 'metrics': the name 'metrics' is reserved by localserve; choose another.",
+            "cortex.yaml: api 'metrics': the name 'metrics' is reserved by localserve (its own route /metrics); choose another.",
+        ),
+        (
+            "- kind: api\n  name: docs\n  model: m.onnx\n",
+            "cortex.yaml: api 'docs': the name 'docs' is reserved by localserve (its own route /docs); choose another.",
+        ),
+        (
+            "- kind: api\n  name: dashboard\n  handler: main:handler\n",
+            "cortex.yaml: api 'dashboard': the name 'dashboard' is reserved by localserve (its own route /dashboard); choose another.",
+        ),
+        (
+            "- kind: api\n  name: openapi.json\n  handler: main:handler\n",
+            "cortex.yaml: api 'openapi.json': invalid name 'openapi.json'; expected lower-case letters, digits and '-' (starting and ending with a letter or digit, at most 63 characters).",
         ),
         (
             "- kind: api\n  name: a\n  model: m.onnx\n- kind: api\n  name: a\n  model: m.onnx\n",

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CONFIG_FILES = ("localserve.yaml", "localserve.yml", "cortex.yaml", "cortex.yml")
-RESERVED_NAMES = frozenset({"healthz", "readyz", "metrics", "health_check", "v2", "predict", "stats", "docs"})
+RESERVED_NAMES = frozenset(
+    {"healthz", "readyz", "metrics", "health_check", "v2", "predict", "stats", "docs", "dashboard"}
+)
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 HANDLER_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 CPU_RE = re.compile(r"^\d+(\.\d+)?m?$")

@@ -57,7 +57,9 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
             "(starting and ending with a letter or digit, at most 63 characters)."
         )
     if name in RESERVED_NAMES:
-        raise ConfigError(f"{where}: the name {name!r} is reserved by localserve; choose another.")
+        raise ConfigError(
+            f"{where}: the name {name!r} is reserved by localserve (its own route /{name}); choose another."
+        )
     kind = entry.get("kind", "api")
     if kind not in KINDS:
         raise ConfigError(

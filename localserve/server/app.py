@@ -22,6 +22,7 @@ from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.response import error_body
 from localserve.server.methods import answer_method
+from localserve.server.pages import Pages
 from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
 from localserve.stats import Stats
@@ -68,6 +69,7 @@ class App:
                 Route("/metrics", self.metrics_route),
                 Route("/stats", self.all_stats),
                 Route("/{name}/stats", self.api_stats),
+                *Pages(self).routes(),
             ],
             exception_handlers={404: self.not_found, 405: self.not_found},
             lifespan=self.lifespan,

@@ -1,0 +1,369 @@
+"""The OpenAPI 3.1 document of a replica: every route it answers, built from the APIs it serves.
+
+Example::
+
+    apis = [ApiDoc(name="iris", kind="request_handler", model_format="onnx", inputs=[...], raw_model=False)]
+    document = openapi_document(apis, title="localserve", example=sample)
+    add_v2_paths(document, [api for api in apis if api.model_format])  # once the V2 inference routes exist
+
+Pure functions of plain data: the server gathers what it knows about each API (``ApiDoc``) and
+this module only shapes it, so the document can be checked without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from localserve import __version__
+
+JSON = "application/json"
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+# JSON Schema of one element of each dtype a model describes (``runtimes.*.describe``). Integer
+# bounds keep a conforming request from overflowing the cast to the model's dtype.
+_INTS = {
+    "int8": 2**7,
+    "int16": 2**15,
+    "int32": 2**31,
+    "int64": 2**63,
+}
+_UINTS = {"uint8": 2**8, "uint16": 2**16, "uint32": 2**32, "uint64": 2**64}
+_V2_DATATYPES = {
+    "bool": "BOOL",
+    "uint8": "UINT8",
+    "uint16": "UINT16",
+    "uint32": "UINT32",
+    "uint64": "UINT64",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "string": "BYTES",
+}
+
+
+@dataclass(frozen=True)
+class ApiDoc:
+    """What the document says about one API."""
+
+    name: str
+    kind: str  # abeja | request_handler | predictor
+    model_format: str | None = None  # onnx | tensorflow
+    inputs: Sequence[dict[str, Any]] = ()  # [{"name", "type", "shape"}] once the model is loaded
+    outputs: Sequence[dict[str, Any]] = ()
+    raw_model: bool = False  # the request body goes to the model as is (no pre_inference, no predictor)
+    example: Any = None  # a JSON request body (the project's sample.json)
+    serves_root: bool = False  # the only API: it also answers at "/" (and "/predict")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def element_schema(dtype: str) -> dict[str, Any]:
+    """JSON Schema of one tensor element of ``dtype`` (a numpy dtype name, or "string")."""
+    if dtype == "bool":
+        return {"type": "boolean"}
+    if dtype == "string":
+        return {"type": "string"}
+    if dtype in _INTS:
+        return {"type": "integer", "minimum": -_INTS[dtype], "maximum": _INTS[dtype] - 1}
+    if dtype in _UINTS:
+        return {"type": "integer", "minimum": 0, "maximum": _UINTS[dtype] - 1}
+    if dtype.startswith(("float", "bfloat")):
+        return {"type": "number"}
+    return {}
+
+
+def tensor_schema(dtype: str, shape: Sequence[Any] | None) -> dict[str, Any]:
+    """Nested JSON arrays of ``shape`` (fixed sizes as min/max items); any shape when unknown."""
+    element = element_schema(dtype)
+    if shape is None:
+        return {"description": f"a {dtype} tensor of any shape", "anyOf": [element, {"type": "array"}]}
+    schema: dict[str, Any] = element
+    for dim in reversed(list(shape)):
+        schema = {"type": "array", "items": schema}
+        if isinstance(dim, int) and dim >= 0:
+            schema["minItems"] = schema["maxItems"] = dim
+    shown = [d if isinstance(d, int) and d >= 0 else -1 for d in shape]
+    schema["description"] = f"{dtype} of shape {shown}"
+    return schema
+
+
+def tensor_example(dtype: str, shape: Sequence[Any] | None) -> Any:
+    """A tensor of ones of ``shape`` (an unknown dimension taken as 1)."""
+    one: Any = "a" if dtype == "string" else True if dtype == "bool" else 1
+    value = one
+    for dim in reversed(list(shape or [1])):
+        value = [value] * (dim if isinstance(dim, int) and dim >= 0 else 1)
+    return value
+
+
+def model_request_schema(inputs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The body of a raw-model API: a dict of input name -> tensor, or the tensor itself for one input."""
+    properties = {i["name"]: tensor_schema(i["type"], i["shape"]) for i in inputs}
+    by_name: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": [i["name"] for i in inputs],
+        "additionalProperties": False,
+    }
+    if len(inputs) == 1:
+        only = inputs[0]
+        return {"anyOf": [by_name, tensor_schema(only["type"], only["shape"])]}
+    return by_name
+
+
+def model_example(inputs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {i["name"]: tensor_example(i["type"], i["shape"]) for i in inputs}
+
+
+def fits_inputs(value: Any, inputs: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``value`` names exactly the model's inputs (or is a list, for a single input)."""
+    if isinstance(value, dict):
+        return set(value) == {i["name"] for i in inputs}
+    return isinstance(value, list) and len(inputs) == 1
+
+
+def _error_responses(*codes: int) -> dict[str, Any]:
+    reasons = {
+        400: "The request does not fit what the API expects.",
+        404: "No such route or API.",
+        413: "The body is larger than --max-body-size.",
+        500: "The user code raised, or returned something that cannot be sent.",
+        503: "The API is not ready, or its queue is full (Retry-After).",
+        504: "The request took longer than the API's timeout.",
+    }
+    return {str(c): {"description": reasons[c], "content": {JSON: {"schema": ERROR_REF}}} for c in codes}
+
+
+def _api_request_body(api: ApiDoc) -> dict[str, Any]:
+    upload = {
+        "type": "object",
+        "properties": {"file": {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}},
+    }
+    content: dict[str, Any]
+    if api.raw_model and api.inputs:
+        example = api.example if fits_inputs(api.example, api.inputs) else model_example(api.inputs)
+        content = {JSON: {"schema": model_request_schema(api.inputs), "example": example}}
+    else:
+        json_body: dict[str, Any] = {"schema": {}}
+        if api.example is not None:
+            json_body["example"] = api.example
+        content = {
+            JSON: json_body,
+            "multipart/form-data": {"schema": upload},
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}
+            },
+            "text/plain": {"schema": {"type": "string"}},
+        }
+    return {"required": api.kind != "abeja", "content": content}
+
+
+def _describe_text(api: ApiDoc) -> str:
+    if api.kind == "abeja":
+        return "An ABEJA handler: `handler(request, context)` receives the body whatever its Content-Type."
+    lines = []
+    if api.raw_model:
+        lines.append("The JSON body goes to the model as is: a dict of input name -> nested lists.")
+    elif api.kind == "request_handler":
+        lines.append("The payload goes through `pre_inference`, the model, then `post_inference`.")
+    else:
+        lines.append("The payload goes to the predictor's `predict`.")
+    if api.inputs:
+        shown = ", ".join(f"`{i['name']}` {i['type']} {i['shape']}" for i in api.inputs)
+        lines.append(f"Model inputs: {shown}.")
+    return " ".join(lines)
+
+
+def api_paths(api: ApiDoc) -> dict[str, Any]:
+    """The paths of one API: ``POST /<name>``, ``/<name>/predict``, ``GET /<name>``, its stats (and ``/``)."""
+    tag = [api.name]
+    predict = {
+        "summary": f"Send a request to {api.name!r}",
+        "description": _describe_text(api),
+        "tags": tag,
+        "requestBody": _api_request_body(api),
+        "responses": {
+            "200": {"description": "What the API returned.", "content": {"*/*": {"schema": {}}}},
+            **_error_responses(400, 413, 500, 503, 504),
+        },
+    }
+    describe = {
+        "summary": f"Describe {api.name!r}: kind, model format, device, inputs and outputs",
+        "tags": tag,
+        "responses": {"200": {"description": "The API's description.", "content": {JSON: {"schema": {}}}}},
+    }
+    stats = {
+        "summary": f"Request counts, latency and tracker of {api.name!r}",
+        "tags": tag,
+        "responses": {"200": {"description": "The API's stats.", "content": {JSON: {"schema": {"type": "object"}}}}},
+    }
+    paths: dict[str, Any] = {
+        f"/{api.name}": {"get": {**describe, "operationId": f"describe_{api.name}"}},
+        f"/{api.name}/predict": {"post": {**predict, "operationId": f"predict_{api.name}"}},
+        f"/{api.name}/stats": {"get": {**stats, "operationId": f"stats_{api.name}"}},
+    }
+    paths[f"/{api.name}"]["post"] = {**predict, "operationId": f"post_{api.name}"}
+    if api.serves_root:
+        root = {"post": {**predict, "operationId": "post_root"}}
+        if api.kind == "abeja":  # an ABEJA handler keeps "/" for every method
+            root["get"] = {
+                **predict,
+                "operationId": "get_root",
+                "summary": f"GET to {api.name!r} (the query string is the body)",
+            }
+            del root["get"]["requestBody"]
+        else:
+            root["get"] = {**describe, "operationId": "describe_root"}
+        paths["/"] = root
+        paths["/predict"] = {"post": {**predict, "operationId": "predict_root"}}
+    return paths
+
+
+def _get(summary: str, tag: str, operation_id: str, content: dict[str, Any], *errors: int) -> dict[str, Any]:
+    return {
+        "get": {
+            "summary": summary,
+            "operationId": operation_id,
+            "tags": [tag],
+            "responses": {"200": {"description": summary, "content": content}, **_error_responses(*errors)},
+        }
+    }
+
+
+def server_paths(apis: Iterable[str]) -> dict[str, Any]:
+    """Health, readiness, metrics, stats and the pages, as every replica answers them."""
+    status = {JSON: {"schema": {"$ref": "#/components/schemas/Status"}}}
+    ready = {JSON: {"schema": {"$ref": "#/components/schemas/Ready"}}}
+    paths = {
+        "/healthz": _get("The server is alive", "health", "healthz", status),
+        "/health_check": _get("The server is alive (ABEJA's path)", "health", "health_check", status),
+        "/readyz": _get("Every API is loaded", "health", "readyz", ready, 503),
+        "/v2/health/live": _get("The server is alive (Open Inference Protocol)", "v2", "v2_live", status),
+        "/v2/health/ready": _get("Every API is loaded (Open Inference Protocol)", "v2", "v2_ready", ready, 503),
+        "/metrics": _get("Prometheus metrics", "observability", "metrics", {"text/plain": {"schema": {}}}, 404),
+        "/stats": _get(
+            "Request counts, latency and tracker of every API",
+            "observability",
+            "stats",
+            {JSON: {"schema": {"type": "array"}}},
+        ),
+        "/openapi.json": _get("This document", "pages", "openapi", {JSON: {"schema": {"type": "object"}}}),
+        "/docs": _get("Try the APIs from a browser", "pages", "docs", {"text/html": {"schema": {}}}),
+        "/dashboard": _get("A live dashboard of every API", "pages", "dashboard", {"text/html": {"schema": {}}}),
+        "/dashboard/data": _get(
+            "The dashboard's figures (from /metrics and /stats)",
+            "pages",
+            "dashboard_data",
+            {JSON: {"schema": {"type": "object"}}},
+        ),
+    }
+    for name in apis:
+        paths[f"/v2/models/{name}/ready"] = _get(
+            f"{name!r} is loaded (Open Inference Protocol)", "v2", f"v2_ready_{name}", {JSON: {"schema": {}}}, 503
+        )
+    return paths
+
+
+def openapi_document(apis: Sequence[ApiDoc], *, title: str = "localserve", bearer: bool = False) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of a server answering ``apis`` (with ``bearer``: every route needs the key)."""
+    paths: dict[str, Any] = {}
+    for api in apis:
+        paths.update(api_paths(api))
+    paths.update(server_paths(api.name for api in apis))
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": title,
+            "version": __version__,
+            "description": "The routes of this localserve server. Errors made by localserve are JSON "
+            '`{"error": ..., "request_id": ...}`.',
+        },
+        "paths": dict(sorted(paths.items())),
+        "tags": [{"name": api.name, "description": f"API {api.name!r} ({api.kind})"} for api in apis]
+        + [{"name": n} for n in ("health", "observability", "pages", "v2")],
+        "components": {
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "properties": {"error": {"type": "string"}, "request_id": {"type": "string"}},
+                    "required": ["error"],
+                },
+                "Status": {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]},
+                "Ready": {
+                    "type": "object",
+                    "properties": {"status": {"type": "string"}, "apis": {"type": "object"}},
+                    "required": ["status", "apis"],
+                },
+            }
+        },
+    }
+    if bearer:
+        document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        document["security"] = [{"bearer": []}]
+    return document
+
+
+def _v2_tensor(spec: dict[str, Any]) -> dict[str, Any]:
+    shape = [d if isinstance(d, int) and d >= 0 else -1 for d in (spec.get("shape") or [])]
+    return {"name": spec["name"], "datatype": _V2_DATATYPES.get(spec["type"], spec["type"].upper()), "shape": shape}
+
+
+def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
+    """Add the Open Inference Protocol's server, model metadata and infer routes for ``apis`` (models only)."""
+    schemas = document["components"]["schemas"]
+    schemas["V2Tensor"] = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+            "datatype": {"enum": sorted(set(_V2_DATATYPES.values()))},
+            "parameters": {"type": "object"},
+            "data": {"type": "array"},
+        },
+        "required": ["name", "shape", "datatype", "data"],
+    }
+    schemas["V2InferRequest"] = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "parameters": {"type": "object"},
+            "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/V2Tensor"}},
+            "outputs": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        },
+        "required": ["inputs"],
+    }
+    paths = document["paths"]
+    paths["/v2"] = _get("Server metadata (Open Inference Protocol)", "v2", "v2_server", {JSON: {"schema": {}}})
+    for api in apis:
+        if api.model_format is None:
+            continue
+        example = {
+            "inputs": [{**_v2_tensor(i), "data": tensor_example(i["type"], i["shape"])} for i in api.inputs],
+        }
+        paths[f"/v2/models/{api.name}"] = _get(
+            f"Metadata of {api.name!r}: inputs and outputs with datatypes and shapes",
+            "v2",
+            f"v2_metadata_{api.name}",
+            {JSON: {"schema": {}, "example": {"name": api.name, "inputs": [_v2_tensor(i) for i in api.inputs]}}},
+            404,
+        )
+        paths[f"/v2/models/{api.name}/infer"] = {
+            "post": {
+                "summary": f"Run {api.name!r} on tensors (Open Inference Protocol)",
+                "operationId": f"v2_infer_{api.name}",
+                "tags": ["v2"],
+                "requestBody": {
+                    "required": True,
+                    "content": {JSON: {"schema": {"$ref": "#/components/schemas/V2InferRequest"}, "example": example}},
+                },
+                "responses": {
+                    "200": {"description": "The outputs.", "content": {JSON: {"schema": {}}}},
+                    **_error_responses(400, 404, 503),
+                },
+            }
+        }
+    document["paths"] = dict(sorted(paths.items()))

@@ -1,0 +1,245 @@
+"""Pages for people: ``/openapi.json``, ``/docs`` (Swagger UI, offline) and ``/dashboard`` (live figures).
+
+Example::
+
+    app = App(config)
+    Starlette(routes=[..., *Pages(app).routes()])
+
+The dashboard's figures are read from the very text ``GET /metrics`` serves (``read_figures``), so
+the page and a Prometheus scrape cannot disagree; the tracker comes from ``/stats``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import mimetypes
+import time
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.requests import Request as StarletteRequest
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from localserve.response import error_body
+from localserve.server.openapi import ApiDoc, add_v2_paths, openapi_document
+from localserve.server.wire import request_id_of
+
+if TYPE_CHECKING:
+    from localserve.metrics import Metrics
+    from localserve.server.app import App
+    from localserve.server.runtime import ApiRuntime
+
+STATIC = "static"  # beside this module, package data
+SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
+# The route the Open Inference Protocol's inference will answer at; its paths join the document
+# once the app has it (see ``Pages.v2_inference``).
+V2_INFER_ROUTE = "/v2/models/{name}/infer"
+SAMPLE_FILE = "sample.json"
+
+
+def read_figures(metrics: Metrics | None) -> dict[str, dict[str, Any]]:
+    """Every API's figures as ``GET /metrics`` shows them (all replicas): the dashboard's one source.
+
+    ``{api: {"codes": {"200": n}, "in_flight": n, "queue_depth": n, "model_load": s,
+    "latency": {"buckets": [[le, cumulative count], ...], "count": n, "sum": s},
+    "batch_size": {...same...}}}``; empty when metrics are off (``--no-metrics``).
+    """
+    if metrics is None:
+        return {}
+    body, _ = metrics.render()
+    figures: dict[str, dict[str, Any]] = {}
+
+    def api(name: str) -> dict[str, Any]:
+        return figures.setdefault(
+            name,
+            {
+                "codes": {},
+                "in_flight": 0.0,
+                "queue_depth": 0.0,
+                "model_load": 0.0,
+                "latency": {"buckets": [], "count": 0.0, "sum": 0.0},
+                "batch_size": {"buckets": [], "count": 0.0, "sum": 0.0},
+            },
+        )
+
+    histograms = {"localserve_request_duration_seconds": "latency", "localserve_batch_size": "batch_size"}
+    gauges = {
+        "localserve_requests_in_flight": "in_flight",
+        "localserve_queue_depth": "queue_depth",
+        "localserve_model_load_seconds": "model_load",
+    }
+    for family in text_string_to_metric_families(body.decode("utf-8")):
+        for sample in family.samples:
+            name = sample.labels.get("api")
+            if name is None:
+                continue
+            if family.name == "localserve_requests" and sample.name.endswith("_total"):
+                codes = api(name)["codes"]
+                codes[sample.labels["code"]] = codes.get(sample.labels["code"], 0.0) + sample.value
+            elif family.name in gauges:
+                api(name)[gauges[family.name]] = sample.value
+            elif family.name in histograms:
+                histogram = api(name)[histograms[family.name]]
+                if sample.name.endswith("_bucket"):
+                    histogram["buckets"].append([_bound(sample.labels["le"]), sample.value])
+                elif sample.name.endswith("_count"):
+                    histogram["count"] = sample.value
+                elif sample.name.endswith("_sum"):
+                    histogram["sum"] = sample.value
+    return figures
+
+
+def _bound(le: str) -> float | None:
+    """A bucket's upper bound; ``None`` for +Inf (JSON has no infinity)."""
+    value = float(le)
+    return None if value == float("inf") else value
+
+
+class Pages:
+    """The routes of the pages, bound to one replica's ``App``."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/openapi.json", self.openapi),
+            Route("/docs", self.docs),
+            Route("/docs/{file}", self.docs_file),
+            Route("/dashboard", self.dashboard),
+            Route("/dashboard/data", self.dashboard_data),
+            Route("/dashboard/{file}", self.dashboard_file),
+        ]
+
+    # -- /openapi.json ------------------------------------------------------------------------
+    @property
+    def v2_inference(self) -> bool:
+        """Whether the app answers the Open Inference Protocol's inference routes (their paths join the document)."""
+        return any(getattr(route, "path", None) == V2_INFER_ROUTE for route in self.app.starlette.routes)
+
+    @property
+    def bearer(self) -> bool:
+        """Whether the server asks for ``Authorization: Bearer <key>`` (``--api-key``)."""
+        return bool(getattr(self.app.options, "api_key", None))
+
+    def api_docs(self) -> list[ApiDoc]:
+        sample = _sample(self.app.config.project / SAMPLE_FILE)
+        serves_root = len(self.app.apis) == 1
+        return [_api_doc(rt, sample, serves_root) for rt in self.app.apis.values()]
+
+    def document(self) -> dict[str, Any]:
+        apis = self.api_docs()
+        document = openapi_document(apis, bearer=self.bearer)
+        if self.v2_inference:
+            add_v2_paths(document, [api for api in apis if api.model_format is not None])
+        return document
+
+    async def openapi(self, request: StarletteRequest) -> Response:
+        return JSONResponse(self.document())
+
+    # -- /docs --------------------------------------------------------------------------------
+    async def docs(self, request: StarletteRequest) -> Response:
+        return _static_response("docs.html")
+
+    async def docs_file(self, request: StarletteRequest) -> Response:
+        file = request.path_params["file"]
+        folder = swagger_dir()
+        if file in SWAGGER_FILES and folder is not None:
+            return FileResponse(folder / file, media_type=_media_type(file), headers={"cache-control": "max-age=3600"})
+        if file in ("docs.js", "pages.css"):
+            return _static_response(file)
+        return _no_page(request)
+
+    # -- /dashboard ---------------------------------------------------------------------------
+    async def dashboard(self, request: StarletteRequest) -> Response:
+        return _static_response("dashboard.html")
+
+    async def dashboard_file(self, request: StarletteRequest) -> Response:
+        file = request.path_params["file"]
+        if file in ("dashboard.js", "dashboard.css", "pages.css"):
+            return _static_response(file)
+        return _no_page(request)
+
+    async def dashboard_data(self, request: StarletteRequest) -> Response:
+        return JSONResponse(self.data())
+
+    def data(self) -> dict[str, Any]:
+        """The dashboard's figures: ``read_figures`` per API, with status, device and tracker."""
+        figures = read_figures(self.app.metrics)
+        stats = {entry["api"]: entry for entry in self.app.stats.stats_json()}
+        apis = []
+        for name, rt in self.app.apis.items():
+            info = rt.describe()
+            apis.append(
+                {
+                    "name": name,
+                    "kind": rt.api.kind,
+                    "status": rt.state,
+                    "error": rt.error,
+                    "model_format": rt.api.model_format,
+                    "device": info.get("device"),
+                    "gpu": rt.api.compute.gpu > 0,
+                    "batching": rt.api.batching.max_batch_size if rt.api.batching is not None else None,
+                    "figures": figures.get(name),
+                    "tracker": stats.get(name, {}).get("tracker"),
+                }
+            )
+        return {"time": time.time(), "metrics": self.app.metrics is not None, "apis": apis}
+
+
+def _no_page(request: StarletteRequest) -> Response:
+    rid = request_id_of(request.scope)
+    message = f"No page {request.url.path!r}; the pages are /docs, /dashboard and /openapi.json."
+    return Response(
+        error_body(message, rid), status_code=404, media_type="application/json", headers={"x-request-id": rid}
+    )
+
+
+def _api_doc(rt: ApiRuntime, sample: Any, serves_root: bool) -> ApiDoc:
+    info = rt.describe() if rt.state == "ready" else {}
+    raw_model = rt.api.kind == "request_handler" and getattr(rt.endpoint, "pre", None) is None
+    return ApiDoc(
+        name=rt.api.name,
+        kind=rt.api.kind,
+        model_format=rt.api.model_format,
+        inputs=info.get("inputs") or (),
+        outputs=info.get("outputs") or (),
+        raw_model=raw_model,
+        example=sample,
+        serves_root=serves_root,
+    )
+
+
+def _sample(path: Path) -> Any:
+    """The project's ``sample.json``, when it holds JSON; None otherwise."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+@cache
+def swagger_dir() -> Path | None:
+    """The folder of Swagger UI's files, from the ``swagger-ui-py`` package (never a CDN); None without it."""
+    spec = importlib.util.find_spec("swagger_ui")  # its files only: importing it would pull in Jinja
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "static"
+
+
+@cache
+def _static(file: str) -> bytes:
+    return resources.files(__package__).joinpath(STATIC, file).read_bytes()
+
+
+def _media_type(file: str) -> str:
+    return mimetypes.guess_type(file)[0] or "application/octet-stream"
+
+
+def _static_response(file: str) -> Response:
+    return Response(_static(file), media_type=_media_type(file), headers={"cache-control": "no-cache"})

@@ -1,0 +1,236 @@
+// The live dashboard: polls /dashboard/data (the figures of /metrics, the trackers of /stats) and
+// draws each API as a card. Rates and per-interval percentiles come from the difference between two
+// polls, the way Prometheus' rate() and histogram_quantile() do; the page keeps the last HISTORY polls.
+"use strict";
+const KEY_STORE = "localserve.api_key";
+const INTERVAL_MS = 1000 * (Number(new URLSearchParams(location.search).get("interval")) || 1); // ?interval=seconds
+const HISTORY = 120;
+const history = new Map(); // api -> [{t, count, buckets, total}]
+
+function savedKey() {
+  try { return localStorage.getItem(KEY_STORE) || ""; } catch (e) { return ""; }
+}
+
+function setupKey() {
+  const input = document.getElementById("api-key");
+  const state = document.getElementById("key-state");
+  input.value = savedKey();
+  document.getElementById("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    try { localStorage.setItem(KEY_STORE, input.value); } catch (e) { /* private mode */ }
+    state.textContent = input.value ? "key saved" : "no key";
+    poll();
+  });
+  return () => input.value;
+}
+const currentKey = setupKey();
+
+// histogram_quantile over cumulative [[le, count], ...] buckets (le null = +Inf).
+function quantile(q, buckets) {
+  if (!buckets.length) return null;
+  const total = buckets[buckets.length - 1][1];
+  if (!total) return null;
+  const rank = q * total;
+  let lowerBound = 0, lowerCount = 0;
+  for (const [le, count] of buckets) {
+    if (count >= rank) {
+      if (le === null) return lowerBound;
+      if (count === lowerCount) return le;
+      return lowerBound + (le - lowerBound) * (rank - lowerCount) / (count - lowerCount);
+    }
+    if (le !== null) lowerBound = le;
+    lowerCount = count;
+  }
+  return lowerBound;
+}
+
+function diffBuckets(now, before) {
+  if (!before || before.length !== now.length) return now;
+  return now.map(([le, count], i) => [le, count - before[i][1]]);
+}
+
+function ms(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  const v = seconds * 1000;
+  return v >= 100 ? v.toFixed(0) + " ms" : v >= 10 ? v.toFixed(1) + " ms" : v.toFixed(2) + " ms";
+}
+
+function num(value, digits = 0) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  return Number(value).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function svg(tag, attrs = {}) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+function figure(label, value, cls = "") {
+  return el("div", { class: "figure " + cls, "data-figure": label }, el("dt", {}, label), el("dd", {}, value));
+}
+
+// A line chart of several series over the kept history: [{name, cls, points: [[t, v|null]]}].
+function lineChart(series, unit, label) {
+  const W = 480, H = 140, L = 60, B = 18, T = 8, R = 8;
+  const chart = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, "data-chart": label });
+  const all = series.flatMap((s) => s.points.filter((p) => p[1] !== null));
+  const times = series.flatMap((s) => s.points.map((p) => p[0]));
+  // the kept history fills the width (at least ten intervals)
+  const t1 = Math.max(...times, 1), t0 = Math.min(t1 - INTERVAL_MS / 100, ...times);
+  const top = Math.max(...all.map((p) => p[1]), 0) * 1.1 || 1;
+  const x = (t) => L + (W - L - R) * (t - t0) / (t1 - t0 || 1);
+  const y = (v) => H - B - (H - B - T) * v / top;
+  for (const f of [0, 0.5, 1]) {
+    chart.append(svg("line", { class: "grid", x1: L, x2: W - R, y1: y(top * f), y2: y(top * f) }));
+    const text = svg("text", { x: L - 4, y: y(top * f) + 4, "text-anchor": "end" });
+    text.textContent = unit(top * f);
+    chart.append(text);
+  }
+  const age = svg("text", { x: W - R, y: H - 4, "text-anchor": "end" });
+  age.textContent = `last ${Math.round(t1 - t0)} s`;
+  chart.append(age);
+  for (const s of series) {
+    let run = [];
+    const flush = () => {
+      if (run.length) chart.append(svg("polyline", { class: s.cls, points: run.join(" "), "data-series": s.name }));
+      run = [];
+    };
+    for (const [t, v] of s.points) {
+      if (v === null) { flush(); continue; }
+      run.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+      // a dot for every point, so that an interval alone between two idle ones still shows
+      chart.append(svg("circle", { class: s.cls, cx: x(t).toFixed(1), cy: y(v).toFixed(1), r: 2, "data-series": s.name }));
+    }
+    flush();
+  }
+  return chart;
+}
+
+function legend(items) {
+  return el("div", { class: "legend" }, ...items.map(([name, color]) => el("span", {}, el("i", { style: `background:${color}` }), name)));
+}
+
+function bars(rows, label) {
+  const top = Math.max(...rows.map((r) => r[1]), 1);
+  const box = el("div", { class: "bars", role: "img", "aria-label": label, "data-bars": label });
+  for (const [name, n] of rows) {
+    const fill = el("div", { class: "bar-fill", style: `width:${(100 * n / top).toFixed(1)}%` });
+    box.append(el("span", { class: "label" }, String(name)), el("div", { class: "bar-track" }, fill), el("span", { class: "n" }, num(n)));
+  }
+  return box;
+}
+
+function remember(api, t) {
+  const f = api.figures;
+  if (!f) return [];
+  const points = history.get(api.name) || [];
+  const total = Object.values(f.codes).reduce((a, b) => a + b, 0);
+  points.push({ t, total, buckets: f.latency.buckets });
+  while (points.length > HISTORY + 1) points.shift();
+  history.set(api.name, points);
+  return points;
+}
+
+function card(api, t) {
+  const f = api.figures;
+  const points = remember(api, t);
+  // the runtime's own name for it (CPUExecutionProvider, /GPU:0 ...) -> CPU or GPU
+  const device = api.device ? (/cuda|gpu|tensorrt|rocm/i.test(api.device) ? "GPU" : "CPU") : api.gpu ? "GPU" : "CPU";
+  const node = el("article", { class: "api", "data-api": api.name });
+  node.append(
+    el("h2", {}, api.name, el("span", { class: `badge ${api.status}`, "data-status": api.status }, api.status)),
+    el("div", { class: "meta", title: api.device || "" }, [api.kind, api.model_format, device, api.batching ? `batching ≤ ${api.batching}` : null].filter(Boolean).join(" · ")),
+  );
+  if (api.error) node.append(el("p", { class: "error" }, api.error));
+  if (!f) {
+    node.append(el("p", { class: "notice" }, "No figures: metrics are off (--no-metrics)."));
+    return node;
+  }
+  const byClass = { "2xx": 0, "4xx": 0, "5xx": 0 };
+  for (const [code, n] of Object.entries(f.codes)) {
+    const cls = code[0] + "xx";
+    if (cls in byClass) byClass[cls] += n;
+  }
+  const last = points[points.length - 1], before = points[points.length - 2];
+  const rate = before ? (last.total - before.total) / (last.t - before.t) : null;
+  const lat = f.latency.buckets;
+  const batch = f.batch_size;
+  node.append(el("dl", { class: "figures" },
+    figure("req/s", num(rate, 1)),
+    figure("2xx", num(byClass["2xx"]), "c2xx"),
+    figure("4xx", num(byClass["4xx"]), "c4xx"),
+    figure("5xx", num(byClass["5xx"]), "c5xx"),
+    figure("p50", ms(quantile(0.5, lat))),
+    figure("p90", ms(quantile(0.9, lat))),
+    figure("p99", ms(quantile(0.99, lat))),
+    figure("in flight", num(f.in_flight)),
+    figure("queue", num(f.queue_depth)),
+    figure("batch mean", batch.count ? num(batch.sum / batch.count, 1) : "–"),
+  ));
+  const series = [["p50", 0.5], ["p90", 0.9], ["p99", 0.99]].map(([name, q]) => ({
+    name, cls: name,
+    points: points.slice(1).map((p, i) => [p.t, quantile(q, diffBuckets(p.buckets, points[i].buckets))]),
+  }));
+  node.append(el("h3", {}, "latency per interval (since start: p50 / p90 / p99 above)"),
+    lineChart(series, ms, "latency"), legend([["p50", "var(--accent)"], ["p90", "#8250df"], ["p99", "var(--bad)"]]));
+  const rates = points.slice(1).map((p, i) => [p.t, (p.total - points[i].total) / (p.t - points[i].t)]);
+  node.append(el("h3", {}, "requests per second"), lineChart([{ name: "rate", cls: "rate", points: rates }], (v) => num(v, v < 10 ? 1 : 0), "rate"));
+  const sizes = [];
+  let seen = 0, low = 0;
+  for (const [le, count] of batch.buckets) {
+    if (count - seen > 0) sizes.push([le === null ? `>${low}` : low + 1 === le || le === 1 ? String(le) : `${low + 1}–${le}`, count - seen]);
+    seen = count;
+    if (le !== null) low = le;
+  }
+  if (sizes.length) node.append(el("h3", {}, "batch sizes (model calls)"), bars(sizes, "batch sizes"));
+  const tracker = api.tracker;
+  if (tracker && tracker.model_type === "classification") {
+    const rows = Object.entries(tracker.classes).sort((a, b) => b[1] - a[1]);
+    node.append(el("h3", {}, `tracker: classes${tracker.key ? ` (${tracker.key})` : ""}`),
+      rows.length ? bars(rows, "classes") : el("p", { class: "notice" }, "no prediction yet"));
+  } else if (tracker) {
+    node.append(el("h3", {}, `tracker: regression${tracker.key ? ` (${tracker.key})` : ""}`), el("dl", { class: "figures", "data-tracker": "regression" },
+      figure("count", num(tracker.count)), figure("min", num(tracker.min, 3)), figure("mean", num(tracker.mean, 3)), figure("max", num(tracker.max, 3))));
+  }
+  return node;
+}
+
+async function poll() {
+  const notice = document.getElementById("notice");
+  const headers = {};
+  const key = currentKey();
+  if (key) headers.Authorization = "Bearer " + key;
+  try {
+    const response = await fetch("/dashboard/data", { headers, cache: "no-store" });
+    if (response.status === 401) {
+      notice.textContent = "401: this server needs an API key; enter it above.";
+      notice.className = "notice bad";
+      document.getElementById("api-key").focus();
+      return;
+    }
+    if (!response.ok) throw new Error(`/dashboard/data answered ${response.status}`);
+    const data = await response.json();
+    const apis = document.getElementById("apis");
+    apis.replaceChildren(...data.apis.map((api) => card(api, data.time)));
+    notice.textContent = `${data.apis.length} API${data.apis.length === 1 ? "" : "s"} · updated ${new Date(data.time * 1000).toLocaleTimeString()} · every ${INTERVAL_MS / 1000} s` + (data.metrics ? "" : " · metrics are off");
+    notice.className = "notice";
+    document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
+  } catch (error) {
+    notice.textContent = `could not reach the server: ${error.message}`;
+    notice.className = "notice bad";
+  }
+}
+
+async function loop() {
+  await poll();
+  setTimeout(loop, INTERVAL_MS);
+}
+loop();

@@ -1,0 +1,101 @@
+"""/docs and /dashboard in a real headless Chromium against ``localserve serve`` on a free port."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests import browser
+from tests.test_e2e import server
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(browser.chromium_missing() is not None, reason=browser.chromium_missing() or ""),
+]
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> Iterator[str]:
+    project = browser.write_project(tmp_path / "project")
+    with server("--project", str(project)) as (base, _):
+        yield base
+
+
+def test_docs_sends_a_json_request_and_a_file_upload(url: str, tmp_path: Path) -> None:
+    upload = tmp_path / "upload.txt"
+    upload.write_bytes(b"hello from the browser\n")
+    expected_iris = httpx.post(f"{url}/iris", json=browser.IRIS_SAMPLES[0]).json()
+    with browser.browser_page() as page:
+        browser.open_docs(page, url)
+        # the example is the project's sample.json, sent as it is
+        assert browser.execute(page, "iris-post_iris") == (200, expected_iris)
+        status, body = browser.execute(page, "echo-post_echo", content_type="multipart/form-data", upload=upload)
+        page.screenshot(path=str(tmp_path / "docs.png"), full_page=True)
+        errors = page.errors
+    assert (status, body) == (
+        200,
+        {
+            "parts": [
+                {
+                    "form_name": "file",
+                    "file_name": "upload.txt",
+                    "content_type": "text/plain",
+                    "size": 23,
+                    "sha256": hashlib.sha256(b"hello from the browser\n").hexdigest(),
+                }
+            ]
+        },
+    )
+    assert errors == []
+    assert (tmp_path / "docs.png").stat().st_size > 0
+
+
+def test_dashboard_shows_the_figures_and_draws_the_chart(url: str, tmp_path: Path) -> None:
+    classes = browser.send_traffic(url, 2)
+    with browser.browser_page() as page:
+        browser.open_dashboard(page, url)
+        assert browser.figure(page, "iris", "2xx") == "6"
+        assert browser.figure(page, "iris", "4xx") == "2"
+        assert browser.figure(page, "echo", "2xx") == "2"
+        assert page.locator('[data-api="iris"] [data-status]').inner_text() == "ready"
+        assert page.locator('[data-api="iris"] .meta').inner_text() == "request_handler · onnx · CPU"
+        assert browser.figure(page, "iris", "p50").endswith(" ms")
+        # the tracker's classes as bars: every label with its count
+        bars = page.locator('[data-api="iris"] [data-bars="classes"]').inner_text().split("\n")
+        assert dict(zip(bars[0::2], map(int, bars[1::2]), strict=True)) == classes
+        # traffic while the page is open shows up as a point of the latency chart and in the counts
+        browser.send_traffic(url, 1)
+        page.wait_for_function(
+            "document.querySelector('[data-api=\"iris\"] [data-figure=\"2xx\"] dd').textContent === '9'"
+        )
+        page.locator('[data-api="iris"] svg[data-chart="latency"] circle[data-series="p50"]').first.wait_for()
+        page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        errors = page.errors
+    assert errors == []
+
+
+def test_dashboard_fits_a_phone_screen(url: str, tmp_path: Path) -> None:
+    with browser.browser_page(width=390, height=844) as page:
+        browser.open_dashboard(page, url)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        page.screenshot(path=str(tmp_path / "dashboard-phone.png"), full_page=True)
+    assert overflow == 0
+
+
+def test_the_pages_send_the_saved_api_key(url: str) -> None:
+    with browser.browser_page() as page:
+        sent: list[tuple[str, str | None]] = []
+        page.on("request", lambda r: sent.append((r.url.removeprefix(url), r.headers.get("authorization"))))
+        browser.open_dashboard(page, url)
+        browser.save_key(page, "s3cret")
+        browser.wait_polls(page, 3)
+        browser.open_docs(page, url)  # the key is kept in the browser for the other page too
+        assert browser.execute(page, "iris-post_iris")[0] == 200
+    data = [auth for path, auth in sent if path == "/dashboard/data"]
+    assert data[0] is None and data[-1] == "Bearer s3cret"
+    assert ("/openapi.json", "Bearer s3cret") in sent
+    assert ("/iris", "Bearer s3cret") in sent

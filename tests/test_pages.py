@@ -1,0 +1,271 @@
+"""The pages for people: /openapi.json, /docs and /dashboard, through the real app."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openapi_spec_validator import validate
+
+from localserve.server import ServeOptions
+from localserve.server.openapi import ApiDoc, add_v2_paths, openapi_document
+from tests.conftest import EXAMPLES
+from tests.models import onnx_two_inputs
+
+ECHO = (EXAMPLES / "multipart_echo" / "main.py").read_text()
+SAMPLE = json.loads((EXAMPLES / "iris_onnx" / "sample.json").read_text())
+
+
+def pages_project(make_project: Callable[..., Path]) -> Path:
+    """Three APIs: iris (pre_inference + ONNX, tracker), two (a raw two-input ONNX model), echo (ABEJA multipart)."""
+    project = make_project(
+        {
+            "cortex.yaml": """
+            - kind: api
+              name: iris
+              model: iris.onnx
+              request_handler: handler.py
+              tracker: {key: class_label, model_type: classification}
+              batching: {max_batch_size: 4, batch_interval: 1ms}
+            - kind: api
+              name: two
+              model: two.onnx
+            - kind: api
+              name: echo
+              handler: echo:handler
+            """,
+            "echo.py": ECHO,
+            "sample.json": json.dumps(SAMPLE),
+        }
+    )
+    shutil.copy(EXAMPLES / "iris_onnx" / "iris.onnx", project / "iris.onnx")
+    shutil.copy(EXAMPLES / "iris_onnx" / "handler.py", project / "handler.py")
+    onnx_two_inputs(project / "two.onnx")
+    return project
+
+
+def test_openapi_document_is_valid_and_describes_every_route(make_project, serve) -> None:
+    with serve(pages_project(make_project)) as client:
+        response = client.get("/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    validate(document)  # OpenAPI 3.1, by openapi-spec-validator
+    assert document["openapi"] == "3.1.0"
+    assert set(document["paths"]) == {
+        *(f"/{api}{tail}" for api in ("iris", "two", "echo") for tail in ("", "/predict", "/stats")),
+        *(f"/v2/models/{api}/ready" for api in ("iris", "two", "echo")),
+        "/healthz",
+        "/health_check",
+        "/readyz",
+        "/v2/health/live",
+        "/v2/health/ready",
+        "/metrics",
+        "/stats",
+        "/openapi.json",
+        "/docs",
+        "/dashboard",
+        "/dashboard/data",
+    }
+    paths = document["paths"]
+    # A raw model: the body is the model's inputs, by name, dtype and shape; the example is built from them
+    # (the project's sample.json names other keys: it is for the API whose pre_inference reads it).
+    two = paths["/two"]["post"]["requestBody"]["content"]
+    assert list(two) == ["application/json"]
+    assert two["application/json"]["schema"] == {
+        "type": "object",
+        "properties": {
+            "ids": {
+                "type": "array",
+                "items": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                "description": "int64 of shape [-1, 2]",
+            },
+            "scale": {
+                "type": "array",
+                "items": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 1},
+                "description": "float32 of shape [-1, 1]",
+            },
+        },
+        "required": ["ids", "scale"],
+        "additionalProperties": False,
+    }
+    assert two["application/json"]["example"] == {"ids": [[1, 1]], "scale": [[1]]}
+    # An API with pre_inference takes any payload; its example is the project's sample.json.
+    iris = paths["/iris"]["post"]
+    assert iris["requestBody"]["content"]["application/json"] == {"schema": {}, "example": SAMPLE}
+    assert iris["description"] == (
+        "The payload goes through `pre_inference`, the model, then `post_inference`. "
+        "Model inputs: `input` float32 ['batch', 4]."
+    )
+    # The ABEJA handler takes a file upload.
+    echo = paths["/echo/predict"]["post"]["requestBody"]
+    assert echo["required"] is False
+    assert echo["content"]["multipart/form-data"]["schema"]["properties"]["file"]["format"] == "binary"
+    assert set(echo["content"]) == {"application/json", "multipart/form-data", "application/octet-stream", "text/plain"}
+
+
+def test_a_raw_model_without_sample_gets_an_example_of_ones(make_project, serve) -> None:
+    project = make_project({"cortex.yaml": "- kind: api\n  name: two\n  model: two.onnx\n"})
+    onnx_two_inputs(project / "two.onnx")
+    with serve(project) as client:
+        document = client.get("/openapi.json").json()
+        body = document["paths"]["/two"]["post"]["requestBody"]["content"]["application/json"]
+        assert body["example"] == {"ids": [[1, 1]], "scale": [[1]]}
+        assert "anyOf" not in body["schema"]  # two inputs: only the dict of input name -> tensor
+        answer = client.post("/two", json=body["example"])
+    assert (answer.status_code, answer.json()) == (200, [[[1.0, 1.0]]])
+    # the only API also answers at / and /predict
+    assert {"/", "/predict"} <= set(document["paths"])
+    assert document["paths"]["/"]["get"]["operationId"] == "describe_root"
+
+
+def test_v2_paths_are_one_call_away_and_only_for_models() -> None:
+    inputs = [{"name": "x", "type": "float32", "shape": ["batch", 4]}]
+    apis = [
+        ApiDoc(name="iris", kind="request_handler", model_format="onnx", inputs=inputs, raw_model=True),
+        ApiDoc(name="echo", kind="abeja"),
+    ]
+    document = openapi_document(apis)
+    add_v2_paths(document, apis)
+    validate(document)
+    assert {p for p in document["paths"] if p.startswith("/v2")} == {
+        "/v2",
+        "/v2/health/live",
+        "/v2/health/ready",
+        "/v2/models/iris",
+        "/v2/models/iris/infer",
+        "/v2/models/iris/ready",
+        "/v2/models/echo/ready",
+    }
+    infer = document["paths"]["/v2/models/iris/infer"]["post"]["requestBody"]["content"]["application/json"]
+    assert infer["example"] == {"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4], "data": [[1, 1, 1, 1]]}]}
+
+
+def test_the_v2_paths_join_once_the_app_answers_infer(make_project, serve) -> None:
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from localserve.server.pages import V2_INFER_ROUTE
+
+    with serve(pages_project(make_project)) as client:
+        before = set(client.get("/openapi.json").json()["paths"])
+        client.app.starlette.router.routes.append(Route(V2_INFER_ROUTE, lambda request: Response(), methods=["POST"]))
+        document = client.get("/openapi.json").json()
+    validate(document)
+    assert set(document["paths"]) - before == {
+        "/v2",
+        "/v2/models/iris",
+        "/v2/models/iris/infer",
+        "/v2/models/two",
+        "/v2/models/two/infer",
+    }
+
+
+def test_bearer_documents_the_key_for_every_route() -> None:
+    document = openapi_document([ApiDoc(name="echo", kind="abeja")], bearer=True)
+    validate(document)
+    assert document["security"] == [{"bearer": []}]
+    assert document["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
+
+
+def test_docs_serves_swagger_ui_from_the_package(make_project, serve) -> None:
+    project = make_project({"main.py": ECHO})
+    with serve(project, handler="main:handler") as client:
+        page = client.get("/docs")
+        script = client.get("/docs/swagger-ui-bundle.js")
+        css = client.get("/docs/swagger-ui.css")
+        ours = client.get("/docs/docs.js")
+        missing = client.get("/docs/index.html")
+        root = client.get("/")  # an ABEJA handler keeps "/" for every method, GET included
+        document = client.get("/openapi.json").json()
+    assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
+    # every asset from this server, none from a CDN
+    assert '<script src="/docs/swagger-ui-bundle.js"></script>' in page.text
+    assert "http://" not in page.text and "https://" not in page.text
+    assert "https://" not in ours.text and "validatorUrl: null" in ours.text
+    assert script.status_code == 200 and "SwaggerUIBundle" in script.text
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert missing.status_code == 404
+    assert (root.status_code, root.json()) == (
+        415,
+        {"message": "expected multipart/form-data, got application/x-www-form-urlencoded"},
+    )
+    assert document["paths"]["/"]["get"]["operationId"] == "get_root"
+    assert "requestBody" not in document["paths"]["/"]["get"]
+    assert missing.json()["error"] == "No page '/docs/index.html'; the pages are /docs, /dashboard and /openapi.json."
+
+
+def figures_of(data: dict[str, Any], api: str) -> dict[str, Any]:
+    return next(entry for entry in data["apis"] if entry["name"] == api)
+
+
+def test_dashboard_data_comes_from_the_metrics(make_project, serve) -> None:
+    with serve(pages_project(make_project)) as client:
+        for _ in range(3):
+            assert client.post("/iris", json=SAMPLE).status_code == 200
+        assert client.post("/iris", json=[1, 2]).status_code == 500  # pre_inference raises on a list
+        assert client.post("/two", json={"ids": [[1, 2]]}).status_code == 400
+        assert client.post("/echo", files={"file": ("a.txt", b"abc")}).status_code == 200
+        metrics = client.get("/metrics").text
+        data = client.get("/dashboard/data").json()
+        page = client.get("/dashboard")
+        script = client.get("/dashboard/dashboard.js")
+    assert page.status_code == 200 and '<script src="/dashboard/dashboard.js"></script>' in page.text
+    assert "https://" not in page.text + script.text
+    assert data["metrics"] is True
+    iris = figures_of(data, "iris")
+    assert {k: iris[k] for k in ("name", "kind", "status", "error", "model_format", "gpu", "batching")} == {
+        "name": "iris",
+        "kind": "request_handler",
+        "status": "ready",
+        "error": None,
+        "model_format": "onnx",
+        "gpu": False,
+        "batching": 4,
+    }
+    assert iris["device"] == "CPUExecutionProvider"
+    assert iris["figures"]["codes"] == {"200": 3.0, "500": 1.0}
+    assert iris["figures"]["latency"]["count"] == 4.0
+    assert iris["figures"]["latency"]["buckets"][-1] == [None, 4.0]  # +Inf, cumulative
+    # one request at a time: four batches of one request each
+    assert iris["figures"]["batch_size"]["buckets"][:2] == [[1.0, 4.0], [2.0, 4.0]]
+    assert 'localserve_batch_size_bucket{api="iris",le="1.0"} 4.0' in metrics
+    assert figures_of(data, "two")["figures"]["batch_size"]["count"] == 0.0  # no batching: not counted
+    assert iris["tracker"] == {"model_type": "classification", "key": "class_label", "classes": {"iris-setosa": 3}}
+    assert figures_of(data, "two")["figures"]["codes"] == {"400": 1.0}
+    echo = figures_of(data, "echo")
+    assert (echo["figures"]["codes"], echo["device"], echo["tracker"]) == ({"200": 1.0}, None, None)
+    # the same figures as the text of /metrics
+    assert 'localserve_requests_total{api="iris",code="200",status_class="2xx"} 3.0' in metrics
+    assert 'localserve_request_duration_seconds_count{api="iris"} 4.0' in metrics
+
+
+def test_dashboard_without_metrics_says_so(make_project, serve) -> None:
+    project = make_project({"main.py": ECHO})
+    with serve(project, ServeOptions(metrics=False), handler="main:handler") as client:
+        data = client.get("/dashboard/data").json()
+    assert data["metrics"] is False
+    assert [(a["name"], a["status"], a["figures"]) for a in data["apis"]] == [("proj", "ready", None)]
+
+
+@pytest.mark.parametrize("name", ["docs", "dashboard"])
+def test_page_names_are_reserved(make_project, name: str) -> None:
+    from localserve.config import load_config
+    from localserve.errors import ConfigError
+
+    project = make_project({"localserve.yaml": f"- kind: api\n  name: {name}\n  handler: main:handler\n"})
+    with pytest.raises(ConfigError) as caught:
+        load_config(project)
+    assert str(caught.value) == (
+        f"localserve.yaml: api '{name}': the name '{name}' is reserved by localserve (its own route /{name}); "
+        "choose another."
+    )
