@@ -236,9 +236,10 @@ def test_dashboard_data_comes_from_the_metrics(make_project, serve) -> None:
     assert iris["figures"]["codes"] == {"200": 3.0, "500": 1.0}
     assert iris["figures"]["latency"]["count"] == 4.0
     assert iris["figures"]["latency"]["buckets"][-1] == [None, 4.0]  # +Inf, cumulative
-    # one request at a time: four batches of one request each
-    assert iris["figures"]["batch_size"]["buckets"][:2] == [[1.0, 4.0], [2.0, 4.0]]
-    assert 'localserve_batch_size_bucket{api="iris",le="1.0"} 4.0' in metrics
+    # one request at a time: three model calls of one row each (the request whose pre_inference
+    # raised never reached the model)
+    assert iris["figures"]["batch_size"]["buckets"][:2] == [[1.0, 3.0], [2.0, 3.0]]
+    assert 'localserve_batch_size_bucket{api="iris",le="1.0"} 3.0' in metrics
     assert figures_of(data, "two")["figures"]["batch_size"]["count"] == 0.0  # no batching: not counted
     assert iris["tracker"] == {"model_type": "classification", "key": "class_label", "classes": {"iris-setosa": 3}}
     assert figures_of(data, "two")["figures"]["codes"] == {"400": 1.0}
