@@ -17,7 +17,7 @@ from pathlib import Path
 import loadgen
 from onnx_models import BenchModel
 from procs import ServerProcess, check_output, free_port
-from servers import HERE, ServerSpec, unavailable
+from servers import HERE, Launch, ServerSpec, unavailable
 
 
 def log(message: str) -> None:
@@ -28,22 +28,30 @@ def csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def add_common_args(parser: argparse.ArgumentParser, duration: float, concurrency: str) -> None:
-    """The options of every runner: cell length, concurrency, load generator, localserve checkout."""
+def add_common_args(parser: argparse.ArgumentParser, duration: float | None, concurrency: str | None) -> None:
+    """The options of every runner: cell length, concurrency, load generator, localserve checkout.
+
+    A default of None is the runner's to fill in after parsing (images.py: the workload's).
+    """
     parser.add_argument(
-        "--duration", type=float, default=duration, help=f"seconds per measured cell (default {duration:g})"
+        "--duration",
+        type=float,
+        default=duration,
+        help=f"seconds per measured cell (default {duration:g})" if duration else "seconds per measured cell",
     )
     parser.add_argument(
-        "--concurrency", type=csv, default=csv(concurrency), help=f"connections, e.g. {concurrency} (default)"
+        "--concurrency",
+        type=csv,
+        default=csv(concurrency) if concurrency else None,
+        help=f"connections, e.g. {concurrency} (default)" if concurrency else "connections, e.g. 1,8,64",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure every server N times, alternating the order; report medians"
     )
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     parser.add_argument("--loadgen", choices=["auto", "wrk", "python"], default="auto")
-    parser.add_argument(
-        "--wrk-threads", type=int, default=1, help="wrk threads (default 1: the server has the other core)"
-    )
-    parser.add_argument(
-        "--loadgen-processes", type=int, default=1, help="processes of the python load generator (default 1)"
-    )
+    parser.add_argument("--wrk-threads", type=int, help="wrk threads (default 1: the server has the other core)")
+    parser.add_argument("--loadgen-processes", type=int, help="processes of the python load generator (default 1)")
     parser.add_argument("--warmup", type=float, help="seconds of load before measuring (default: min(1, duration))")
     parser.add_argument("--ready-timeout", type=float, default=90.0, help="seconds to wait for a server's first 200")
     parser.add_argument(
@@ -70,27 +78,24 @@ def check_common_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
         args.loadgen = "wrk" if loadgen.wrk_available() else "python"
     elif args.loadgen == "wrk" and not loadgen.wrk_available():
         parser.error("--loadgen wrk: wrk is not on PATH (apt-get install -y wrk)")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    args.wrk_threads = args.wrk_threads or 1
+    args.loadgen_processes = args.loadgen_processes or 1
     if args.warmup is None:
         args.warmup = min(1.0, args.duration)
     args.localserve_path = args.localserve_path.resolve()
 
 
-def generate(
-    args: argparse.Namespace, port: int, path: str, model: BenchModel, concurrency: int, duration: float
-) -> dict:
+def generate(args: argparse.Namespace, port: int, launch: Launch, concurrency: int, duration: float) -> dict:
+    assert launch.body is not None and launch.content_type is not None
     if args.loadgen == "wrk":
         result = loadgen.run_wrk(
-            port, path, model.body, concurrency, duration, threads=args.wrk_threads, content_type=model.content_type
+            port, launch.path, launch.body, concurrency, duration, args.wrk_threads, launch.content_type
         )
     else:
         result = loadgen.run_python(
-            port,
-            path,
-            model.body,
-            concurrency,
-            duration,
-            content_type=model.content_type,
-            processes=args.loadgen_processes,
+            port, launch.path, launch.body, concurrency, duration, launch.content_type, args.loadgen_processes
         )
     return result.to_dict()
 
@@ -103,6 +108,7 @@ def measure_server(args: argparse.Namespace, spec: ServerSpec, model: BenchModel
         return {"skipped": reason}
     port = free_port()
     launch = spec.launch(model, port, workdir, args.localserve_path)
+    launch = replace(launch, body=launch.body or model.body, content_type=launch.content_type or model.content_type)
     if name.startswith("localserve"):
         launch = replace(launch, cmd=[*launch.cmd, *args.localserve_args])
     server = ServerProcess(launch.cmd, port, workdir / f"{model.name}-{name}.log", env=launch.env, cwd=launch.cwd)
@@ -110,7 +116,7 @@ def measure_server(args: argparse.Namespace, spec: ServerSpec, model: BenchModel
     server.start()
     try:
         try:
-            cold, _, content = server.wait_ready(launch.path, model.body, args.ready_timeout, model.content_type)
+            cold, _, content = server.wait_ready(launch.path, launch.body, args.ready_timeout, launch.content_type)
         except RuntimeError as exc:
             log(f"{model.name}/{name}: skipped: {exc}")
             return {"skipped": f"did not serve: {exc}", "log_tail": server.log_tail(20)}
@@ -120,14 +126,14 @@ def measure_server(args: argparse.Namespace, spec: ServerSpec, model: BenchModel
             data["notes"].append(problem)
         if args.warmup > 0:
             try:
-                generate(args, port, launch.path, model, max(args.concurrency), args.warmup)
+                generate(args, port, launch, max(args.concurrency), args.warmup)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 data["notes"].append(f"warm-up failed: {exc}")
         data["memory"] = server.memory()
         data["cells"] = []
         for concurrency in args.concurrency:
             try:
-                cell = generate(args, port, launch.path, model, concurrency, args.duration)
+                cell = generate(args, port, launch, concurrency, args.duration)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 log(f"{model.name}/{name} c={concurrency}: load generator failed: {exc}")
                 data["notes"].append(f"c={concurrency}: load generator failed: {str(exc)[:200]}")

@@ -32,9 +32,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--servers", type=csv, default=DEFAULT_SERVERS, help=f"of raw,{','.join(SERVERS)} (default: all but floor)"
     )
-    parser.add_argument(
-        "--rounds", type=int, default=1, help="measure every server N times, alternating the order; report medians"
-    )
     args = parser.parse_args(argv)
     check_common_args(parser, args)
     for name in args.only:
@@ -43,8 +40,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in args.servers:
         if name != "raw" and name not in SERVERS:
             parser.error(f"unknown server {name!r}; expected raw or one of {', '.join(SERVERS)}")
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
     return args
 
 
