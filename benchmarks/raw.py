@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
+sys.path.insert(0, str(HERE / "apps"))
+from ort_session import PROVIDERS, open_session  # noqa: E402
 
 
 def run_raw(
@@ -65,7 +66,6 @@ def measure(session: object, input_name: str, x: np.ndarray, duration: float) ->
 
 
 def measure_preprocess(jpeg: Path, duration: float) -> dict:
-    sys.path.insert(0, str(HERE / "apps"))
     from image_handler import preprocess
 
     body = jpeg.read_bytes()
@@ -74,8 +74,6 @@ def measure_preprocess(jpeg: Path, duration: float) -> dict:
 
 
 def main() -> None:
-    import onnxruntime as ort
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True)
     parser.add_argument("--shape", required=True, help="one sample's shape, e.g. 4 or 3,224,224")
@@ -85,13 +83,7 @@ def main() -> None:
     parser.add_argument("--jpeg", type=Path, help="also time the image handler's preprocess on this file")
     args = parser.parse_args()
     shape = tuple(int(d) for d in args.shape.split(","))
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count() or 1
-    session = ort.InferenceSession(args.model, options, providers=PROVIDERS[args.device])
-    if session.get_providers()[0] != PROVIDERS[args.device][0]:
-        raise SystemExit(
-            f"--device {args.device}: onnxruntime runs on {session.get_providers()}, not {PROVIDERS[args.device][0]}"
-        )
+    session = open_session(args.model, args.device, os.cpu_count() or 1)
     input_name = session.get_inputs()[0].name
     rng = np.random.default_rng(0)
     results = []

@@ -11,23 +11,17 @@ from __future__ import annotations
 
 import os
 
-import onnxruntime as ort
 from image_handler import preprocess, top5
+from ort_session import open_session
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
-
 
 def create_app() -> Starlette:
-    device = os.environ.get("IMAGE_DEVICE", "cpu")
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = max(1, (os.cpu_count() or 1) // int(os.environ.get("IMAGE_WORKERS", "1")))
-    session = ort.InferenceSession(os.environ["IMAGE_MODEL"], options, providers=PROVIDERS[device])
-    if session.get_providers()[0] != PROVIDERS[device][0]:
-        raise RuntimeError(f"IMAGE_DEVICE={device}: onnxruntime runs on {session.get_providers()}")
+    threads = max(1, (os.cpu_count() or 1) // int(os.environ.get("IMAGE_WORKERS", "1")))
+    session = open_session(os.environ["IMAGE_MODEL"], os.environ.get("IMAGE_DEVICE", "cpu"), threads)
     input_name = session.get_inputs()[0].name
 
     async def predict(request: Request) -> JSONResponse:

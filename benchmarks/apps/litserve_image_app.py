@@ -12,8 +12,7 @@ import base64
 import litserve as ls
 import numpy as np
 from image_handler import preprocess, top5
-
-PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
+from ort_session import PROVIDERS, open_session
 
 
 class ImageLitAPI(ls.LitAPI):
@@ -23,9 +22,7 @@ class ImageLitAPI(ls.LitAPI):
         self.onnx_device = device
 
     def setup(self, device: str) -> None:
-        import onnxruntime as ort
-
-        self.session = ort.InferenceSession(self.model_path, providers=PROVIDERS[self.onnx_device])
+        self.session = open_session(self.model_path, self.onnx_device)
         self.input_name = self.session.get_inputs()[0].name
 
     def decode_request(self, request: dict) -> np.ndarray:
