@@ -1,9 +1,10 @@
 """Load generators: wrk with a Lua script (preferred), or a small asyncio generator as a fallback.
 
-Both run in their own process, keep connections alive, POST one JSON body for a fixed duration
-and report the same figures: requests, req/s, p50/p99 latency, non-2xx responses, socket errors.
+Both run in their own process(es), keep connections alive, POST one body (JSON, or a JPEG with
+``content_type="image/jpeg"``) for a fixed duration and report the same figures: requests, req/s,
+p50/p99 latency, non-2xx responses, socket errors.
 
-The fallback is also a script, run as its own process by run_python():
+The fallback is also a script, run as one or more processes by run_python():
 
     python benchmarks/loadgen.py --port 8000 --path /predict --body-file body.json --concurrency 8 --duration 5
 """
@@ -41,8 +42,10 @@ class LoadResult:
 # non-2xx exactly (wrk's own errors.status counts only >= 400), and it costs every server the same.
 WRK_SCRIPT = """
 wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = [==[%(body)s]==]
+wrk.headers["Content-Type"] = "%(content_type)s"
+local file = assert(io.open([==[%(body_path)s]==], "rb"))
+wrk.body = file:read("*a")
+file:close()
 
 local threads = {}
 function setup(thread)
@@ -78,9 +81,19 @@ def wrk_available() -> bool:
     return shutil.which("wrk") is not None
 
 
-def run_wrk(port: int, path: str, body: bytes, concurrency: int, duration: float, threads: int = 1) -> LoadResult:
+def run_wrk(
+    port: int,
+    path: str,
+    body: bytes,
+    concurrency: int,
+    duration: float,
+    threads: int = 1,
+    content_type: str = "application/json",
+) -> LoadResult:
+    with tempfile.NamedTemporaryFile("wb", suffix=".body", delete=False) as body_file:
+        body_file.write(body)  # read by the script: a JPEG cannot sit inside Lua source
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(WRK_SCRIPT % {"body": body.decode()})
+        script.write(WRK_SCRIPT % {"body_path": body_file.name, "content_type": content_type})
     try:
         cmd = [
             "wrk",
@@ -96,6 +109,7 @@ def run_wrk(port: int, path: str, body: bytes, concurrency: int, duration: float
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
     finally:
         Path(script.name).unlink()
+        Path(body_file.name).unlink()
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("WRK_RESULT ")), None)
     if line is None:
         raise RuntimeError(f"wrk failed (rc {proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
@@ -113,18 +127,58 @@ def run_wrk(port: int, path: str, body: bytes, concurrency: int, duration: float
     )
 
 
-def run_python(port: int, path: str, body: bytes, concurrency: int, duration: float) -> LoadResult:
-    with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as f:
+def run_python(
+    port: int,
+    path: str,
+    body: bytes,
+    concurrency: int,
+    duration: float,
+    content_type: str = "application/json",
+    processes: int = 1,
+) -> LoadResult:
+    """``concurrency`` connections shared by ``processes`` generator processes (one core each at most)."""
+    processes = max(1, min(processes, concurrency))
+    shares = [concurrency // processes + (1 if i < concurrency % processes else 0) for i in range(processes)]
+    with tempfile.NamedTemporaryFile("wb", suffix=".body", delete=False) as f:
         f.write(body)
+    cmd = [sys.executable, __file__, "--port", str(port), "--path", path, "--body-file", f.name]
+    cmd += ["--content-type", content_type, "--duration", str(duration)]
+    children = [
+        subprocess.Popen([*cmd, "--concurrency", str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for n in shares
+    ]
     try:
-        cmd = [sys.executable, __file__, "--port", str(port), "--path", path, "--body-file", f.name]
-        cmd += ["--concurrency", str(concurrency), "--duration", str(duration)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+        outputs = [child.communicate(timeout=duration + 60) for child in children]
     finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
         Path(f.name).unlink()
-    if proc.returncode != 0:
-        raise RuntimeError(f"python load generator failed (rc {proc.returncode}): {proc.stderr.strip()}")
-    return LoadResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
+    parts = []
+    for child, (stdout, stderr) in zip(children, outputs, strict=True):
+        if child.returncode != 0:
+            raise RuntimeError(f"python load generator failed (rc {child.returncode}): {stderr.strip()}")
+        parts.append(json.loads(stdout.strip().splitlines()[-1]))
+    return summarize(
+        concurrency,
+        [ms for part in parts for ms in part["latencies_ms"]],
+        max(part["duration_s"] for part in parts),
+        non2xx=sum(part["non2xx"] for part in parts),
+        errors=sum(part["errors"] for part in parts),
+    )
+
+
+def summarize(concurrency: int, latencies_ms: list[float], duration_s: float, non2xx: int, errors: int) -> LoadResult:
+    latencies_ms = sorted(latencies_ms)
+
+    def pct(p: float) -> float:
+        return latencies_ms[min(len(latencies_ms) - 1, int(p / 100 * len(latencies_ms)))] if latencies_ms else 0.0
+
+    n = len(latencies_ms)
+    return LoadResult(
+        concurrency, n, duration_s, n / duration_s if duration_s else 0.0, pct(50), pct(99), non2xx, errors
+    )
 
 
 # --- the fallback generator itself (runs in its own process) ---
@@ -182,9 +236,11 @@ async def _client(port: int, request: bytes, deadline: float, latencies: list[fl
         writer.close()
 
 
-async def _generate(port: int, path: str, body: bytes, concurrency: int, duration: float) -> LoadResult:
+async def _generate(
+    port: int, path: str, body: bytes, content_type: str, concurrency: int, duration: float
+) -> dict[str, object]:
     request = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: {content_type}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     latencies: list[float] = []
@@ -193,12 +249,7 @@ async def _generate(port: int, path: str, body: bytes, concurrency: int, duratio
     deadline = start + duration
     await asyncio.gather(*(_client(port, request, deadline, latencies, counts) for _ in range(concurrency)))
     elapsed = time.perf_counter() - start
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))] * 1000 if latencies else 0.0
-
-    return LoadResult(concurrency, len(latencies), elapsed, len(latencies) / elapsed, pct(50), pct(99), **counts)
+    return {"latencies_ms": [round(s * 1000, 3) for s in latencies], "duration_s": elapsed, **counts}
 
 
 def main() -> None:
@@ -206,6 +257,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--path", required=True)
     parser.add_argument("--body-file", required=True)
+    parser.add_argument("--content-type", default="application/json")
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--duration", type=float, required=True)
     args = parser.parse_args()
@@ -214,8 +266,8 @@ def main() -> None:
     except ImportError:
         run_loop = asyncio.run
     body = Path(args.body_file).read_bytes()
-    result = run_loop(_generate(args.port, args.path, body, args.concurrency, args.duration))
-    print(json.dumps(result.to_dict()))
+    result = run_loop(_generate(args.port, args.path, body, args.content_type, args.concurrency, args.duration))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

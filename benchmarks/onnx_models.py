@@ -16,13 +16,11 @@ class BenchModel:
 
     name: str
     path: Path
-    n_inputs: int
-    n_outputs: int
+    input_shape: tuple[int, ...]  # one sample's, without the batch dimension
+    n_outputs: int  # numbers under output_key in a response
     body: bytes
-
-    def sample(self, batch: int) -> np.ndarray:
-        rng = np.random.default_rng(0)
-        return rng.standard_normal((batch, self.n_inputs)).astype(np.float32)
+    content_type: str = "application/json"
+    output_key: str = "output"
 
 
 IRIS_BODY = {"input": [5.1, 3.5, 1.4, 0.2]}
@@ -69,7 +67,7 @@ def build_iris(directory: Path) -> BenchModel:
     nodes.append(helper.make_node("Softmax", [logits], ["output"], axis=-1))
     path = directory / "iris.onnx"
     _save(path, nodes, inits, 4, 3, "iris")
-    return BenchModel("iris", path, 4, 3, json.dumps(IRIS_BODY).encode())
+    return BenchModel("iris", path, (4,), 3, json.dumps(IRIS_BODY).encode())
 
 
 def build_mlp(directory: Path) -> BenchModel:
@@ -89,7 +87,7 @@ def build_mlp(directory: Path) -> BenchModel:
     _save(path, nodes, inits, 256, 10, "mlp")
     sample = random.Random(3)
     body = {"input": [round(sample.uniform(-1.0, 1.0), 4) for _ in range(256)]}
-    return BenchModel("mlp", path, 256, 10, json.dumps(body).encode())
+    return BenchModel("mlp", path, (256,), 10, json.dumps(body).encode())
 
 
 BUILDERS = {"iris": build_iris, "mlp": build_mlp}

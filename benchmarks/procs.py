@@ -19,10 +19,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def post(port: int, path: str, body: bytes, timeout: float = 5.0) -> tuple[int, bytes]:
+def post(
+    port: int, path: str, body: bytes, timeout: float = 5.0, content_type: str = "application/json"
+) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        conn.request("POST", path, body, {"Content-Type": "application/json"})
+        conn.request("POST", path, body, {"Content-Type": content_type})
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -49,7 +51,9 @@ class ServerProcess:
         )
         log.close()
 
-    def wait_ready(self, path: str, body: bytes, timeout: float) -> tuple[float, int, bytes]:
+    def wait_ready(
+        self, path: str, body: bytes, timeout: float, content_type: str = "application/json"
+    ) -> tuple[float, int, bytes]:
         """Poll with a real predict request; return (seconds from start to the first 200, status, body)."""
         assert self.proc is not None
         deadline = self.started_at + timeout
@@ -57,7 +61,7 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"exited with code {self.proc.returncode}: {self.log_summary()}")
             try:
-                status, content = post(self.port, path, body, timeout=2.0)
+                status, content = post(self.port, path, body, timeout=2.0, content_type=content_type)
             except OSError:
                 time.sleep(0.02)
                 continue
@@ -144,12 +148,12 @@ def tree_memory(pid: int) -> dict:
     return {"processes": len(pids), "rss_mib": rss / 1024, "pss_mib": pss / 1024}
 
 
-def check_output(content: bytes, n_outputs: int) -> str | None:
-    """None when the body is {"output": [n floats]}, else what is wrong with it."""
+def check_output(content: bytes, n_outputs: int, key: str = "output") -> str | None:
+    """None when the body is {key: [n numbers]}, else what is wrong with it."""
     try:
-        output = json.loads(content)["output"]
+        output = json.loads(content)[key]
     except (ValueError, KeyError, TypeError):
         return f"unexpected response body: {content[:120]!r}"
     if not isinstance(output, list) or len(output) != n_outputs:
-        return f"expected 'output' to be {n_outputs} numbers, got {str(output)[:120]}"
+        return f"expected {key!r} to be {n_outputs} numbers, got {str(output)[:120]}"
     return None

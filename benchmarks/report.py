@@ -24,9 +24,26 @@ def format_raw(raw: list[dict]) -> str:
     parts = [
         f"batch {r['batch']}: {_num(r['calls_per_s'])} calls/s, {_num(r['rows_per_s'])} rows/s "
         f"({r['us_per_call']:.1f} us/call)"
+        if "batch" in r
+        else f"preprocess on {r['preprocess']}: {_num(r['calls_per_s'])} images/s ({r['us_per_call']:.1f} us/image)"
         for r in raw
     ]
     return "raw session.run, in-process: " + " | ".join(parts)
+
+
+def format_footer(servers: dict) -> list[str]:
+    """Cold start, memory and notes of each server (or why it was skipped)."""
+    lines = [f"{'server':<20}{'cold start s':>13}{'RSS MiB':>9}{'PSS MiB':>9}{'procs':>7}  notes"]
+    for server, data in servers.items():
+        if "skipped" in data:
+            lines.append(f"{server:<20}  skipped: {data['skipped']}")
+            continue
+        mem = data.get("memory", {})
+        lines.append(
+            f"{server:<20}{_num(data.get('cold_start_s'), 2):>13}{_num(mem.get('rss_mib')):>9}"
+            f"{_num(mem.get('pss_mib')):>9}{mem.get('processes', '-'):>7}  {'; '.join(data.get('notes', []))}"
+        )
+    return lines
 
 
 def format_model(name: str, result: dict) -> str:
@@ -55,16 +72,7 @@ def format_model(name: str, result: dict) -> str:
             )
     if rows:
         lines += ["", header, "-" * len(header), *rows]
-    lines += ["", f"{'server':<20}{'cold start s':>13}{'RSS MiB':>9}{'PSS MiB':>9}{'procs':>7}  notes"]
-    for server, data in servers.items():
-        if "skipped" in data:
-            lines.append(f"{server:<20}  skipped: {data['skipped']}")
-            continue
-        mem = data.get("memory", {})
-        lines.append(
-            f"{server:<20}{_num(data.get('cold_start_s'), 2):>13}{_num(mem.get('rss_mib')):>9}"
-            f"{_num(mem.get('pss_mib')):>9}{mem.get('processes', '-'):>7}  {'; '.join(data.get('notes', []))}"
-        )
+    lines += ["", *format_footer(servers)]
     return "\n".join(lines)
 
 

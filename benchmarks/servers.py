@@ -35,12 +35,14 @@ LOCALSERVE_BATCHING = "  batching: {max_batch_size: 32, batch_interval: 2ms}\n"
 
 @dataclass(frozen=True)
 class Launch:
-    """How to start one server on one model."""
+    """How to start one server on one model, and the request it takes when not the model's own."""
 
     cmd: list[str]
     path: str
     env: dict[str, str] | None = None
     cwd: Path | None = None
+    body: bytes | None = None
+    content_type: str | None = None
 
 
 @dataclass(frozen=True)

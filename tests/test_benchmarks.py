@@ -39,3 +39,58 @@ def test_harness_prints_rows_for_raw_and_starlette(generator: str, tmp_path: Pat
     assert cell["concurrency"] == 1
     assert cell["requests"] > 0
     assert cell["non2xx"] == 0
+
+
+GPU_SERVERS = ["starlette", "starlette-workers", "litserve-batched", "localserve", "localserve-batched"]
+
+
+@pytest.mark.slow
+def test_gpu_workload_runs_on_cpu_with_the_tiny_model(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("PIL")
+    out = tmp_path / "results.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "images.py"), "gpu", "--device", "cpu", "--model", "tinynet"]
+    cmd += ["--duration", "1", "--concurrency", "1,4", "--out", str(out)]
+
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT)
+
+    assert proc.returncode == 0, proc.stderr
+    assert "localserve image benchmark 'gpu': model tinynet on cpu" in proc.stdout
+    assert re.search(
+        r"^raw session\.run, in-process: batch 1: .* \| batch 32: .* \| preprocess on one thread: ", proc.stdout, re.M
+    )
+    results = json.loads(out.read_text())
+    assert list(results["servers"]) == GPU_SERVERS
+    for server in GPU_SERVERS:
+        data = results["servers"][server]
+        if server.startswith("litserve") and "skipped" in data:
+            assert data["skipped"].startswith("litserve is not installed"), data
+            assert re.search(rf"^{server}\s+skipped: litserve is not installed", proc.stdout, re.M)
+            continue
+        assert data["notes"] == [], (server, data)  # every answer was {"top5": [5 class ids]}
+        assert [c["concurrency"] for c in data["cells"]] == [1, 4], server
+        assert all(c["requests"] > 0 and c["non2xx"] == 0 and c["errors"] == 0 for c in data["cells"]), data
+        for c in (1, 4):
+            row = rf"^{server}\s+{c}\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+[\d.]+\s+[\d.]+\s+[\d.]+$"
+            assert re.search(row, proc.stdout, re.M), (server, c, proc.stdout)
+    assert re.search(r"^localserve-batched / localserve \(req/s\): c=1 [\d.]+x, c=4 [\d.]+x$", proc.stdout, re.M)
+
+
+@pytest.mark.slow
+def test_pipeline_workload_prints_the_threads_ratio(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("PIL")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "images.py"), "pipeline", "--duration", "1", "--concurrency", "2"]
+
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+    assert proc.returncode == 0, proc.stderr
+    assert "localserve image benchmark 'pipeline': model tinynet on cpu" in proc.stdout
+    for server in ("localserve-t1", "localserve-t2"):
+        assert re.search(rf"^{server}\s+2\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+[\d.]+\s+-$", proc.stdout, re.M), (
+            proc.stdout
+        )
+    assert re.search(r"^localserve-t2 / localserve-t1 \(req/s\): c=2 [\d.]+x$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^localserve-t2\s+localserve serve, batching 8 / 2 ms, threads_per_process 2$", proc.stdout, re.M)

@@ -1,0 +1,62 @@
+"""The table of an image workload: req/s and latency per cell, ratios to the workload's peers and to the limit."""
+
+from __future__ import annotations
+
+from report import _num, _peer_rps, _ratio, format_footer, format_raw
+
+
+def _limit(raw: list[dict]) -> float | None:
+    """The model's best rows/s in-process (batch 32 on the GPU): what no server can pass."""
+    rows = [r["rows_per_s"] for r in raw if "batch" in r]
+    return max(rows) if rows else None
+
+
+def format_headline(servers: dict, server: str, base: str) -> str | None:
+    cells = servers.get(server, {}).get("cells", [])
+    parts = [f"c={c['concurrency']} {_ratio(c['rps'], _peer_rps(servers, base, c['concurrency']))}x" for c in cells]
+    return f"{server} / {base} (req/s): " + ", ".join(parts) if parts else None
+
+
+def format_images(results: dict) -> str:
+    meta = results["meta"]
+    servers: dict = results.get("servers", {})
+    limit = _limit(results.get("raw", []))
+    head = [
+        f"localserve image benchmark '{meta['workload']}': model {meta['model']} on {meta['device']}, clients POST "
+        f"handlers_examples/image_flip/cat.jpg; {meta['duration_s']:g} s per cell, load generator "
+        + (f"wrk -t{meta['wrk_threads']}" if meta["loadgen"] == "wrk" else f"python x{meta['loadgen_processes']}")
+        + f", {meta['cpus']} CPUs"
+        + (f", median of {meta['rounds']} rounds" if meta["rounds"] > 1 else ""),
+        f"load average {meta['loadavg_start'][0]:.2f} before / {meta['loadavg_end'][0]:.2f} after",
+        "x PEER: req/s divided by PEER's req/s at the same concurrency in this run; "
+        "/ limit: req/s divided by raw session.run's best rows/s (no HTTP, no decode).",
+    ]
+    lines = ["\n".join(head)]
+    if "raw" in results:
+        lines.append(format_raw(results["raw"]))
+    elif "raw_error" in results:
+        lines.append(f"raw: failed: {results['raw_error']}")
+    peers = meta["peers"]
+    header = (
+        f"{'server':<20}{'conc':>5}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'non-2xx':>9}{'errors':>8}"
+        + "".join(f"{'x ' + p:>{max(12, len(p) + 4)}}" for p in peers)
+        + f"{'/ limit':>9}"
+    )
+    rows = []
+    for server, data in servers.items():
+        for cell in data.get("cells", []):
+            c = cell["concurrency"]
+            rows.append(
+                f"{server:<20}{c:>5}{_num(cell['rps']):>10}{cell['p50_ms']:>9.2f}{cell['p99_ms']:>9.2f}"
+                f"{cell['non2xx']:>9}{cell['errors']:>8}"
+                + "".join(f"{_ratio(cell['rps'], _peer_rps(servers, p, c)):>{max(12, len(p) + 4)}}" for p in peers)
+                + f"{_ratio(cell['rps'], limit):>9}"
+            )
+    if rows:
+        lines.append("\n".join([header, "-" * len(header), *rows]))
+    headlines = [format_headline(servers, server, base) for server, base in meta["headlines"]]
+    if any(headlines):
+        lines.append("\n".join(h for h in headlines if h))
+    described = [f"{name:<20}{text}" for name, text in results.get("descriptions", {}).items()]
+    lines.append("\n".join([*format_footer(servers), "", *described]))
+    return "\n\n".join(lines)
