@@ -83,11 +83,13 @@ def test_pipeline_workload_prints_the_threads_ratio(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     pytest.importorskip("PIL")
     cmd = [sys.executable, str(ROOT / "benchmarks" / "images.py"), "pipeline", "--duration", "1", "--concurrency", "2"]
+    cmd += ["--loadgen", "python", "--loadgen-processes", "2"]  # the JPEG body, and latencies merged over processes
 
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
     assert proc.returncode == 0, proc.stderr
     assert "localserve image benchmark 'pipeline': model tinynet on cpu" in proc.stdout
+    assert "load generator python x2" in proc.stdout
     for server in ("localserve-t1", "localserve-t2"):
         assert re.search(rf"^{server}\s+2\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+[\d.]+\s+-$", proc.stdout, re.M), (
             proc.stdout
