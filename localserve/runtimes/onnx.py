@@ -20,7 +20,7 @@ logger = logging.getLogger("localserve")
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 
-DTYPES: dict[str, np.dtype] = {
+DTYPES: dict[str, np.dtype[Any]] = {
     "tensor(float)": np.dtype(np.float32),
     "tensor(double)": np.dtype(np.float64),
     "tensor(float16)": np.dtype(np.float16),
@@ -47,7 +47,7 @@ class _Input:
     def __init__(self, arg: Any) -> None:
         self.name: str = arg.name
         self.type: str = arg.type
-        self.dtype: np.dtype | None = DTYPES.get(arg.type)
+        self.dtype: np.dtype[Any] | None = DTYPES.get(arg.type)
         dims = arg.shape if isinstance(arg.shape, list) else None
         # Symbolic dimensions are free (-1); unnamed unknown ones are taken as 1 (Cortex did so).
         self.shape: list[int] | None = (
