@@ -21,7 +21,7 @@ RUNTIMES = {
     "tensorflow": "localserve.runtimes.tensorflow:TensorFlowModel",
 }
 
-Feed = dict[str, np.ndarray]
+Feed = dict[str, np.ndarray[Any, Any]]
 """Model inputs after coercion: input name -> array of the input's dtype."""
 
 

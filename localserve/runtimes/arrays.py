@@ -19,7 +19,7 @@ STRING = np.dtype(object)
 """The numpy dtype of string tensors (elements are ``str`` or ``bytes``)."""
 
 
-def dtype_name(dtype: np.dtype | None) -> str:
+def dtype_name(dtype: np.dtype[Any] | None) -> str:
     """'float32', 'int64', 'string' (object), or 'unsupported' when numpy has no such dtype."""
     if dtype is None:
         return "unsupported"
@@ -31,14 +31,14 @@ def shape_text(shape: Sequence[int | None]) -> str:
     return "[" + ", ".join("-1" if d is None or d < 0 else str(d) for d in shape) + "]"
 
 
-def expectation(dtype: np.dtype | None, shape: Sequence[int | None] | None) -> str:
+def expectation(dtype: np.dtype[Any] | None, shape: Sequence[int | None] | None) -> str:
     """ "float32 of shape [-1, 4]" ("of any shape" when the rank is unknown)."""
     where = "of any shape" if shape is None else f"of shape {shape_text(shape)}"
     return f"{dtype_name(dtype)} {where}"
 
 
 @functools.lru_cache(maxsize=1024)
-def _prefix(name: str, dtype: np.dtype, shape: tuple[int | None, ...] | None) -> str:
+def _prefix(name: str, dtype: np.dtype[Any], shape: tuple[int | None, ...] | None) -> str:
     # Built once per input: dtype.name is slow enough to show on the hot path.
     return f"Input {name!r} expects {expectation(dtype, shape)}"
 
@@ -46,12 +46,12 @@ def _prefix(name: str, dtype: np.dtype, shape: tuple[int | None, ...] | None) ->
 def to_array(
     name: str,
     value: Any,
-    dtype: np.dtype,
+    dtype: np.dtype[Any],
     shape: Sequence[int | None] | None,
     *,
     keep_bytes: bool = False,
     check_shape: bool = True,
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """Cast ``value`` to ``dtype`` and fit it to ``shape`` (None = free dimension).
 
     The array is reshaped to ``shape`` when at most one dimension is free (so a flat list of
@@ -78,7 +78,7 @@ def _matches(actual: tuple[int, ...], shape: Sequence[int | None]) -> bool:
     return len(actual) == len(shape) and all(d is None or d < 0 or d == a for a, d in zip(actual, shape, strict=True))
 
 
-def _cast(value: Any, dtype: np.dtype, prefix: str, *, keep_bytes: bool) -> np.ndarray:
+def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
     if dtype == STRING:
         return _cast_strings(value, prefix, keep_bytes=keep_bytes)
     if isinstance(value, np.ndarray):
@@ -143,7 +143,7 @@ def _holds_bool(value: list[Any] | tuple[Any, ...]) -> bool:
     return False
 
 
-def _cast_integers(raw: np.ndarray, dtype: np.dtype, prefix: str, kind: str) -> np.ndarray:
+def _cast_integers(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str, kind: str) -> np.ndarray[Any, Any]:
     if kind == "f":
         numbers = raw.astype(np.float64)
         bad = np.flatnonzero(~np.isfinite(numbers) | (numbers != np.trunc(numbers)))
@@ -157,7 +157,7 @@ def _cast_integers(raw: np.ndarray, dtype: np.dtype, prefix: str, kind: str) -> 
     return raw.astype(dtype, copy=False)
 
 
-def _cast_strings(value: Any, prefix: str, *, keep_bytes: bool) -> np.ndarray:
+def _cast_strings(value: Any, prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
     raw = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
     if raw.dtype.kind in "US":
         return raw.astype(object)
@@ -182,7 +182,7 @@ def _ragged(value: Any) -> str:
     return f"a nested list whose rows have different lengths ({summarize_value(value)})"
 
 
-def _fail(prefix: str, raw: np.ndarray, flat_index: int, reason: str) -> NoReturn:
+def _fail(prefix: str, raw: np.ndarray[Any, Any], flat_index: int, reason: str) -> NoReturn:
     item = raw.flat[flat_index]
     if isinstance(item, np.generic):
         item = item.item()

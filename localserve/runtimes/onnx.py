@@ -24,7 +24,7 @@ CUDA_DEFAULTS = {"cudnn_conv_algo_search": "HEURISTIC"}
 """Measured on an H100 (PERFORMANCE.md): with one session per batch size, HEURISTIC runs ResNet-50 at
 4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, and warms a new size in 0.15 s against 0.6-0.9 s."""
 
-DTYPES: dict[str, np.dtype] = {
+DTYPES: dict[str, np.dtype[Any]] = {
     "tensor(float)": np.dtype(np.float32),
     "tensor(double)": np.dtype(np.float64),
     "tensor(float16)": np.dtype(np.float16),
@@ -51,7 +51,7 @@ class _Input:
     def __init__(self, arg: Any) -> None:
         self.name: str = arg.name
         self.type: str = arg.type
-        self.dtype: np.dtype | None = DTYPES.get(arg.type)
+        self.dtype: np.dtype[Any] | None = DTYPES.get(arg.type)
         dims = arg.shape if isinstance(arg.shape, list) else None
         # Symbolic dimensions are free (-1); unnamed unknown ones are taken as 1 (Cortex did so).
         self.shape: list[int] | None = (

@@ -135,16 +135,16 @@ class TensorFlowModel:
     def coerce(self, value: Any) -> Feed:
         return self._default.coerce(value)
 
-    def run(self, feed: Feed, bucket: int | None = None) -> dict[str, np.ndarray]:
+    def run(self, feed: Feed, bucket: int | None = None) -> dict[str, np.ndarray[Any, Any]]:
         # A signature's concrete function takes any batch size without retracing: no state per size.
         return self._run(self._default, feed)
 
-    def batch_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+    def batch_inputs(self) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None:
         return fixed_rest(
             [(name, _numpy_dtype(spec.dtype), _dims(spec.shape)) for name, spec in self._default.inputs.items()]
         )
 
-    def predict(self, value: Any, signature_key: str | None = None) -> dict[str, np.ndarray]:
+    def predict(self, value: Any, signature_key: str | None = None) -> dict[str, np.ndarray[Any, Any]]:
         """Coerce and run against ``signature_key`` (default: the API's signature): ``tensorflow_client.predict``."""
         sig = self._default if signature_key is None else self._signatures.get(signature_key)
         if sig is None:
@@ -153,7 +153,7 @@ class TensorFlowModel:
             )
         return self._run(sig, sig.coerce(value))
 
-    def _run(self, sig: _Signature, feed: Feed) -> dict[str, np.ndarray]:
+    def _run(self, sig: _Signature, feed: Feed) -> dict[str, np.ndarray[Any, Any]]:
         try:
             with tf.device(self.device):
                 tensors = {name: tf.constant(feed[name], dtype=spec.dtype) for name, spec in sig.inputs.items()}
@@ -225,7 +225,7 @@ def _read_signature_defs(path: Path) -> dict[str, Any]:
     return {key: defs[key] for key in sorted(defs) if not key.startswith("__")}
 
 
-def _numpy_dtype(dtype: Any) -> np.dtype:
+def _numpy_dtype(dtype: Any) -> np.dtype[Any]:
     return STRING if dtype == tf.string else np.dtype(dtype.as_numpy_dtype)
 
 
