@@ -74,6 +74,7 @@ class ApiFlags:
     log_format: str | None
     raw_project: bool
     system_deps: bool
+    async_store: str | None
 
 
 _HANDLER_HELP = 'ABEJA handler "module:function", e.g. main:handler (no config file needed).'
@@ -111,6 +112,11 @@ _API_OPTIONS = [
         "--system-deps",
         is_flag=True,
         help="Run the project's dependencies.sh before installing requirements (the Docker image does).",
+    ),
+    click.option(
+        "--async-store",
+        metavar="URL",
+        help="Job store of the AsyncAPIs: redis://HOST:PORT/DB or sqlite:///PATH (default: SQLite in the cache folder).",
     ),
 ]
 
@@ -159,7 +165,7 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
         if flags.max_batch_size is None:
             raise ConfigError("--batch-interval needs --max-batch-size.")
         batching = {"max_batch_size": flags.max_batch_size, "batch_interval": flags.batch_interval or "5ms"}
-    return load_config(
+    config = load_config(
         project,
         config_file,
         handler=flags.handler,
@@ -169,12 +175,17 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
         timeout=flags.timeout,
         batching=batching,
     )
+    if flags.async_store is not None:
+        from localserve.asyncapi.config import with_async_store
+
+        config = with_async_store(config, flags.async_store)
+    return config
 
 
 def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | None) -> ServeConfig:
     """Recreate the platform around user code, in this order, and return the config that records it.
 
-    Refuse AsyncAPIs (not served yet); build the packaged view of the project; provide
+    Build the packaged view of the project; provide
     ``/mnt/project`` (a mount namespace needs a single-threaded process, so this comes before
     anything starts a thread); enter the project (cwd, sys.path, .env, --environment, defaults);
     apply each predictor's ``python_path``, ``env`` and ``log_level``; run ``dependencies.sh``
@@ -190,13 +201,6 @@ def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | Non
     from localserve.compat.view import packaged_view
     from localserve.project import TRAINING_RESULT_DIR, enter_project, install_requirements, parse_environment
 
-    for api in config.apis:
-        if api.is_async:
-            raise ConfigError(
-                f"{config.source}: api {api.name!r} is 'kind: AsyncAPI', which localserve does not serve yet; "
-                "serve it synchronously with 'kind: RealtimeAPI' (its predictor runs unchanged), or leave it out "
-                "with --api NAME."
-            )
     env = parse_environment(flags.environment)
     workdir = config.project
     if not flags.raw_project and config.config_file is not None:

@@ -96,9 +96,16 @@ def run(
     app = create_app(config, ServeOptions(allow_cpu_fallback=flags.allow_cpu_fallback))
     try:
         with capture_prints() as real_stdout:  # what user code prints is logged, never mixed with the body
-            status, response_headers, response_body = run_once(
-                app, api=api, method=method, headers=header_list, body=body, query_string=query
-            )
+            if config.apis[0].is_async:  # an AsyncAPI's job runs now, and its result is printed
+                from localserve.asyncapi import run_job_once
+
+                status, response_headers, response_body = run_job_once(
+                    app, api=api, headers=header_list, body=body, query_string=query
+                )
+            else:
+                status, response_headers, response_body = run_once(
+                    app, api=api, method=method, headers=header_list, body=body, query_string=query
+                )
     finally:
         peers.close()
     if status >= 400:

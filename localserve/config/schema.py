@@ -15,8 +15,8 @@ NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 HANDLER_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 CPU_RE = re.compile(r"^\d+(\.\d+)?m?$")
 MEM_RE = re.compile(r"^\d+(\.\d+)?(E|P|T|G|M|k|Ei|Pi|Ti|Gi|Mi|Ki)?$")
-DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(us|µs|ms|s|m)?$")
-_DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, None: 1.0}
+DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(us|µs|ms|s|m|h|d)?$")
+_DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 KINDS = ("api", "RealtimeAPI", "AsyncAPI")  # Cortex 0.8-0.11, then Cortex 0.25-0.33 (seed 001)
 # Keys of both generations that localserve adds or shares.
@@ -33,8 +33,11 @@ _COMMON_KEYS = (
     "timeout",
     "model_threads",
 )
+# kind: AsyncAPI only (localserve's own): where jobs live, and how long finished ones are kept.
+ASYNC_KEYS = ("async_store", "async_retention")
+DEFAULT_ASYNC_RETENTION = 7 * 86400.0  # seconds: 7 days
 # kind: RealtimeAPI / AsyncAPI (Cortex 0.25-0.33): the model and its code live under 'predictor'.
-REALTIME_KEYS = (*_COMMON_KEYS, "predictor", "autoscaling", "networking", "update_strategy")
+REALTIME_KEYS = (*_COMMON_KEYS, "predictor", "autoscaling", "networking", "update_strategy", *ASYNC_KEYS)
 API_KEYS = (
     "kind",
     "name",
@@ -187,10 +190,12 @@ class ApiConfig:
     processes_per_replica: int = 1  # Cortex 0.25+: processes per replica; localserve runs replicas x this
     max_replica_concurrency: int | None = None  # Cortex 0.25+ autoscaling key, as given (max_queue follows it)
     target_replica_concurrency: float | None = None  # Cortex 0.25+ autoscaling key, kept for export
+    async_store: str | None = None  # AsyncAPI: job store URL (sqlite:///PATH, redis://...); None: SQLite in the cache
+    async_retention: float = DEFAULT_ASYNC_RETENTION  # AsyncAPI: seconds a finished job's result is kept
 
     @property
     def is_async(self) -> bool:
-        """``kind: AsyncAPI``: POST answers an id at once, the result is polled (its runtime is not built yet)."""
+        """``kind: AsyncAPI``: POST answers an id at once, a worker runs the job, the result is polled."""
         return self.api_kind == "AsyncAPI"
 
     @property

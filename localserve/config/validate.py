@@ -14,11 +14,13 @@ from typing import Any
 from localserve.config.schema import (
     _DURATION_UNITS,
     API_KEYS,
+    ASYNC_KEYS,
     AUTOSCALING_KEYS,
     BATCHING_KEYS,
     COMPUTE_KEYS,
     CPU_RE,
     CUDA_OPTION_KEYS,
+    DEFAULT_ASYNC_RETENTION,
     DURATION_RE,
     HANDLER_RE,
     KINDS,
@@ -266,13 +268,50 @@ def _parse_realtime(entry: dict[str, Any], name: str, kind: str, where: str) -> 
             f"{where}: invalid value {target!r} for 'target_replica_concurrency' in 'autoscaling'; "
             "expected a number above 0."
         )
+    store, retention = _parse_async(entry, kind, where)
     return replace(
         api,
         api_kind=kind,
+        async_store=store,
+        async_retention=retention,
         processes_per_replica=processes,
         max_replica_concurrency=max_conc,
         target_replica_concurrency=None if target is None else float(target),
     )
+
+
+def _parse_async(entry: dict[str, Any], kind: str, where: str) -> tuple[str | None, float]:
+    """``async_store`` and ``async_retention`` of a ``kind: AsyncAPI`` entry (refused on any other kind)."""
+    if kind != "AsyncAPI":
+        for key in ASYNC_KEYS:
+            if key in entry:
+                raise ConfigError(f"{where}: {key!r} applies only to 'kind: AsyncAPI'; remove it or change 'kind'.")
+        return None, DEFAULT_ASYNC_RETENTION
+    batching = entry.get("batching") or (entry.get("predictor") or {}).get("server_side_batching")
+    if batching is not None:
+        raise ConfigError(
+            f"{where}: batching does not apply to 'kind: AsyncAPI' (each job runs predict once with its own "
+            "payload); remove 'batching' / 'server_side_batching', or use 'kind: RealtimeAPI'."
+        )
+    store = _opt_str(entry, "async_store", where)
+    if store is not None and store.partition("://")[0].lower() not in ("sqlite", "redis", "rediss", "unix"):
+        raise ConfigError(
+            f"{where}: invalid value {store!r} for 'async_store'; expected sqlite:///ABSOLUTE/PATH or "
+            "redis://HOST:PORT/DB."
+        )
+    retention = DEFAULT_ASYNC_RETENTION
+    if entry.get("async_retention") is not None:
+        raw = entry["async_retention"]
+        try:
+            retention = parse_duration(raw)
+        except ValueError:
+            retention = 0.0
+        if retention <= 0:
+            raise ConfigError(
+                f"{_at(entry, 'async_retention', where)}: invalid value {raw!r} for 'async_retention'; "
+                "expected a duration above 0 such as 7d, 12h or 30m."
+            )
+    return store, retention
 
 
 def _at(raw: Any, key: str, where: str) -> str:

@@ -14,6 +14,7 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from localserve.asyncapi import AsyncJobs
 from localserve.config import ServeConfig
 from localserve.engine import json_reply, send_reply
 from localserve.engine.lifecycle import Receive, Scope, Send
@@ -55,6 +56,9 @@ class App:
             only = next(iter(self.apis.values()))
             self.routes["/"] = (only, only.api.kind == "abeja")
             self.routes["/predict"] = (only, True)
+        self.jobs = AsyncJobs(  # kind: AsyncAPI: POST /<api> submits, GET /<api>/<id> polls
+            self.apis, project=config.project, max_body_size=self.options.max_body_size, request_id=request_id_of
+        )
         self.loading: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._cancel_timer: asyncio.TimerHandle | None = None
@@ -77,6 +81,8 @@ class App:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if self.jobs and await self.jobs.handle(scope, receive, send):
+                return
             route = self.routes.get(scope["path"])
             if route is not None and scope["method"] != "POST" and await answer_method(route, scope, send):
                 return
@@ -101,6 +107,7 @@ class App:
         """Start the workers and load every API (in the background unless ``wait``)."""
         for rt in self.apis.values():
             rt.pipeline.start()
+        self.jobs.start()
         self.loop = asyncio.get_running_loop()
         self.loading = self.loop.create_task(self._load_all())
         if wait:
@@ -165,6 +172,7 @@ class App:
             self.loading.cancel()
         if self._cancel_timer is not None:
             self._cancel_timer.cancel()
+        self.jobs.stop()
         self.cancel_waiting()
         self.stats.close()
         if self.metrics is not None:
@@ -205,8 +213,13 @@ class App:
 
     async def readyz(self, request: StarletteRequest) -> Response:
         apis = {name: state_of(rt) for name, rt in self.apis.items()}
-        status = 200 if self.ready else 503
-        return JSONResponse({"status": "ready" if self.ready else "not ready", "apis": apis}, status_code=status)
+        stores = await self.jobs.problems() if self.jobs else {}  # an AsyncAPI needs its job store
+        for name, problem in stores.items():
+            apis[name] = {**apis[name], "store": problem}
+        ready = self.ready and not stores
+        return JSONResponse(
+            {"status": "ready" if ready else "not ready", "apis": apis}, status_code=200 if ready else 503
+        )
 
     async def model_ready(self, request: StarletteRequest) -> Response:
         rt = self.apis.get(request.path_params["name"])
@@ -218,6 +231,8 @@ class App:
         if self.metrics is None:
             return await self.not_found(request, NotFound("metrics are off"))
         body, content_type = self.metrics.render()
+        if self.jobs:
+            body += await self.jobs.metrics()  # AsyncAPI queue and job latency, from the job stores
         return Response(body, media_type=content_type)
 
     async def all_stats(self, request: StarletteRequest) -> Response:

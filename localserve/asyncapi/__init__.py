@@ -1,0 +1,13 @@
+"""Cortex AsyncAPIs: ``POST /<api>`` stores a job and answers its id, a worker runs it, ``GET /<api>/<id>`` polls.
+
+Jobs live in a durable store (SQLite under the cache folder by default, Redis when replicas span
+machines), survive ``kill -9`` (at-least-once), and are shared safely by the replicas.
+"""
+
+from __future__ import annotations
+
+from localserve.asyncapi.oneshot import run_job_once
+from localserve.asyncapi.routes import AsyncJobs
+from localserve.asyncapi.store import Job, JobState, JobStore, StoreError, open_store
+
+__all__ = ["AsyncJobs", "Job", "JobState", "JobStore", "StoreError", "open_store", "run_job_once"]

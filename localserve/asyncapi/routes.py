@@ -1,0 +1,243 @@
+"""The HTTP side of the AsyncAPIs of one replica: ``POST /<api>`` submits, ``GET /<api>/<id>`` polls.
+
+Example::
+
+    jobs = AsyncJobs(apis, project=config.project, max_body_size=options.max_body_size, request_id=request_id_of)
+    if await jobs.handle(scope, receive, send):   # in the app's __call__, before the native routes
+        return
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from localserve.asyncapi.metrics import render_metrics
+from localserve.asyncapi.store import (
+    JOB_ID_RE,
+    Job,
+    JobStore,
+    StoreError,
+    new_job_id,
+    open_store,
+    rfc3339,
+)
+from localserve.asyncapi.worker import AsyncWorker, execute
+from localserve.engine import json_reply, send_reply
+from localserve.engine.lifecycle import Receive, Scope, Send
+from localserve.errors import ClientGone
+from localserve.logs import api_var, request_id_var
+from localserve.response import Reply, error_body
+
+log = logging.getLogger("localserve")
+HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (REFERENCE decision 6)
+NOT_PATHS = {"predict", "stats"}  # GET /<api>/<these> keep their own meaning
+
+
+class AsyncJobs:
+    """Submit and poll routes, stores and workers of the AsyncAPIs among ``runtimes`` (ApiRuntime by name)."""
+
+    def __init__(
+        self,
+        runtimes: Mapping[str, Any],
+        *,
+        project: Path,
+        max_body_size: int,
+        request_id: Callable[[Scope], str],
+    ) -> None:
+        self.request_id = request_id  # the app's X-Request-ID rule
+        self.runtimes = {name: rt for name, rt in runtimes.items() if rt.api.is_async}
+        self.project = project
+        self.max_body_size = max_body_size
+        self.stores: dict[str, JobStore] = {}
+        self.workers: dict[str, AsyncWorker] = {}
+        self.submit_paths: dict[str, str] = {}
+        for name in self.runtimes:
+            self.submit_paths[f"/{name}"] = name
+            self.submit_paths[f"/{name}/predict"] = name
+        if len(runtimes) == 1 and self.runtimes:
+            self.submit_paths["/"] = self.submit_paths["/predict"] = next(iter(self.runtimes))
+
+    def __bool__(self) -> bool:
+        return bool(self.runtimes)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open each API's store and start its worker (it claims jobs once the API is loaded)."""
+        from localserve.project import cache_dir
+
+        for name, rt in self.runtimes.items():
+            try:
+                store = open_store(rt.api.async_store, cache=cache_dir(), project=self.project, api=name)
+            except StoreError as exc:
+                log.error("api %r: %s", name, exc)
+                continue  # /readyz says why; submits answer 503
+            self.stores[name] = store
+            worker = AsyncWorker(
+                name,
+                store,
+                self._runner(rt),
+                slots=rt.api.threads_per_process,
+                retention=rt.api.async_retention,
+                ready=functools.partial(_loaded, rt),
+            )
+            self.workers[name] = worker
+            worker.start()
+            log.info("api %r: AsyncAPI jobs in %s", name, store.url)
+
+    def stop(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+        for store in self.stores.values():
+            store.close()
+        self.workers.clear()
+        self.stores.clear()
+
+    @staticmethod
+    def _runner(rt: Any) -> Any:
+        def run(job: Job) -> Any:
+            def call() -> str:
+                tokens = api_var.set(rt.api.name), request_id_var.set(job.id)
+                try:
+                    return execute(rt.endpoint, job)
+                finally:
+                    request_id_var.reset(tokens[1])
+                    api_var.reset(tokens[0])
+
+            return rt.pipeline.call(call)
+
+        return run
+
+    # -- health and metrics -----------------------------------------------------------------------
+    async def problems(self) -> dict[str, str]:
+        """API name -> why its store cannot be used (empty when every store answers); for /readyz."""
+        found: dict[str, str] = {}
+        for name in self.runtimes:
+            store = self.stores.get(name)
+            if store is None:
+                found[name] = "the job store could not be opened; see the log"
+                continue
+            try:
+                await asyncio.to_thread(store.ping)
+            except StoreError as exc:
+                found[name] = str(exc)
+        return found
+
+    async def metrics(self) -> bytes:
+        """Prometheus text of the queue length and job latency of every AsyncAPI (figures from the stores)."""
+        return await asyncio.to_thread(render_metrics, self.stores)
+
+    # -- routes ---------------------------------------------------------------------------------
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Answer ``scope`` when it is a submit or a poll of an AsyncAPI; False to let the app route it."""
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if method == "POST" and path in self.submit_paths:
+            await self._submit(self.submit_paths[path], scope, receive, send)
+            return True
+        if method in ("GET", "HEAD"):
+            name, _, job_id = path[1:].partition("/")
+            if name in self.runtimes and job_id and job_id not in NOT_PATHS:
+                await self._poll(name, job_id, scope, send)
+                return True
+        return False
+
+    async def _submit(self, name: str, scope: Scope, receive: Receive, send: Send) -> None:
+        rid = self.request_id(scope)
+        try:
+            body = await self._read_body(scope, receive)
+        except ClientGone:
+            return  # nothing stored, nobody to answer
+        if body is None:
+            message = f"The request body is larger than the limit of {self.max_body_size} bytes (--max-body-size)."
+            log.warning("api %r: %s", name, message)
+            await self._error(send, 413, message, rid)
+            return
+        store = self.stores.get(name)
+        if store is None:
+            await self._error(send, 503, f"The job store of api {name!r} could not be opened; see the log.", rid)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        meta = {
+            "content_type": headers.get("content-type", ""),
+            "query_params": dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
+            "headers": {k: v for k, v in headers.items() if k not in HIDDEN_HEADERS},
+        }
+        job_id = new_job_id()
+        try:
+            await asyncio.to_thread(store.submit, job_id, body, meta, time.time())
+        except StoreError as exc:
+            log.error("api %r: submit refused: %s", name, exc)
+            await self._error(send, 503, f"The job was not stored: {exc}", rid, retry_after=True)
+            return
+        worker = self.workers.get(name)
+        if worker is not None:
+            worker.wake.set()
+        await send_reply(send, json_reply(200, {"id": job_id}), rid)
+
+    async def _poll(self, name: str, job_id: str, scope: Scope, send: Send) -> None:
+        rid = self.request_id(scope)
+        if not JOB_ID_RE.match(job_id):
+            message = (
+                f"Invalid job id {job_id!r}; expected the 32 lower-case hex characters that POST /{name} answered."
+            )
+            await self._error(send, 400, message, rid)
+            return
+        store = self.stores.get(name)
+        if store is None:
+            await self._error(send, 503, f"The job store of api {name!r} could not be opened; see the log.", rid)
+            return
+        try:
+            state = await asyncio.to_thread(store.state, job_id)
+        except StoreError as exc:
+            await self._error(send, 503, str(exc), rid, retry_after=True)
+            return
+        if state is None:
+            body = json.dumps({"id": job_id, "status": "not_found"}).encode()
+        elif state.status == "completed" and state.result is not None and state.finished is not None:
+            head = json.dumps({"id": job_id, "status": "completed"})[:-1]
+            stamp = json.dumps(rfc3339(state.finished))
+            body = f'{head}, "result": {state.result}, "timestamp": {stamp}}}'.encode()
+        elif state.status == "failed" and state.finished is not None:
+            value = {"id": job_id, "status": "failed", "error": state.error, "timestamp": rfc3339(state.finished)}
+            body = json.dumps(value, ensure_ascii=False).encode()
+        else:
+            body = json.dumps({"id": job_id, "status": state.status}).encode()
+        await send_reply(send, Reply(status=200, headers=[(b"content-type", b"application/json")], body=body), rid)
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or None when it is larger than ``max_body_size``."""
+        for key, value in scope["headers"]:
+            if key == b"content-length" and value.isdigit() and int(value) > self.max_body_size:
+                return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone("the client left before its body arrived")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_size:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    @staticmethod
+    async def _error(send: Send, status: int, message: str, rid: str, *, retry_after: bool = False) -> None:
+        headers = [(b"content-type", b"application/json")]
+        if retry_after:
+            headers.append((b"retry-after", b"1"))
+        await send_reply(send, Reply(status=status, headers=headers, body=error_body(message, rid)), rid)
+
+
+def _loaded(rt: Any) -> bool:
+    return bool(rt.state == "ready")

@@ -1,0 +1,166 @@
+"""The worker of one AsyncAPI in one replica: claims jobs, runs ``predict`` on the API's threads, records results.
+
+One dispatcher thread claims a job whenever one of the API's threads is free (so with the default
+of one thread, user code still never runs twice at once), renews the leases of the jobs it runs,
+and every few seconds puts back in the queue the jobs of dead workers and purges old results.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from localserve.asyncapi.store import Job, JobStore, StoreError, worker_id, worker_is_dead
+from localserve.errors import LocalServeError
+from localserve.handlers import run_stage
+from localserve.payload import decode_payload
+
+log = logging.getLogger("localserve")
+
+LEASE = 30.0  # seconds a claim lasts without renewal; renewed every LEASE / 3
+POLL = 0.25  # seconds between looks at the store when nothing woke the worker
+HOUSEKEEPING = 5.0  # seconds between recoveries of dead workers' jobs (and purges)
+PURGE_EVERY = 600.0
+
+
+def job_arguments(endpoint: Any, job: Job) -> dict[str, Any]:
+    """The arguments ``predict`` declares, for ``job`` (``request_id`` is the job id)."""
+    meta = job.meta
+    values: dict[str, Any] = {}
+    for name in endpoint.predict_params:
+        if name == "payload":
+            values[name] = decode_payload(str(meta.get("content_type") or ""), job.payload)
+        elif name == "request_id":
+            values[name] = job.id
+        elif name == "query_params":
+            values[name] = dict(meta.get("query_params") or {})
+        else:
+            values[name] = dict(meta.get("headers") or {})
+    return values
+
+
+def execute(endpoint: Any, job: Job) -> str:
+    """Run ``predict`` for ``job`` and return its result as JSON text; LocalServeError with the message otherwise."""
+    kwargs = job_arguments(endpoint, job)
+    name = f"{endpoint.predictor.class_name}.predict"
+    result = run_stage(endpoint.options.observe, "predict", name, lambda: endpoint.instance.predict(**kwargs))
+    try:
+        return json.dumps(result, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise LocalServeError(
+            f"{name} returned {_kind(result)}, which is not JSON-serialisable ({exc}); an AsyncAPI's predict must "
+            "return JSON-parseable objects (dict, list, str, int, float, bool, None)."
+        ) from None
+
+
+def _kind(value: Any) -> str:
+    return f"a {type(value).__module__}.{type(value).__qualname__}".replace("a builtins.", "a ")
+
+
+class AsyncWorker:
+    """Claims and runs the jobs of one AsyncAPI in this replica."""
+
+    def __init__(
+        self,
+        name: str,
+        store: JobStore,
+        run: Callable[[Job], Any],
+        *,
+        slots: int,
+        retention: float,
+        ready: Callable[[], bool],
+        lease: float = LEASE,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.run = run  # submits ``execute`` to the API's threads; returns a concurrent Future of the JSON text
+        self.slots = slots
+        self.retention = retention
+        self.ready = ready
+        self.lease = lease
+        self.worker = worker_id()
+        self.wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._running: set[str] = set()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=f"localserve-{self.name}-jobs", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Claim nothing more; jobs still running finish or, if the process ends first, run again elsewhere."""
+        self._stop.set()
+        self.wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+
+    def _loop(self) -> None:
+        last_renew = last_house = last_purge = 0.0
+        while not self._stop.is_set():
+            now = time.time()
+            try:
+                if now - last_house >= HOUSEKEEPING:
+                    last_house = now
+                    back = self.store.recover(now, worker_is_dead)
+                    if back:
+                        log.warning("api %r: %d job(s) of a dead worker queued again: %s", self.name, len(back), back)
+                    if now - last_purge >= PURGE_EVERY:
+                        last_purge = now
+                        purged = self.store.purge(now - self.retention)
+                        if purged:
+                            log.info("api %r: %d finished job(s) older than the retention purged", self.name, purged)
+                if now - last_renew >= self.lease / 3:
+                    last_renew = now
+                    with self._lock:
+                        held = list(self._running)
+                    self.store.renew(held, self.worker, now + self.lease)
+                job = self._claim(now)
+            except StoreError as exc:
+                log.error("api %r: %s", self.name, exc)
+                job = None
+                self._stop.wait(1.0)
+            if job is None:
+                self.wake.wait(POLL)
+                self.wake.clear()
+
+    def _claim(self, now: float) -> Job | None:
+        with self._lock:
+            if len(self._running) >= self.slots or not self.ready():
+                return None
+        job = self.store.claim(self.worker, now, self.lease)
+        if job is None:
+            return None
+        if job.attempts > 1:
+            log.warning("api %r: job %s runs again (attempt %d)", self.name, job.id, job.attempts)
+        with self._lock:
+            self._running.add(job.id)
+        future = self.run(job)
+        future.add_done_callback(lambda f: self._done(job, f))
+        return job
+
+    def _done(self, job: Job, future: Any) -> None:
+        result: str | None = None
+        error: str | None = None
+        try:
+            result = future.result()
+        except LocalServeError as exc:
+            error = str(exc)
+        except BaseException as exc:  # the worker goes on whatever the job did
+            error = f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            log.error("api %r: job %s failed: %s", self.name, job.id, error)
+        try:
+            if not self.store.finish(job.id, self.worker, time.time(), result=result, error=error):
+                log.warning("api %r: job %s was recovered by another worker before it finished here", self.name, job.id)
+        except StoreError as exc:
+            log.error("api %r: job %s finished but its outcome could not be stored: %s", self.name, job.id, exc)
+        finally:
+            with self._lock:
+                self._running.discard(job.id)
+            self.wake.set()
