@@ -175,7 +175,8 @@ def open_store(url: str | None, *, cache: Path, project: Path, api: str) -> JobS
         from localserve.asyncapi.redisstore import RedisStore
 
         # Machines share a Redis store, so the key holds no local path: the project folder's name and the API.
-        return RedisStore.from_url(url, namespace=f"localserve:{project.resolve().name or 'root'}:{api}")
+        store: JobStore = RedisStore.from_url(url, namespace=f"localserve:{project.resolve().name or 'root'}:{api}")
+        return store
     raise StoreError(
         f"Unknown job store {url!r}; expected sqlite:///PATH (the default, under the cache folder) "
         "or redis://HOST:PORT/DB."
