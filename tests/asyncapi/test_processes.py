@@ -1,0 +1,87 @@
+"""Real `localserve serve` processes: a kill -9 during a job, and two replicas sharing one store."""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.asyncapi.conftest import needs_redis
+from tests.test_e2e import output_of, server
+
+pytestmark = pytest.mark.slow
+
+
+def poll(url: str, job_id: str, *statuses: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 90  # only catches a hang
+    while True:
+        body: dict[str, Any] = httpx.get(f"{url}/jobs/{job_id}", timeout=10).json()
+        if body["status"] in statuses:
+            return body
+        assert time.monotonic() < deadline, body
+        time.sleep(0.02)
+
+
+def submit(url: str, payload: Any) -> str:
+    reply = httpx.post(f"{url}/jobs", json=payload, timeout=10)
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["id"])
+
+
+def runs(tmp_path: Path) -> list[tuple[str, int]]:
+    """(job id, pid) of every run of ``predict``, from the side file the predictor appends to."""
+    lines = (tmp_path / "runs.txt").read_text().splitlines() if (tmp_path / "runs.txt").exists() else []
+    return [(job, int(pid)) for job, pid in (line.split() for line in lines)]
+
+
+def test_a_job_in_progress_when_the_server_is_killed_runs_again_after_restart(
+    async_project: Callable[..., Path], tmp_path: Path
+) -> None:
+    project = async_project()
+    with server(cwd=project) as (url, proc):
+        first = submit(url, {"wait": True})
+        poll(url, first, "in_progress")
+        queued = submit(url, {"n": 1})
+        assert poll(url, queued, "in_queue")["status"] == "in_queue"
+        proc.kill()  # SIGKILL: no shutdown, no cleanup, the job's row still says in_progress
+        proc.wait(20)
+        killed = proc.pid
+    assert runs(tmp_path) == [(first, killed)]
+    (tmp_path / "gate").touch()
+    with server(cwd=project) as (url, proc):
+        done = poll(url, first, "completed", "failed")
+        assert done["status"] == "completed", done
+        assert done["result"] == {"id": first, "payload": {"wait": True}, "query": {}, "agent": None}
+        assert poll(url, queued, "completed", "failed")["result"]["payload"] == {"n": 1}
+        restarted = proc.pid
+    assert runs(tmp_path) == [(first, killed), (first, restarted), (queued, restarted)]
+    assert f"job {first} runs again (attempt 2)" in output_of(proc)
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("redis", marks=needs_redis)])
+def test_two_replicas_share_one_store_and_run_each_job_once(
+    store: str, async_project: Callable[..., Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    project = async_project()
+    flags = ["--replicas", "2"]
+    if store == "redis":
+        flags += ["--async-store", request.getfixturevalue("redis_url")]
+    with server(*flags, cwd=project) as (url, proc):
+        held = [submit(url, {"wait": True}), submit(url, {"wait": True})]
+        for job_id in held:
+            poll(url, job_id, "in_progress")
+        # One thread per replica: two jobs in progress at once are in two different replicas.
+        assert len({pid for _, pid in runs(tmp_path)}) == 2, output_of(proc)
+        more = [submit(url, {"n": index}) for index in range(20)]
+        (tmp_path / "gate").touch()
+        for job_id in held + more:
+            assert poll(url, job_id, "completed", "failed")["status"] == "completed"
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        assert 'localserve_async_job_duration_seconds_count{api="jobs",status="completed"} 22.0' in metrics
+    counted = collections.Counter(job for job, _ in runs(tmp_path))
+    assert counted == dict.fromkeys(held + more, 1)

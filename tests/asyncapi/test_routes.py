@@ -1,0 +1,263 @@
+"""Submit and poll through the real app (TestClient), every status, bad inputs, /readyz, /metrics, config."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localserve.config import load_config
+from localserve.errors import ConfigError
+from localserve.server import ServeOptions
+from tests.asyncapi.conftest import needs_redis
+
+Poll = Callable[..., dict[str, Any]]
+STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def wait_for(client: Any, job_id: str, *statuses: str) -> dict[str, Any]:
+    """Poll until the job reaches one of ``statuses`` (a 60 s deadline only catches a hang)."""
+    deadline = time.monotonic() + 60
+    while True:
+        reply = client.get(f"/jobs/{job_id}")
+        assert reply.status_code == 200, reply.text
+        body: dict[str, Any] = reply.json()
+        if body["status"] in statuses:
+            return body
+        assert time.monotonic() < deadline, body
+        time.sleep(0.01)
+
+
+def submit(client: Any, payload: Any, path: str = "/jobs", **kwargs: Any) -> str:
+    reply = client.post(path, json=payload, **kwargs)
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert list(body) == ["id"] and re.fullmatch(r"[0-9a-f]{32}", body["id"])
+    return str(body["id"])
+
+
+def test_submit_answers_an_id_and_poll_returns_the_result_with_a_timestamp(
+    async_project: Callable[..., Path], serve: Callable[..., Any]
+) -> None:
+    with serve(async_project()) as client:
+        job_id = submit(client, {"n": 1}, params={"mode": "fast"}, headers={"X-Agent": "tests"})
+        body = wait_for(client, job_id, "completed")
+        assert list(body) == ["id", "status", "result", "timestamp"]
+        assert body["result"] == {"id": job_id, "payload": {"n": 1}, "query": {"mode": "fast"}, "agent": "tests"}
+        assert STAMP.match(body["timestamp"]), body["timestamp"]
+        # Text and bytes payloads decode as for a RealtimeAPI; /predict and / submit too (one API).
+        text_id = client.post("/jobs/predict", content=b"hi", headers={"Content-Type": "text/plain"}).json()["id"]
+        assert wait_for(client, text_id, "completed")["result"]["payload"] == "hi"
+        root_id = client.post("/", content=b"\x00\x01", headers={"Content-Type": "application/octet-stream"}).json()
+        assert wait_for(client, root_id["id"], "failed", "completed")["status"] == "failed"  # bytes are not JSON
+        # GET /jobs still describes the API.
+        assert client.get("/jobs").json()["status"] == "ready"
+
+
+def test_in_queue_and_in_progress_with_one_thread_one_job_at_a_time(
+    async_project: Callable[..., Path], serve: Callable[..., Any], tmp_path: Path
+) -> None:
+    with serve(async_project()) as client:
+        first = submit(client, {"wait": True})
+        wait_for(client, first, "in_progress")
+        second = submit(client, {"n": 2})
+        assert client.get(f"/jobs/{second}").json() == {"id": second, "status": "in_queue"}
+        metrics = client.get("/metrics").text
+        assert 'localserve_async_jobs{api="jobs",status="in_queue"} 1.0' in metrics
+        assert 'localserve_async_jobs{api="jobs",status="in_progress"} 1.0' in metrics
+        (tmp_path / "gate").touch()
+        assert wait_for(client, first, "completed")["result"]["payload"] == {"wait": True}
+        assert wait_for(client, second, "completed")["result"]["payload"] == {"n": 2}
+        metrics = client.get("/metrics").text
+        assert 'localserve_async_job_duration_seconds_count{api="jobs",status="completed"} 2.0' in metrics
+        assert 'localserve_async_jobs{api="jobs",status="in_queue"} 0.0' in metrics
+        assert 'localserve_async_store_up{api="jobs"} 1.0' in metrics
+
+
+def test_a_raising_predictor_fails_its_job_and_the_worker_goes_on(
+    async_project: Callable[..., Path], serve: Callable[..., Any]
+) -> None:
+    with serve(async_project()) as client:
+        bad = submit(client, {"fail": "no"})
+        unjsonable = submit(client, {"unjsonable": True})
+        good = submit(client, {"n": 3})
+        failed = wait_for(client, bad, "failed")
+        assert list(failed) == ["id", "status", "error", "timestamp"]
+        assert failed["error"] == "PythonPredictor.predict raised ValueError: boom: no"
+        assert STAMP.match(failed["timestamp"])
+        assert wait_for(client, unjsonable, "failed")["error"] == (
+            "PythonPredictor.predict returned a dict, which is not JSON-serialisable (Object of type type is not "
+            "JSON serializable); an AsyncAPI's predict must return JSON-parseable objects (dict, list, str, int, "
+            "float, bool, None)."
+        )
+        assert wait_for(client, good, "completed")["result"]["payload"] == {"n": 3}
+        assert (
+            'localserve_async_job_duration_seconds_count{api="jobs",status="failed"} 2.0' in client.get("/metrics").text
+        )
+
+
+def test_unknown_and_malformed_ids(async_project: Callable[..., Path], serve: Callable[..., Any]) -> None:
+    with serve(async_project()) as client:
+        unknown = "0123456789abcdef" * 2
+        reply = client.get(f"/jobs/{unknown}")
+        assert (reply.status_code, reply.json()) == (200, {"id": unknown, "status": "not_found"})
+        reply = client.get("/jobs/not-an-id", headers={"X-Request-ID": "r1"})
+        assert reply.status_code == 400
+        assert reply.json() == {
+            "error": "Invalid job id 'not-an-id'; expected the 32 lower-case hex characters that POST /jobs answered.",
+            "request_id": "r1",
+        }
+        assert client.get("/jobs/stats").json()["api"] == "jobs"  # the API's own routes keep their meaning
+
+
+def test_a_body_over_the_limit_is_413_and_stores_nothing(
+    async_project: Callable[..., Path], serve: Callable[..., Any]
+) -> None:
+    with serve(async_project(), ServeOptions(max_body_size=1000)) as client:
+        reply = client.post("/jobs", content=b"x" * 1001, headers={"X-Request-ID": "r2"})
+        assert reply.status_code == 413
+        assert reply.json() == {
+            "error": "The request body is larger than the limit of 1000 bytes (--max-body-size).",
+            "request_id": "r2",
+        }
+        assert 'localserve_async_jobs{api="jobs",status="in_queue"} 0.0' in client.get("/metrics").text
+
+
+def test_a_full_store_is_503_at_submit_and_no_id_is_given(
+    async_project: Callable[..., Path], serve: Callable[..., Any], tmp_path: Path
+) -> None:
+    path = tmp_path / "small.sqlite3"
+    project = async_project(f"  async_store: sqlite://{path}?max_bytes=65536\n")
+    with serve(project) as client:
+        reply = client.post("/jobs", content=b"x" * 200_000, headers={"X-Request-ID": "r3"})
+        assert reply.status_code == 503 and reply.headers["retry-after"] == "1"
+        assert reply.json() == {
+            "error": f"The job was not stored: The job store {path} is full (max_bytes=65536): database or disk is "
+            "full; free disk space or wait for old jobs to be purged.",
+            "request_id": "r3",
+        }
+        assert 'localserve_async_jobs{api="jobs",status="in_queue"} 0.0' in client.get("/metrics").text
+        assert wait_for(client, submit(client, {"n": 4}), "completed")["result"]["payload"] == {"n": 4}
+
+
+@needs_redis
+def test_the_redis_store_from_the_config(
+    async_project: Callable[..., Path], serve: Callable[..., Any], redis_url: str
+) -> None:
+    with serve(async_project(f"  async_store: {redis_url}\n")) as client:
+        ok, bad = submit(client, {"n": 5}), submit(client, {"fail": "r"})
+        assert wait_for(client, ok, "completed")["result"]["payload"] == {"n": 5}
+        assert wait_for(client, bad, "failed")["error"] == "PythonPredictor.predict raised ValueError: boom: r"
+        assert client.get(f"/jobs/{'f' * 32}").json()["status"] == "not_found"
+        assert (
+            'localserve_async_job_duration_seconds_count{api="jobs",status="completed"} 1.0'
+            in client.get("/metrics").text
+        )
+
+
+@needs_redis
+def test_readyz_fails_and_submit_is_503_while_the_store_is_unreachable(
+    async_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from starlette.testclient import TestClient
+
+    from localserve.server import create_app
+    from tests.conftest import free_port
+
+    port = free_port()  # nothing listens there
+    project = async_project(f"  async_store: redis://127.0.0.1:{port}/0\n")
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    app = create_app(load_config(project))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        deadline = time.monotonic() + 60
+        while app.apis["jobs"].state != "ready":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        reply = client.get("/readyz")
+        assert reply.status_code == 503
+        body = reply.json()
+        assert body["status"] == "not ready"
+        assert body["apis"]["jobs"]["status"] == "ready"
+        assert body["apis"]["jobs"]["store"].startswith(
+            f"The job store redis://127.0.0.1:{port}/0 could not be reached: "
+        )
+        reply = client.post("/jobs", json={"n": 1})
+        assert reply.status_code == 503
+        assert reply.json()["error"].startswith(
+            f"The job was not stored: The job store redis://127.0.0.1:{port}/0 could not be written: "
+        )
+        assert 'localserve_async_store_up{api="jobs"} 0.0' in client.get("/metrics").text
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            "- kind: RealtimeAPI\n  name: rt\n  predictor: {type: python, path: p.py}\n  async_store: redis://h:1/0\n",
+            "cortex.yaml: api 'rt': 'async_store' applies only to 'kind: AsyncAPI'; remove it or change 'kind'.",
+        ),
+        (
+            "- kind: AsyncAPI\n  name: a\n  predictor: {type: python, path: p.py, server_side_batching: "
+            "{max_batch_size: 2, batch_interval: 1ms}}\n",
+            "cortex.yaml: api 'a': batching does not apply to 'kind: AsyncAPI' (each job runs predict once with its "
+            "own payload); remove 'batching' / 'server_side_batching', or use 'kind: RealtimeAPI'.",
+        ),
+        (
+            "- kind: AsyncAPI\n  name: a\n  predictor: {type: python, path: p.py}\n  async_store: mysql://db\n",
+            "cortex.yaml: api 'a': invalid value 'mysql://db' for 'async_store'; expected sqlite:///ABSOLUTE/PATH or "
+            "redis://HOST:PORT/DB.",
+        ),
+        (
+            "- kind: AsyncAPI\n  name: a\n  predictor: {type: python, path: p.py}\n  async_retention: forever\n",
+            "cortex.yaml, line 4: api 'a': invalid value 'forever' for 'async_retention'; expected a duration above 0 "
+            "such as 7d, 12h or 30m.",
+        ),
+    ],
+)
+def test_config_errors(entry: str, message: str, make_project: Callable[..., Path]) -> None:
+    project = make_project({"cortex.yaml": entry, "p.py": ""})
+    with pytest.raises(ConfigError) as caught:
+        load_config(project)
+    assert str(caught.value) == message
+
+
+def test_config_keys_and_the_command_line_store(make_project: Callable[..., Path]) -> None:
+    from localserve.asyncapi.config import with_async_store
+
+    project = make_project(
+        {
+            "cortex.yaml": "- kind: AsyncAPI\n  name: a\n  predictor: {type: python, path: p.py}\n"
+            "  async_retention: 12h\n- kind: RealtimeAPI\n  name: b\n  predictor: {type: python, path: p.py}\n",
+            "p.py": "",
+        }
+    )
+    config = load_config(project)
+    a, b = config.apis
+    assert (a.is_async, a.async_store, a.async_retention) == (True, None, 12 * 3600.0)
+    assert (b.is_async, b.async_retention) == (False, 7 * 86400.0)
+    flagged = with_async_store(config, "redis://10.0.0.5:6379/2")
+    assert [api.async_store for api in flagged.apis] == ["redis://10.0.0.5:6379/2", None]
+    with pytest.raises(ConfigError) as caught:
+        with_async_store(config, "memory")
+    assert str(caught.value) == (
+        "Invalid --async-store 'memory'; expected redis://HOST:PORT/DB or sqlite:///ABSOLUTE/PATH."
+    )
+    with pytest.raises(ConfigError) as caught:
+        with_async_store(config.only(["b"]), "redis://h:1/0")
+    assert str(caught.value) == "--async-store 'redis://h:1/0' is given, but cortex.yaml has no 'kind: AsyncAPI' API."
+
+
+def test_json_body_of_a_completed_poll_is_valid_json(
+    async_project: Callable[..., Path], serve: Callable[..., Any]
+) -> None:
+    with serve(async_project()) as client:
+        job_id = submit(client, {"text": 'quote " and unicode é'})
+        wait_for(client, job_id, "completed")
+        raw = client.get(f"/jobs/{job_id}").content
+        assert json.loads(raw)["result"]["payload"] == {"text": 'quote " and unicode é'}
