@@ -19,6 +19,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from localserve.asyncapi.kubernetes import async_container_settings
 from localserve.config import ApiConfig, ServeConfig
 from localserve.errors import ConfigError
 from localserve.ignore import builtin_patterns, ignored, parse_ignore_lines, user_patterns
@@ -145,6 +146,9 @@ def _deployment(
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
         ],
     }
+    args, env = async_container_settings(api)  # an AsyncAPI's shared job store
+    container["args"] += args
+    container["env"] += env
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

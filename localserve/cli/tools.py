@@ -68,8 +68,11 @@ def export() -> None:
     type=click.FloatRange(min=0),
     help="Seconds in-flight requests get to finish; the pods' grace period is this plus 5.",
 )
+@click.option("--async-store", metavar="URL", help="The job store the AsyncAPIs' pods share: redis://HOST:PORT/DB.")
 @fail_on_errors
-def export_kubernetes(project: Path, config_file: Path | None, image: str, graceful_timeout: float) -> None:
+def export_kubernetes(
+    project: Path, config_file: Path | None, image: str, graceful_timeout: float, async_store: str | None
+) -> None:
     """Print a Deployment, a Service api-<name> and a HorizontalPodAutoscaler per API.
 
     \b
@@ -79,6 +82,10 @@ def export_kubernetes(project: Path, config_file: Path | None, image: str, grace
     from localserve.export import kubernetes_manifests
 
     config = load_config(project, config_file)
+    if async_store is not None:
+        from localserve.asyncapi.config import with_async_store
+
+        config = with_async_store(config, async_store)
     source = config_file if config_file is not None else find_config_file(config.project)
     click.echo(kubernetes_manifests(config, image, graceful_timeout=graceful_timeout, config_file=source), nl=False)
 
