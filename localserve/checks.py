@@ -38,7 +38,8 @@ def check_project(config: ServeConfig) -> Iterator[str]:
             desc = f"{api.model_format} model {api.model}"
             desc += f" with request handler {api.request_handler}" if api.request_handler else ""
         if api.is_async:
-            desc += " (kind: AsyncAPI: valid, but `run` and `serve` refuse it until localserve serves AsyncAPIs)"
+            store = api.async_store or "SQLite in the cache folder"
+            desc += f" (kind: AsyncAPI: POST /{api.name} submits a job, GET /{api.name}/<id> polls it; jobs in {store})"
         yield f"ok  {api.name}: {desc}"
     yield from _surroundings(config)
     yield f"{config.source}: {len(config.apis)} API(s) valid."

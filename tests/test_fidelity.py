@@ -444,19 +444,16 @@ def test_check_names_the_package_of_a_missing_module(tmp_path: Path) -> None:
     assert (package_for("cv2"), package_for("PIL.Image"), package_for("dill")) == ("opencv-python", "Pillow", "dill")
 
 
-def test_asyncapi_parses_and_start_refuses_it(tmp_path: Path) -> None:
+def test_asyncapi_runs_its_job_at_once_with_run(tmp_path: Path) -> None:
     (tmp_path / "predictor.py").write_text(
-        "class PythonPredictor:\n    def predict(self, payload):\n        return {}\n"
+        "class PythonPredictor:\n    def predict(self, payload, request_id):\n        return {'id': request_id}\n"
     )
     (tmp_path / "cortex.yaml").write_text(
         "- name: jobs\n  kind: AsyncAPI\n  predictor: {type: python, path: predictor.py}\n"
     )
-    done = localserve("run", "--no-install", cwd=tmp_path)
-    assert done.returncode == 1
-    assert done.stderr.decode().strip() == (
-        "Error: cortex.yaml: api 'jobs' is 'kind: AsyncAPI', which localserve does not serve yet; serve it "
-        "synchronously with 'kind: RealtimeAPI' (its predictor runs unchanged), or leave it out with --api NAME."
-    )
+    done = localserve("run", "--no-install", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert list(json.loads(done.stdout)) == ["id"]  # the job's id, given to predict as request_id
 
 
 # -- 10. a TensorFlowPredictor on a model with several signatures ---------------------------------

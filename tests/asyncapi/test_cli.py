@@ -68,3 +68,12 @@ def test_export_kubernetes_refuses_an_asyncapi_without_a_shared_store(extra: lis
         f"Error: api 'words' is 'kind: AsyncAPI': its pods need a job store they share, but {reason}; pass "
         "--async-store redis://HOST:PORT/DB (or set 'async_store' in the config).\n"
     )
+
+
+def test_check_says_how_an_asyncapi_is_served() -> None:
+    result = CliRunner().invoke(main, ["check", "--project", str(EXAMPLES / "async_words")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == (
+        "ok  words: PythonPredictor in predictor.py (kind: AsyncAPI: POST /words submits a job, GET /words/<id> "
+        "polls it; jobs in SQLite in the cache folder)"
+    )
