@@ -215,3 +215,24 @@ def test_workers_of_this_machine_are_known_dead_once_their_process_is_gone() -> 
 
 def test_rfc3339_timestamps() -> None:
     assert rfc3339(T0) == "2027-01-15T08:00:00.000Z"
+
+
+def test_concurrent_submits_all_land_and_one_that_does_not_fit_fails_alone(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = SqliteStore.from_url(f"sqlite://{tmp_path / 'jobs.sqlite3'}?max_bytes=131072")
+    ids = [f"{index:032x}" for index in range(40)]
+    big = "f" * 32
+
+    def submit(job_id: str) -> str:
+        try:
+            store.submit(job_id, b"x" * (300_000 if job_id == big else 10), {}, T0)
+        except StoreError:
+            return "refused"
+        return "stored"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = dict(zip([*ids, big], pool.map(submit, [*ids, big]), strict=True))
+    assert outcomes == {**dict.fromkeys(ids, "stored"), big: "refused"}
+    assert store.counts().in_queue == 40 and store.state(big) is None
+    store.close()
