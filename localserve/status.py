@@ -47,6 +47,9 @@ def render_get(stats: Sequence[Mapping[str, Any]] | Mapping[str, Any], api: str 
         tracker = entry.get("tracker")
         if tracker:
             blocks.append(_render_tracker(str(entry.get("api")), tracker))
+        jobs = entry.get("jobs")  # an AsyncAPI's jobs (the POSTs above are its submits)
+        if jobs:
+            blocks.append(_render_jobs(str(entry.get("api")), jobs))
     return "\n\n".join(blocks)
 
 
@@ -68,6 +71,14 @@ def _render_tracker(api: str, tracker: Mapping[str, Any]) -> str:
         return title
     row = [_number(tracker.get(k)) for k in ("min", "max", "mean")]
     return title + "\n" + _table(["min", "max", "mean"], [row], numeric_from=0)
+
+
+def _render_jobs(api: str, jobs: Mapping[str, Any]) -> str:
+    if "error" in jobs:
+        return f"{api}: jobs: {jobs['error']}"
+    names = ["in_queue", "in_progress", "completed", "failed"]
+    row = [str(jobs.get(name, 0)) for name in names] + [_ms(jobs.get("mean_seconds"))]
+    return f"{api}: jobs\n" + _table([*names, "mean"], [row], numeric_from=0)
 
 
 def _table(headers: list[str], rows: list[list[str]], numeric_from: int) -> str:

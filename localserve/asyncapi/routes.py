@@ -130,6 +130,27 @@ class AsyncJobs:
                 found[name] = str(exc)
         return found
 
+    async def add_jobs(self, entries: list[dict[str, Any]]) -> None:
+        """Add ``"jobs"`` (queue and outcomes, from the store) to the ``/stats`` entries of AsyncAPIs."""
+        for entry in entries:
+            store = self.stores.get(str(entry.get("api")))
+            if store is None:
+                continue
+            try:
+                counts = await asyncio.to_thread(store.counts)
+            except StoreError as exc:
+                entry["jobs"] = {"error": str(exc)}
+                continue
+            done = {outcome: sum(counts.buckets.get(outcome, [])) for outcome in ("completed", "failed")}
+            finished = sum(done.values())
+            seconds = sum(counts.sums.values())
+            entry["jobs"] = {
+                "in_queue": counts.in_queue,
+                "in_progress": counts.in_progress,
+                **done,
+                "mean_seconds": seconds / finished if finished else None,
+            }
+
     async def metrics(self) -> bytes:
         """Prometheus text of the queue length and job latency of every AsyncAPI (figures from the stores)."""
         return await asyncio.to_thread(render_metrics, self.stores)

@@ -236,13 +236,19 @@ class App:
         return Response(body, media_type=content_type)
 
     async def all_stats(self, request: StarletteRequest) -> Response:
-        return JSONResponse(self.stats.stats_json())
+        entries = self.stats.stats_json()
+        if self.jobs:
+            await self.jobs.add_jobs(entries)  # AsyncAPIs: queue and outcomes from the job store
+        return JSONResponse(entries)
 
     async def api_stats(self, request: StarletteRequest) -> Response:
         name = request.path_params["name"]
         if name not in self.apis:
             return await self.not_found(request, NotFound("no such api"))
-        return JSONResponse(self.stats.api_json(name))
+        entry = self.stats.api_json(name)
+        if self.jobs:
+            await self.jobs.add_jobs([entry])
+        return JSONResponse(entry)
 
     async def not_found(self, request: StarletteRequest, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)

@@ -261,3 +261,24 @@ def test_json_body_of_a_completed_poll_is_valid_json(
         wait_for(client, job_id, "completed")
         raw = client.get(f"/jobs/{job_id}").content
         assert json.loads(raw)["result"]["payload"] == {"text": 'quote " and unicode é'}
+
+
+def test_stats_and_localserve_get_show_the_jobs(async_project: Callable[..., Path], serve: Callable[..., Any]) -> None:
+    from localserve.status import render_get
+
+    with serve(async_project()) as client:
+        ok, bad = submit(client, {"n": 1}), submit(client, {"fail": "x"})
+        wait_for(client, ok, "completed")
+        wait_for(client, bad, "failed")
+        jobs = client.get("/jobs/stats").json()["jobs"]
+        mean = jobs.pop("mean_seconds")
+        assert jobs == {"in_queue": 0, "in_progress": 0, "completed": 1, "failed": 1}
+        assert isinstance(mean, float) and mean >= 0
+        (entry,) = client.get("/stats").json()
+        assert entry["jobs"]["completed"] == 1
+    entry["jobs"]["mean_seconds"] = 0.0125
+    assert render_get(entry).split("\n\n")[1] == (
+        "jobs: jobs\n"
+        "in_queue  in_progress  completed  failed      mean\n"
+        "       0            0          1       1  12.50 ms"
+    )
