@@ -163,7 +163,7 @@ class AsyncJobs:
         if method == "POST" and path in self.submit_paths:
             await self._submit(self.submit_paths[path], scope, receive, send)
             return True
-        if method in ("GET", "HEAD"):
+        if method == "GET":
             name, _, job_id = path[1:].partition("/")
             if name in self.runtimes and job_id and job_id not in NOT_PATHS:
                 await self._poll(name, job_id, scope, send)
@@ -180,6 +180,10 @@ class AsyncJobs:
             message = f"The request body is larger than the limit of {self.max_body_size} bytes (--max-body-size)."
             log.warning("api %r: %s", name, message)
             await self._error(send, 413, message, rid)
+            return
+        rt = self.runtimes[name]
+        if rt.state == "failed":  # no worker would ever run it (--keep-going); jobs wait only while loading
+            await self._error(send, 503, f"api {name!r} failed to load, so it takes no jobs: {rt.error}", rid)
             return
         store = self.stores.get(name)
         if store is None:

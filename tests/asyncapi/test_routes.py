@@ -282,3 +282,65 @@ def test_stats_and_localserve_get_show_the_jobs(async_project: Callable[..., Pat
         "in_queue  in_progress  completed  failed      mean\n"
         "       0            0          1       1  12.50 ms"
     )
+
+
+def test_an_onnx_predictor_runs_as_an_asyncapi(make_project: Callable[..., Path], serve: Callable[..., Any]) -> None:
+    import numpy as np
+
+    from tests.models import linear_reference, onnx_linear
+
+    predictor = (
+        "class ONNXPredictor:\n"
+        "    def __init__(self, onnx_client, config):\n"
+        "        self.client = onnx_client\n\n"
+        "    def predict(self, payload, request_id):\n"
+        "        probabilities, logits = self.client.predict({'x': payload['x']})\n"
+        "        return probabilities if payload.get('raw') else {'p': probabilities.tolist(), 'id': request_id}\n"
+    )
+    config = "- kind: AsyncAPI\n  name: jobs\n  predictor: {type: onnx, path: predictor.py, models: {path: lin.onnx}}\n"
+    project = make_project({"cortex.yaml": config, "predictor.py": predictor})
+    onnx_linear(project / "lin.onnx")
+    with serve(project) as client:
+        ok = submit(client, {"x": [[1, 2, 3, 4]]})
+        short = submit(client, {"x": [1, 2]})
+        raw = submit(client, {"x": [[1, 2, 3, 4]], "raw": True})
+        done = wait_for(client, ok, "completed")["result"]
+        assert done["id"] == ok
+        assert np.allclose(done["p"], linear_reference([[1, 2, 3, 4]])[0], atol=1e-6)
+        assert wait_for(client, short, "failed")["error"] == (
+            "Input 'x' expects float32 of shape [-1, 4]; got a list of 2 numbers."
+        )
+        assert wait_for(client, raw, "failed")["error"] == (
+            "ONNXPredictor.predict returned a numpy.ndarray, which is not JSON-serialisable (Object of type ndarray "
+            "is not JSON serializable); an AsyncAPI's predict must return JSON-parseable objects (dict, list, str, "
+            "int, float, bool, None)."
+        )
+
+
+def test_an_api_that_failed_to_load_takes_no_jobs(
+    make_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from starlette.testclient import TestClient
+
+    from localserve.server import create_app
+
+    predictor = (
+        "class PythonPredictor:\n    def __init__(self, config):\n        raise RuntimeError('no model')\n\n"
+        "    def predict(self, payload):\n        return 1\n"
+    )
+    config = "- kind: AsyncAPI\n  name: jobs\n  predictor: {type: python, path: predictor.py}\n"
+    project = make_project({"cortex.yaml": config, "predictor.py": predictor})
+    monkeypatch.chdir(project)
+    app = create_app(load_config(project), ServeOptions(keep_going=True))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        deadline = time.monotonic() + 60
+        while app.apis["jobs"].state != "failed":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        reply = client.post("/jobs", json={}, headers={"X-Request-ID": "r4"})
+        assert reply.status_code == 503
+        assert reply.json() == {
+            "error": "api 'jobs' failed to load, so it takes no jobs: PythonPredictor.__init__ raised RuntimeError: "
+            "no model",
+            "request_id": "r4",
+        }
