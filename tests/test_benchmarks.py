@@ -96,3 +96,26 @@ def test_pipeline_workload_prints_the_threads_ratio(tmp_path: Path) -> None:
         )
     assert re.search(r"^localserve-t2 / localserve-t1 \(req/s\): c=2 [\d.]+x$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^localserve-t2\s+localserve serve, batching 8 / 2 ms, threads_per_process 2$", proc.stdout, re.M)
+
+
+@pytest.mark.slow
+def test_asyncapi_benchmark_prints_its_figures() -> None:
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "asyncapi.py"),
+        "--duration",
+        "1",
+        "--idle",
+        "2",
+        "--stores",
+        "sqlite",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(
+        r"^sqlite  submit +[\d,]+ jobs/s accepted \(p50 [\d.]+ ms, 0 refused, 16 connections, \d+ s\)   "
+        r"idle job latency: median +[\d.]+ ms, p90 +[\d.]+ ms \(to the stored timestamp\); median +[\d.]+ ms to the "
+        r"first poll that saw it$",
+        proc.stdout,
+        re.M,
+    ), proc.stdout
