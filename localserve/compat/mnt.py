@@ -25,6 +25,7 @@ import errno
 import io
 import logging
 import os
+import pathlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -167,3 +168,8 @@ def install_redirect(workdir: Path) -> None:
     io.open = opener
     for name in ("open", "stat", "lstat", "access", "listdir", "scandir"):
         setattr(os, name, _wrap(getattr(os, name)))
+    # Python 3.10's pathlib calls through its own references, taken at import (gone in 3.11).
+    accessor = getattr(pathlib, "_NormalAccessor", None)
+    for name in ("open", "stat", "lstat", "listdir", "scandir"):
+        if accessor is not None and hasattr(accessor, name):
+            setattr(accessor, name, staticmethod(_wrap(getattr(accessor, name))))
