@@ -26,6 +26,7 @@ from localserve.server.pages import Pages
 from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
 from localserve.stats import Stats
+from localserve.tracker import tracker_metrics
 
 log = logging.getLogger("localserve")
 
@@ -218,6 +219,7 @@ class App:
         if self.metrics is None:
             return await self.not_found(request, NotFound("metrics are off"))
         body, content_type = self.metrics.render()
+        body += tracker_metrics((e["api"], e["tracker"]) for e in self.stats.stats_json() if e["tracker"])
         return Response(body, media_type=content_type)
 
     async def all_stats(self, request: StarletteRequest) -> Response:

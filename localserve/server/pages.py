@@ -40,6 +40,13 @@ SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
 # once the app has it (see ``Pages.v2_inference``).
 V2_INFER_ROUTE = "/v2/models/{name}/infer"
 SAMPLE_FILE = "sample.json"
+DOCS_FILES = (*SWAGGER_FILES, "docs.js", "pages.css")
+DASHBOARD_FILES = ("dashboard.js", "dashboard.css", "pages.css")
+# The pages and their files are the same for everyone and hold no figures: with ``--api-key`` they stay
+# open, so that they can ask for the key; what they fetch (/openapi.json, /dashboard/data) needs it.
+PAGE_PATHS = frozenset(
+    {"/docs", "/dashboard", *(f"/docs/{f}" for f in DOCS_FILES), *(f"/dashboard/{f}" for f in DASHBOARD_FILES)}
+)
 
 
 def read_figures(metrics: Metrics | None) -> dict[str, dict[str, Any]]:
@@ -151,7 +158,7 @@ class Pages:
         folder = swagger_dir()
         if file in SWAGGER_FILES and folder is not None:
             return FileResponse(folder / file, media_type=_media_type(file), headers={"cache-control": "max-age=3600"})
-        if file in ("docs.js", "pages.css"):
+        if file in DOCS_FILES and file not in SWAGGER_FILES:
             return _static_response(file)
         return _no_page(request)
 
@@ -161,7 +168,7 @@ class Pages:
 
     async def dashboard_file(self, request: StarletteRequest) -> Response:
         file = request.path_params["file"]
-        if file in ("dashboard.js", "dashboard.css", "pages.css"):
+        if file in DASHBOARD_FILES:
             return _static_response(file)
         return _no_page(request)
 
