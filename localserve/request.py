@@ -21,6 +21,8 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import parse_qsl
 
+from localserve.multipart import Content, parse_multipart
+
 HIDDEN_HEADERS = frozenset({b"authorization", b"proxy-authorization"})
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 
@@ -57,34 +59,6 @@ class HttpHeaders(Mapping[str, str | None]):
 
     def __repr__(self) -> str:
         return f"HttpHeaders({ {k: v[-1] for k, v in self._values.items()}!r})"
-
-
-class Content(dict[str, Any]):
-    """One part of a multipart/form-data body: a dict of ``content_type``, ``form_name``, ``file_name``, and ``read()``."""
-
-    def __init__(self, content_type: str | None, form_name: str | None, file_name: str | None, body: bytes) -> None:
-        super().__init__(content_type=content_type, form_name=form_name, file_name=file_name)
-        self._stream = io.BytesIO(body)
-        self.body = body
-
-    def read(self, size: int | None = -1) -> bytes:
-        return self._stream.read(-1 if size is None else size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._stream.seek(offset, whence)
-
-    def __repr__(self) -> str:
-        return f"Content({dict(self)!r}, {len(self.body)} bytes)"
-
-    # A dict subclass is unhashable and compares by its items; two parts with equal headers but
-    # different bodies must not compare equal.
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __ne__(self, other: object) -> bool:
-        return self is not other
-
-    __hash__ = object.__hash__  # type: ignore[assignment]
 
 
 def _filled(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -235,8 +209,6 @@ class Request(dict[str, Any]):
     def contents(self) -> list[Content]:
         if not self.is_multipart:
             return []
-        from localserve.payload import parse_multipart
-
         return parse_multipart(self.content_type or "", self.body)
 
     @cached_property

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from localserve.config import ServeConfig
+from localserve.server.api import ApiRuntime, ServeOptions
 from localserve.server.app import App
-from localserve.server.runtime import ApiRuntime, ServeOptions
 
 __all__ = ["ApiRuntime", "App", "ServeOptions", "create_app"]
 

@@ -21,9 +21,9 @@ from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.response import error_body
+from localserve.server.api import ApiRuntime, ServeOptions, state_of
 from localserve.server.methods import answer_method
 from localserve.server.pages import Pages
-from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
 from localserve.stats import Stats
 from localserve.tracker import tracker_metrics

@@ -31,8 +31,8 @@ from localserve.server.wire import request_id_of
 
 if TYPE_CHECKING:
     from localserve.metrics import Metrics
+    from localserve.server.api import ApiRuntime
     from localserve.server.app import App
-    from localserve.server.runtime import ApiRuntime
 
 STATIC = "static"  # beside this module, package data
 SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
