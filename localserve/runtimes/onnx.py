@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
 from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, spinning, summarize_value
-from localserve.runtimes.arrays import STRING, expectation, to_array
+from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 
 logger = logging.getLogger("localserve")
 
@@ -104,7 +103,7 @@ class OnnxModel:
         self._buckets: dict[int, Any] = {}
         self._bucket_lock = threading.Lock()
         self._inputs = [_Input(arg) for arg in self.session.get_inputs()]
-        self._by_name = {i.name: i for i in self._inputs}
+        self._coercers = {i.name: i.coerce for i in self._inputs}
         self._expected = ", ".join(f"{i.name!r} ({i.text})" for i in self._inputs)
 
     @property
@@ -126,24 +125,8 @@ class OnnxModel:
         }
 
     def coerce(self, value: Any) -> Feed:
-        if not isinstance(value, Mapping):
-            if len(self._inputs) != 1:
-                raise RequestError(
-                    f"The model has {len(self._inputs)} inputs, so it needs a dict of input name -> value; "
-                    f"the model expects {self._expected}; got {summarize_value(value)}."
-                )
-            only = self._inputs[0]
-            return {only.name: only.coerce(value)}
-        keys = [str(k) for k in value]
-        for spec in self._inputs:
-            if spec.name not in value:
-                raise RequestError(
-                    f"Input {spec.name!r} is missing; the model expects {self._expected}; got keys {sorted(keys)}."
-                )
-        unknown = [k for k in keys if k not in self._by_name]
-        if unknown:
-            raise RequestError(f"Unknown input {unknown[0]!r}; the model expects {self._expected}.")
-        return {spec.name: spec.coerce(value[spec.name]) for spec in self._inputs}
+        """Cortex's model input (a dict of input name -> value, or the value alone) -> the session's feed."""
+        return coerce_feed(value, self._coercers, self._expected)
 
     def batch_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
         return fixed_rest([(i.name, i.dtype, i.shape) for i in self._inputs])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
 from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, summarize_value
-from localserve.runtimes.arrays import STRING, expectation, to_array
+from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -35,29 +35,16 @@ class _Signature:
             f"{name!r} ({expectation(_numpy_dtype(spec.dtype), _dims(spec.shape))})"
             for name, spec in self.inputs.items()
         )
-
-    def coerce(self, value: Any) -> Feed:
-        if not isinstance(value, Mapping):
-            if len(self.inputs) != 1:
-                raise RequestError(
-                    f"Signature {self.key!r} has {len(self.inputs)} inputs, so it needs a dict of input name -> value; "
-                    f"it expects {self.expected}; got {summarize_value(value)}."
-                )
-            value = {next(iter(self.inputs)): value}
-        keys = [str(k) for k in value]
-        for name in self.inputs:
-            if name not in value:
-                raise RequestError(
-                    f"Input {name!r} is missing; signature {self.key!r} expects {self.expected}; "
-                    f"got keys {sorted(keys)}."
-                )
-        unknown = [k for k in keys if k not in self.inputs]
-        if unknown:
-            raise RequestError(f"Unknown input {unknown[0]!r}; signature {self.key!r} expects {self.expected}.")
-        return {
-            name: to_array(name, value[name], _numpy_dtype(spec.dtype), _dims(spec.shape), keep_bytes=True)
+        self.coercers = {
+            name: functools.partial(
+                to_array, name, dtype=_numpy_dtype(spec.dtype), shape=_dims(spec.shape), keep_bytes=True
+            )
             for name, spec in self.inputs.items()
         }
+
+    def coerce(self, value: Any) -> Feed:
+        """Cortex's model input (a dict of input name -> value, or the value alone) -> the function's feed."""
+        return coerce_feed(value, self.coercers, self.expected, self.key)
 
 
 class TensorFlowModel:
