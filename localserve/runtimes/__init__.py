@@ -7,6 +7,7 @@ RUNTIMES, when an API that needs them is loaded.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from localserve.errors import ModelLoadError
+from localserve.errors import ModelLoadError, NoGpu
 
 RUNTIMES = {
     "onnx": "localserve.runtimes.onnx:OnnxModel",
@@ -84,6 +85,14 @@ def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
         ) from None
     model: Model = getattr(module, class_name)(path, options)
     return model
+
+
+def no_gpu(why: str, options: LoadOptions) -> None:
+    """A GPU was requested but ``why`` it cannot be used: NoGpu, or a warning with ``--allow-cpu-fallback``."""
+    error = NoGpu(why)
+    if not options.allow_cpu_fallback:
+        raise error
+    logging.getLogger("localserve").warning("%s", error.fallback)
 
 
 def default_threads() -> int:

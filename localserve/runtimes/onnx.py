@@ -12,7 +12,7 @@ import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, spinning, summarize_value
+from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, spinning, summarize_value
 from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 
 logger = logging.getLogger("localserve")
@@ -87,7 +87,7 @@ class OnnxModel:
         self.session = self._new_session()
         used = self.session.get_providers()
         if options.gpu and CUDA in providers and CUDA not in used:
-            _no_gpu(
+            no_gpu(
                 f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name} (the session "
                 f"came up with {used}): the NVIDIA driver or the CUDA/cuDNN libraries it needs are missing or do not "
                 "match; onnxruntime's log above names the library that failed to load. Install the driver and the "
@@ -177,7 +177,7 @@ def _providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]]:
             logger.debug("onnxruntime.preload_dlls() failed: %s", exc)
     available = onnxruntime.get_available_providers()
     if CUDA not in available:
-        _no_gpu(
+        no_gpu(
             f"this onnxruntime {onnxruntime.__version__} has no CUDA support (its providers: {', '.join(available)}); "
             "the CPU package 'onnxruntime' is installed instead of 'onnxruntime-gpu'. Fix: pip uninstall onnxruntime "
             "&& pip install onnxruntime-gpu (or pip install 'localserve[gpu]')",
@@ -185,14 +185,6 @@ def _providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]]:
         )
         return [(CPU, {})]
     return [(CUDA, {**CUDA_DEFAULTS, **options.cuda_options}), (CPU, {})]
-
-
-def _no_gpu(why: str, options: LoadOptions) -> None:
-    if not options.allow_cpu_fallback:
-        raise ModelLoadError(
-            f"A GPU was requested (compute.gpu) but {why}; or pass --allow-cpu-fallback to run on CPU."
-        )
-    logger.warning("A GPU was requested (compute.gpu) but %s; running on CPU (--allow-cpu-fallback).", why)
 
 
 def _reason(exc: BaseException) -> str:

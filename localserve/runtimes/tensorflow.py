@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -11,14 +10,12 @@ from typing import Any
 import numpy as np
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, summarize_value
+from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, summarize_value
 from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
-
-logger = logging.getLogger("localserve")
 
 FALLBACK_KEYS = ("serving_default", "predict")  # Cortex's default, then older Cortex's
 
@@ -176,11 +173,7 @@ def _choose_device(options: LoadOptions) -> str:
         "'tensorflow[and-cuda]' (pip install 'localserve[tensorflow-gpu]') on a machine with an NVIDIA driver, "
         "and check that CUDA_VISIBLE_DEVICES does not hide the card"
     )
-    if not options.allow_cpu_fallback:
-        raise ModelLoadError(
-            f"A GPU was requested (compute.gpu) but {why}; or pass --allow-cpu-fallback to run on CPU."
-        )
-    logger.warning("A GPU was requested (compute.gpu) but %s; running on CPU (--allow-cpu-fallback).", why)
+    no_gpu(why, options)
     return "/CPU:0"
 
 
