@@ -21,9 +21,11 @@ class Content(dict[str, Any]):
         self.body = body
 
     def read(self, size: int | None = -1) -> bytes:
+        """Read the part's body like a file: ``size`` bytes, or the rest."""
         return self._stream.read(-1 if size is None else size)
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        """Move in the part's body like a file."""
         return self._stream.seek(offset, whence)
 
     def __repr__(self) -> str:

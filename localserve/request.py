@@ -42,10 +42,12 @@ class HttpHeaders(Mapping[str, str | None]):
         return values[-1] if values else None
 
     def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The last value of header ``name`` (any case), or ``default``."""
         values = self._values.get(name.lower())
         return values[-1] if values else default
 
     def get_all(self, name: str) -> list[str]:
+        """Every value of header ``name`` (any case), in the order they came."""
         return list(self._values.get(name.lower(), ()))
 
     def __contains__(self, name: object) -> bool:
@@ -124,15 +126,19 @@ class Request(dict[str, Any]):
 
     # -- file-like ---------------------------------------------------------------------------
     def read(self, size: int | None = -1) -> bytes:
+        """Read the body like a file: ``size`` bytes, or the rest."""
         return self._stream.read(-1 if size is None else size)
 
     def readline(self, size: int = -1) -> bytes:
+        """Read one line of the body like a file."""
         return self._stream.readline(size)
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        """Move in the body like a file."""
         return self._stream.seek(offset, whence)
 
     def tell(self) -> int:
+        """The position in the body, like a file."""
         return self._stream.tell()
 
     # -- the dict ------------------------------------------------------------------------------
@@ -195,18 +201,22 @@ class Request(dict[str, Any]):
 
     @cached_property
     def http_headers(self) -> HttpHeaders:
+        """The headers as a case-insensitive mapping (Cortex's ``headers``)."""
         return HttpHeaders(self._visible_headers)
 
     @cached_property
     def query_params(self) -> dict[str, str]:
+        """The query string as a dict (the last value of a repeated name)."""
         return dict(parse_qsl(self.query_string.decode("latin-1"), keep_blank_values=True))
 
     @property
     def is_multipart(self) -> bool:
+        """Whether the body is multipart/form-data."""
         return self.content_type is not None and self.content_type.lower().startswith("multipart/form-data")
 
     @cached_property
     def contents(self) -> list[Content]:
+        """The parts of a multipart/form-data body (ABEJA's ``contents``); empty for other bodies."""
         if not self.is_multipart:
             return []
         return parse_multipart(self.content_type or "", self.body)

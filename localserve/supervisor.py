@@ -382,6 +382,7 @@ class Supervisor:
         mark_process_dead(process.pid, self.metrics_dir)
 
     def shutdown(self) -> None:
+        """SIGTERM every replica, wait for the graceful timeout, then kill those left."""
         alive = [p for p in self.processes if p is not None and p.is_alive()]
         for process in alive:
             if process.pid is not None:
@@ -405,6 +406,7 @@ def _exit_text(exitcode: int | None) -> str:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket all replicas share; a LocalServeError naming host and port when it cannot bind."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

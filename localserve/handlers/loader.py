@@ -94,6 +94,7 @@ def positional_count(func: Callable[..., Any]) -> tuple[int, bool]:
 
 
 def parameter_names(func: Callable[..., Any]) -> list[str]:
+    """The names of ``func``'s parameters, without ``*args`` and ``**kwargs``."""
     return [
         p.name for p in inspect.signature(func).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     ]

@@ -20,8 +20,9 @@ logger = logging.getLogger("localserve")
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 CUDA_DEFAULTS = {"cudnn_conv_algo_search": "HEURISTIC"}
-"""Measured on one H100 with 16 cores (2026-11-23, onnxruntime-gpu 1.31): with one session per batch size, HEURISTIC runs ResNet-50 at
-4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, and warms a new size in 0.15 s against 0.6-0.9 s."""
+"""Measured on one H100 with 16 cores (2026-11-23, onnxruntime-gpu 1.31): with one session per batch
+size, HEURISTIC runs ResNet-50 at 4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, and warms a new size in
+0.15 s against 0.6-0.9 s."""
 
 DTYPES: dict[str, np.dtype[Any]] = {
     "tensor(float)": np.dtype(np.float32),
@@ -117,6 +118,7 @@ class OnnxModel:
         return list(self.session.get_outputs())
 
     def describe(self) -> dict[str, Any]:
+        """JSON for GET /<api>: format, device, inputs and outputs (name, type, shape)."""
         return {
             "format": self.format,
             "device": self.device,
@@ -129,6 +131,7 @@ class OnnxModel:
         return coerce_feed(value, self._coercers, self._expected)
 
     def batch_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+        """Input name -> (dtype, shape without the batch dimension) when the model can be batched; else None."""
         return fixed_rest([(i.name, i.dtype, i.shape) for i in self._inputs])
 
     def _new_session(self) -> Any:
@@ -147,6 +150,7 @@ class OnnxModel:
         return session
 
     def run(self, feed: Feed, bucket: int | None = None) -> list[Any]:
+        """Run the session once (the bucket's own session on a GPU); onnxruntime's input errors are 400s."""
         session = self._session_for(bucket) if bucket is not None and self._per_bucket else self.session
         try:
             outputs: list[Any] = session.run(None, feed)

@@ -97,9 +97,11 @@ class TensorFlowModel:
 
     @property
     def output_signature(self) -> dict[str, Any]:
+        """The signatures' outputs, as ``post_inference`` gets them."""
         return self._signature_defs
 
     def describe(self) -> dict[str, Any]:
+        """JSON for GET /<api>: format, device, signature key, inputs and outputs."""
         if self._default_signature is None:
             return {
                 "format": self.format,
@@ -117,13 +119,16 @@ class TensorFlowModel:
         }
 
     def coerce(self, value: Any) -> Feed:
+        """Cortex's model input -> the feed of the API's signature."""
         return self._default.coerce(value)
 
     def run(self, feed: Feed, bucket: int | None = None) -> dict[str, np.ndarray[Any, Any]]:
+        """Run the API's signature once; output name -> array."""
         # A signature's concrete function takes any batch size without retracing: no state per size.
         return self._run(self._default, feed)
 
     def batch_inputs(self) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None:
+        """Input name -> (dtype, shape without the batch dimension) when the signature can be batched; else None."""
         return fixed_rest(
             [(name, _numpy_dtype(spec.dtype), _dims(spec.shape)) for name, spec in self._default.inputs.items()]
         )

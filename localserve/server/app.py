@@ -92,6 +92,7 @@ class App:
     # -- lifecycle ------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        """Starlette's lifespan: load the APIs at start-up, shut down at the end."""
         await self.startup(wait=False)
         try:
             yield
@@ -162,6 +163,7 @@ class App:
                 )
 
     async def shutdown(self) -> None:
+        """Cancel loading and the requests still waiting; flush stats, metrics and the access log."""
         if self.loading is not None and not self.loading.done():
             self.loading.cancel()
         if self._cancel_timer is not None:
@@ -174,10 +176,12 @@ class App:
 
     @property
     def ready(self) -> bool:
+        """Whether every API is loaded (GET /readyz is 200)."""
         return all(rt.state == "ready" for rt in self.apis.values())
 
     # -- the hot path -----------------------------------------------------------------------------
     async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request to ``rt``'s routes through its engine; then metrics, stats, tracker, access log."""
         start = time.perf_counter()
         name = rt.api.name
         metrics = self.metrics
@@ -202,20 +206,24 @@ class App:
 
     # -- the other routes -------------------------------------------------------------------------
     async def healthz(self, request: StarletteRequest) -> Response:
+        """GET /healthz: 200 while the process answers."""
         return JSONResponse({"status": "ok"}, headers={"x-request-id": request_id_of(request.scope)})
 
     async def readyz(self, request: StarletteRequest) -> Response:
+        """GET /readyz: 200 once every API is loaded, else 503; each API's status."""
         apis = {name: state_of(rt) for name, rt in self.apis.items()}
         status = 200 if self.ready else 503
         return JSONResponse({"status": "ready" if self.ready else "not ready", "apis": apis}, status_code=status)
 
     async def model_ready(self, request: StarletteRequest) -> Response:
+        """GET /v2/models/{name}/ready: 200 when the API is loaded, else 503."""
         rt = self.apis.get(request.path_params["name"])
         if rt is None:
             return await self.not_found(request, NotFound("no such model"))
         return JSONResponse(state_of(rt), status_code=200 if rt.state == "ready" else 503)
 
     async def metrics_route(self, request: StarletteRequest) -> Response:
+        """GET /metrics: the Prometheus text of every replica, with the trackers."""
         if self.metrics is None:
             return await self.not_found(request, NotFound("metrics are off"))
         body, content_type = self.metrics.render()
@@ -223,15 +231,18 @@ class App:
         return Response(body, media_type=content_type)
 
     async def all_stats(self, request: StarletteRequest) -> Response:
+        """GET /stats: every API's counts, latency and tracker."""
         return JSONResponse(self.stats.stats_json())
 
     async def api_stats(self, request: StarletteRequest) -> Response:
+        """GET /<api>/stats: one API's counts, latency and tracker."""
         name = request.path_params["name"]
         if name not in self.apis:
             return await self.not_found(request, NotFound("no such api"))
         return JSONResponse(self.stats.api_json(name))
 
     async def not_found(self, request: StarletteRequest, exc: Exception) -> Response:
+        """404 and 405 as JSON errors (a 404 lists the routes the APIs answer at)."""
         status = getattr(exc, "status_code", 404)
         if status == 405:
             message = f"Method {request.method} is not allowed on {request.url.path}."

@@ -114,6 +114,7 @@ class Pages:
         self.app = app
 
     def routes(self) -> list[BaseRoute]:
+        """The pages' Starlette routes."""
         return [
             Route("/openapi.json", self.openapi),
             Route("/docs", self.docs),
@@ -135,11 +136,13 @@ class Pages:
         return bool(getattr(self.app.options, "api_key", None))
 
     def api_docs(self) -> list[ApiDoc]:
+        """What the OpenAPI document says of each API."""
         sample = _sample(self.app.config.project / SAMPLE_FILE)
         serves_root = len(self.app.apis) == 1
         return [_api_doc(rt, sample, serves_root) for rt in self.app.apis.values()]
 
     def document(self) -> dict[str, Any]:
+        """The OpenAPI 3.1 document of every route the server answers."""
         apis = self.api_docs()
         document = openapi_document(apis, bearer=self.bearer)
         if self.v2_inference:
@@ -147,13 +150,16 @@ class Pages:
         return document
 
     async def openapi(self, request: StarletteRequest) -> Response:
+        """GET /openapi.json."""
         return JSONResponse(self.document())
 
     # -- /docs --------------------------------------------------------------------------------
     async def docs(self, request: StarletteRequest) -> Response:
+        """GET /docs: Swagger UI on /openapi.json."""
         return _static_response("docs.html")
 
     async def docs_file(self, request: StarletteRequest) -> Response:
+        """GET /docs/<file>: Swagger UI's files and the page's script and styles."""
         file = request.path_params["file"]
         folder = swagger_dir()
         if file in SWAGGER_FILES and folder is not None:
@@ -164,15 +170,18 @@ class Pages:
 
     # -- /dashboard ---------------------------------------------------------------------------
     async def dashboard(self, request: StarletteRequest) -> Response:
+        """GET /dashboard: the live dashboard."""
         return _static_response("dashboard.html")
 
     async def dashboard_file(self, request: StarletteRequest) -> Response:
+        """GET /dashboard/<file>: the dashboard's script and styles."""
         file = request.path_params["file"]
         if file in DASHBOARD_FILES:
             return _static_response(file)
         return _no_page(request)
 
     async def dashboard_data(self, request: StarletteRequest) -> Response:
+        """GET /dashboard/data: what the dashboard draws (``data``)."""
         return JSONResponse(self.data())
 
     def data(self) -> dict[str, Any]:
