@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from localserve.logs import logger
-from localserve.request import Content, Request
+from localserve.multipart import Content
+from localserve.request import Request
 
 __version__ = "0.1.0"
 

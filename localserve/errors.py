@@ -1,4 +1,8 @@
-"""The LocalServeError tree; each error knows the HTTP status it maps to."""
+"""The LocalServeError tree; each error knows the HTTP status it maps to.
+
+An error whose text more than one place raises builds it from its arguments (``Overloaded``,
+``NotReady``, ``NoGpu``, ``Timeout`` ...), so the words cannot drift apart.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,19 @@ class ModelLoadError(LocalServeError):
     """A model cannot be fetched, opened or placed on its device."""
 
 
+class NoGpu(ModelLoadError):
+    """A GPU was requested (``compute.gpu``) but the runtime cannot use one; ``why`` says what is missing."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"A GPU was requested (compute.gpu) but {why}; or pass --allow-cpu-fallback to run on CPU.")
+        self.why = why
+
+    @property
+    def fallback(self) -> str:
+        """The warning logged instead when ``--allow-cpu-fallback`` runs the model on CPU."""
+        return f"A GPU was requested (compute.gpu) but {self.why}; running on CPU (--allow-cpu-fallback)."
+
+
 class RequestError(LocalServeError):
     """The client sent something we cannot serve: 400 unless told otherwise (413, 415, 422 ...)."""
 
@@ -44,6 +61,8 @@ class RequestError(LocalServeError):
 
 
 class NotFound(RequestError):
+    """No such route, API or page (404)."""
+
     status_code = 404
 
 

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl
 import orjson
 
 from localserve.errors import RequestError
-from localserve.request import Content
+from localserve.multipart import form_from_parts, parse_multipart
 
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack")
 MAX_JSON_DEPTH = 1024  # orjson's nesting limit
@@ -80,103 +80,6 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
             reason = str(exc) or type(exc).__name__
             raise RequestError(f"The body is not valid msgpack: {reason}.") from None
     return body
-
-
-def parse_multipart(content_type: str, body: bytes) -> list[Content]:
-    """Split a multipart/form-data body into its parts; a malformed body is a 400 that says why."""
-    from python_multipart.multipart import MultipartParser, parse_options_header
-
-    _, params = parse_options_header(content_type)
-    boundary = params.get(b"boundary")
-    if not boundary:
-        raise RequestError(
-            f"Malformed multipart body: Content-Type {content_type!r} has no boundary parameter; "
-            "expected e.g. 'multipart/form-data; boundary=...'."
-        )
-    parts: list[Content] = []
-    state: dict[str, Any] = {"ended": False}
-    header_field = bytearray()
-    header_value = bytearray()
-    headers: dict[bytes, bytes] = {}
-    data = bytearray()
-
-    def on_part_begin() -> None:
-        headers.clear()
-        data.clear()
-
-    def on_header_field(buf: bytes, start: int, end: int) -> None:
-        header_field.extend(buf[start:end])
-
-    def on_header_value(buf: bytes, start: int, end: int) -> None:
-        header_value.extend(buf[start:end])
-
-    def on_header_end() -> None:
-        headers[bytes(header_field).lower()] = bytes(header_value)
-        header_field.clear()
-        header_value.clear()
-
-    def on_part_data(buf: bytes, start: int, end: int) -> None:
-        data.extend(buf[start:end])
-
-    def on_part_end() -> None:
-        _, options = parse_options_header(headers.get(b"content-disposition", b""))
-        part_type = headers.get(b"content-type")
-        name = options.get(b"name")
-        filename = options.get(b"filename")
-        parts.append(
-            Content(
-                part_type.decode("latin-1") if part_type else None,
-                name.decode("utf-8", "replace") if name is not None else None,
-                filename.decode("utf-8", "replace") if filename is not None else None,
-                bytes(data),
-            )
-        )
-
-    def on_end() -> None:
-        state["ended"] = True
-
-    parser = MultipartParser(
-        boundary,
-        {
-            "on_part_begin": on_part_begin,
-            "on_header_field": on_header_field,
-            "on_header_value": on_header_value,
-            "on_header_end": on_header_end,
-            "on_part_data": on_part_data,
-            "on_part_end": on_part_end,
-            "on_end": on_end,
-        },
-        max_header_count=64,
-        max_header_size=16384,
-    )
-    try:
-        parser.write(body)
-        parser.finalize()
-    except Exception as exc:  # python-multipart raises MultipartParseError and friends
-        raise RequestError(f"Malformed multipart body: {exc}.") from None
-    if not state["ended"]:
-        raise RequestError(
-            f"Malformed multipart body: the closing boundary '--{boundary.decode('latin-1')}--' was not found "
-            f"({len(parts)} complete part(s) read)."
-        )
-    return parts
-
-
-def form_from_parts(parts: list[Content]) -> Any:
-    """Starlette FormData (what Cortex's server handed over): files as UploadFile, fields as str."""
-    import io
-
-    from starlette.datastructures import FormData, Headers, UploadFile
-
-    items: list[tuple[str, str | UploadFile]] = []
-    for part in parts:
-        if part["file_name"] is not None:
-            headers = Headers({"content-type": part["content_type"]}) if part["content_type"] else None
-            upload = UploadFile(io.BytesIO(part.body), size=len(part.body), filename=part["file_name"], headers=headers)
-            items.append((part["form_name"] or "", upload))
-        else:
-            items.append((part["form_name"] or "", part.body.decode("utf-8", "replace")))
-    return FormData(items)
 
 
 def _int_limit(exc: ValueError) -> str:

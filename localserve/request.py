@@ -21,6 +21,8 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import parse_qsl
 
+from localserve.multipart import Content, parse_multipart
+
 HIDDEN_HEADERS = frozenset({b"authorization", b"proxy-authorization"})
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 
@@ -40,10 +42,12 @@ class HttpHeaders(Mapping[str, str | None]):
         return values[-1] if values else None
 
     def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The last value of header ``name`` (any case), or ``default``."""
         values = self._values.get(name.lower())
         return values[-1] if values else default
 
     def get_all(self, name: str) -> list[str]:
+        """Every value of header ``name`` (any case), in the order they came."""
         return list(self._values.get(name.lower(), ()))
 
     def __contains__(self, name: object) -> bool:
@@ -57,34 +61,6 @@ class HttpHeaders(Mapping[str, str | None]):
 
     def __repr__(self) -> str:
         return f"HttpHeaders({ {k: v[-1] for k, v in self._values.items()}!r})"
-
-
-class Content(dict[str, Any]):
-    """One part of a multipart/form-data body: a dict of ``content_type``, ``form_name``, ``file_name``, and ``read()``."""
-
-    def __init__(self, content_type: str | None, form_name: str | None, file_name: str | None, body: bytes) -> None:
-        super().__init__(content_type=content_type, form_name=form_name, file_name=file_name)
-        self._stream = io.BytesIO(body)
-        self.body = body
-
-    def read(self, size: int | None = -1) -> bytes:
-        return self._stream.read(-1 if size is None else size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._stream.seek(offset, whence)
-
-    def __repr__(self) -> str:
-        return f"Content({dict(self)!r}, {len(self.body)} bytes)"
-
-    # A dict subclass is unhashable and compares by its items; two parts with equal headers but
-    # different bodies must not compare equal.
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __ne__(self, other: object) -> bool:
-        return self is not other
-
-    __hash__ = object.__hash__  # type: ignore[assignment]
 
 
 def _filled(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -150,15 +126,19 @@ class Request(dict[str, Any]):
 
     # -- file-like ---------------------------------------------------------------------------
     def read(self, size: int | None = -1) -> bytes:
+        """Read the body like a file: ``size`` bytes, or the rest."""
         return self._stream.read(-1 if size is None else size)
 
     def readline(self, size: int = -1) -> bytes:
+        """Read one line of the body like a file."""
         return self._stream.readline(size)
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        """Move in the body like a file."""
         return self._stream.seek(offset, whence)
 
     def tell(self) -> int:
+        """The position in the body, like a file."""
         return self._stream.tell()
 
     # -- the dict ------------------------------------------------------------------------------
@@ -221,22 +201,24 @@ class Request(dict[str, Any]):
 
     @cached_property
     def http_headers(self) -> HttpHeaders:
+        """The headers as a case-insensitive mapping (Cortex's ``headers``)."""
         return HttpHeaders(self._visible_headers)
 
     @cached_property
     def query_params(self) -> dict[str, str]:
+        """The query string as a dict (the last value of a repeated name)."""
         return dict(parse_qsl(self.query_string.decode("latin-1"), keep_blank_values=True))
 
     @property
     def is_multipart(self) -> bool:
+        """Whether the body is multipart/form-data."""
         return self.content_type is not None and self.content_type.lower().startswith("multipart/form-data")
 
     @cached_property
     def contents(self) -> list[Content]:
+        """The parts of a multipart/form-data body (ABEJA's ``contents``); empty for other bodies."""
         if not self.is_multipart:
             return []
-        from localserve.payload import parse_multipart
-
         return parse_multipart(self.content_type or "", self.body)
 
     @cached_property

@@ -111,6 +111,7 @@ def _without_non_finite(value: Any, path: str, found: list[str]) -> Any:
 
 
 def dump_msgpack(value: Any) -> bytes:
+    """``value`` as msgpack (numpy arrays as lists); a HandlerError when it cannot be."""
     import msgpack
 
     try:
@@ -126,6 +127,7 @@ def _msgpack_default(value: Any) -> Any:
 
 
 def wants_msgpack(accept: str | None) -> bool:
+    """Whether an Accept header asks for msgpack."""
     return accept is not None and ("application/msgpack" in accept or "application/x-msgpack" in accept)
 
 
@@ -286,6 +288,7 @@ def without_paths(text: str, project: Path) -> str:
 
 
 def error_body(message: str, request_id: str) -> bytes:
+    """The JSON body of every error response: ``{"error": message, "request_id": ...}``."""
     return json.dumps({"error": message, "request_id": request_id}, ensure_ascii=False).encode("utf-8")
 
 

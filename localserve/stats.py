@@ -28,7 +28,7 @@ from glob import glob
 from typing import Any, Protocol
 
 from localserve.errors import NotFound
-from localserve.tracker import ApiStats, Tracker
+from localserve.tracker import ApiStats, Tracker, add_buckets, histogram
 
 METRICS_DIR_ENV = "LOCALSERVE_METRICS_DIR"
 FLUSH_INTERVAL = 0.5
@@ -202,6 +202,7 @@ def merge_tracker(into: dict[str, Any], other: dict[str, Any]) -> None:
     into["sum"] += other["sum"]
     into["min"] = _pick(min, into["min"], other["min"])
     into["max"] = _pick(max, into["max"], other["max"])
+    add_buckets(into, other)
 
 
 def _pick(choose: Any, a: float | None, b: float | None) -> float | None:
@@ -259,4 +260,5 @@ def _tracker_json(state: dict[str, Any] | None) -> dict[str, Any] | None:
         "min": state["min"],
         "max": state["max"],
         "mean": state["sum"] / count if count else None,
+        "histogram": histogram(state.get("buckets", {})),
     }

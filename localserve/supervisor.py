@@ -85,7 +85,8 @@ def default_replicas(config: ServeConfig) -> int:
     """Replicas when ``--replicas`` is not given: the config's, or for GPU APIs one per 4 cores (at most 4).
 
     One process tops out near 850 req/s of a JPEG pipeline on an H100 (its decoding binds on the
-    GIL); 4 processes with fixed batch sizes fed the same GPU at 2,850 req/s (PERFORMANCE.md). Each
+    GIL); 4 processes with fixed batch sizes fed the same GPU at 2,850 req/s (ResNet-50, one H100 with
+    16 cores, 2026-11-23; ``benchmarks/image_servers.py`` measures it). Each
     replica still runs one request's user code at a time unless ``threads_per_process`` says otherwise.
     """
     configured = max(api.processes for api in config.apis)
@@ -381,6 +382,7 @@ class Supervisor:
         mark_process_dead(process.pid, self.metrics_dir)
 
     def shutdown(self) -> None:
+        """SIGTERM every replica, wait for the graceful timeout, then kill those left."""
         alive = [p for p in self.processes if p is not None and p.is_alive()]
         for process in alive:
             if process.pid is not None:
@@ -404,6 +406,7 @@ def _exit_text(exitcode: int | None) -> str:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket all replicas share; a LocalServeError naming host and port when it cannot bind."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

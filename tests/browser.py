@@ -44,14 +44,28 @@ def chromium_missing() -> str | None:
     return None
 
 
+PRICE = """
+class PythonPredictor:
+    def __init__(self, config):
+        pass
+
+    def predict(self, payload):
+        return {"price": payload["size"] * 2}
+"""
+
+
 def write_project(root: Path) -> Path:
-    """Two APIs: ``iris`` (JSON, ONNX with a classification tracker) and ``echo`` (ABEJA multipart upload)."""
+    """Three APIs: ``iris`` (JSON, ONNX with a classification tracker), ``echo`` (ABEJA multipart upload) and
+    ``price`` (a Python predictor with a regression tracker)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "cortex.yaml").write_text(
         "- kind: api\n  name: iris\n  model: iris.onnx\n  request_handler: handler.py\n"
         "  tracker: {key: class_label, model_type: classification}\n"
         "- kind: api\n  name: echo\n  handler: echo:handler\n"
+        "- kind: api\n  name: price\n  predictor: {type: python, path: price.py}\n"
+        "  tracker: {key: price, model_type: regression}\n"
     )
+    (root / "price.py").write_text(PRICE)
     for file in ("iris.onnx", "handler.py", "sample.json"):
         shutil.copy(EXAMPLES / "iris_onnx" / file, root / file)
     shutil.copy(EXAMPLES / "multipart_echo" / "main.py", root / "echo.py")
@@ -65,16 +79,23 @@ IRIS_SAMPLES = [
 ]
 
 
-def send_traffic(url: str, rounds: int) -> dict[str, int]:
-    """``rounds`` times: the three iris samples, one bad iris body, one upload to echo; the classes seen."""
+PRICE_SIZES = [0.15, 0.6, 0.75, 38.5]  # prices 0.3, 1.2, 1.5, 77 (mean 20): bins (0.2, 0.5], (1, 2] twice, (50, 100]
+
+
+def send_traffic(url: str, rounds: int, key: str | None = None) -> dict[str, int]:
+    """``rounds`` times: the three iris samples, one bad iris body, one upload to echo, the four ``PRICE_SIZES``
+    to price; the classes seen."""
     classes: dict[str, int] = {}
-    with httpx.Client(base_url=url, timeout=30) as client:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(base_url=url, timeout=30, headers=headers) as client:
         for _ in range(rounds):
             for sample in IRIS_SAMPLES:
                 label = client.post("/iris", json=sample).json()["class_label"]
                 classes[label] = classes.get(label, 0) + 1
             assert client.post("/iris", content=b"{", headers={"content-type": "application/json"}).status_code == 400
             assert client.post("/echo", files={"file": ("a.txt", b"abc")}).status_code == 200
+            for size in PRICE_SIZES:
+                assert client.post("/price", json={"size": size}).status_code == 200
     return classes
 
 

@@ -67,6 +67,16 @@ def test_dashboard_shows_the_figures_and_draws_the_chart(url: str, tmp_path: Pat
         # the tracker's classes as bars: every label with its count
         bars = page.locator('[data-api="iris"] [data-bars="classes"]').inner_text().split("\n")
         assert dict(zip(bars[0::2], map(int, bars[1::2]), strict=True)) == classes
+        # the regression tracker: its figures, and its histogram's non-empty bins with a gap for empty ones
+        assert [browser.figure(page, "price", name) for name in ("count", "min", "mean", "max")] == [
+            "8",
+            "0.300",
+            "20.000",
+            "77.000",
+        ]
+        histogram = page.locator('[data-api="price"] [data-bars="histogram"]').inner_text().split("\n")
+        dash = "\N{EN DASH}"
+        assert histogram == [f"0.2 {dash} 0.5", "2", "⋯", f"1 {dash} 2", "4", "⋯", f"50 {dash} 100", "2"]
         # traffic while the page is open shows up as a point of the latency chart and in the counts
         browser.send_traffic(url, 1)
         page.wait_for_function(
@@ -99,3 +109,39 @@ def test_the_pages_send_the_saved_api_key(url: str) -> None:
     assert data[0] is None and data[-1] == "Bearer s3cret"
     assert ("/openapi.json", "Bearer s3cret") in sent
     assert ("/iris", "Bearer s3cret") in sent
+
+
+def test_with_an_api_key_the_pages_ask_for_it_and_work_with_it(tmp_path: Path) -> None:
+    key = "s3cret-key"
+    project = browser.write_project(tmp_path / "project")
+    with server("--project", str(project), "--api-key", key) as (url, _):
+        classes = browser.send_traffic(url, 1, key=key)
+        expected_iris = httpx.post(
+            f"{url}/iris", json=browser.IRIS_SAMPLES[0], headers={"authorization": f"Bearer {key}"}
+        )
+        # /docs: without the key even the document is refused; once entered, "Try it out" succeeds
+        with browser.browser_page() as page:
+            page.goto(f"{url}/docs")
+            page.locator("#key-state", has_text="401: this server needs an API key; enter it").wait_for()
+            assert page.locator("#operations-iris-post_iris").count() == 0
+            browser.save_key(page, key)
+            page.locator("#operations-iris-post_iris").wait_for()
+            assert browser.execute(page, "iris-post_iris") == (200, expected_iris.json())
+            page.screenshot(path=str(tmp_path / "docs-key.png"), full_page=True)
+            docs_errors = page.errors
+        # /dashboard in a fresh browser (no key kept): a 401 asks for the key; once entered, the figures show
+        with browser.browser_page() as page:
+            page.goto(f"{url}/dashboard?interval=0.25")
+            page.locator("#notice", has_text="401: this server needs an API key; enter it above.").wait_for()
+            assert page.locator("[data-api]").count() == 0
+            browser.save_key(page, key)
+            browser.wait_polls(page, 1)
+            assert browser.figure(page, "iris", "2xx") == "5"  # the 3 samples of the traffic, /docs's and ours
+            bars = page.locator('[data-api="iris"] [data-bars="classes"]').inner_text().split("\n")
+            assert sum(map(int, bars[1::2])) == sum(classes.values()) + 2
+            assert browser.figure(page, "price", "count") == "4"
+            page.screenshot(path=str(tmp_path / "dashboard-key.png"), full_page=True)
+            dashboard_errors = page.errors
+    # the only errors are the browser's reports of the refused requests, before the key was entered
+    assert docs_errors and all("401 (Unauthorized)" in error for error in docs_errors)
+    assert dashboard_errors and all("401 (Unauthorized)" in error for error in dashboard_errors)

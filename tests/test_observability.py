@@ -92,10 +92,25 @@ def test_tracker_stats_and_user_metrics(serve, make_project) -> None:
             "max": 4.0,
             "mean": 2.5,
         }
+        assert regress["histogram"] == [[0.5, 1.0, 1], [2.0, 5.0, 2]]  # fixed bins (lower, upper], non-empty ones
         assert [entry["api"] for entry in client.get("/stats").json()] == ["classify", "regress"]
         scraped = samples(client.get("/metrics").text)
         assert scraped[("localserve_user_predictions_total", (("api", "classify"), ("kind", "dict")))] == 4
         assert scraped[("localserve_stage_duration_seconds_count", (("api", "regress"), ("stage", "predict")))] == 4
+    # the tracker on /metrics: the same figures as /stats
+    classify, regress_ = (("api", "classify"),), (("api", "regress"),)
+    assert scraped[("localserve_tracker_predictions_total", (*classify, ("class", "setosa")))] == 2
+    assert scraped[("localserve_tracker_predictions_total", (*classify, ("class", "virginica")))] == 1
+    assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "0.5")))] == 0
+    assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "1.0")))] == 1
+    assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "2.0")))] == 1
+    assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "5.0")))] == 3
+    assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "+Inf")))] == 3
+    assert [scraped[(f"localserve_tracker_value_{figure}", regress_)] for figure in ("min", "max", "mean")] == [
+        1,
+        4,
+        2.5,
+    ]
 
 
 @pytest.mark.slow

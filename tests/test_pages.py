@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from openapi_spec_validator import validate
+from starlette.testclient import TestClient
 
 from localserve.server import ServeOptions
 from localserve.server.openapi import ApiDoc, add_v2_paths, openapi_document
@@ -270,3 +271,38 @@ def test_page_names_are_reserved(make_project, name: str) -> None:
         f"localserve.yaml: api '{name}': the name '{name}' is reserved by localserve (its own route /{name}); "
         "choose another."
     )
+
+
+def test_with_an_api_key_the_pages_are_open_and_their_data_is_not(make_project, serve) -> None:
+    from localserve.server.auth import ApiKeyMiddleware
+    from localserve.server.pages import PAGE_PATHS
+
+    project = make_project({"main.py": ECHO})
+    with serve(project, handler="main:handler") as plain:
+        client = TestClient(ApiKeyMiddleware(plain.app, "s3cret"))
+        opened = {path: client.get(path).status_code for path in sorted(PAGE_PATHS)}
+        refused = {path: client.get(path).status_code for path in ("/openapi.json", "/dashboard/data", "/docs/x")}
+        keyed = client.get("/dashboard/data", headers={"authorization": "Bearer s3cret"})
+    assert opened == dict.fromkeys(sorted(PAGE_PATHS), 200)
+    assert len(opened) == 10
+    assert refused == {"/openapi.json": 401, "/dashboard/data": 401, "/docs/x": 401}
+    assert [api["name"] for api in keyed.json()["apis"]] == ["proj"]
+
+
+METHOD_ECHO = """
+import json
+
+
+def handler(request, context):
+    body = json.dumps({"method": request["http_method"], "path": request.get("path")})
+    return {"status_code": 200, "content_type": "application/json", "content": body}
+"""
+
+
+def test_an_abeja_handler_keeps_the_root_for_every_method_beside_the_pages(make_project, serve) -> None:
+    project = make_project({"main.py": METHOD_ECHO})
+    with serve(project, handler="main:handler") as client:
+        seen = {m: client.request(m, "/").json()["method"] for m in ("GET", "POST", "PUT", "PATCH", "DELETE")}
+        pages = [client.get(path).status_code for path in ("/docs", "/dashboard", "/openapi.json")]
+    assert seen == {m: m for m in ("GET", "POST", "PUT", "PATCH", "DELETE")}
+    assert pages == [200, 200, 200]

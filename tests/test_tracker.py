@@ -14,9 +14,9 @@ import pytest
 
 from localserve.config import ApiConfig, TrackerConfig
 from localserve.errors import NotFound
-from localserve.stats import Stats
+from localserve.stats import Stats, merge_tracker
 from localserve.status import render_get
-from localserve.tracker import ApiStats, Tracker
+from localserve.tracker import REGRESSION_BOUNDS, ApiStats, Tracker, histogram, tracker_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,6 +88,7 @@ def test_regression_keeps_count_min_max_and_sum(caplog: pytest.LogCaptureFixture
         "sum": 6.0,
         "min": -1.0,
         "max": 3.0,
+        "buckets": {"18": 1, "39": 1, "40": 2},  # (-2, -1], (1, 2], (2, 5]
     }
     assert warnings_of(caplog) == [
         "tracker of api 'price': 'value' must be a finite number for regression, got bool True",
@@ -96,6 +97,66 @@ def test_regression_keeps_count_min_max_and_sum(caplog: pytest.LogCaptureFixture
         "tracker of api 'price': 'value' must be a finite number for regression, got NoneType None",
         "tracker of api 'price': 'value' must be a finite number for regression, got bool True",
     ]
+
+
+def test_regression_histogram_has_fixed_bins_that_add_up() -> None:
+    assert REGRESSION_BOUNDS[:3] == (-1e6, -5e5, -2e5) and REGRESSION_BOUNDS[27:32] == (
+        -0.001,
+        0.0,
+        0.001,
+        0.002,
+        0.005,
+    )
+    assert len(REGRESSION_BOUNDS) == 57
+    one, two = Tracker("price", "regression"), Tracker("price", "regression")
+    for value in [0.0, 1.0, 1.0000001, -3e9]:  # a bin holds (lower, upper]
+        one.record(value)
+    for value in [2e6, 1.5, 0]:
+        two.record(value)
+    merged = one.state()
+    merge_tracker(merged, two.state())
+    assert histogram(merged["buckets"]) == [
+        [None, -1e6, 1],
+        [-0.001, 0.0, 2],
+        [0.5, 1.0, 1],
+        [1.0, 2.0, 2],
+        [1e6, None, 1],
+    ]
+    assert (merged["count"], merged["min"], merged["max"]) == (7, -3e9, 2e6)
+    assert histogram({}) == []
+
+
+def test_tracker_metrics_are_prometheus_text_of_the_stats() -> None:
+    regression = {"model_type": "regression", "key": None, "count": 3, "min": -1.0, "max": 4.0, "mean": 1.5}
+    text = tracker_metrics(
+        [
+            ("iris", {"model_type": "classification", "key": "label", "classes": {"setosa": 2, "virginica": 1}}),
+            ("price", {**regression, "histogram": [[-2.0, -1.0, 1], [2.0, 5.0, 2]]}),
+            ("empty", {**regression, "count": 0, "min": None, "max": None, "mean": None, "histogram": []}),
+        ]
+    ).decode()
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    buckets = [line for line in lines if line.startswith('localserve_tracker_value_bucket{api="price"')]
+    assert len(buckets) == 58  # no _sum and _count: OpenMetrics has none for a histogram with negative bounds
+    assert 'localserve_tracker_value_bucket{api="empty",le="+Inf"} 0.0' in lines
+    assert [line for line in lines if "_bucket" not in line] == [
+        'localserve_tracker_predictions_total{api="iris",class="setosa"} 2.0',
+        'localserve_tracker_predictions_total{api="iris",class="virginica"} 1.0',
+        'localserve_tracker_value_min{api="price"} -1.0',
+        'localserve_tracker_value_max{api="price"} 4.0',
+        'localserve_tracker_value_mean{api="price"} 1.5',
+    ]
+    assert [buckets[i] for i in (0, 17, 18, 38, 39, 40, 56, 57)] == [
+        'localserve_tracker_value_bucket{api="price",le="-1000000.0"} 0.0',
+        'localserve_tracker_value_bucket{api="price",le="-2.0"} 0.0',
+        'localserve_tracker_value_bucket{api="price",le="-1.0"} 1.0',
+        'localserve_tracker_value_bucket{api="price",le="1.0"} 1.0',
+        'localserve_tracker_value_bucket{api="price",le="2.0"} 1.0',
+        'localserve_tracker_value_bucket{api="price",le="5.0"} 3.0',
+        'localserve_tracker_value_bucket{api="price",le="1e+06"} 3.0',
+        'localserve_tracker_value_bucket{api="price",le="+Inf"} 3.0',
+    ]
+    assert tracker_metrics([]) == b""
 
 
 def test_unknown_model_type_is_refused() -> None:
@@ -160,7 +221,15 @@ def test_stats_json_for_the_server() -> None:
             "status": "loading",
             "requests": {"2xx": 0, "4xx": 0, "5xx": 0},
             "latency": {"mean": None, "p50": None, "p99": None},
-            "tracker": {"model_type": "regression", "key": None, "count": 2, "min": 2.0, "max": 4.0, "mean": 3.0},
+            "tracker": {
+                "model_type": "regression",
+                "key": None,
+                "count": 2,
+                "min": 2.0,
+                "max": 4.0,
+                "mean": 3.0,
+                "histogram": [[1.0, 2.0, 1], [2.0, 5.0, 1]],
+            },
         },
         {
             "api": "echo",
@@ -178,7 +247,7 @@ REPLICA = textwrap.dedent(
     """
     import sys
     from localserve.config import TrackerConfig
-    from localserve.stats import Stats
+    from localserve.stats import Stats, merge_tracker
     stats = Stats(["iris"], {"iris": TrackerConfig("classification", "label")})
     for label in sys.argv[1:]:
         stats.record_request("iris", 200, 0.002)

@@ -34,6 +34,7 @@ def fail_on_errors(func: F) -> F:
 
 
 def project_options(func: F) -> F:
+    """The ``--project`` and ``--config`` options of the commands that read a project."""
     options = [
         click.option(
             "--project",
@@ -252,6 +253,7 @@ def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | Non
 
 
 def setup_logging(flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None) -> None:
+    """Configure logging from the command's flags (``quiet``: errors only)."""
     from localserve.logs import configure_logging
 
     configure_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)

@@ -32,6 +32,7 @@ class Peers:
         self._servers: list[tuple[Any, threading.Thread]] = []
 
     def port_of(self, name: str) -> int | None:
+        """The loopback port of the API ``name`` (its server started on first use); None for a name that is no API."""
         if name not in self.names:
             return None
         with self._lock:
@@ -83,6 +84,7 @@ class Peers:
         return port[0]
 
     def close(self) -> None:
+        """Stop the servers started for the peers."""
         for server, thread in self._servers:
             server.should_exit = True
             thread.join(10)

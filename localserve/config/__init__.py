@@ -69,6 +69,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ServeConfig:
+    """A project's configuration: its directory and its APIs, as read from a file or the command line."""
+
     project: Path
     apis: tuple[ApiConfig, ...]
     source: str  # the config file, or "command line"
@@ -97,6 +99,7 @@ class ServeConfig:
 
 
 def find_config_file(project: Path) -> Path | None:
+    """The project's config file (localserve.yaml, then cortex.yaml ...); None when it has none."""
     for name in CONFIG_FILES:
         candidate = project / name
         if candidate.is_file():

@@ -123,6 +123,8 @@ CUDA_OPTION_KEYS = (
 
 @dataclass(frozen=True)
 class PredictorConfig:
+    """Cortex's ``predictor`` block: the predictor class's type and file, its config and model."""
+
     type: str  # python | onnx | tensorflow
     path: str
     model_path: str | None = None
@@ -134,17 +136,22 @@ class PredictorConfig:
 
     @property
     def class_name(self) -> str:
+        """The class the predictor file must define: PythonPredictor, ONNXPredictor or TensorFlowPredictor."""
         return PREDICTOR_CLASSES[self.type]
 
 
 @dataclass(frozen=True)
 class TrackerConfig:
+    """Cortex's ``tracker`` block: what ``key`` of the response to track, as a class or a number."""
+
     model_type: str  # classification | regression
     key: str | None = None
 
 
 @dataclass(frozen=True)
 class ComputeConfig:
+    """Cortex's ``compute`` and ``autoscaling`` settings: replicas, CPU, GPU and memory."""
+
     min_replicas: int = 1
     max_replicas: int = 100
     init_replicas: int | None = None
@@ -155,11 +162,14 @@ class ComputeConfig:
 
     @property
     def replicas(self) -> int:
+        """How many replicas start: ``init_replicas`` when given, else ``min_replicas``."""
         return self.init_replicas if self.init_replicas is not None else self.min_replicas
 
 
 @dataclass(frozen=True)
 class BatchingConfig:
+    """Server-side batching: the largest batch, how long to wait for one, the sizes a model sees."""
+
     max_batch_size: int
     batch_interval: float  # seconds
     batch_sizes: tuple[int, ...] | None = None  # the sizes a model sees; None: powers of two up to max_batch_size
@@ -214,6 +224,7 @@ class ApiConfig:
 
     @property
     def model_location(self) -> str | None:
+        """Where the API's model is: the predictor's ``model_path`` or the API's ``model``."""
         if self.predictor is not None and self.predictor.model_path:
             return self.predictor.model_path
         return self.model

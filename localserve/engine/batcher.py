@@ -134,10 +134,12 @@ class Batcher:
         log.info("api %r: batch sizes %s warmed in %.3f s", self.name, list(self.buckets), time.perf_counter() - start)
 
     def start(self) -> None:
+        """Start the batcher's thread."""
         self._thread = threading.Thread(target=self._loop, name=f"localserve-{self.name}-batcher", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Wake the batcher's thread and let it end (the engine stops it at shutdown)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()

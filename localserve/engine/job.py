@@ -64,6 +64,7 @@ class Call:
         self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
     def run(self) -> None:
+        """Run the call on this thread and settle its future (nothing when it was cancelled first)."""
         if not self.future.set_running_or_notify_cancel():
             return
         try:

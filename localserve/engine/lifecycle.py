@@ -210,6 +210,7 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
 
 
 def too_large(size: int, limit: int, *, at_least: bool = False) -> RequestError:
+    """The 413 for a body of ``size`` bytes over ``limit`` (``at_least``: the size is a lower bound)."""
     shown = f"{limit / MiB:g} MiB" if limit >= MiB else f"{limit} bytes"
     got = f"at least {size}" if at_least else str(size)
     log.warning("rejected a request body of %s bytes: over the limit of %s", got, shown)
@@ -237,10 +238,12 @@ def error_reply(exc: LocalServeError, request_id: str, api: str | None = None, *
 
 
 def json_reply(status: int, value: Any) -> Reply:
+    """A Reply with ``value`` as its JSON body."""
     return Reply(status=status, headers=list(JSON_HEADERS), body=json.dumps(value).encode())
 
 
 async def send_reply(send: Send, reply: Reply, request_id: str) -> None:
+    """Send ``reply`` as one ASGI response, with content-length and x-request-id."""
     headers = reply.headers
     headers.append((b"content-length", str(len(reply.body)).encode()))
     headers.append((b"x-request-id", request_id.encode("latin-1")))

@@ -77,10 +77,12 @@ class Pipeline:
 
     @property
     def depth(self) -> int:
+        """How many requests are queued: admitted, neither started nor dropped."""
         return self._depth
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the API's worker threads."""
         for index in range(self.threads):
             thread = threading.Thread(target=self._work, name=f"localserve-{self.name}-{index}", daemon=True)
             thread.start()
@@ -155,6 +157,7 @@ class Pipeline:
         return True
 
     def full(self) -> bool:
+        """Whether the queue holds ``max_queue`` requests (the next one is a 503)."""
         return self._depth >= self.max_queue
 
     # -- the worker threads -------------------------------------------------------------------

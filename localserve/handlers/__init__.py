@@ -75,6 +75,7 @@ class Endpoint(Protocol):
 
 
 def create_endpoint(api: ApiConfig, options: EndpointOptions) -> Endpoint:
+    """The endpoint for ``api``'s kind (ABEJA handler, request handler or predictor), not yet loaded."""
     module_name, _, class_name = ENDPOINTS[api.kind].partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     endpoint: Endpoint = cls(api, options)

@@ -32,6 +32,7 @@ class AbejaHandler:
         self.func: Callable[[Request, dict[str, Any]], Any] | None = None
 
     def load(self) -> None:
+        """Import the handler function and check that it takes (request, context)."""
         assert self.api.handler is not None
         func = load_attr(self.api.handler, self.options.project)
         if not callable(func):
@@ -44,9 +45,11 @@ class AbejaHandler:
         self.func = func
 
     def describe(self) -> dict[str, Any]:
+        """JSON for GET /<api>: the handler's name."""
         return {"name": self.api.name, "kind": "abeja", "handler": self.api.handler, "model_format": None}
 
     def prepare(self, request: Request) -> Reply:
+        """Call the handler with the request and the context; the whole answer."""
         assert self.func is not None
         if request.debug:
             log.info(
@@ -66,10 +69,13 @@ class AbejaHandler:
         return reply
 
     def infer(self, feed: Feed) -> Any:
+        """Not used: an ABEJA handler has no model call of the engine's."""
         raise NotImplementedError("ABEJA handlers have no model call of the engine's")
 
     def finish(self, request: Request, output: Any) -> Reply:
+        """Not used: an ABEJA handler answers in ``prepare``."""
         raise NotImplementedError("ABEJA handlers answer in prepare")
 
     def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
+        """Not used: ABEJA handlers are never batched."""
         raise NotImplementedError("ABEJA handlers are never batched")

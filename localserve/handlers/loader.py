@@ -81,9 +81,8 @@ def _user_error(exc: BaseException, where: str) -> HandlerLoadError:
     location = f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})" if frames else ""
     if isinstance(exc, SyntaxError) and exc.filename:
         location = f" ({Path(exc.filename).name}, line {exc.lineno})"
-    error = HandlerLoadError(f"Importing {where!r} failed{location}: {type(exc).__name__}: {exc}")
-    error.details = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(exc))
-    return error
+    details = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(exc))
+    return HandlerLoadError(f"Importing {where!r} failed{location}: {type(exc).__name__}: {exc}", details=details)
 
 
 def positional_count(func: Callable[..., Any]) -> tuple[int, bool]:
@@ -95,6 +94,7 @@ def positional_count(func: Callable[..., Any]) -> tuple[int, bool]:
 
 
 def parameter_names(func: Callable[..., Any]) -> list[str]:
+    """The names of ``func``'s parameters, without ``*args`` and ``**kwargs``."""
     return [
         p.name for p in inspect.signature(func).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     ]

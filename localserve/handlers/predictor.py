@@ -35,6 +35,7 @@ class ModelClient:
 
     @property
     def input_signature(self) -> Any:
+        """The model's inputs, as ``pre_inference`` gets them."""
         return self.model.input_signature
 
 
@@ -58,6 +59,7 @@ class PredictorEndpoint:
         self.predict_params: list[str] = []
 
     def load(self) -> None:
+        """Import the predictor file, load its model (ONNX/TensorFlow predictors) and create the predictor."""
         spec = self.predictor
         module = load_file(spec.path, self.options.project, api=self.api.name, what="predictor")
         cls = getattr(module, spec.class_name, None)
@@ -98,6 +100,7 @@ class PredictorEndpoint:
             raise HandlerLoadError(str(error)) from exc
 
     def describe(self) -> dict[str, Any]:
+        """JSON for GET /<api>: the predictor's type and file, and its model's signature when it has one."""
         info: dict[str, Any] = {
             "name": self.api.name,
             "kind": "predictor",
@@ -133,15 +136,19 @@ class PredictorEndpoint:
         return cortex_reply(prediction, request.header(b"accept"))
 
     def prepare(self, request: Request) -> Reply:
+        """Call ``predict`` with the arguments it asks for; the whole answer."""
         return self._reply(request, self._predict(self._arguments(request)))
 
     def infer(self, feed: Feed) -> Any:
+        """Not used: a predictor calls its model itself."""
         raise NotImplementedError("predictors call their model themselves")
 
     def finish(self, request: Request, output: Any) -> Reply:
+        """Not used: a predictor answers in ``prepare``."""
         raise NotImplementedError("predictors answer in prepare")
 
     def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
+        """One ``predict`` call on the lists of the requests' arguments; it must return one result each."""
         results: list[Reply | LocalServeError | None] = [None] * len(requests)
         batch: list[tuple[int, dict[str, Any]]] = []
         for index, request in enumerate(requests):

@@ -76,6 +76,7 @@ class RequestHandlerEndpoint:
         self.pre_three = self.post_three = False
 
     def load(self) -> None:
+        """Import ``pre_inference`` / ``post_inference`` and load the model."""
         if self.api.request_handler:
             module = load_file(
                 self.api.request_handler, self.options.project, api=self.api.name, what="request_handler"
@@ -88,6 +89,7 @@ class RequestHandlerEndpoint:
             require()
 
     def describe(self) -> dict[str, Any]:
+        """JSON for GET /<api>: the request handler's file and the model's signature."""
         assert self.model is not None
         return {
             "name": self.api.name,
@@ -99,6 +101,7 @@ class RequestHandlerEndpoint:
 
     # -- stages ---------------------------------------------------------------------------------
     def prepare(self, request: Request) -> Feed:
+        """Decode the payload, run ``pre_inference`` and coerce its return to the model's feed."""
         assert self.model is not None
         sample = decode_payload(request.content_type, request.body)
         if request.debug:
@@ -112,6 +115,7 @@ class RequestHandlerEndpoint:
         return self.model.coerce(value)
 
     def infer(self, feed: Feed) -> Any:
+        """Run the model once on ``feed``, timed as the ``inference`` stage."""
         assert self.model is not None
         start = time.perf_counter()
         try:
@@ -120,6 +124,7 @@ class RequestHandlerEndpoint:
             self.options.observe("inference", time.perf_counter() - start)
 
     def finish(self, request: Request, output: Any) -> Reply:
+        """Run ``post_inference`` on the model's output and make the reply."""
         assert self.model is not None
         if request.debug:
             log.info("debug: model output: %s", truncate(output))
@@ -132,4 +137,5 @@ class RequestHandlerEndpoint:
         return cortex_reply(value, request.header(b"accept"))
 
     def handle_batch(self, requests: list[Request]) -> list[Reply | LocalServeError]:
+        """Not used: the engine's batcher batches the model calls of request handlers."""
         raise NotImplementedError("request handlers are batched by the engine's batcher")

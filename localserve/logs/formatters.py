@@ -95,6 +95,7 @@ class JsonFormatter(_Formatter):
         extra: dict[str, Any],
         exception: str | None,
     ) -> str:
+        """One JSON line: time, level, message, process, api, request id, ``extra`` and the exception."""
         data: dict[str, Any] = {
             "asctime": asctime,
             "levelname": record.levelname,
@@ -127,6 +128,7 @@ class TextFormatter(_Formatter):
         extra: dict[str, Any],
         exception: str | None,
     ) -> str:
+        """One human line: time, level, [api request-id], message, ``key=value`` extras, the exception."""
         parts = [asctime, record.levelname]
         tags = " ".join(t for t in (api, request_id) if t)
         if tags:

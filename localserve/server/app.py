@@ -22,11 +22,12 @@ from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.response import error_body
+from localserve.server.api import ApiRuntime, ServeOptions, state_of
 from localserve.server.methods import answer_method
 from localserve.server.pages import Pages
-from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
 from localserve.stats import Stats
+from localserve.tracker import tracker_metrics
 
 log = logging.getLogger("localserve")
 
@@ -97,6 +98,7 @@ class App:
     # -- lifecycle ------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        """Starlette's lifespan: load the APIs at start-up, shut down at the end."""
         await self.startup(wait=False)
         try:
             yield
@@ -168,6 +170,7 @@ class App:
                 )
 
     async def shutdown(self) -> None:
+        """Cancel loading and the requests still waiting; flush stats, metrics and the access log."""
         if self.loading is not None and not self.loading.done():
             self.loading.cancel()
         if self._cancel_timer is not None:
@@ -181,10 +184,12 @@ class App:
 
     @property
     def ready(self) -> bool:
+        """Whether every API is loaded (GET /readyz is 200)."""
         return all(rt.state == "ready" for rt in self.apis.values())
 
     # -- the hot path -----------------------------------------------------------------------------
     async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request to ``rt``'s routes through its engine; then metrics, stats, tracker, access log."""
         start = time.perf_counter()
         name = rt.api.name
         metrics = self.metrics
@@ -209,9 +214,11 @@ class App:
 
     # -- the other routes -------------------------------------------------------------------------
     async def healthz(self, request: StarletteRequest) -> Response:
+        """GET /healthz: 200 while the process answers."""
         return JSONResponse({"status": "ok"}, headers={"x-request-id": request_id_of(request.scope)})
 
     async def readyz(self, request: StarletteRequest) -> Response:
+        """GET /readyz: 200 once every API is loaded, else 503; each API's status."""
         apis = {name: state_of(rt) for name, rt in self.apis.items()}
         stores = await self.jobs.problems() if self.jobs else {}  # an AsyncAPI needs its job store
         for name, problem in stores.items():
@@ -222,26 +229,31 @@ class App:
         )
 
     async def model_ready(self, request: StarletteRequest) -> Response:
+        """GET /v2/models/{name}/ready: 200 when the API is loaded, else 503."""
         rt = self.apis.get(request.path_params["name"])
         if rt is None:
             return await self.not_found(request, NotFound("no such model"))
         return JSONResponse(state_of(rt), status_code=200 if rt.state == "ready" else 503)
 
     async def metrics_route(self, request: StarletteRequest) -> Response:
+        """GET /metrics: the Prometheus text of every replica, with the trackers."""
         if self.metrics is None:
             return await self.not_found(request, NotFound("metrics are off"))
         body, content_type = self.metrics.render()
         if self.jobs:
             body += await self.jobs.metrics()  # AsyncAPI queue and job latency, from the job stores
+        body += tracker_metrics((e["api"], e["tracker"]) for e in self.stats.stats_json() if e["tracker"])
         return Response(body, media_type=content_type)
 
     async def all_stats(self, request: StarletteRequest) -> Response:
+        """GET /stats: every API's counts, latency and tracker (and an AsyncAPI's jobs)."""
         entries = self.stats.stats_json()
         if self.jobs:
             await self.jobs.add_jobs(entries)  # AsyncAPIs: queue and outcomes from the job store
         return JSONResponse(entries)
 
     async def api_stats(self, request: StarletteRequest) -> Response:
+        """GET /<api>/stats: one API's counts, latency and tracker."""
         name = request.path_params["name"]
         if name not in self.apis:
             return await self.not_found(request, NotFound("no such api"))
@@ -251,6 +263,7 @@ class App:
         return JSONResponse(entry)
 
     async def not_found(self, request: StarletteRequest, exc: Exception) -> Response:
+        """404 and 405 as JSON errors (a 404 lists the routes the APIs answer at)."""
         status = getattr(exc, "status_code", 404)
         if status == 405:
             message = f"Method {request.method} is not allowed on {request.url.path}."

@@ -1,6 +1,7 @@
 """The optional API key (``serve --api-key`` / ``LOCALSERVE_API_KEY``): an ASGI middleware around the app.
 
-Every HTTP request except the health probes (``/healthz``, ``/readyz`` and their aliases)
+Every HTTP request except the health probes (``/healthz``, ``/readyz`` and their aliases) and
+the pages' own files (``/docs``, ``/dashboard``, their scripts and styles: they ask for the key)
 must carry ``Authorization: Bearer <key>``; anything else is a 401 with
 ``WWW-Authenticate: Bearer``. The key is compared in constant time.
 """
@@ -13,14 +14,15 @@ from typing import Any
 
 from localserve.engine.lifecycle import Receive, Scope, Send
 from localserve.response import error_body
+from localserve.server.pages import PAGE_PATHS
 from localserve.server.wire import request_id_of
 
 log = logging.getLogger("localserve")
-OPEN_PATHS = frozenset({"/healthz", "/health_check", "/readyz", "/v2/health/live", "/v2/health/ready"})
+OPEN_PATHS = frozenset({"/healthz", "/health_check", "/readyz", "/v2/health/live", "/v2/health/ready", *PAGE_PATHS})
 
 
 class ApiKeyMiddleware:
-    """Refuse requests without ``Authorization: Bearer <key>`` (401), health probes excepted."""
+    """Refuse requests without ``Authorization: Bearer <key>`` (401), health probes and the pages' files excepted."""
 
     def __init__(self, app: Any, key: str) -> None:
         self.app = app

@@ -12,7 +12,7 @@ from __future__ import annotations
 from localserve.engine import json_reply, send_reply
 from localserve.engine.lifecycle import Scope, Send
 from localserve.response import error_body
-from localserve.server.runtime import ApiRuntime
+from localserve.server.api import ApiRuntime
 from localserve.server.wire import request_id_of
 
 DESCRIBE_ROUTE = b"GET, HEAD, POST, OPTIONS"

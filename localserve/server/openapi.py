@@ -116,6 +116,7 @@ def model_request_schema(inputs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def model_example(inputs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """An example request for a raw model: a tensor of ones for each input."""
     return {i["name"]: tensor_example(i["type"], i["shape"]) for i in inputs}
 
 

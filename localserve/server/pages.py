@@ -31,8 +31,8 @@ from localserve.server.wire import request_id_of
 
 if TYPE_CHECKING:
     from localserve.metrics import Metrics
+    from localserve.server.api import ApiRuntime
     from localserve.server.app import App
-    from localserve.server.runtime import ApiRuntime
 
 STATIC = "static"  # beside this module, package data
 SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
@@ -40,6 +40,13 @@ SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
 # once the app has it (see ``Pages.v2_inference``).
 V2_INFER_ROUTE = "/v2/models/{name}/infer"
 SAMPLE_FILE = "sample.json"
+DOCS_FILES = (*SWAGGER_FILES, "docs.js", "pages.css")
+DASHBOARD_FILES = ("dashboard.js", "dashboard.css", "pages.css")
+# The pages and their files are the same for everyone and hold no figures: with ``--api-key`` they stay
+# open, so that they can ask for the key; what they fetch (/openapi.json, /dashboard/data) needs it.
+PAGE_PATHS = frozenset(
+    {"/docs", "/dashboard", *(f"/docs/{f}" for f in DOCS_FILES), *(f"/dashboard/{f}" for f in DASHBOARD_FILES)}
+)
 
 
 def read_figures(metrics: Metrics | None) -> dict[str, dict[str, Any]]:
@@ -107,6 +114,7 @@ class Pages:
         self.app = app
 
     def routes(self) -> list[BaseRoute]:
+        """The pages' Starlette routes."""
         return [
             Route("/openapi.json", self.openapi),
             Route("/docs", self.docs),
@@ -128,11 +136,13 @@ class Pages:
         return bool(getattr(self.app.options, "api_key", None))
 
     def api_docs(self) -> list[ApiDoc]:
+        """What the OpenAPI document says of each API."""
         sample = _sample(self.app.config.project / SAMPLE_FILE)
         serves_root = len(self.app.apis) == 1
         return [_api_doc(rt, sample, serves_root) for rt in self.app.apis.values()]
 
     def document(self) -> dict[str, Any]:
+        """The OpenAPI 3.1 document of every route the server answers."""
         apis = self.api_docs()
         document = openapi_document(apis, bearer=self.bearer)
         if self.v2_inference:
@@ -140,32 +150,38 @@ class Pages:
         return document
 
     async def openapi(self, request: StarletteRequest) -> Response:
+        """GET /openapi.json."""
         return JSONResponse(self.document())
 
     # -- /docs --------------------------------------------------------------------------------
     async def docs(self, request: StarletteRequest) -> Response:
+        """GET /docs: Swagger UI on /openapi.json."""
         return _static_response("docs.html")
 
     async def docs_file(self, request: StarletteRequest) -> Response:
+        """GET /docs/<file>: Swagger UI's files and the page's script and styles."""
         file = request.path_params["file"]
         folder = swagger_dir()
         if file in SWAGGER_FILES and folder is not None:
             return FileResponse(folder / file, media_type=_media_type(file), headers={"cache-control": "max-age=3600"})
-        if file in ("docs.js", "pages.css"):
+        if file in DOCS_FILES and file not in SWAGGER_FILES:
             return _static_response(file)
         return _no_page(request)
 
     # -- /dashboard ---------------------------------------------------------------------------
     async def dashboard(self, request: StarletteRequest) -> Response:
+        """GET /dashboard: the live dashboard."""
         return _static_response("dashboard.html")
 
     async def dashboard_file(self, request: StarletteRequest) -> Response:
+        """GET /dashboard/<file>: the dashboard's script and styles."""
         file = request.path_params["file"]
-        if file in ("dashboard.js", "dashboard.css", "pages.css"):
+        if file in DASHBOARD_FILES:
             return _static_response(file)
         return _no_page(request)
 
     async def dashboard_data(self, request: StarletteRequest) -> Response:
+        """GET /dashboard/data: what the dashboard draws (``data``)."""
         return JSONResponse(self.data())
 
     def data(self) -> dict[str, Any]:

@@ -49,6 +49,11 @@ def protocol_class(limits: HttpLimits) -> type[HttpToolsProtocol]:
 
 
 class LimitedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with limits on request heads and timeouts (``HttpLimits``).
+
+    Made per server by ``protocol_class``.
+    """
+
     limits = HttpLimits()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -63,14 +68,17 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     # -- connection ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """A new connection: start the timer of its first request head."""
         super().connection_made(transport)
         self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """The connection closed: stop its timers."""
         self._cancel_timers()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        """Feed bytes to the parser, answering a request over the limits with its 4xx."""
         if self.in_head:
             room = self.limits.max_header_bytes - self.head_bytes
             if len(data) > room:
@@ -101,10 +109,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     # -- parser callbacks -----------------------------------------------------------------------
     def on_message_begin(self) -> None:
+        """A request begins: its headers are counted from zero."""
         self.header_count = 0
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        """One header: refused when the head has too many."""
         self.header_count += 1
         if self.header_count > self.limits.max_headers:
             self.refusal = (431, f"The request has more than {self.limits.max_headers} headers (--max-headers).")
@@ -112,6 +122,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
+        """The head is complete: its timer stops and the body's starts."""
         self.in_head = False
         self.heads += 1
         if self.head_timer is not None:
@@ -120,6 +131,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        """The request is complete: the next head is counted from zero and the body's timer stops."""
         self.in_head, self.head_bytes = True, 0
         if self.body_timer is not None:
             self.body_timer.cancel()
@@ -127,6 +139,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def send_400_response(self, msg: str) -> None:
+        """A request the parser refused: the 431 of a head over the limits, else uvicorn's 400."""
         if self.refusal is not None:
             self._refuse(*self.refusal)
         else:

@@ -215,7 +215,7 @@ def test_coercion_errors(linear: OnnxModel, value: Any, message: str) -> None:
     [
         (
             [1, 2],
-            "The model has 2 inputs, so it needs a dict of input name -> value; the model expects "
+            "The model has 2 inputs, so it needs a dict of input name -> value; it expects "
             "'ids' (int64 of shape [-1, 2]), 'scale' (float32 of shape [-1, 1]); got a list of 2 numbers.",
         ),
         (

@@ -122,10 +122,28 @@ function bars(rows, label) {
   const top = Math.max(...rows.map((r) => r[1]), 1);
   const box = el("div", { class: "bars", role: "img", "aria-label": label, "data-bars": label });
   for (const [name, n] of rows) {
+    if (n === null) { box.append(el("span", { class: "gap" }, name)); continue; } // empty bins left out
     const fill = el("div", { class: "bar-fill", style: `width:${(100 * n / top).toFixed(1)}%` });
     box.append(el("span", { class: "label" }, String(name)), el("div", { class: "bar-track" }, fill), el("span", { class: "n" }, num(n)));
   }
   return box;
+}
+
+function bound(value) {
+  return Number(value).toLocaleString("en-US", { maximumSignificantDigits: 3 });
+}
+
+// The tracker's regression bins ([[lower, upper, count]], null = infinity) as bar rows labelled (lower, upper];
+// empty bins between two are one "⋯" row.
+function histogramRows(bins) {
+  const rows = [];
+  let previous;
+  for (const [lower, upper, n] of bins) {
+    if (previous !== undefined && previous !== lower) rows.push(["⋯", null]);
+    rows.push([lower === null ? `≤ ${bound(upper)}` : upper === null ? `> ${bound(lower)}` : `${bound(lower)} – ${bound(upper)}`, n]);
+    previous = upper;
+  }
+  return rows;
 }
 
 function remember(api, t) {
@@ -199,6 +217,7 @@ function card(api, t) {
   } else if (tracker) {
     node.append(el("h3", {}, `tracker: regression${tracker.key ? ` (${tracker.key})` : ""}`), el("dl", { class: "figures", "data-tracker": "regression" },
       figure("count", num(tracker.count)), figure("min", num(tracker.min, 3)), figure("mean", num(tracker.mean, 3)), figure("max", num(tracker.max, 3))));
+    if (tracker.histogram.length) node.append(bars(histogramRows(tracker.histogram), "histogram"));
   }
   return node;
 }

@@ -20,8 +20,17 @@ function keyForm(onSave) {
   return () => input.value;
 }
 
-function start() {
-  const key = keyForm(() => start());
+// Swagger UI on /openapi.json; started again when a key is saved. The document itself needs the key
+// when the server has one: Swagger UI would only say "Failed to load API definition", so ask first.
+async function start() {
+  const value = key();
+  const state = document.getElementById("key-state");
+  const probe = await fetch("/openapi.json", { headers: value ? { Authorization: "Bearer " + value } : {}, cache: "no-store" });
+  if (probe.status === 401) {
+    state.textContent = value ? "401: the key is wrong" : "401: this server needs an API key; enter it";
+    document.getElementById("api-key").focus();
+    return;
+  }
   window.ui = SwaggerUIBundle({
     url: "/openapi.json",
     dom_id: "#swagger-ui",
@@ -36,10 +45,11 @@ function start() {
       return request;
     },
     responseInterceptor: (response) => {
-      if (response.status === 401) document.getElementById("key-state").textContent = "401: enter the API key";
+      if (response.status === 401) state.textContent = "401: enter the API key";
       return response;
     },
   });
 }
 
+const key = keyForm(start);
 start();

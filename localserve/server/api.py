@@ -23,6 +23,8 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class ServeOptions:
+    """How a replica serves (limits, metrics, logs, shutdown, API key): the CLI's flags, passed to the App."""
+
     max_body_size: int = 100 * MiB
     allow_cpu_fallback: bool = False
     keep_going: bool = False  # a failed API answers 503 instead of stopping the start
@@ -71,6 +73,7 @@ class ApiRuntime:
         return self.state, self.error
 
     async def load(self) -> None:
+        """Load the API on its worker thread (user code, model, warm-up); its state becomes ready or failed."""
         start = time.perf_counter()
         try:
             await asyncio.wrap_future(self.pipeline.call(self._load))
@@ -94,6 +97,7 @@ class ApiRuntime:
         self.pipeline.attach_model()  # dynamic batching: every batch size warmed before ready
 
     def describe(self) -> dict[str, Any]:
+        """JSON for GET /<api>: the endpoint's description with the API's status (and error)."""
         info = self.endpoint.describe() if self.state == "ready" else {"name": self.api.name, "kind": self.api.kind}
         info["status"] = self.state
         if self.error:
@@ -102,4 +106,5 @@ class ApiRuntime:
 
 
 def state_of(rt: ApiRuntime) -> dict[str, Any]:
+    """An API's status for /readyz: ``{"status": ..., "error": ...}``."""
     return {"status": rt.state, **({"error": rt.error} if rt.error else {})}
