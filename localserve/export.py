@@ -19,10 +19,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from localserve.asyncapi.kubernetes import async_container_settings
 from localserve.config import ApiConfig, ServeConfig
 from localserve.errors import ConfigError
 from localserve.ignore import builtin_patterns, ignored, parse_ignore_lines, user_patterns
+from localserve.protocols.asyncapi.kubernetes import async_container_settings
 
 __all__ = ["PROJECT_DIR", "dockerignore", "ignored", "kubernetes_manifests"]
 

@@ -177,7 +177,7 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
         batching=batching,
     )
     if flags.async_store is not None:
-        from localserve.asyncapi.config import with_async_store
+        from localserve.protocols.asyncapi.config import with_async_store
 
         config = with_async_store(config, flags.async_store)
     return config

@@ -97,7 +97,7 @@ def run(
     try:
         with capture_prints() as real_stdout:  # what user code prints is logged, never mixed with the body
             if config.apis[0].is_async:  # an AsyncAPI's job runs now, and its result is printed
-                from localserve.asyncapi import run_job_once
+                from localserve.protocols.asyncapi import run_job_once
 
                 status, response_headers, response_body = run_job_once(
                     app, api=api, headers=header_list, body=body, query_string=query

@@ -83,7 +83,7 @@ def export_kubernetes(
 
     config = load_config(project, config_file)
     if async_store is not None:
-        from localserve.asyncapi.config import with_async_store
+        from localserve.protocols.asyncapi.config import with_async_store
 
         config = with_async_store(config, async_store)
     source = config_file if config_file is not None else find_config_file(config.project)

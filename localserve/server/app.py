@@ -14,13 +14,13 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from localserve.asyncapi import AsyncJobs
 from localserve.config import ServeConfig
 from localserve.engine import json_reply, send_reply
 from localserve.engine.lifecycle import Receive, Scope, Send
 from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
+from localserve.protocols.asyncapi import AsyncJobs
 from localserve.response import error_body
 from localserve.server.api import ApiRuntime, ServeOptions, state_of
 from localserve.server.methods import answer_method

@@ -228,7 +228,7 @@ def test_config_errors(entry: str, message: str, make_project: Callable[..., Pat
 
 
 def test_config_keys_and_the_command_line_store(make_project: Callable[..., Path]) -> None:
-    from localserve.asyncapi.config import with_async_store
+    from localserve.protocols.asyncapi.config import with_async_store
 
     project = make_project(
         {

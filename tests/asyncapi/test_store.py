@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from localserve.asyncapi.sqlite import SqliteStore
-from localserve.asyncapi.store import (
+from localserve.protocols.asyncapi.sqlite import SqliteStore
+from localserve.protocols.asyncapi.store import (
     LATENCY_BOUNDS,
     JobStore,
     StoreError,
@@ -204,7 +204,7 @@ def test_workers_of_this_machine_are_known_dead_once_their_process_is_gone() -> 
     me = worker_id()
     assert not worker_is_dead(me)
     child = subprocess.run(
-        [sys.executable, "-c", "from localserve.asyncapi.store import worker_id; print(worker_id())"],
+        [sys.executable, "-c", "from localserve.protocols.asyncapi.store import worker_id; print(worker_id())"],
         capture_output=True,
         text=True,
         check=True,

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from localserve.asyncapi.store import LATENCY_BOUNDS, JobStore, StoreError
+from localserve.protocols.asyncapi.store import LATENCY_BOUNDS, JobStore, StoreError
 
 log = logging.getLogger("localserve")
 

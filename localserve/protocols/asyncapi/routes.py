@@ -19,8 +19,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from localserve.asyncapi.metrics import render_metrics
-from localserve.asyncapi.store import (
+from localserve.engine import json_reply, send_reply
+from localserve.engine.lifecycle import Receive, Scope, Send
+from localserve.errors import ClientGone
+from localserve.logs import api_var, request_id_var
+from localserve.protocols.asyncapi.metrics import render_metrics
+from localserve.protocols.asyncapi.store import (
     JOB_ID_RE,
     Job,
     JobStore,
@@ -29,11 +33,7 @@ from localserve.asyncapi.store import (
     open_store,
     rfc3339,
 )
-from localserve.asyncapi.worker import AsyncWorker, execute
-from localserve.engine import json_reply, send_reply
-from localserve.engine.lifecycle import Receive, Scope, Send
-from localserve.errors import ClientGone
-from localserve.logs import api_var, request_id_var
+from localserve.protocols.asyncapi.worker import AsyncWorker, execute
 from localserve.response import Reply, error_body
 
 log = logging.getLogger("localserve")

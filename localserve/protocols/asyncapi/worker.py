@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from localserve.asyncapi.store import Job, JobStore, StoreError, worker_id, worker_is_dead
 from localserve.errors import LocalServeError
 from localserve.handlers import run_stage
 from localserve.payload import decode_payload
+from localserve.protocols.asyncapi.store import Job, JobStore, StoreError, worker_id, worker_is_dead
 
 log = logging.getLogger("localserve")
 

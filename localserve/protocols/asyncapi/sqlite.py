@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from localserve.asyncapi.store import LATENCY_BOUNDS, Counts, Job, JobState, StoreError, latency_bucket
+from localserve.protocols.asyncapi.store import LATENCY_BOUNDS, Counts, Job, JobState, StoreError, latency_bucket
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (

@@ -163,16 +163,16 @@ def default_store_path(cache: Path, project: Path, api: str) -> Path:
 def open_store(url: str | None, *, cache: Path, project: Path, api: str) -> JobStore:
     """The store at ``url`` (``sqlite:///path``, ``redis://host:port/db``), or SQLite under the cache folder."""
     if url is None or url == "sqlite://":
-        from localserve.asyncapi.sqlite import SqliteStore
+        from localserve.protocols.asyncapi.sqlite import SqliteStore
 
         return SqliteStore(default_store_path(cache, project, api))
     scheme = url.partition("://")[0].lower()
     if scheme == "sqlite":
-        from localserve.asyncapi.sqlite import SqliteStore
+        from localserve.protocols.asyncapi.sqlite import SqliteStore
 
         return SqliteStore.from_url(url)
     if scheme in ("redis", "rediss", "unix"):
-        from localserve.asyncapi.redisstore import RedisStore
+        from localserve.protocols.asyncapi.redisstore import RedisStore
 
         # Machines share a Redis store, so the key holds no local path: the project folder's name and the API.
         store: JobStore = RedisStore.from_url(url, namespace=f"localserve:{project.resolve().name or 'root'}:{api}")

@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 from urllib.parse import parse_qsl
 
-from localserve.asyncapi.store import Job, new_job_id
-from localserve.asyncapi.worker import execute
 from localserve.errors import LocalServeError
+from localserve.protocols.asyncapi.store import Job, new_job_id
+from localserve.protocols.asyncapi.worker import execute
 from localserve.response import error_body
 
 

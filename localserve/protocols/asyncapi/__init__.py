@@ -6,8 +6,8 @@ machines), survive ``kill -9`` (at-least-once), and are shared safely by the rep
 
 from __future__ import annotations
 
-from localserve.asyncapi.oneshot import run_job_once
-from localserve.asyncapi.routes import AsyncJobs
-from localserve.asyncapi.store import Job, JobState, JobStore, StoreError, open_store
+from localserve.protocols.asyncapi.oneshot import run_job_once
+from localserve.protocols.asyncapi.routes import AsyncJobs
+from localserve.protocols.asyncapi.store import Job, JobState, JobStore, StoreError, open_store
 
 __all__ = ["AsyncJobs", "Job", "JobState", "JobStore", "StoreError", "open_store", "run_job_once"]
