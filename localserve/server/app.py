@@ -26,6 +26,7 @@ from localserve.server.pages import Pages
 from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
 from localserve.stats import Stats
+from localserve.v2 import V2Routes
 
 log = logging.getLogger("localserve")
 
@@ -65,7 +66,7 @@ class App:
                 Route("/v2/health/live", self.healthz),
                 Route("/readyz", self.readyz),
                 Route("/v2/health/ready", self.readyz),
-                Route("/v2/models/{name}/ready", self.model_ready),
+                *V2Routes(self).routes(),
                 Route("/metrics", self.metrics_route),
                 Route("/stats", self.all_stats),
                 Route("/{name}/stats", self.api_stats),
@@ -207,12 +208,6 @@ class App:
         apis = {name: state_of(rt) for name, rt in self.apis.items()}
         status = 200 if self.ready else 503
         return JSONResponse({"status": "ready" if self.ready else "not ready", "apis": apis}, status_code=status)
-
-    async def model_ready(self, request: StarletteRequest) -> Response:
-        rt = self.apis.get(request.path_params["name"])
-        if rt is None:
-            return await self.not_found(request, NotFound("no such model"))
-        return JSONResponse(state_of(rt), status_code=200 if rt.state == "ready" else 503)
 
     async def metrics_route(self, request: StarletteRequest) -> Response:
         if self.metrics is None:
