@@ -311,3 +311,63 @@ def sample(text: str, name: str, **labels: str) -> float:
         for s in family.samples
         if s.name == name and labels.items() <= s.labels.items()
     )
+
+
+# -- every V2 response against the protocol's own OpenAPI document (tests/specs/open_inference_rest.yaml) ------
+
+SPEC = Path(__file__).parent / "specs" / "open_inference_rest.yaml"
+
+
+def check(value: Any, schema_name: str, *, binary_outputs: bool = False) -> None:
+    """Validate ``value`` against a schema of the spec; with ``binary_outputs`` an output may carry
+    ``parameters.binary_data_size`` in place of ``data`` (the binary tensor data extension)."""
+    import copy
+
+    import yaml
+    from openapi_schema_validator import OAS30Validator
+
+    components = copy.deepcopy(yaml.safe_load(SPEC.read_text())["components"])
+    if binary_outputs:
+        output = components["schemas"]["response_output"]
+        output["required"].remove("data")
+        output["anyOf"] = [
+            {"required": ["data"]},
+            {"required": ["parameters"], "properties": {"parameters": {"required": ["binary_data_size"]}}},
+        ]
+    OAS30Validator({"$ref": f"#/components/schemas/{schema_name}", "components": components}).validate(value)
+
+
+def test_every_v2_response_fits_the_open_inference_protocol_spec(running: tuple[str, Path]) -> None:
+    url, _ = running
+    with httpx.Client(base_url=url) as http:
+        assert http.get("/v2/health/live").status_code == 200
+        assert http.get("/v2/health/ready").status_code == 200
+        assert http.get("/v2/models/mlp/ready").status_code == 200
+        assert http.get("/v2/models/mlp/versions/1/ready").status_code == 200
+        check(http.get("/v2").json(), "metadata_server_response")
+        for path in ("/v2/models/iris", "/v2/models/mlp", "/v2/models/mlp/versions/1"):
+            check(http.get(path).json(), "metadata_model_response")
+        x = {"name": "x", "shape": [2, 256], "datatype": "FP32", "data": [[0.25] * 256, [0.5] * 256]}
+        response = http.post("/v2/models/mlp/infer", json={"id": "a", "inputs": [x]})
+        assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+        check(response.json(), "inference_response")
+        response = http.post("/v2/models/mlp/versions/1/infer", json={"inputs": [x], "outputs": [{"name": "y"}]})
+        check(response.json(), "inference_response")
+        binary = {"inputs": [x], "outputs": [{"name": "y", "parameters": {"binary_data": True}}]}
+        response = http.post("/v2/models/mlp/infer", json=binary)
+        length = int(response.headers["inference-header-content-length"])
+        header = json.loads(response.content[:length])
+        check(header, "inference_response", binary_outputs=True)
+        assert len(response.content) - length == header["outputs"][0]["parameters"]["binary_data_size"] == 2 * 10 * 4
+        for status, response in [
+            (400, http.post("/v2/models/mlp/infer", json={"inputs": [{**x, "datatype": "FP16"}]})),
+            (400, http.post("/v2/models/mlp/infer", content=b"{")),
+            (404, http.post("/v2/models/nope/infer", json={"inputs": [x]})),
+            (404, http.post("/v2/models/echo/infer", json={"inputs": [x]})),
+        ]:
+            assert response.status_code == status, response.text
+            check(response.json(), "inference_error_response")
+        for path in ("/v2/models/nope", "/v2/models/mlp/versions/9", "/v2/models/echo/config"):
+            response = http.get(path)
+            assert response.status_code == 404
+            check(response.json(), "metadata_model_error_response")
