@@ -371,3 +371,64 @@ def test_every_v2_response_fits_the_open_inference_protocol_spec(running: tuple[
             response = http.get(path)
             assert response.status_code == 404
             check(response.json(), "metadata_model_error_response")
+
+
+# -- TensorFlow: outputs by name, BYTES kept as bytes for the model ---------------------------------------------
+
+TF_CONFIG = """
+- kind: api
+  name: linear
+  model: model
+  model_format: tensorflow
+- kind: api
+  name: text
+  model: model
+  model_format: tensorflow
+  tf_signature_key: text
+"""
+
+
+def triton_post(client: Any, path: str, inputs: list[Any], outputs: list[Any] | None = None) -> Any:
+    body, length = triton.InferenceServerClient.generate_request_body(inputs, outputs)
+    headers = {} if length is None else {"Inference-Header-Content-Length": str(length)}
+    response = client.post(path, content=bytes(body), headers=headers)
+    assert response.status_code == 200, response.text
+    header_length = response.headers.get("inference-header-content-length")
+    return triton.InferenceServerClient.parse_response_body(
+        response.content, header_length=None if header_length is None else int(header_length)
+    )
+
+
+def test_tensorflow_savedmodels_are_v2_models(serve, make_project) -> None:
+    from tests.models import linear_reference, tf_savedmodel
+
+    project = make_project({"cortex.yaml": TF_CONFIG})
+    tf_savedmodel(project / "model")
+    with serve(project) as client:
+        metadata = client.get("/v2/models/text").json()
+        assert metadata == {
+            "name": "text",
+            "versions": ["1"],
+            "platform": "tensorflow_savedmodel",
+            "inputs": [{"name": "text", "datatype": "BYTES", "shape": [-1]}],
+            "outputs": [
+                {"name": "length", "datatype": "INT32", "shape": [-1]},
+                {"name": "upper", "datatype": "BYTES", "shape": [-1]},
+            ],
+        }
+        words = np.array(["héllo", "wörld", ""], dtype=object)
+        for binary in (True, False):
+            given = triton.InferInput("text", [3], "BYTES")
+            given.set_data_from_numpy(words, binary_data=binary)
+            wanted = [triton.InferRequestedOutput(n, binary_data=binary) for n in ("upper", "length")]
+            result = triton_post(client, "/v2/models/text/infer", [given], wanted)
+            upper = [v.decode() if isinstance(v, bytes) else v for v in result.as_numpy("upper").tolist()]
+            assert upper == ["HéLLO", "WöRLD", ""]  # tf.strings.upper changes ASCII only
+            assert result.as_numpy("length").tolist() == [len(w.encode()) for w in words]
+        x = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)
+        given = triton.InferInput("x", [1, 4], "FP32")
+        given.set_data_from_numpy(x)
+        result = triton_post(client, "/v2/models/linear/infer", [given])
+        probabilities, logits = linear_reference(x)
+        np.testing.assert_allclose(result.as_numpy("probabilities"), probabilities, rtol=1e-5)
+        assert result.as_numpy("label").tolist() == logits.argmax(axis=1).tolist()
