@@ -26,7 +26,7 @@ from localserve.server.pages import Pages
 from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
 from localserve.stats import Stats
-from localserve.v2 import V2Routes
+from localserve.v2 import V2Routes, infer_params
 
 log = logging.getLogger("localserve")
 
@@ -59,6 +59,7 @@ class App:
         self.loading: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._cancel_timer: asyncio.TimerHandle | None = None
+        self.v2 = V2Routes(self)
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz),
@@ -66,7 +67,7 @@ class App:
                 Route("/v2/health/live", self.healthz),
                 Route("/readyz", self.readyz),
                 Route("/v2/health/ready", self.readyz),
-                *V2Routes(self).routes(),
+                *self.v2.routes(),
                 Route("/metrics", self.metrics_route),
                 Route("/stats", self.all_stats),
                 Route("/{name}/stats", self.api_stats),
@@ -86,6 +87,10 @@ class App:
                 return
             if route is not None:
                 await send_reply(send, json_reply(200, route[0].describe()), request_id_of(scope))
+                return
+            if scope["method"] == "POST" and (params := infer_params(scope["path"])) is not None:
+                scope["path_params"] = params  # the Open Inference Protocol's infer, without Starlette's router
+                await self.v2.infer(scope, receive, send)
                 return
         await self.starlette(scope, receive, send)
 

@@ -8,6 +8,6 @@
 
 from __future__ import annotations
 
-from localserve.v2.routes import INFER_ROUTE, V2Routes
+from localserve.v2.routes import INFER_ROUTE, V2Routes, infer_params
 
-__all__ = ["INFER_ROUTE", "V2Routes"]
+__all__ = ["INFER_ROUTE", "V2Routes", "infer_params"]

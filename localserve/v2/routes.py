@@ -37,6 +37,18 @@ EXTENSIONS = ("binary_tensor_data", "model_configuration", "statistics")
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+def infer_params(path: str) -> dict[str, str] | None:
+    """The path parameters of ``/v2/models/{name}[/versions/{version}]/infer``; None for any other path."""
+    if not (path.startswith("/v2/models/") and path.endswith("/infer")):
+        return None
+    parts = path[len("/v2/models/") : -len("/infer")].split("/")
+    if len(parts) == 1 and parts[0]:
+        return {"name": parts[0]}
+    if len(parts) == 3 and parts[0] and parts[1] == "versions" and parts[2]:
+        return {"name": parts[0], "version": parts[2]}
+    return None
+
+
 class _Asgi:
     """A raw ASGI endpoint for a Starlette Route (an object, so Starlette does not wrap it in a Request)."""
 
