@@ -26,7 +26,7 @@ from localserve.server.pages import Pages
 from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
 from localserve.stats import Stats
-from localserve.v2 import V2Routes, infer_params
+from localserve.v2.routes import V2Routes, infer_params
 
 log = logging.getLogger("localserve")
 

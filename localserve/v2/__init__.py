@@ -4,10 +4,6 @@
 - ``models``: which APIs are V2 models, their metadata and Triton model configuration;
 - ``routes``: the routes, inference going through each API's own engine;
 - ``stats``: Triton's statistics extension from the server's metrics.
+
+The server imports ``localserve.v2.routes``; the codec imports nothing of the server.
 """
-
-from __future__ import annotations
-
-from localserve.v2.routes import INFER_ROUTE, V2Routes, infer_params
-
-__all__ = ["INFER_ROUTE", "V2Routes", "infer_params"]

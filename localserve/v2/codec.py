@@ -141,7 +141,6 @@ def decode_request(
     if not isinstance(given, list):
         raise RequestError(f"The request's 'inputs' must be a list of tensors; got {_kind(given)}.")
     specs = {spec.name: spec for spec in inputs}
-    expected = ", ".join(f"{s.name!r} ({s.datatype} {_shape_text(s.shape)})" for s in inputs)
     feed: dict[str, np.ndarray[Any, Any]] = {}
     offset = 0
     for index, item in enumerate(given):
@@ -152,7 +151,7 @@ def decode_request(
             raise RequestError(f"Input {index} of the request needs a 'name' string; got {_kind(name)}.")
         spec = specs.get(name)
         if spec is None:
-            raise RequestError(f"Unknown input {name!r}; the model expects {expected}.")
+            raise RequestError(f"Unknown input {name!r}; the model expects {_expected(inputs)}.")
         if name in feed:
             raise RequestError(f"Input {name!r} is given twice; each input must be given once.")
         shape = _shape(item.get("shape"), spec)
@@ -177,13 +176,17 @@ def decode_request(
         offset += size
     missing = [spec.name for spec in inputs if spec.name not in feed]
     if missing:
-        raise RequestError(f"Input {missing[0]!r} is missing; the model expects {expected}.")
+        raise RequestError(f"Input {missing[0]!r} is missing; the model expects {_expected(inputs)}.")
     if offset != len(binary):
         raise RequestError(
             f"The body has {len(binary)} bytes after the JSON header but the inputs' binary_data_size add up to "
             f"{offset}; they must be equal."
         )
     return Decoded(feed, request_id, _requested(header.get("outputs"), outputs, default_binary))
+
+
+def _expected(inputs: Sequence[TensorSpec]) -> str:
+    return ", ".join(f"{s.name!r} ({s.datatype} {_shape_text(s.shape)})" for s in inputs)
 
 
 def binary_size(parameters: Mapping[str, Any], name: str) -> int | None:

@@ -22,7 +22,6 @@ from localserve.errors import ClientGone, LocalServeError, NotFound, NotReady, O
 from localserve.logs import access_log
 from localserve.request import Request
 from localserve.response import Reply, error_message
-from localserve.server.wire import request_id_of
 from localserve.v2.codec import HEADER_LENGTH, Decoded, Requested, decode_request, encode_response, parse_header_length
 from localserve.v2.models import VERSION, V2Model, not_a_model, v2_model
 from localserve.v2.stats import model_stats
@@ -65,7 +64,10 @@ class V2Routes:
     """The V2 routes of one replica's ``App``."""
 
     def __init__(self, app: App) -> None:
+        from localserve.server.wire import request_id_of  # here: localserve.server imports this module
+
         self.app = app
+        self.request_id_of = request_id_of
         self._models: dict[str, V2Model] = {}
 
     def routes(self) -> list[BaseRoute]:
@@ -133,7 +135,7 @@ class V2Routes:
         try:
             self.find(scope)
         except LocalServeError as exc:
-            await _send_error(send, exc, request_id_of(scope))
+            await _send_error(send, exc, self.request_id_of(scope))
             return
         await _send_json(send, 200, {"name": scope["path_params"]["name"], "ready": True})
 
@@ -144,7 +146,7 @@ class V2Routes:
         try:
             await _send_json(send, 200, {"model_stats": [self._stats(name) for name in self.names()]})
         except LocalServeError as exc:
-            await _send_error(send, exc, request_id_of(scope))
+            await _send_error(send, exc, self.request_id_of(scope))
 
     def _stats(self, name: str) -> dict[str, Any]:
         if self.app.metrics is None:
@@ -156,7 +158,7 @@ class V2Routes:
             rt, model = self.find(scope)
             value = answer(rt, model)
         except LocalServeError as exc:
-            await _send_error(send, exc, request_id_of(scope))
+            await _send_error(send, exc, self.request_id_of(scope))
             return
         await _send_json(send, 200, value)
 
@@ -165,7 +167,7 @@ class V2Routes:
         """Answer one inference request; it is counted in the API's metrics like a native request."""
         start = time.perf_counter()
         app = self.app
-        request_id = request_id_of(scope)
+        request_id = self.request_id_of(scope)
         rt = app.apis.get(scope["path_params"]["name"])
         if rt is None:
             status = await self._answer(None, scope, receive, send, request_id)
