@@ -14,6 +14,7 @@ import argparse
 import http.client
 import json
 import os
+import shlex
 import struct
 import sys
 import tempfile
@@ -99,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--wrk-threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=32, help="the MLP's max_batch_size")
     parser.add_argument("--interval", default="2ms", help="the MLP's batch_interval")
+    parser.add_argument(
+        "--serve-args", default="", help="more `localserve serve` flags, e.g. --serve-args=--pin-threads"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
@@ -119,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
             "--log-level",
             "warning",
         ]
-        server = ServerProcess([*cmd, "--no-access-log"], port, project / "serve.log", env=env, cwd=project)
+        cmd += ["--no-access-log", *shlex.split(args.serve_args)]
+        server = ServerProcess(cmd, port, project / "serve.log", env=env, cwd=project)
         server.start()
         try:
             server.wait_ready("/mlp", routes["native"][0], timeout=120)
