@@ -432,3 +432,35 @@ def test_tensorflow_savedmodels_are_v2_models(serve, make_project) -> None:
         probabilities, logits = linear_reference(x)
         np.testing.assert_allclose(result.as_numpy("probabilities"), probabilities, rtol=1e-5)
         assert result.as_numpy("label").tolist() == logits.argmax(axis=1).tolist()
+
+
+def test_a_model_that_failed_to_load_answers_503(make_project, monkeypatch) -> None:
+    import time
+
+    from starlette.testclient import TestClient
+
+    from localserve.config import load_config
+    from localserve.server import ServeOptions, create_app
+
+    project = make_project({"cortex.yaml": "- {kind: api, name: broken, model: missing.onnx}\n"})
+    monkeypatch.chdir(project)
+    app = create_app(load_config(project), ServeOptions(keep_going=True))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        deadline = time.monotonic() + 30
+        while app.apis["broken"].state == "loading":  # a state of the server, not a duration
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        body = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}
+        for response in (
+            client.get("/v2/models/broken"),
+            client.get("/v2/models/broken/ready"),
+            client.post("/v2/models/broken/infer", json=body),
+        ):
+            assert response.status_code == 503
+            assert response.headers["retry-after"] == "1"
+            assert response.json() == {
+                "error": "api 'broken' is not ready: it failed to load: Model 'missing.onnx' not found: missing.onnx "
+                "does not exist (relative paths start at the project directory .)."
+            }
+        assert client.get("/v2/health/ready").status_code == 503
+        assert client.get("/v2/health/live").status_code == 200
