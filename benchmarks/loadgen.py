@@ -43,6 +43,7 @@ class LoadResult:
 WRK_SCRIPT = """
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "%(content_type)s"
+%(extra_headers)s
 local file = assert(io.open([==[%(body_path)s]==], "rb"))
 wrk.body = file:read("*a")
 file:close()
@@ -89,11 +90,14 @@ def run_wrk(
     duration: float,
     threads: int = 1,
     content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
 ) -> LoadResult:
+    """``headers``: more request headers (the Open Inference Protocol's Inference-Header-Content-Length)."""
     with tempfile.NamedTemporaryFile("wb", suffix=".body", delete=False) as body_file:
         body_file.write(body)  # read by the script: a JPEG cannot sit inside Lua source
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(WRK_SCRIPT % {"body_path": body_file.name, "content_type": content_type})
+        extra = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in (headers or {}).items())
+        script.write(WRK_SCRIPT % {"body_path": body_file.name, "content_type": content_type, "extra_headers": extra})
     try:
         cmd = [
             "wrk",
@@ -135,6 +139,7 @@ def run_python(
     duration: float,
     content_type: str = "application/json",
     processes: int = 1,
+    headers: dict[str, str] | None = None,
 ) -> LoadResult:
     """``concurrency`` connections shared by ``processes`` generator processes (one core each at most)."""
     processes = max(1, min(processes, concurrency))
@@ -143,6 +148,8 @@ def run_python(
         f.write(body)
     cmd = [sys.executable, __file__, "--port", str(port), "--path", path, "--body-file", f.name]
     cmd += ["--content-type", content_type, "--duration", str(duration)]
+    for key, value in (headers or {}).items():
+        cmd += ["--header", f"{key}: {value}"]
     children = [
         subprocess.Popen([*cmd, "--concurrency", str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for n in shares
@@ -237,10 +244,17 @@ async def _client(port: int, request: bytes, deadline: float, latencies: list[fl
 
 
 async def _generate(
-    port: int, path: str, body: bytes, content_type: str, concurrency: int, duration: float
+    port: int,
+    path: str,
+    body: bytes,
+    content_type: str,
+    concurrency: int,
+    duration: float,
+    headers: tuple[str, ...] = (),
 ) -> dict[str, object]:
+    extra = "".join(f"{line}\r\n" for line in headers)
     request = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: {content_type}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: {content_type}\r\n{extra}"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     latencies: list[float] = []
@@ -260,13 +274,16 @@ def main() -> None:
     parser.add_argument("--content-type", default="application/json")
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--duration", type=float, required=True)
+    parser.add_argument("--header", action="append", default=[], help="'Name: value', repeatable")
     args = parser.parse_args()
     try:
         from uvloop import run as run_loop
     except ImportError:
         run_loop = asyncio.run
     body = Path(args.body_file).read_bytes()
-    result = run_loop(_generate(args.port, args.path, body, args.content_type, args.concurrency, args.duration))
+    result = run_loop(
+        _generate(args.port, args.path, body, args.content_type, args.concurrency, args.duration, tuple(args.header))
+    )
     print(json.dumps(result))
 
 

@@ -119,3 +119,19 @@ def test_asyncapi_benchmark_prints_its_figures() -> None:
         proc.stdout,
         re.M,
     ), proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("generator", ["wrk", "python"])
+def test_v2_benchmark_prints_the_three_routes_and_the_ratio(generator: str) -> None:
+    """benchmarks/v2.py: every route answered 200 throughout (the V2 binary header travels with the load)."""
+    if generator == "wrk" and shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "v2.py"), "--duration", "1", "--warmup", "0.2"]
+    cmd += ["--concurrency", "4", "--loadgen", generator]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT / "benchmarks")
+    assert proc.returncode == 0, proc.stderr
+    for route in ("v2-binary", "v2-json", "native"):
+        # req/s, p50, p99, then 0 non-2xx and 0 errors, then server CPU per request
+        assert re.search(rf"^{route}\s+\d+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+[\d.]+$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^V2 binary / V2 JSON throughput: [\d.]+x$", proc.stdout, re.M), proc.stdout

@@ -55,7 +55,7 @@ def get(api: str | None, url: str, as_json: bool) -> None:
 
 @click.group()
 def export() -> None:
-    """Write deployment files: Kubernetes manifests, a .dockerignore."""
+    """Write deployment files: Kubernetes manifests, KServe InferenceServices, a .dockerignore."""
 
 
 @export.command("kubernetes")
@@ -88,6 +88,24 @@ def export_kubernetes(
         config = with_async_store(config, async_store)
     source = config_file if config_file is not None else find_config_file(config.project)
     click.echo(kubernetes_manifests(config, image, graceful_timeout=graceful_timeout, config_file=source), nl=False)
+
+
+@export.command("kserve")
+@project_options
+@click.option("--image", required=True, help="The image KServe runs, e.g. registry.example/iris:1.")
+@fail_on_errors
+def export_kserve(project: Path, config_file: Path | None, image: str) -> None:
+    """Print a ServingRuntime and an InferenceService per API (Open Inference Protocol for model APIs).
+
+    \b
+    localserve export kserve --image registry.example/iris:1 > kserve.yaml && kubectl apply -f kserve.yaml
+    """
+    from localserve.config import find_config_file, load_config
+    from localserve.export import kserve_manifests
+
+    config = load_config(project, config_file)
+    source = config_file if config_file is not None else find_config_file(config.project)
+    click.echo(kserve_manifests(config, image, config_file=source), nl=False)
 
 
 @export.command("dockerignore")

@@ -18,7 +18,9 @@ class Job:
 
     ``future`` is resolved on the event loop with a Reply or an exception. ``finish`` turns the
     model's output into the Reply (post_inference, or a protocol's own encoding); it runs on the
-    API's threads like every other stage of user code.
+    API's threads like every other stage of user code. ``prepare``, when set, turns the request
+    into the model's feed in place of the endpoint's ``prepare`` (a protocol that feeds the model
+    directly, such as the Open Inference Protocol, with no pre_inference).
     """
 
     __slots__ = (
@@ -27,6 +29,7 @@ class Job:
         "gone",
         "listener",
         "loop",
+        "prepare",
         "request",
         "send",
         "started",
@@ -40,10 +43,12 @@ class Job:
         request: Request,
         loop: asyncio.AbstractEventLoop,
         finish: Callable[[Request, Any], Any] | None = None,
+        prepare: Callable[[Request], Any] | None = None,
     ) -> None:
         self.request = request
         self.loop = loop
         self.finish = finish
+        self.prepare = prepare
         self.future: asyncio.Future[Any] = loop.create_future()
         self.state = QUEUED
         self.started = loop.time()

@@ -103,10 +103,15 @@ class Lifecycle:
         del body
         return await self.run(request, receive, send)
 
-    async def run(self, request: Request, receive: Receive, send: Send, finish: Any = None) -> Reply:
-        """Queue ``request`` on the API's threads and wait for its Reply (raised errors are the answer)."""
+    async def run(
+        self, request: Request, receive: Receive, send: Send, finish: Any = None, prepare: Any = None
+    ) -> Reply:
+        """Queue ``request`` on the API's threads and wait for its Reply (raised errors are the answer).
+
+        ``finish`` and ``prepare`` replace the endpoint's stages for this request (see ``Job``).
+        """
         loop = asyncio.get_running_loop()
-        job = Job(request, loop, finish)
+        job = Job(request, loop, finish, prepare)
         job.send = send
         self.pipeline.submit(job)
         del request

@@ -237,7 +237,7 @@ class Pipeline:
         for job in jobs:
             self._enter(job)
             try:
-                prepared = endpoint.prepare(job.request)
+                prepared = (job.prepare or endpoint.prepare)(job.request)
             except BaseException as exc:
                 done.append((job, _error(exc, self.name)))
                 continue

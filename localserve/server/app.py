@@ -21,6 +21,7 @@ from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.protocols.asyncapi import AsyncJobs
+from localserve.protocols.v2.routes import V2Routes, infer_params
 from localserve.response import error_body
 from localserve.server.api import ApiRuntime, ServeOptions, state_of
 from localserve.server.methods import answer_method
@@ -63,6 +64,7 @@ class App:
         self.loading: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._cancel_timer: asyncio.TimerHandle | None = None
+        self.v2 = V2Routes(self)
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz),
@@ -70,7 +72,7 @@ class App:
                 Route("/v2/health/live", self.healthz),
                 Route("/readyz", self.readyz),
                 Route("/v2/health/ready", self.readyz),
-                Route("/v2/models/{name}/ready", self.model_ready),
+                *self.v2.routes(),
                 Route("/metrics", self.metrics_route),
                 Route("/stats", self.all_stats),
                 Route("/{name}/stats", self.api_stats),
@@ -92,6 +94,10 @@ class App:
                 return
             if route is not None:
                 await send_reply(send, json_reply(200, route[0].describe()), request_id_of(scope))
+                return
+            if scope["method"] == "POST" and (params := infer_params(scope["path"])) is not None:
+                scope["path_params"] = params  # the Open Inference Protocol's infer, without Starlette's router
+                await self.v2.infer(scope, receive, send)
                 return
         await self.starlette(scope, receive, send)
 
@@ -227,13 +233,6 @@ class App:
         return JSONResponse(
             {"status": "ready" if ready else "not ready", "apis": apis}, status_code=200 if ready else 503
         )
-
-    async def model_ready(self, request: StarletteRequest) -> Response:
-        """GET /v2/models/{name}/ready: 200 when the API is loaded, else 503."""
-        rt = self.apis.get(request.path_params["name"])
-        if rt is None:
-            return await self.not_found(request, NotFound("no such model"))
-        return JSONResponse(state_of(rt), status_code=200 if rt.state == "ready" else 503)
 
     async def metrics_route(self, request: StarletteRequest) -> Response:
         """GET /metrics: the Prometheus text of every replica, with the trackers."""

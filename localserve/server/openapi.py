@@ -262,10 +262,6 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
             {JSON: {"schema": {"type": "object"}}},
         ),
     }
-    for name in apis:
-        paths[f"/v2/models/{name}/ready"] = _get(
-            f"{name!r} is loaded (Open Inference Protocol)", "v2", f"v2_ready_{name}", {JSON: {"schema": {}}}, 503
-        )
     return paths
 
 
@@ -308,13 +304,15 @@ def openapi_document(apis: Sequence[ApiDoc], *, title: str = "localserve", beare
     return document
 
 
-def _v2_tensor(spec: dict[str, Any]) -> dict[str, Any]:
-    shape = [d if isinstance(d, int) and d >= 0 else -1 for d in (spec.get("shape") or [])]
+def _v2_tensor(spec: dict[str, Any], *, concrete: bool = False) -> dict[str, Any]:
+    """A V2 tensor's name, datatype and shape: free dimensions are -1 (1 with ``concrete``, for an example)."""
+    free = 1 if concrete else -1
+    shape = [d if isinstance(d, int) and d >= 0 else free for d in (spec.get("shape") or [])]
     return {"name": spec["name"], "datatype": _V2_DATATYPES.get(spec["type"], spec["type"].upper()), "shape": shape}
 
 
 def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
-    """Add the Open Inference Protocol's server, model metadata and infer routes for ``apis`` (models only)."""
+    """Add the Open Inference Protocol's routes for the ``apis`` that are V2 models (a model run by localserve)."""
     schemas = document["components"]["schemas"]
     schemas["V2Tensor"] = {
         "type": "object",
@@ -339,11 +337,23 @@ def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
     }
     paths = document["paths"]
     paths["/v2"] = _get("Server metadata (Open Inference Protocol)", "v2", "v2_server", {JSON: {"schema": {}}})
-    for api in apis:
-        if api.model_format is None:
-            continue
+    any_json = {JSON: {"schema": {"type": "object"}}}
+    models = [api for api in apis if api.model_format is not None and api.kind == "request_handler"]
+    if models:
+        paths["/v2/models/stats"] = _get(
+            "Statistics of every model (Triton's extension)", "v2", "v2_stats", any_json, 404
+        )
+    for api in models:
+        for tail, summary, operation in (
+            ("ready", f"{api.name!r} is loaded", "v2_ready"),
+            ("config", f"Triton's model configuration of {api.name!r}", "v2_config"),
+            ("stats", f"Statistics of {api.name!r} (Triton's extension)", "v2_stats"),
+        ):
+            paths[f"/v2/models/{api.name}/{tail}"] = _get(summary, "v2", f"{operation}_{api.name}", any_json, 404, 503)
         example = {
-            "inputs": [{**_v2_tensor(i), "data": tensor_example(i["type"], i["shape"])} for i in api.inputs],
+            "inputs": [
+                {**_v2_tensor(i, concrete=True), "data": tensor_example(i["type"], i["shape"])} for i in api.inputs
+            ],
         }
         paths[f"/v2/models/{api.name}"] = _get(
             f"Metadata of {api.name!r}: inputs and outputs with datatypes and shapes",

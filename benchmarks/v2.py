@@ -1,0 +1,167 @@
+"""The MLP over the Open Inference Protocol (binary and JSON tensors) and the native route, in one run.
+
+    python benchmarks/v2.py [--duration 5] [--concurrency 64] [--rounds 2] [--loadgen wrk|python]
+
+One localserve server (one replica, the MLP as a raw model with dynamic batching) answers all
+three routes; each is loaded in turn at the same concurrency with the same load generator
+(rounds alternate the order), after a warm-up. One sample a request: 256 FP32 features in, 10
+out. Prints req/s, p50/p99 per route and the binary/JSON ratio; asserts no time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shlex
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+import loadgen
+from onnx_models import build_mlp
+from procs import ServerProcess, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = """\
+- kind: api
+  name: mlp
+  model: mlp.onnx
+  batching: {{max_batch_size: {batch}, batch_interval: {interval}}}
+"""
+
+
+def bodies(features: list[float], input_name: str) -> dict[str, tuple[bytes, dict[str, str], str]]:
+    """route -> (body, extra headers, content type) for one sample of the MLP."""
+    tensor = {"name": input_name, "shape": [1, len(features)], "datatype": "FP32"}
+    as_json = {"inputs": [{**tensor, "data": features}], "outputs": [{"name": "output"}]}
+    header = json.dumps(
+        {
+            "inputs": [{**tensor, "parameters": {"binary_data_size": 4 * len(features)}}],
+            "outputs": [{"name": "output", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
+    binary = header + struct.pack(f"<{len(features)}f", *features)
+    return {
+        "v2-binary": (binary, {"Inference-Header-Content-Length": str(len(header))}, "application/octet-stream"),
+        "v2-json": (json.dumps(as_json).encode(), {}, "application/json"),
+        "native": (json.dumps({input_name: [features]}).encode(), {}, "application/json"),
+    }
+
+
+PATHS = {"v2-binary": "/v2/models/mlp/infer", "v2-json": "/v2/models/mlp/infer", "native": "/mlp"}
+
+
+def load(args: argparse.Namespace, port: int, route: str, body: tuple[bytes, dict[str, str], str], seconds: float):
+    data, headers, content_type = body
+    if args.loadgen == "wrk":
+        return loadgen.run_wrk(
+            port, PATHS[route], data, args.concurrency, seconds, args.wrk_threads, content_type, headers
+        )
+    return loadgen.run_python(port, PATHS[route], data, args.concurrency, seconds, content_type, 1, headers)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its descendants so far (Linux /proc)."""
+    from procs import _children
+
+    children = _children()
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        todo.extend(children.get(current, []))
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def check(port: int, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", path, body, headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds of load per route and round")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=1, help="each round loads every route once, order alternating")
+    parser.add_argument("--loadgen", choices=["wrk", "python"], default="wrk" if loadgen.wrk_available() else "python")
+    parser.add_argument("--wrk-threads", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=32, help="the MLP's max_batch_size")
+    parser.add_argument("--interval", default="2ms", help="the MLP's batch_interval")
+    parser.add_argument(
+        "--serve-args", default="", help="more `localserve serve` flags, e.g. --serve-args=--pin-threads"
+    )
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp)
+        model = build_mlp(project)
+        (project / "cortex.yaml").write_text(CONFIG.format(batch=args.batch, interval=args.interval))
+        features = json.loads(model.body)["input"]
+        routes = bodies(features, "input")
+        port = free_port()
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        cmd = [
+            sys.executable,
+            "-m",
+            "localserve",
+            "serve",
+            "--no-install",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
+        cmd += ["--no-access-log", *shlex.split(args.serve_args)]
+        server = ServerProcess(cmd, port, project / "serve.log", env=env, cwd=project)
+        server.start()
+        try:
+            server.wait_ready("/mlp", routes["native"][0], timeout=120)
+            for route, (data, headers, content_type) in routes.items():  # every route answers before the load
+                status, answer = check(port, PATHS[route], data, {"Content-Type": content_type, **headers})
+                if status != 200:
+                    raise RuntimeError(f"{route}: {status} {answer[:300]!r}")
+            results: dict[str, list] = {route: [] for route in routes}
+            for round_index in range(args.rounds):
+                order = list(routes) if round_index % 2 == 0 else list(reversed(routes))
+                for route in order:
+                    load(args, port, route, routes[route], args.warmup)
+                    assert server.proc is not None
+                    before = cpu_seconds(server.proc.pid)
+                    result = load(args, port, route, routes[route], args.duration)
+                    used = cpu_seconds(server.proc.pid) - before
+                    results[route].append((result, 1000 * used / max(1, result.requests)))
+        finally:
+            server.stop()
+    print(
+        f"MLP 256-1024-1024-10, one sample a request, concurrency {args.concurrency}, {args.duration:g} s x "
+        f"{args.rounds} round(s), loadgen {args.loadgen}, batching max {args.batch} / {args.interval}, one replica"
+    )
+    print(
+        f"{'route':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7} {'server CPU ms/req':>18}"
+    )
+    rps: dict[str, float] = {}
+    for route, runs in results.items():
+        best, cpu = sorted(runs, key=lambda r: r[0].rps)[len(runs) // 2]  # the median round
+        rps[route] = best.rps
+        print(
+            f"{route:<10} {best.rps:>9.0f} {best.p50_ms:>8.2f} {best.p99_ms:>8.2f} {best.non2xx:>8} {best.errors:>7} "
+            f"{cpu:>18.3f}"
+        )
+    if rps["v2-json"]:
+        print(f"V2 binary / V2 JSON throughput: {rps['v2-binary'] / rps['v2-json']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

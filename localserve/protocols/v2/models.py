@@ -1,0 +1,123 @@
+"""Which APIs are V2 models, and what V2 says about them (metadata, Triton's model configuration).
+
+An API is a V2 model when the engine itself runs its ONNX or TensorFlow model (a Cortex API with a
+model and an optional request handler): V2 requests then feed that model directly, skipping
+``pre_inference``/``post_inference``. ABEJA handlers and predictors (which call their model
+themselves, if they have one) have no tensor interface, so V2 lists them nowhere and answers 404
+for them with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from localserve.protocols.v2.codec import TensorSpec, datatype_of_name
+
+if TYPE_CHECKING:
+    from localserve.server.api import ApiRuntime
+
+PLATFORMS = {"onnx": "onnx_onnxv1", "tensorflow": "tensorflow_savedmodel"}
+VERSION = "1"  # localserve serves one version of each model
+
+
+@dataclass(frozen=True)
+class V2Model:
+    """One API seen as a V2 model (read from the loaded model)."""
+
+    name: str
+    platform: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]  # the tensor outputs (an ONNX sequence or map has no V2 datatype)
+    output_order: tuple[str, ...]  # every output's name, in the order a list-returning runtime (ONNX) gives them
+    max_batch_size: int  # the engine's batching (Triton's meaning: 0 = no batching, dims are whole shapes)
+    keep_bytes: bool  # BYTES stay bytes (TensorFlow) or are decoded as UTF-8 (onnxruntime)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "versions": [VERSION],
+            "platform": self.platform,
+            "inputs": [spec.metadata() for spec in self.inputs],
+            "outputs": [spec.metadata() for spec in self.outputs],
+        }
+
+    def config(self) -> dict[str, Any]:
+        """Triton's model configuration (what perf_analyzer and tritonclient read)."""
+        batched = self.max_batch_size > 0
+
+        def tensor(spec: TensorSpec) -> dict[str, Any]:
+            dims = list(spec.shape or [-1])
+            return {
+                "name": spec.name,
+                "data_type": f"TYPE_{_config_type(spec.datatype)}",
+                "dims": dims[1:] if batched else dims,
+            }
+
+        return {
+            "name": self.name,
+            "platform": self.platform,
+            "backend": self.platform.split("_")[0],
+            "version_policy": {"latest": {"num_versions": 1}},
+            "max_batch_size": self.max_batch_size,
+            "input": [tensor(spec) for spec in self.inputs],
+            "output": [tensor(spec) for spec in self.outputs],
+            **({"dynamic_batching": {}} if batched else {}),
+        }
+
+
+def _config_type(datatype: str) -> str:
+    return "STRING" if datatype == "BYTES" else datatype
+
+
+def not_a_model(rt: ApiRuntime) -> str | None:
+    """Why API ``rt`` is no V2 model (None when it is one, loaded or not)."""
+    api = rt.api
+    if api.kind == "abeja":
+        return (
+            f"API {api.name!r} is an ABEJA handler, which takes requests, not tensors; the Open Inference Protocol "
+            "serves only APIs whose ONNX or TensorFlow model localserve runs itself. Use its own route "
+            f"(/{api.name})."
+        )
+    if api.predictor is not None:
+        return (
+            f"API {api.name!r} is a {api.predictor.type}, whose predict() runs any model itself; the Open Inference "
+            "Protocol serves only APIs whose ONNX or TensorFlow model localserve runs itself (a model with an "
+            f"optional request_handler). Use its own route (/{api.name})."
+        )
+    if api.model_format not in PLATFORMS:
+        return f"API {api.name!r} has no ONNX or TensorFlow model, so it has no tensors to serve over V2."
+    return None
+
+
+def v2_model(rt: ApiRuntime) -> V2Model | None:
+    """The V2 view of a loaded API (None before it is loaded, or when it is no V2 model)."""
+    model = getattr(rt.endpoint, "model", None)
+    if rt.state != "ready" or model is None or not_a_model(rt) is not None:
+        return None
+    described = model.describe()
+    inputs = tuple(_spec(item) for item in described.get("inputs", []))
+    every = tuple(_spec(item) for item in described.get("outputs", []))
+    outputs = tuple(spec for spec in every if spec.datatype)
+    batching = rt.api.batching
+    batchable = all(spec.shape is not None and spec.shape and spec.shape[0] == -1 for spec in inputs + outputs)
+    return V2Model(
+        name=rt.api.name,
+        platform=PLATFORMS[model.format],
+        inputs=inputs,
+        outputs=outputs,
+        output_order=tuple(spec.name for spec in every),
+        max_batch_size=batching.max_batch_size if batching is not None and batchable else 0,
+        keep_bytes=model.format == "tensorflow",
+    )
+
+
+def _spec(item: dict[str, Any]) -> TensorSpec:
+    """A TensorSpec from ``Model.describe``'s {"name", "type", "shape"}: named or unknown dimensions are -1.
+
+    A type V2 has no datatype for (an ONNX sequence or map) gets the empty datatype; such outputs
+    are left out, and such an input makes every request fail with a message naming it.
+    """
+    shape = item.get("shape")
+    dims = None if shape is None else tuple(d if isinstance(d, int) and d >= 0 else -1 for d in shape)
+    return TensorSpec(str(item["name"]), datatype_of_name(str(item["type"])) or "", dims)
