@@ -20,12 +20,12 @@ from localserve.engine.lifecycle import Receive, Scope, Send
 from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
+from localserve.metrics.summary import StatsSummary
 from localserve.response import error_body
 from localserve.server.methods import answer_method
 from localserve.server.pages import Pages
 from localserve.server.runtime import ApiRuntime, ServeOptions, state_of
 from localserve.server.wire import request_id_of
-from localserve.stats import Stats
 
 log = logging.getLogger("localserve")
 
@@ -42,11 +42,13 @@ class App:
         self.config = config
         self.options = options or ServeOptions()
         self.on_fatal = on_fatal
-        self.metrics = Metrics([api.name for api in config.apis]) if self.options.metrics else None
-        if not self.options.access_log:
-            logging.getLogger("localserve.access").setLevel(logging.WARNING)
-        self.stats = Stats.from_config(config.apis)
+        # One source of figures: /metrics, /stats, `localserve get` and the dashboard all read these.
+        # With --no-metrics nothing is counted (the tracker still is) and /metrics answers 404.
+        self.figures = Metrics([api.name for api in config.apis], directory=self.options.metrics_dir)
+        self.metrics = self.figures if self.options.metrics else None
+        self.access_log = self.options.access_log
         self.apis = {api.name: ApiRuntime(api, config, self.options, self.metrics) for api in config.apis}
+        self.stats = StatsSummary(self.figures, config.apis, lambda name: self.apis[name].state)
         self.routes: dict[str, tuple[ApiRuntime, bool]] = {}  # path -> (api, is the /predict form)
         for rt in self.apis.values():
             self.routes[f"/{rt.api.name}"] = (rt, False)
@@ -110,9 +112,7 @@ class App:
         for rt in self.apis.values():
             try:
                 await rt.load()
-                self.stats.set_status(rt.api.name, "ready")
             except LocalServeError as exc:
-                self.stats.set_status(rt.api.name, "failed")
                 log.error("%s", exc)
                 if not self.options.keep_going:
                     if self.on_fatal is None:
@@ -135,8 +135,7 @@ class App:
         except AttributeError:
             log.warning("--pin-threads: this platform cannot pin threads to cores; ignored")
             return
-        replica = int(os.environ.get("LOCALSERVE_REPLICA", "0") or 0)
-        cpus = {allowed[replica % len(allowed)]}
+        cpus = {allowed[self.options.replica % len(allowed)]}
         os.sched_setaffinity(0, cpus)  # this thread: the event loop
         for rt in self.apis.values():
             rt.pipeline.pin(cpus)
@@ -166,9 +165,6 @@ class App:
         if self._cancel_timer is not None:
             self._cancel_timer.cancel()
         self.cancel_waiting()
-        self.stats.close()
-        if self.metrics is not None:
-            self.metrics.close()
         flush_access_log()
 
     @property
@@ -177,27 +173,25 @@ class App:
 
     # -- the hot path -----------------------------------------------------------------------------
     async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request of ``rt``'s API, and count it once: metrics, tracker, access log."""
         start = time.perf_counter()
-        name = rt.api.name
-        metrics = self.metrics
         request_id = request_id_of(scope)
-        rt.in_flight += 1
-        if metrics is not None:
-            metrics.request_started(name)
+        counted = rt.counted
+        if counted is not None:
+            counted.in_flight.inc()
         status = 500
         value = None
         try:
             status, value = await rt.lifecycle.serve(scope, receive, send, request_id)
         finally:
-            rt.in_flight -= 1
             seconds = time.perf_counter() - start
-            if metrics is not None:
-                metrics.request_finished(name, status, seconds)
-            if status != 499:
-                self.stats.record_request(name, status, seconds)
-            access_log(scope["method"], scope["path"], name, status, seconds, request_id)
+            if counted is not None:
+                counted.in_flight.dec()
+                self.figures.count(counted, status, seconds)
+            if self.access_log:
+                access_log(scope["method"], scope["path"], rt.api.name, status, seconds, request_id)
         if rt.api.tracker is not None and 200 <= status < 300:
-            self.stats.record_prediction(name, value)
+            self.stats.record_prediction(rt.api.name, value)
 
     # -- the other routes -------------------------------------------------------------------------
     async def healthz(self, request: StarletteRequest) -> Response:

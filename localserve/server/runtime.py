@@ -32,6 +32,12 @@ class ServeOptions:
     graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
     hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
     api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
+    # Given by the supervisor to each replica (one process: the defaults).
+    replica: int = 0  # this replica's index (--pin-threads picks the core by it)
+    replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
+    metrics_dir: str | None = None  # prometheus_client's multiprocess folder of a serve with replicas
+    log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
+    log_level: str = "info"  # --log-level
 
 
 class ApiRuntime:
@@ -49,6 +55,7 @@ class ApiRuntime:
             gpu=api.compute.gpu > 0,
             allow_cpu_fallback=options.allow_cpu_fallback,
             cuda_options=api.cuda_options,
+            replicas=options.replicas,
         )
         endpoint_options = EndpointOptions(project=config.project, load=load)
         hooks = Hooks()
@@ -65,7 +72,7 @@ class ApiRuntime:
         self.lifecycle = Lifecycle(
             self.pipeline, max_body_size=options.max_body_size, status=self._status, hide_errors=options.hide_errors
         )
-        self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending)
+        self.counted = None if metrics is None else metrics.api(api.name)  # this API's request metrics
 
     def _status(self) -> tuple[str, str | None]:
         return self.state, self.error
