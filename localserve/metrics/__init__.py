@@ -19,7 +19,7 @@ when it is imported); ``Metrics(directory=...)`` then reads every replica's file
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from glob import glob
 
 from prometheus_client import (
@@ -196,6 +196,18 @@ class Metrics:
         if histogram is None:
             histogram = children.stages[stage] = self.stage.labels(api, stage)
         histogram.observe(seconds)
+
+    @property
+    def multiprocess(self) -> bool:
+        """Whether values must be written as they change (replicas); alone, gauges are read at scrape time."""
+        return self.directory is not None
+
+    def read_live(self, api: str, in_flight: Callable[[], float], queue_depth: Callable[[], float]) -> None:
+        """Alone: the in-flight and queue gauges of ``api`` are read from these at each scrape, so a
+        request pays nothing for them (prometheus_client's ``set_function``). Not for replicas."""
+        children = self.api(api)
+        children.in_flight.set_function(in_flight)
+        children.queue_depth.set_function(queue_depth)
 
     def set_queue_depth(self, api: str, n: int) -> None:
         """``n`` requests of ``api`` wait for a worker thread in this replica."""

@@ -177,16 +177,19 @@ class App:
         start = time.perf_counter()
         request_id = request_id_of(scope)
         counted = rt.counted
-        if counted is not None:
-            counted.in_flight.inc()
+        rt.in_flight += 1
+        if rt.write_in_flight:
+            counted.in_flight.inc()  # type: ignore[union-attr]
         status = 500
         value = None
         try:
             status, value = await rt.lifecycle.serve(scope, receive, send, request_id)
         finally:
             seconds = time.perf_counter() - start
+            rt.in_flight -= 1
             if counted is not None:
-                counted.in_flight.dec()
+                if rt.write_in_flight:
+                    counted.in_flight.dec()
                 self.figures.count(counted, status, seconds)
             if self.access_log:
                 access_log(scope["method"], scope["path"], rt.api.name, status, seconds, request_id)

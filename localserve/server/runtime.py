@@ -63,7 +63,8 @@ class ApiRuntime:
             endpoint_options.observe = functools.partial(metrics.observe_stage, api.name)
             endpoint_options.metrics_client = metrics.client(api.name)
             hooks = Hooks(
-                depth=functools.partial(metrics.set_queue_depth, api.name),
+                # Alone, the queue depth is read at scrape time (read_live below); replicas write it.
+                depth=functools.partial(metrics.set_queue_depth, api.name) if metrics.multiprocess else None,
                 batch=functools.partial(metrics.observe_batch, api.name),
                 stage=endpoint_options.observe,
             )
@@ -72,7 +73,11 @@ class ApiRuntime:
         self.lifecycle = Lifecycle(
             self.pipeline, max_body_size=options.max_body_size, status=self._status, hide_errors=options.hide_errors
         )
+        self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending); loop only
         self.counted = None if metrics is None else metrics.api(api.name)  # this API's request metrics
+        self.write_in_flight = metrics is not None and metrics.multiprocess  # else the gauge reads in_flight
+        if metrics is not None and not metrics.multiprocess:
+            metrics.read_live(api.name, lambda: self.in_flight, lambda: self.pipeline.depth)
 
     def _status(self) -> tuple[str, str | None]:
         return self.state, self.error
