@@ -337,6 +337,7 @@ class Supervisor:
                 [sys.executable, "-m", "localserve.replica", str(settings_r), str(sock.fileno()), str(ready_w)],
                 env={**os.environ, **self.replica_env(index)},
                 pass_fds=(settings_r, sock.fileno(), ready_w),
+                stdin=subprocess.DEVNULL,
             )
         finally:
             os.close(settings_r)
