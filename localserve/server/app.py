@@ -178,8 +178,8 @@ class App:
         request_id = request_id_of(scope)
         counted = rt.counted
         rt.in_flight += 1
-        if rt.write_in_flight:
-            counted.in_flight.inc()  # type: ignore[union-attr]
+        if counted is not None and rt.write_in_flight:
+            counted.in_flight.inc()
         status = 500
         value = None
         try:
