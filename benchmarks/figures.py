@@ -1,6 +1,7 @@
 """Headline figures for localserve: one-shot run, start to ready, serving overhead, metrics cost, `get`.
 
     python benchmarks/figures.py [--runs 5] [--requests 300]
+    python benchmarks/figures.py --only metrics       # section 4 alone: metrics on vs --no-metrics
 
 Runs localserve from this checkout (``PYTHONPATH=<checkout> python -m localserve ...``) against the
 bundled examples, prints every command line it ran and the medians it measured, and never asserts a
@@ -393,6 +394,9 @@ def main() -> int:
     parser.add_argument(
         "--metrics-rounds", type=int, default=3, help="alternating rounds of the metrics-cost A/B (default 3)"
     )
+    parser.add_argument(
+        "--only", choices=["metrics"], help="run one section only: 'metrics' (the metrics-cost A/B of section 4)"
+    )
     opts = parser.parse_args()
     if opts.runs < 1 or opts.requests < 1:
         parser.error("--runs and --requests must be at least 1")
@@ -405,6 +409,10 @@ def main() -> int:
     print(f"all commands run from {ROOT}")
     with tempfile.TemporaryDirectory(prefix="localserve-figures-") as tmp_s:
         tmp = Path(tmp_s)
+        if opts.only == "metrics":
+            metrics_cost(tmp, rounds=opts.metrics_rounds)
+            print(f"\ntotal {time.perf_counter() - t_start:.0f} s, load avg {os.getloadavg()[0]:.2f}")
+            return 0
         one_shot(opts.runs, tmp)
         print(load())
         start_to_ready(opts.runs, tmp)

@@ -1,9 +1,13 @@
 """Serve on one port with one process, or with N replica processes that share the listening socket.
 
-The parent binds the port once and hands the socket to each replica (spawned, not forked, so
-no replica inherits a half-initialised runtime). A replica that dies is started again while
-the others keep answering on the same port; SIGTERM/SIGINT stop every replica gracefully.
-With GPUs visible, replicas are spread over them through CUDA_VISIBLE_DEVICES.
+The parent binds the port once and hands the socket to each replica, a fresh Python process
+(``python -m localserve.replica``, not forked, so no replica inherits a half-initialised runtime).
+Its settings travel explicitly: the config and ``ServeOptions`` (replica index and count, metrics
+folder, log settings) are pickled into a pipe the replica reads first. Its environment is this
+process's plus two variables set for it at spawn, and nowhere else: ``PROMETHEUS_MULTIPROC_DIR``
+(prometheus_client's multiprocess mode reads it when it is imported) and, with GPUs visible,
+``CUDA_VISIBLE_DEVICES`` to spread the replicas over them. A replica that dies is started again
+while the others keep answering on the same port; SIGTERM/SIGINT stop every replica gracefully.
 """
 
 from __future__ import annotations
@@ -11,24 +15,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import multiprocessing
 import os
+import pickle
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing.process import BaseProcess
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 
 from localserve.compat import enter_replica
 from localserve.compat.hosts import serve_api_hosts
 from localserve.config import ServeConfig
 from localserve.errors import LocalServeError
 from localserve.logs import capture_prints
+from localserve.metrics import MULTIPROC_ENV
 from localserve.server import ServeOptions, create_app
 from localserve.server.protocol import HttpLimits
 
@@ -48,8 +54,6 @@ def serve_forever(
     port: int,
     replicas: int | None = None,
     graceful_timeout: float = 30.0,
-    log_format: str | None = None,
-    log_level: str = "info",
     limits: HttpLimits | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
@@ -73,7 +77,6 @@ def serve_forever(
     supervisor = Supervisor(
         config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout, limits=limits
     )
-    supervisor.log_settings = (log_format, log_level)
     return supervisor.run()
 
 
@@ -173,34 +176,87 @@ def _serve(
     return code
 
 
-def _replica_main(
-    config: ServeConfig,
-    options: ServeOptions,
-    sock: socket.socket,
-    host: str,
-    port: int,
-    graceful_timeout: float,
-    env: dict[str, str],
-    log_settings: tuple[str | None, str],
-    limits: HttpLimits,
-    ready: Any,  # a multiprocessing Event, set once every API of this replica is loaded
-) -> None:
-    os.environ.update(env)
+@dataclass(frozen=True)
+class ReplicaStart:
+    """Everything a replica process needs, sent to it through a pipe (see ``localserve.replica``)."""
+
+    config: ServeConfig
+    options: ServeOptions  # with the replica's index and count, the metrics folder, the log settings
+    host: str
+    port: int
+    graceful_timeout: float
+    limits: HttpLimits
+
+
+def run_replica(start: ReplicaStart, sock: socket.socket, ready: IO[bytes]) -> None:
+    """The body of a replica process: serve on ``sock``; write one byte to ``ready`` once every API is loaded."""
+    config, options = start.config, start.options
     enter_replica(config.project, config.workdir, config.mnt_mode)
     from localserve.logs import configure_logging
 
-    configure_logging(*log_settings)
+    configure_logging(options.log_format, options.log_level)
+
+    def on_ready() -> None:
+        try:
+            ready.write(b"r")
+            ready.close()
+        except OSError:  # the supervisor is gone
+            pass
+
     code = _serve(
         config,
         options,
-        host=host,
-        port=port,
-        graceful_timeout=graceful_timeout,
+        host=start.host,
+        port=start.port,
+        graceful_timeout=start.graceful_timeout,
         sock=sock,
-        limits=limits,
-        on_ready=ready.set,
+        limits=start.limits,
+        on_ready=on_ready,
     )
     sys.exit(code)
+
+
+class ReplicaProcess:
+    """One running replica: its process and the pipe on which it says it is ready."""
+
+    def __init__(self, process: subprocess.Popen[bytes], ready_fd: int) -> None:
+        self.process = process
+        self.pid: int | None = process.pid
+        self._ready_fd = ready_fd
+        self._ready = False
+        os.set_blocking(ready_fd, False)
+
+    @property
+    def exitcode(self) -> int | None:
+        """None while it runs; its exit code, or minus the signal that killed it."""
+        return self.process.poll()
+
+    def is_alive(self) -> bool:
+        return self.process.poll() is None
+
+    def is_ready(self) -> bool:
+        """Whether it has said it is ready (every API loaded), now or before."""
+        if not self._ready and self._ready_fd >= 0:
+            try:
+                self._ready = bool(os.read(self._ready_fd, 1))
+            except BlockingIOError:
+                return False
+            self.close()
+        return self._ready
+
+    def close(self) -> None:
+        if self._ready_fd >= 0:
+            os.close(self._ready_fd)
+            self._ready_fd = -1
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def kill(self) -> None:
+        self.process.kill()
 
 
 def visible_gpus() -> list[str]:
@@ -246,9 +302,7 @@ class Supervisor:
         self.replicas = replicas
         self.graceful_timeout = graceful_timeout
         self.limits = limits or HttpLimits()
-        self.context = multiprocessing.get_context("spawn")
-        self.processes: list[BaseProcess | None] = [None] * replicas
-        self.ready_events: list[Any] = [None] * replicas
+        self.processes: list[ReplicaProcess | None] = [None] * replicas
         self.ready_since: list[float | None] = [None] * replicas
         self.deaths = [0] * replicas  # deaths in a row (reset once a replica stays ready STABLE_AFTER)
         self.unready_deaths = [0] * replicas  # deaths in a row before ever being ready
@@ -257,38 +311,48 @@ class Supervisor:
         self.failure: str | None = None
         self.gpus = visible_gpus() if any(api.compute.gpu > 0 for api in config.apis) else []
         self.metrics_dir = ""  # made by run(): one fresh folder per serve
-        self.log_settings: tuple[str | None, str] = (None, "info")
+
+    def replica_options(self, index: int) -> ServeOptions:
+        """The options of replica ``index``: the serve's, with its place among the replicas."""
+        return dataclasses.replace(
+            self.options, replica=index, replicas=self.replicas, metrics_dir=self.metrics_dir or None
+        )
 
     def replica_env(self, index: int) -> dict[str, str]:
-        env = {"LOCALSERVE_REPLICAS": str(self.replicas), "LOCALSERVE_REPLICA": str(index)}
+        """What replica ``index``'s environment adds to this process's (the only variables localserve sets)."""
+        env = {}
         if self.metrics_dir:
-            env["LOCALSERVE_METRICS_DIR"] = self.metrics_dir
+            env[MULTIPROC_ENV] = self.metrics_dir
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[index % len(self.gpus)]
         return env
 
     def start(self, index: int, sock: socket.socket) -> None:
-        ready = self.context.Event()
-        process = self.context.Process(
-            target=_replica_main,
-            args=(
-                self.config,
-                self.options,
-                sock,
-                self.host,
-                self.port,
-                self.graceful_timeout,
-                self.replica_env(index),
-                self.log_settings,
-                self.limits,
-                ready,
-            ),
-            name=f"localserve-replica-{index}",
-            daemon=False,
+        start = ReplicaStart(
+            self.config, self.replica_options(index), self.host, self.port, self.graceful_timeout, self.limits
         )
-        process.start()
-        self.processes[index] = process
-        self.ready_events[index] = ready
+        settings_r, settings_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "localserve.replica", str(settings_r), str(sock.fileno()), str(ready_w)],
+                env={**os.environ, **self.replica_env(index)},
+                pass_fds=(settings_r, sock.fileno(), ready_w),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            os.close(settings_r)
+            os.close(ready_w)
+        try:
+            with os.fdopen(settings_w, "wb") as settings:
+                pickle.dump(sys.path, settings)  # read first: the project's folders, to unpickle the rest
+                pickle.dump(start, settings)
+        except BrokenPipeError:  # it died at once; the run loop sees it
+            pass
+        previous = self.processes[index]
+        if previous is not None:
+            previous.close()
+        self.processes[index] = ReplicaProcess(process, ready_r)
         self.ready_since[index] = None
         gpu = f" on GPU {self.replica_env(index)['CUDA_VISIBLE_DEVICES']}" if self.gpus else ""
         log.info("replica %d started (pid %s)%s", index, process.pid, gpu)
@@ -339,11 +403,11 @@ class Supervisor:
                     if process is None or self.stopping:
                         continue
                     if process.is_alive():
-                        if self.ready_since[index] is None and self.ready_events[index].is_set():
+                        if self.ready_since[index] is None and process.is_ready():
                             self.ready_since[index] = now
                         continue
                     if index not in next_start:
-                        if self.ready_since[index] is None and self.ready_events[index].is_set():
+                        if self.ready_since[index] is None and process.is_ready():
                             self.ready_since[index] = now  # became ready just before dying
                         self._forget(process)
                         reason = self.record_death(index, process.exitcode, now)
@@ -366,6 +430,9 @@ class Supervisor:
                         self.start(index, sock)
         finally:
             self.shutdown()
+            for process in self.processes:
+                if process is not None:
+                    process.close()
             sock.close()
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
             for sig, handler in previous.items():
@@ -374,7 +441,7 @@ class Supervisor:
             raise LocalServeError(f"The server stopped: {self.failure}.")
         return 0
 
-    def _forget(self, process: BaseProcess) -> None:
+    def _forget(self, process: ReplicaProcess) -> None:
         if process.pid is None:
             return
         from localserve.metrics import mark_process_dead

@@ -1,4 +1,4 @@
-"""``localserve run`` / ``check`` / ``--help`` as real processes."""
+"""``localserve run`` (a real process: it enters the project) / ``check`` / ``export`` / ``--help``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner, Result
 from PIL import Image
 
+from localserve.cli import main
 from tests.conftest import EXAMPLES, cli_env
 
 
@@ -30,6 +32,11 @@ def localserve(
         timeout=120,
         check=False,
     )
+
+
+def cli(*args: str) -> Result:
+    """A command that needs no process of its own (it enters no project), run in this one."""
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def test_run_json_tax_prints_the_body() -> None:
@@ -271,22 +278,22 @@ def test_help_and_abeja_handlers_do_not_import_heavy_runtimes(make_project) -> N
 
 def test_check_validates_without_serving(make_project) -> None:
     project = make_project({"cortex.yaml": "- kind: api\n  name: iris\n  model: missing.onnx\n"})
-    done = localserve("check", "-p", str(project))
-    assert done.returncode == 1
-    assert done.stderr.decode().startswith(
+    done = cli("check", "-p", str(project))
+    assert done.exit_code == 1
+    assert done.stderr.startswith(
         "Error: cortex.yaml: api 'iris': model 'missing.onnx' does not exist in the project directory"
     )
-    done = localserve("check", "-p", str(EXAMPLES / "iris_onnx"))
-    assert done.returncode == 0
+    done = cli("check", "-p", str(EXAMPLES / "iris_onnx"))
+    assert done.exit_code == 0
     assert (
-        done.stdout.decode() == "ok  iris: onnx model iris.onnx with request handler handler.py\n"
+        done.stdout == "ok  iris: onnx model iris.onnx with request handler handler.py\n"
         "not packaged (user code cannot read them; --raw-project to allow): cortex.yaml\n"
         "cortex.yaml: 1 API(s) valid.\n"
     )
-    done = localserve("check", "-p", str(EXAMPLES / "python_predictor"))
-    assert done.stdout.decode().splitlines()[0] == "ok  tax: PythonPredictor in predictor.py"
-    done = localserve("check", "-p", str(EXAMPLES / "json_tax"), "--handler", "main:handler")
-    assert done.stdout.decode().splitlines()[0] == "ok  json-tax: ABEJA handler main:handler"
+    done = cli("check", "-p", str(EXAMPLES / "python_predictor"))
+    assert done.stdout.splitlines()[0] == "ok  tax: PythonPredictor in predictor.py"
+    done = cli("check", "-p", str(EXAMPLES / "json_tax"), "--handler", "main:handler")
+    assert done.stdout.splitlines()[0] == "ok  json-tax: ABEJA handler main:handler"
 
 
 def test_pipfile_packages_are_installed(make_project, tmp_path: Path) -> None:
@@ -305,12 +312,12 @@ def test_export_kubernetes_and_dockerignore_commands() -> None:
     import kubernetes_validate
     import yaml
 
-    done = localserve("export", "kubernetes", "-p", str(EXAMPLES / "iris_onnx"), "--image", "registry.example/iris:1")
-    assert done.returncode == 0, done.stderr
+    done = cli("export", "kubernetes", "-p", str(EXAMPLES / "iris_onnx"), "--image", "registry.example/iris:1")
+    assert done.exit_code == 0, done.stderr
     documents = [d for d in yaml.safe_load_all(done.stdout) if d]
     assert [d["kind"] for d in documents] == ["ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler"]
     for document in documents:
         kubernetes_validate.validate(document, "1.30.0", strict=True)
     assert documents[2]["metadata"]["name"] == "api-iris" and documents[2]["spec"]["ports"][0]["port"] == 8888
-    ignore = localserve("export", "dockerignore", "-p", str(EXAMPLES / "iris_onnx"))
-    assert ignore.stdout.decode().splitlines()[1:3] == ["cortex.yaml", "**/.*"]
+    ignore = cli("export", "dockerignore", "-p", str(EXAMPLES / "iris_onnx"))
+    assert ignore.stdout.splitlines()[1:3] == ["cortex.yaml", "**/.*"]

@@ -176,6 +176,32 @@ def test_access_log(captured: Captured) -> None:
     assert len(captured.lines()) == 1
 
 
+def test_access_lines_are_those_the_json_formatter_writes(captured: Captured) -> None:
+    """The access log's fast path writes, byte for byte, the line of the formatter it bypasses."""
+    access = logging.getLogger("localserve.access")
+    slow = io.StringIO()
+    handler = logging.StreamHandler(slow)
+    handler.setFormatter(logs.JsonFormatter())
+    for args in [
+        ("POST", "/iris", "iris", 200, 0.0012345, "a1b2c3"),
+        ("GET", "/caf\u00e9", None, 404, 12.5, 'q"uo\\te\n'),
+        ("POST", "/x", "x", 500, 0.0, None),
+    ]:
+        access_log(*args)  # the fast path: the handler of configure_logging
+        access.addHandler(handler)
+        access.propagate = False
+        try:
+            access_log(*args)  # a handler of its own: a LogRecord through the formatter
+        finally:
+            access.removeHandler(handler)
+            access.propagate = True
+    fast, formatted = captured.lines(), slow.getvalue().splitlines()
+    assert len(fast) == len(formatted) == 3
+    for a, b in zip(fast, formatted, strict=True):
+        assert ASCTIME.match(json.loads(a)["asctime"])
+        assert a.split(", ", 1)[1] == b.split(", ", 1)[1]  # all but the time
+
+
 def test_access_lines_on_the_event_loop_are_written_together(captured: Captured) -> None:
     import asyncio
 

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from localserve.errors import ConfigError
 from localserve.metrics import (
-    BATCH_BUCKETS,
-    DURATION_BUCKETS,
     Metrics,
     MetricsClient,
     mark_process_dead,
@@ -40,18 +38,13 @@ def key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return name, tuple(sorted(labels.items()))
 
 
-@pytest.fixture(autouse=True)
-def _no_metrics_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("LOCALSERVE_METRICS_DIR", raising=False)
-
-
 def test_request_figures_are_exact() -> None:
     metrics = Metrics(apis=["iris"])
     for status, seconds in [(200, 0.001), (200, 0.003), (400, 0.0002), (503, 0.5)]:
         metrics.request_started("iris")
         metrics.request_finished("iris", status, seconds)
     metrics.request_started("iris")
-    metrics.request_rejected("iris", 503, 0.0001)
+    metrics.count(metrics.api("iris"), 503, 0.0001)  # answered by the server before it started
 
     body, content_type = metrics.render()
     assert content_type.startswith("text/plain; version=")
@@ -66,7 +59,7 @@ def test_request_figures_are_exact() -> None:
     assert s[key("localserve_request_duration_seconds_bucket", api="iris", le="0.0025")] == 3
     assert s[key("localserve_request_duration_seconds_bucket", api="iris", le="0.005")] == 4
     assert s[key("localserve_request_duration_seconds_bucket", api="iris", le="+Inf")] == 5
-    assert s[key("localserve_requests_in_flight", api="iris")] == 1  # the rejected one never started
+    assert s[key("localserve_requests_in_flight", api="iris")] == 1  # started, not finished
 
 
 def test_stage_queue_batch_and_model_load() -> None:
@@ -172,9 +165,9 @@ def test_metrics_client_keeps_one_kind_and_one_tag_set(caplog: pytest.LogCapture
 
 WORKER = textwrap.dedent(
     """
-    import sys
+    import os, sys
     from localserve.metrics import Metrics
-    metrics = Metrics(apis=["iris"])
+    metrics = Metrics(apis=["iris"], directory=os.environ["PROMETHEUS_MULTIPROC_DIR"])
     code = int(sys.argv[1])
     for _ in range(int(sys.argv[2])):
         metrics.request_started("iris")
@@ -182,26 +175,28 @@ WORKER = textwrap.dedent(
     metrics.request_started("iris")  # still in flight when the process exits
     metrics.set_queue_depth("iris", int(sys.argv[2]))
     metrics.observe_batch("iris", 4)
+    metrics.observe_stage("iris", "inference", 0.002)
     metrics.observe_model_load("iris", float(sys.argv[2]))
     metrics.client("iris").increment("hits", tags={"kind": "x"})
-    print(__import__("os").getpid())
+    print(os.getpid())
+    os._exit(0)  # no clean-up of any kind: what was counted is in the files already
     """
 )
 
 RENDER = textwrap.dedent(
     """
-    import sys
+    import os, sys
     from localserve.metrics import Metrics, mark_process_dead
+    directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     for pid in sys.argv[1:]:
-        mark_process_dead(int(pid))
-    sys.stdout.write(Metrics().render()[0].decode())
+        mark_process_dead(int(pid), directory)
+    sys.stdout.write(Metrics(directory=directory).render()[0].decode())
     """
 )
 
 
 def _python(code: str, metrics_dir: Path, *args: str) -> str:
-    env = {**os.environ, "LOCALSERVE_METRICS_DIR": str(metrics_dir), "PYTHONPATH": str(ROOT)}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True, timeout=60
     )
@@ -220,6 +215,7 @@ def test_replicas_share_figures_through_the_metrics_dir(tmp_path: Path) -> None:
     assert s[key("localserve_request_duration_seconds_count", api="iris")] == 8
     assert s[key("localserve_request_duration_seconds_bucket", api="iris", le="0.0025")] == 8
     assert s[key("localserve_request_duration_seconds_sum", api="iris")] == pytest.approx(0.016)
+    assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="inference")] == 2
     assert s[key("localserve_requests_in_flight", api="iris")] == 2  # livesum over both replicas
     assert s[key("localserve_queue_depth", api="iris")] == 8
     assert s[key("localserve_batch_size_count", api="iris")] == 2
@@ -235,30 +231,18 @@ def test_replicas_share_figures_through_the_metrics_dir(tmp_path: Path) -> None:
     assert pid_a != pid_b
 
 
-LATE_ENV = textwrap.dedent(
-    """
-    import os, sys
-    import localserve.metrics  # imported before the replica's environment is set, as a spawned replica does
-    os.environ["LOCALSERVE_METRICS_DIR"] = sys.argv[1]
-    metrics = localserve.metrics.Metrics(apis=["iris"])
-    metrics.request_started("iris")
-    metrics.request_finished("iris", 200, 0.002)
-    """
-)
-
-
-def test_metrics_dir_set_after_import_still_counts(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("LOCALSERVE_METRICS_DIR", None)
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    subprocess.run([sys.executable, "-c", LATE_ENV, str(tmp_path)], env=env, check=True, timeout=60)
-    s = scrape(_python(RENDER, tmp_path).encode())
-    assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 1
+def test_a_metrics_dir_without_prometheus_clients_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        Metrics(apis=["iris"], directory="/tmp/m")
+    assert str(caught.value) == (
+        "The metrics folder '/tmp/m' needs PROMETHEUS_MULTIPROC_DIR=/tmp/m in the process's environment before "
+        "prometheus_client is imported (got None); the supervisor sets it when it spawns a replica."
+    )
 
 
 def test_prepare_metrics_dir_removes_an_earlier_runs_files(tmp_path: Path) -> None:
     (tmp_path / "counter_12.db").write_bytes(b"x")
-    (tmp_path / "stats-12.json").write_text("{}")
     (tmp_path / "keep.txt").write_text("")
     prepare_metrics_dir(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
@@ -267,7 +251,7 @@ def test_prepare_metrics_dir_removes_an_earlier_runs_files(tmp_path: Path) -> No
 def test_mark_process_dead_with_the_supervisors_dir(tmp_path: Path) -> None:
     for name in ("gauge_livesum_41.db", "gauge_livemax_41.db", "counter_41.db", "gauge_livesum_42.db"):
         (tmp_path / name).write_bytes(b"")
-    mark_process_dead(41, str(tmp_path))  # the supervisor's own environment has no LOCALSERVE_METRICS_DIR
+    mark_process_dead(41, str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["counter_41.db", "gauge_livesum_42.db"]
 
 
@@ -304,76 +288,4 @@ def test_concurrent_updates_from_worker_threads_are_exact() -> None:
     assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="pre_inference")] == 80_000
     assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 20_000
     assert s[key("localserve_request_duration_seconds_count", api="iris")] == 20_000
-    assert s[key("localserve_requests_in_flight", api="iris")] == 0
-
-
-def test_render_matches_prometheus_client_objects() -> None:
-    """The collector exports what prometheus_client's own Counter, Gauge and Histogram would."""
-    metrics = Metrics(apis=["iris", "mnist"])
-    registry = CollectorRegistry()
-    requests = Counter("localserve_requests", "x", ["api", "code", "status_class"], registry=registry)
-    duration = Histogram(
-        "localserve_request_duration_seconds", "x", ["api"], buckets=DURATION_BUCKETS, registry=registry
-    )
-    stage = Histogram(
-        "localserve_stage_duration_seconds", "x", ["api", "stage"], buckets=DURATION_BUCKETS, registry=registry
-    )
-    batch = Histogram("localserve_batch_size", "x", ["api"], buckets=BATCH_BUCKETS, registry=registry)
-    for api in ("iris", "mnist"):
-        duration.labels(api)
-        batch.labels(api)
-    for api, code, seconds in [("iris", 200, 0.001), ("mnist", 404, 0.0001), ("iris", 500, 0.3), ("mnist", 200, 61.0)]:
-        metrics.request_started(api)
-        metrics.request_finished(api, code, seconds)
-        requests.labels(api, str(code), f"{code // 100}xx").inc()
-        duration.labels(api).observe(seconds)
-    for api, name, seconds in [("mnist", "inference", 0.01), ("iris", "handler", 0.0005), ("iris", "handler", 100.0)]:
-        metrics.observe_stage(api, name, seconds)
-        stage.labels(api, name).observe(seconds)
-    for size in (1, 3, 1024, 5000):
-        metrics.observe_batch("iris", size)
-        batch.labels("iris").observe(size)
-
-    ours, theirs = scrape(metrics.render()[0]), scrape(generate_latest(registry))
-    assert {k: v for k, v in ours.items() if not k[0].endswith("_created") and k in theirs} == {
-        k: v for k, v in theirs.items() if not k[0].endswith("_created")
-    }
-    assert {k for k in ours if k[0].endswith("_created")} == {k for k in theirs if k[0].endswith("_created")}
-
-
-REPLICA_EXITS_HARD = textwrap.dedent(
-    """
-    import os, sys
-    from localserve.metrics import Metrics
-    metrics = Metrics(apis=["iris"])
-    for _ in range(3):
-        metrics.request_started("iris")
-        metrics.observe_stage("iris", "inference", 0.002)
-        metrics.request_finished("iris", 200, 0.002)
-    if sys.argv[1] == "close":
-        metrics.close()
-    elif sys.argv[1] == "render":
-        assert b'localserve_requests_total{api="iris",code="200",status_class="2xx"} 3.0' in metrics.render()[0]
-    else:  # wait for the background flush, reading the files as another replica would
-        import time
-        from prometheus_client import CollectorRegistry, generate_latest
-        from prometheus_client.multiprocess import MultiProcessCollector
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=os.environ["LOCALSERVE_METRICS_DIR"])
-        deadline = time.monotonic() + 30
-        while b"code=" not in generate_latest(registry) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    os._exit(0)  # no atexit: only what was flushed before counts
-    """
-)
-
-
-@pytest.mark.parametrize("how", ["close", "render", "background"])
-def test_replica_figures_are_flushed_before_it_exits(tmp_path: Path, how: str) -> None:
-    _python(REPLICA_EXITS_HARD, tmp_path, how)
-    s = scrape(_python(RENDER, tmp_path).encode())
-    assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 3
-    assert s[key("localserve_request_duration_seconds_count", api="iris")] == 3
-    assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="inference")] == 3
-    assert s[key("localserve_stage_duration_seconds_bucket", api="iris", stage="inference", le="0.0025")] == 3
     assert s[key("localserve_requests_in_flight", api="iris")] == 0

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import EXAMPLES, cli_env
+from localserve.cli import main
+from tests.conftest import EXAMPLES
 from tests.test_e2e import output_of, server
 
 TRACKED = """
@@ -99,17 +99,20 @@ def test_tracker_stats_and_user_metrics(serve, make_project) -> None:
         assert scraped[("localserve_stage_duration_seconds_count", (("api", "regress"), ("stage", "predict")))] == 4
     # the tracker on /metrics: the same figures as /stats
     classify, regress_ = (("api", "classify"),), (("api", "regress"),)
-    assert scraped[("localserve_tracker_predictions_total", (*classify, ("class", "setosa")))] == 2
-    assert scraped[("localserve_tracker_predictions_total", (*classify, ("class", "virginica")))] == 1
+    assert scraped[("localserve_tracker_class_total", (*classify, ("class", "setosa")))] == 2
+    assert scraped[("localserve_tracker_class_total", (*classify, ("class", "virginica")))] == 1
     assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "0.5")))] == 0
     assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "1.0")))] == 1
     assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "2.0")))] == 1
     assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "5.0")))] == 3
     assert scraped[("localserve_tracker_value_bucket", (*regress_, ("le", "+Inf")))] == 3
-    assert [scraped[(f"localserve_tracker_value_{figure}", regress_)] for figure in ("min", "max", "mean")] == [
+    assert [
+        scraped[(f"localserve_tracker_value_{figure}", regress_)] for figure in ("min", "max", "count", "total")
+    ] == [
         1,
         4,
-        2.5,
+        3,
+        7.5,
     ]
 
 
@@ -143,27 +146,16 @@ def test_get_json_logs_and_readiness_with_a_real_server(make_project) -> None:
         for label in ("setosa", "setosa", "versicolor"):
             httpx.post(f"{url}/classify", json={"label": label}, headers={"X-Request-ID": f"req-{label}"})
         httpx.post(f"{url}/classify", json="boom")
-        done = subprocess.run(
-            [sys.executable, "-m", "localserve", "get", "--url", url],
-            capture_output=True,
-            env=cli_env(),
-            timeout=30,
-            check=True,
-        )
-        text = done.stdout.decode()
+        done = CliRunner().invoke(main, ["get", "--url", url], catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        text = done.stdout
         lines = text.splitlines()
         assert lines[0].split() == ["api", "status", "2xx", "4xx", "5xx", "mean", "p50", "p99"]
         assert lines[1].split()[:5] == ["classify", "ready", "3", "0", "2"]  # the 503 while loading, and "boom"
         assert lines[2].split()[:5] == ["regress", "ready", "0", "0", "0"]
         assert "classify: classification of 'label', 3 predictions" in text
         assert any(line.split()[:3] == ["setosa", "2", "66.7%"] for line in lines)
-        as_json = subprocess.run(
-            [sys.executable, "-m", "localserve", "get", "classify", "--url", url, "--json"],
-            capture_output=True,
-            env=cli_env(),
-            timeout=30,
-            check=True,
-        )
+        as_json = CliRunner().invoke(main, ["get", "classify", "--url", url, "--json"], catch_exceptions=False)
         assert json.loads(as_json.stdout)["tracker"]["classes"] == {"setosa": 2, "versicolor": 1}
     records = [json.loads(line) for line in output_of(proc).splitlines() if line.startswith("{")]
     access = [r for r in records if r.get("request_id") == "req-versicolor" and r.get("path") == "/classify"]

@@ -15,9 +15,12 @@ def test_replicas_are_spread_over_visible_gpus(tmp_path: Path, monkeypatch) -> N
         load_config(tmp_path), ServeOptions(), host="127.0.0.1", port=0, replicas=3, graceful_timeout=1
     )
     envs = [supervisor.replica_env(i) for i in range(3)]
-    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["2", "5", "2"]
-    assert {e["LOCALSERVE_REPLICAS"] for e in envs} == {"3"}
-    assert [e["LOCALSERVE_REPLICA"] for e in envs] == ["0", "1", "2"]
+    assert envs == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "5"}, {"CUDA_VISIBLE_DEVICES": "2"}]
+    options = [supervisor.replica_options(i) for i in range(3)]
+    assert [(o.replica, o.replicas) for o in options] == [(0, 3), (1, 3), (2, 3)]
+    supervisor.metrics_dir = "/tmp/m"  # made by run(): prometheus_client's variable, and the same in the options
+    assert supervisor.replica_env(1) == {"PROMETHEUS_MULTIPROC_DIR": "/tmp/m", "CUDA_VISIBLE_DEVICES": "5"}
+    assert supervisor.replica_options(1).metrics_dir == "/tmp/m"
 
 
 def test_cpu_apis_get_no_device(tmp_path: Path, monkeypatch) -> None:

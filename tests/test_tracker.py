@@ -12,18 +12,35 @@ from typing import Any
 import numpy as np
 import pytest
 
+from localserve.cli.get_tables import render_get
 from localserve.config import ApiConfig, TrackerConfig
 from localserve.errors import NotFound
-from localserve.stats import Stats, merge_tracker
-from localserve.status import render_get
-from localserve.tracker import REGRESSION_BOUNDS, ApiStats, Tracker, histogram, tracker_metrics
+from localserve.metrics import Metrics
+from localserve.metrics.summary import StatsSummary, bucket_quantile
+from localserve.tracker import REGRESSION_BOUNDS, Tracker
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
-def _no_metrics_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("LOCALSERVE_METRICS_DIR", raising=False)
+class Tracked:
+    """A tracker on its own metrics, and its figures as ``/stats`` reads them back."""
+
+    def __init__(self, api: str, model_type: str, key: str | None = None) -> None:
+        config = ApiConfig(name=api, handler="main:handler", tracker=TrackerConfig(model_type, key))
+        self.api = api
+        self.summary = StatsSummary(Metrics(), [config], lambda _: "ready")
+
+    def record(self, value: Any) -> None:
+        self.summary.record_prediction(self.api, value)
+
+    def state(self) -> dict[str, Any]:
+        tracker: dict[str, Any] = self.summary.api_json(self.api)["tracker"]
+        return tracker
+
+
+def summary_of(*apis: ApiConfig) -> tuple[Metrics, StatsSummary]:
+    metrics = Metrics([api.name for api in apis])
+    return metrics, StatsSummary(metrics, apis, lambda name: "ready" if name == "iris" else "loading")
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -31,7 +48,7 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_classification_counts_each_class_of_the_key(caplog: pytest.LogCaptureFixture) -> None:
-    tracker = Tracker("iris", "classification", "class_label")
+    tracker = Tracked("iris", "classification", "class_label")
     for label in ["setosa", "setosa", np.str_("virginica"), 2, np.int64(2), np.array(2)]:
         tracker.record({"class_label": label, "score": 0.9})
     assert tracker.state() == {
@@ -55,7 +72,7 @@ def test_classification_counts_each_class_of_the_key(caplog: pytest.LogCaptureFi
     ],
 )
 def test_classification_wrong_values_are_warnings(value: Any, warning: str, caplog: pytest.LogCaptureFixture) -> None:
-    tracker = Tracker("iris", "classification", "class_label")
+    tracker = Tracked("iris", "classification", "class_label")
     with caplog.at_level(logging.WARNING, logger="localserve"):
         tracker.record(value)
     assert warnings_of(caplog) == [f"tracker of api 'iris': {warning}"]
@@ -63,7 +80,7 @@ def test_classification_wrong_values_are_warnings(value: Any, warning: str, capl
 
 
 def test_classification_without_key_takes_the_value_itself(caplog: pytest.LogCaptureFixture) -> None:
-    tracker = Tracker("iris", "classification")
+    tracker = Tracked("iris", "classification")
     tracker.record("setosa")
     tracker.record(np.int32(1))
     with caplog.at_level(logging.WARNING, logger="localserve"):
@@ -75,7 +92,7 @@ def test_classification_without_key_takes_the_value_itself(caplog: pytest.LogCap
 
 
 def test_regression_keeps_count_min_max_and_sum(caplog: pytest.LogCaptureFixture) -> None:
-    tracker = Tracker("price", "regression", "value")
+    tracker = Tracked("price", "regression", "value")
     for value in [1.5, np.float32(2.5), 3, np.int64(-1)]:
         tracker.record({"value": value})
     with caplog.at_level(logging.WARNING, logger="localserve"):
@@ -85,10 +102,10 @@ def test_regression_keeps_count_min_max_and_sum(caplog: pytest.LogCaptureFixture
         "model_type": "regression",
         "key": "value",
         "count": 4,
-        "sum": 6.0,
         "min": -1.0,
         "max": 3.0,
-        "buckets": {"18": 1, "39": 1, "40": 2},  # (-2, -1], (1, 2], (2, 5]
+        "mean": 1.5,
+        "histogram": [[-2.0, -1.0, 1], [1.0, 2.0, 1], [2.0, 5.0, 2]],  # (lower, upper], non-empty bins
     }
     assert warnings_of(caplog) == [
         "tracker of api 'price': 'value' must be a finite number for regression, got bool True",
@@ -99,96 +116,61 @@ def test_regression_keeps_count_min_max_and_sum(caplog: pytest.LogCaptureFixture
     ]
 
 
-def test_regression_histogram_has_fixed_bins_that_add_up() -> None:
-    assert REGRESSION_BOUNDS[:3] == (-1e6, -5e5, -2e5) and REGRESSION_BOUNDS[27:32] == (
-        -0.001,
-        0.0,
-        0.001,
-        0.002,
-        0.005,
-    )
+def test_regression_histogram_has_fixed_bins() -> None:
+    assert REGRESSION_BOUNDS[:3] == (-1e6, -5e5, -2e5)
+    assert REGRESSION_BOUNDS[27:32] == (-0.001, 0.0, 0.001, 0.002, 0.005)
     assert len(REGRESSION_BOUNDS) == 57
-    one, two = Tracker("price", "regression"), Tracker("price", "regression")
-    for value in [0.0, 1.0, 1.0000001, -3e9]:  # a bin holds (lower, upper]
-        one.record(value)
-    for value in [2e6, 1.5, 0]:
-        two.record(value)
-    merged = one.state()
-    merge_tracker(merged, two.state())
-    assert histogram(merged["buckets"]) == [
+    tracker = Tracked("price", "regression")
+    assert tracker.state()["histogram"] == []
+    for value in [0.0, 1.0, 1.0000001, -3e9, 2e6, 1.5, 0]:  # a bin holds (lower, upper]
+        tracker.record(value)
+    assert tracker.state()["histogram"] == [
         [None, -1e6, 1],
         [-0.001, 0.0, 2],
         [0.5, 1.0, 1],
         [1.0, 2.0, 2],
         [1e6, None, 1],
     ]
-    assert (merged["count"], merged["min"], merged["max"]) == (7, -3e9, 2e6)
-    assert histogram({}) == []
-
-
-def test_tracker_metrics_are_prometheus_text_of_the_stats() -> None:
-    regression = {"model_type": "regression", "key": None, "count": 3, "min": -1.0, "max": 4.0, "mean": 1.5}
-    text = tracker_metrics(
-        [
-            ("iris", {"model_type": "classification", "key": "label", "classes": {"setosa": 2, "virginica": 1}}),
-            ("price", {**regression, "histogram": [[-2.0, -1.0, 1], [2.0, 5.0, 2]]}),
-            ("empty", {**regression, "count": 0, "min": None, "max": None, "mean": None, "histogram": []}),
-        ]
-    ).decode()
-    lines = [line for line in text.splitlines() if not line.startswith("#")]
-    buckets = [line for line in lines if line.startswith('localserve_tracker_value_bucket{api="price"')]
-    assert len(buckets) == 58  # no _sum and _count: OpenMetrics has none for a histogram with negative bounds
-    assert 'localserve_tracker_value_bucket{api="empty",le="+Inf"} 0.0' in lines
-    assert [line for line in lines if "_bucket" not in line] == [
-        'localserve_tracker_predictions_total{api="iris",class="setosa"} 2.0',
-        'localserve_tracker_predictions_total{api="iris",class="virginica"} 1.0',
-        'localserve_tracker_value_min{api="price"} -1.0',
-        'localserve_tracker_value_max{api="price"} 4.0',
-        'localserve_tracker_value_mean{api="price"} 1.5',
-    ]
-    assert [buckets[i] for i in (0, 17, 18, 38, 39, 40, 56, 57)] == [
-        'localserve_tracker_value_bucket{api="price",le="-1000000.0"} 0.0',
-        'localserve_tracker_value_bucket{api="price",le="-2.0"} 0.0',
-        'localserve_tracker_value_bucket{api="price",le="-1.0"} 1.0',
-        'localserve_tracker_value_bucket{api="price",le="1.0"} 1.0',
-        'localserve_tracker_value_bucket{api="price",le="2.0"} 1.0',
-        'localserve_tracker_value_bucket{api="price",le="5.0"} 3.0',
-        'localserve_tracker_value_bucket{api="price",le="1e+06"} 3.0',
-        'localserve_tracker_value_bucket{api="price",le="+Inf"} 3.0',
-    ]
-    assert tracker_metrics([]) == b""
 
 
 def test_unknown_model_type_is_refused() -> None:
     with pytest.raises(ValueError, match="tracker model_type must be 'classification' or 'regression', got 'ranking'"):
-        Tracker("iris", "ranking")
+        Tracker("iris", "ranking", None, Metrics())
 
 
-def test_api_stats_counts_and_latency() -> None:
-    api_stats = ApiStats()
+def test_counts_and_latency_are_read_from_the_metrics() -> None:
+    metrics, summary = summary_of(ApiConfig(name="iris", handler="main:handler"))
+    iris = metrics.api("iris")
     for _ in range(98):
-        api_stats.record(200, 0.001)
-    api_stats.record(404, 2.0)
-    api_stats.record(500, 2.0)
-    api_stats.record(302, 0.001)  # latency counts; 3xx has no column
-    state = api_stats.state()
-    assert state["requests"] == {"2xx": 98, "4xx": 1, "5xx": 1}
-    stats = Stats(["iris"])
-    stats.apis["iris"] = api_stats
-    latency = stats.api_json("iris")["latency"]
-    assert latency["mean"] == pytest.approx((99 * 0.001 + 4.0) / 101)
-    assert latency["p50"] == 0.001  # the mean of the bucket: exact when its values are equal
-    assert latency["p99"] == 2.0
+        metrics.count(iris, 200, 0.001)
+    metrics.count(iris, 404, 2.0)
+    metrics.count(iris, 500, 2.0)
+    metrics.count(iris, 302, 0.001)  # latency counts; 3xx has no column
+    figures = summary.api_json("iris")
+    assert figures["requests"] == {"2xx": 98, "4xx": 1, "5xx": 1}
+    assert figures["latency"]["mean"] == pytest.approx((99 * 0.001 + 4.0) / 101)
+    # As Prometheus's histogram_quantile: rank 50.5 of the 99 in (0.0005, 0.001], rank 99.99 in (1, 2.5].
+    assert figures["latency"]["p50"] == pytest.approx(0.0005 + 0.0005 * 50.5 / 99)
+    assert figures["latency"]["p99"] == pytest.approx(1.0 + 1.5 * (99.99 - 99) / 2)
 
 
-def test_latency_quantiles_are_within_a_bucket() -> None:
-    stats = Stats(["iris"])
+def test_latency_quantiles_are_interpolated_in_the_buckets() -> None:
+    metrics, summary = summary_of(ApiConfig(name="iris", handler="main:handler"))
     for i in range(1, 1001):
-        stats.record_request("iris", 200, i / 1000)  # 1 ms .. 1 s
-    latency = stats.api_json("iris")["latency"]
+        metrics.count(metrics.api("iris"), 200, i / 1000)  # 1 ms .. 1 s
+    latency = summary.api_json("iris")["latency"]
     assert latency["mean"] == pytest.approx(0.5005)
-    assert latency["p50"] == pytest.approx(0.5, rel=0.12)
-    assert latency["p99"] == pytest.approx(0.99, rel=0.12)
+    assert latency["p50"] == pytest.approx(0.5)
+    assert latency["p99"] == pytest.approx(0.99)
+
+
+def test_bucket_quantile_edges() -> None:
+    buckets = [(0.1, 0.0), (1.0, 4.0), (float("inf"), 5.0)]
+    assert bucket_quantile(0.5, buckets) == pytest.approx(0.1 + 0.9 * 2.5 / 4)
+    assert bucket_quantile(0.99, buckets) == 1.0  # in the +Inf bucket: the highest finite bound
+    assert bucket_quantile(0.0, [(0.5, 2.0), (float("inf"), 2.0)]) == 0.0
+    with pytest.raises(ValueError, match=r"^quantile of an empty histogram$"):
+        bucket_quantile(0.5, [(0.5, 0.0), (float("inf"), 0.0)])
 
 
 def test_stats_json_for_the_server() -> None:
@@ -197,22 +179,20 @@ def test_stats_json_for_the_server() -> None:
         ApiConfig(name="price", handler="main:handler", tracker=TrackerConfig("regression")),
         ApiConfig(name="echo", handler="main:handler"),
     ]
-    stats = Stats.from_config(apis)
-    stats.set_status("iris", "ready")
+    metrics, stats = summary_of(*apis)
     for _ in range(3):
-        stats.record_request("iris", 200, 0.004)
+        metrics.count(metrics.api("iris"), 200, 0.004)
         stats.record_prediction("iris", {"class_label": "setosa"})
-    stats.record_request("iris", 400, 0.004)
+    metrics.count(metrics.api("iris"), 400, 0.004)
     stats.record_prediction("price", 2.0)
     stats.record_prediction("price", 4)
     stats.record_prediction("echo", "anything")  # no tracker: nothing
-    stats.record_request("nope", 200, 1.0)  # not an API of this server: ignored
 
     assert stats.api_json("iris") == {
         "api": "iris",
         "status": "ready",
         "requests": {"2xx": 3, "4xx": 1, "5xx": 0},
-        "latency": {"mean": 0.004, "p50": 0.004, "p99": 0.004},
+        "latency": {"mean": 0.004, "p50": 0.00375, "p99": 0.004975},  # 4 in (0.0025, 0.005]
         "tracker": {"model_type": "classification", "key": "class_label", "classes": {"setosa": 3}},
     }
     assert stats.stats_json()[1:] == [
@@ -245,57 +225,37 @@ def test_stats_json_for_the_server() -> None:
 
 REPLICA = textwrap.dedent(
     """
-    import sys
-    from localserve.config import TrackerConfig
-    from localserve.stats import Stats, merge_tracker
-    stats = Stats(["iris"], {"iris": TrackerConfig("classification", "label")})
+    import os, sys
+    from localserve.config import ApiConfig, TrackerConfig
+    from localserve.metrics import Metrics
+    from localserve.metrics.summary import StatsSummary
+    metrics = Metrics(["iris"], directory=os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    api = ApiConfig(name="iris", handler="main:handler", tracker=TrackerConfig("classification", "label"))
+    summary = StatsSummary(metrics, [api], lambda _: "ready")
     for label in sys.argv[1:]:
-        stats.record_request("iris", 200, 0.002)
-        stats.record_prediction("iris", {"label": label})
-    stats.record_request("iris", 500, 0.5)
-    stats.close()
+        metrics.count(metrics.api("iris"), 200, 0.002)
+        summary.record_prediction("iris", {"label": label})
+    metrics.count(metrics.api("iris"), 500, 0.5)
+    print(__import__("json").dumps(summary.api_json("iris")))
     """
 )
 
 
-def test_replicas_figures_add_up_through_snapshot_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {**os.environ, "LOCALSERVE_METRICS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-c", REPLICA, "a", "a", "b"], env=env, check=True, timeout=60)
-    subprocess.run([sys.executable, "-c", REPLICA, "b", "c"], env=env, check=True, timeout=60)
-    snapshots = sorted(p.name for p in tmp_path.iterdir())
-    assert len(snapshots) == 2
-    assert all(name.startswith("stats-") and name.endswith(".json") for name in snapshots)  # no temp files left
+def test_replicas_figures_add_up_through_the_metrics_dir(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
 
-    monkeypatch.setenv("LOCALSERVE_METRICS_DIR", str(tmp_path))
-    stats = Stats(["iris"], {"iris": TrackerConfig("classification", "label")})
-    try:
-        stats.set_status("iris", "ready")
-        stats.record_request("iris", 404, 0.002)  # this process: taken live, before any flush
-        stats.record_prediction("iris", {"label": "a"})
-        figures = stats.api_json("iris")
-        assert figures["requests"] == {"2xx": 5, "4xx": 1, "5xx": 2}
-        assert figures["latency"]["mean"] == pytest.approx((6 * 0.002 + 2 * 0.5) / 8)
-        assert figures["latency"]["p50"] == 0.002
-        assert figures["tracker"]["classes"] == {"a": 3, "b": 2, "c": 1}
+    def replica(*labels: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", REPLICA, *labels], env=env, check=True, timeout=60, capture_output=True, text=True
+        )
+        figures: dict[str, Any] = json.loads(done.stdout)
+        return figures
 
-        stats.flush()
-        own = json.loads((tmp_path / f"stats-{os.getpid()}.json").read_text())
-        assert own["pid"] == os.getpid()
-        assert own["apis"]["iris"]["requests"] == {"2xx": 0, "4xx": 1, "5xx": 0}
-        assert stats.api_json("iris")["requests"] == {"2xx": 5, "4xx": 1, "5xx": 2}  # own file not counted twice
-    finally:
-        stats.close()
-
-
-def test_a_broken_snapshot_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "stats-1.json").write_text("{not json")
-    monkeypatch.setenv("LOCALSERVE_METRICS_DIR", str(tmp_path))
-    stats = Stats(["iris"])
-    try:
-        stats.record_request("iris", 200, 0.01)
-        assert stats.api_json("iris")["requests"] == {"2xx": 1, "4xx": 0, "5xx": 0}
-    finally:
-        stats.close()
+    replica("a", "a", "b")
+    figures = replica("b", "c")  # the second replica reads both
+    assert figures["requests"] == {"2xx": 5, "4xx": 0, "5xx": 2}
+    assert figures["latency"]["mean"] == pytest.approx((5 * 0.002 + 2 * 0.5) / 7)
+    assert figures["tracker"]["classes"] == {"a": 2, "b": 2, "c": 1}
 
 
 GET_JSON: list[dict[str, Any]] = [

@@ -253,6 +253,8 @@ def serve(
         pin_threads=pin_threads,
         hide_errors=hide_errors,
         api_key=api_key or None,
+        log_format=flags.log_format,
+        log_level=flags.log_level,
     )
     limits = HttpLimits(
         max_header_bytes=max_header_bytes,
@@ -267,8 +269,6 @@ def serve(
         port=port,
         replicas=replicas,
         graceful_timeout=graceful_timeout,
-        log_format=flags.log_format,
-        log_level=flags.log_level,
         limits=limits,
     )
     if code:

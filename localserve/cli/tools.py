@@ -35,7 +35,7 @@ def get(api: str | None, url: str, as_json: bool) -> None:
     import urllib.error
     import urllib.request
 
-    from localserve.status import render_get
+    from localserve.cli.get_tables import render_get
 
     target = f"{url.rstrip('/')}/{api}/stats" if api else f"{url.rstrip('/')}/stats"
     try:

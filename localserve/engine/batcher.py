@@ -102,6 +102,7 @@ class Batcher:
         self.model = model
         self.buckets = buckets
         self.max_rows = buckets[-1]
+        self._bucket_set = frozenset(buckets)
         self.interval = interval
         self.deliver = deliver
         self.upstream = upstream
@@ -199,6 +200,14 @@ class Batcher:
     # -- running --------------------------------------------------------------------------------
     def run(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
         """Run ``entries`` in as few model calls as the buckets allow; one outcome per entry, in order."""
+        if len(entries) == 1:  # a lone request (concurrency 1 runs only these): no stacking, no split
+            tag, feed = entries[0]
+            rows = rows_of(feed) if batch_key(feed) is not None else 0
+            if rows in self._bucket_set:  # exactly a bucket's size: no padding either
+                try:
+                    return [(tag, self._run(feed, rows, rows))]
+                except LocalServeError as exc:
+                    return [(tag, exc)]
         groups: dict[Hashable, list[int]] = {}
         alone: list[int] = []
         for index, (_, feed) in enumerate(entries):

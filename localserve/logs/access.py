@@ -7,9 +7,11 @@ import logging
 import os
 import threading
 import time
+from json.encoder import encode_basestring  # type: ignore[attr-defined]  # the JSON formatter's own escaping
 from typing import Any, TextIO
 
 from localserve import logs
+from localserve.logs.formatters import JsonFormatter
 
 _access_logger = logging.getLogger("localserve.access")
 
@@ -47,14 +49,47 @@ def access_log(method: str, path: str, api: str | None, status: int, seconds: fl
     if not _access_logger.isEnabledFor(logging.INFO):
         return
     latency_ms = round(seconds * 1000, 3)
+    handler = logs._handler  # read at each call: configure_logging may replace it
+    if (
+        handler is not None
+        and type(handler.formatter) is JsonFormatter
+        and not _access_logger.handlers
+        and isinstance(handler, logging.StreamHandler)
+    ):
+        _access_buffer.add(handler, _json_line(method, path, api, status, latency_ms, request_id))
+        return
     record = _AccessRecord((method, path, status, latency_ms))
     record.method, record.path, record.api, record.status = method, path, api, status
     record.latency_ms, record.request_id = latency_ms, request_id
-    handler = logs._handler  # read at each call: configure_logging may replace it
     if handler is None or _access_logger.handlers or not isinstance(handler, logging.StreamHandler):
         _access_logger.handle(record)
         return
     _access_buffer.add(handler, handler.format(record))
+
+
+_second = -1
+_second_text = ""
+
+
+def _json_line(method: str, path: str, api: str | None, status: int, latency_ms: float, request_id: str | None) -> str:
+    """The very line ``JsonFormatter`` writes for an access record, without a LogRecord (a third of the time)."""
+    global _second, _second_text
+    now = time.time()
+    second = int(now)
+    if second != _second:
+        _second_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        _second = second
+    message = encode_basestring(f"{method} {path} {status} {latency_ms:.2f} ms")
+    head = f'{{"asctime": "{_second_text},{int((now - second) * 1000):03d}", "levelname": "INFO", "message": {message}'
+    head += f', "process": {os.getpid()}'
+    if api is not None:
+        head += f', "api": {encode_basestring(api)}'
+    if request_id is not None:
+        head += f', "request_id": {encode_basestring(request_id)}'
+    return (
+        f'{head}, "method": {encode_basestring(method)}, "path": {encode_basestring(path)}, "status": {status}, '
+        f'"latency_ms": {latency_ms!r}}}'
+    )
 
 
 class _AccessBuffer:

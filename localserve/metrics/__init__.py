@@ -7,211 +7,252 @@ Example::
     metrics.request_finished("iris", 200, 0.0012)
     body, content_type = metrics.render()
 
-With ``LOCALSERVE_METRICS_DIR`` set (the supervisor sets it to one fresh folder for all replicas),
-every process writes its figures to files there and ``render()`` adds them up (prometheus_client's
-multiprocess mode); without it the figures live in this process only.
+Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (its public API only).
+With several replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one
+fresh folder per serve and sets ``PROMETHEUS_MULTIPROC_DIR`` to it in each replica's environment
+when it spawns the replica (the one place localserve sets that variable: prometheus_client reads it
+when it is imported); ``Metrics(directory=...)`` then reads every replica's files on ``render()``.
+``/stats``, ``localserve get`` and the dashboard are derived from these same figures
+(``localserve.metrics.summary``); the tracker's figures are metrics too (``localserve.tracker``).
 """
 
 from __future__ import annotations
 
-import atexit
-import logging
 import os
-import threading
-import time
-from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from glob import glob
 
-METRICS_DIR_ENV = "LOCALSERVE_METRICS_DIR"
-_PROMETHEUS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-
-def _metrics_dir() -> str | None:
-    directory = os.environ.get(METRICS_DIR_ENV) or None
-    if directory is not None:
-        os.environ[_PROMETHEUS_DIR_ENV] = directory
-    return directory
-
-
-# prometheus_client chooses between in-process and file-backed values when it is imported, so the
-# directory must be in its environment variable before the submodules below import it.
-_metrics_dir()
-
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest  # noqa: E402
-
-from localserve.metrics.multiprocess import (  # noqa: E402
-    MultiprocessWriter,
-    mark_process_dead,
-    prepare_metrics_dir,
-    render_directory,
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
 )
-from localserve.metrics.state import (  # noqa: E402
-    BATCH_BOUNDS,
-    BATCH_BUCKETS,
-    DURATION_BOUNDS,
-    DURATION_BUCKETS,
-    STAGES,
-    ApiState,
-    CodeSeries,
-    PlainHistogram,
-    StageSeries,
-    StateCollector,
-)
-from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics  # noqa: E402
+from prometheus_client import multiprocess as _multiprocess
+from prometheus_client.metrics_core import Metric
+
+from localserve.errors import ConfigError
+from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
+from localserve.tracker import REGRESSION_BOUNDS
 
 __all__ = [
     "BATCH_BUCKETS",
     "DURATION_BUCKETS",
-    "METRICS_DIR_ENV",
+    "MULTIPROC_ENV",
     "STAGES",
     "USER_BUCKETS",
     "USER_PREFIX",
+    "ApiMetrics",
     "Metrics",
     "MetricsClient",
     "mark_process_dead",
     "prepare_metrics_dir",
 ]
 
-logger = logging.getLogger("localserve")
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+STAGES = ("pre_inference", "inference", "post_inference", "handler", "predict")
+DURATION_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+REQUESTS = "localserve_requests"
+DURATION = "localserve_request_duration_seconds"
+STAGE = "localserve_stage_duration_seconds"
+IN_FLIGHT = "localserve_requests_in_flight"
+QUEUE_DEPTH = "localserve_queue_depth"
+BATCH_SIZE = "localserve_batch_size"
+MODEL_LOAD = "localserve_model_load_seconds"
+TRACKER_CLASS = "localserve_tracker_class"
+TRACKER_VALUE = "localserve_tracker_value"
+TRACKER_MIN = "localserve_tracker_value_min"
+TRACKER_MAX = "localserve_tracker_value_max"
+# The histogram has negative bounds, so prometheus_client (as OpenMetrics asks) writes no `_sum` for it.
+TRACKER_TOTAL = "localserve_tracker_value_total"
+
+
+class ApiMetrics:
+    """The prometheus_client children of one API, made once: a request pays no ``labels()`` look-up."""
+
+    __slots__ = ("batch_size", "codes", "duration", "in_flight", "model_load", "name", "queue_depth", "stages")
+
+    def __init__(self, metrics: Metrics, name: str) -> None:
+        self.name = name
+        self.in_flight = metrics.in_flight.labels(name)
+        self.queue_depth = metrics.queue_depth.labels(name)
+        self.duration = metrics.duration.labels(name)
+        self.batch_size = metrics.batch_size.labels(name)
+        self.model_load = metrics.model_load.labels(name)
+        self.codes: dict[int, Counter] = {}
+        self.stages: dict[str, Histogram] = {}
 
 
 class Metrics:
     """The metrics of one replica process; the server owns one and calls it once or twice per request.
 
-    The hot-path methods only update plain Python figures (see ``ApiState``). Alone, the process
-    exports them through a collector when ``render()`` is called; in multiprocess mode a background
-    thread adds them to prometheus_client's shared files every ``FLUSH_INTERVAL`` seconds, and
-    ``render()``, ``close()`` and the interpreter's exit flush what is left.
+    ``directory``: the multiprocess folder of a serve with replicas (prometheus_client must have been
+    imported with ``PROMETHEUS_MULTIPROC_DIR`` set to it); ``None``: this process's figures only.
     """
 
-    FLUSH_INTERVAL = 0.5
-
-    def __init__(self, apis: Iterable[str] = ()) -> None:
-        self.directory = _metrics_dir()
-        self._registry = CollectorRegistry()
-        self._apis: dict[str, ApiState] = {}
-        self._lock = threading.Lock()
-        # Series in the order they appeared, as prometheus_client lists its children.
-        self._code_series: CodeSeries = []
-        self._stage_series: StageSeries = []
-        self._writer: MultiprocessWriter | None = None
-        self._stop = threading.Event()
-        self._flusher: threading.Thread | None = None
-        if self.directory is None:
-            self._registry.register(StateCollector(self._apis, self._code_series, self._stage_series))
-        else:
-            self._writer = MultiprocessWriter(self._registry)
-        self._user = UserMetrics(self._registry)
+    def __init__(self, apis: Iterable[str] = (), *, directory: str | None = None) -> None:
+        if directory is not None and os.environ.get(MULTIPROC_ENV) != directory:
+            raise ConfigError(
+                f"The metrics folder {directory!r} needs {MULTIPROC_ENV}={directory} in the process's environment "
+                f"before prometheus_client is imported (got {os.environ.get(MULTIPROC_ENV)!r}); the supervisor sets "
+                "it when it spawns a replica."
+            )
+        self.directory = directory
+        self.registry = registry = CollectorRegistry()
+        self.requests = Counter(
+            REQUESTS, "Requests answered, by status code.", ["api", "code", "status_class"], registry=registry
+        )
+        self.duration = Histogram(
+            DURATION,
+            "Time from request received to response ready.",
+            ["api"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.stage = Histogram(
+            STAGE,
+            "Time spent in each stage of a request (pre_inference, inference, post_inference, handler, predict).",
+            ["api", "stage"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.in_flight = Gauge(
+            IN_FLIGHT, "Requests being served.", ["api"], multiprocess_mode="livesum", registry=registry
+        )
+        self.queue_depth = Gauge(
+            QUEUE_DEPTH,
+            "Requests waiting for a worker thread.",
+            ["api"],
+            multiprocess_mode="livesum",
+            registry=registry,
+        )
+        self.batch_size = Histogram(
+            BATCH_SIZE, "Samples per model call.", ["api"], buckets=BATCH_BUCKETS, registry=registry
+        )
+        self.model_load = Gauge(
+            MODEL_LOAD,
+            "Time taken to load the API (slowest live replica).",
+            ["api"],
+            multiprocess_mode="livemax",
+            registry=registry,
+        )
+        self.tracker_class = Counter(
+            TRACKER_CLASS, "Tracker: predictions of each class (classification).", ["api", "class"], registry=registry
+        )
+        self.tracker_value = Histogram(
+            TRACKER_VALUE,
+            "Tracker: predicted values (regression).",
+            ["api"],
+            buckets=REGRESSION_BOUNDS,
+            registry=registry,
+        )
+        self.tracker_min = Gauge(
+            TRACKER_MIN, "Tracker: smallest predicted value.", ["api"], multiprocess_mode="min", registry=registry
+        )
+        self.tracker_max = Gauge(
+            TRACKER_MAX, "Tracker: largest predicted value.", ["api"], multiprocess_mode="max", registry=registry
+        )
+        self.tracker_total = Gauge(
+            TRACKER_TOTAL, "Tracker: sum of the predicted values.", ["api"], multiprocess_mode="sum", registry=registry
+        )
+        self._user = UserMetrics(registry)
+        self.apis: dict[str, ApiMetrics] = {}
         for api in apis:
-            self._api(api)
-        if self.directory is not None:
-            atexit.register(self.flush)
-            self._flusher = threading.Thread(target=self._flush_every, name="localserve-metrics", daemon=True)
-            self._flusher.start()
+            self.api(api)
+        self._scrape: CollectorRegistry = registry
+        if directory is not None:
+            self._scrape = CollectorRegistry()
+            _multiprocess.MultiProcessCollector(self._scrape, path=directory)  # type: ignore[no-untyped-call]
 
-    def _api(self, api: str) -> ApiState:
-        state = self._apis.get(api)
-        if state is None:
-            with self._lock:
-                state = self._apis.get(api)
-                if state is None:
-                    if self._writer is not None:
-                        self._writer.add_api(api)
-                    state = self._apis[api] = ApiState()
-        return state
+    def api(self, name: str) -> ApiMetrics:
+        """The children of API ``name`` (made on first use)."""
+        children = self.apis.get(name)
+        if children is None:
+            children = self.apis[name] = ApiMetrics(self, name)
+        return children
 
     def request_started(self, api: str) -> None:
         """A request of ``api`` was admitted."""
-        state = self._apis.get(api) or self._api(api)
-        with state.lock:
-            state.in_flight += 1
+        self.api(api).in_flight.inc()
 
     def request_finished(self, api: str, status_code: int, seconds: float) -> None:
         """A request started with ``request_started`` was answered with ``status_code`` after ``seconds``."""
-        self._count(self._apis.get(api) or self._api(api), api, status_code, seconds, 1)
+        children = self.api(api)
+        children.in_flight.dec()
+        self.count(children, status_code, seconds)
 
-    def request_rejected(self, api: str, status_code: int, seconds: float) -> None:
-        """A request answered without ``request_started`` (e.g. 503 at admission): counted, never in flight."""
-        self._count(self._apis.get(api) or self._api(api), api, status_code, seconds, 0)
-
-    def _count(self, state: ApiState, api: str, status_code: int, seconds: float, started: int) -> None:
-        i = bisect_left(DURATION_BOUNDS, seconds)
-        with state.lock:
-            state.in_flight -= started
-            duration = state.duration
-            duration.counts[i] += 1
-            duration.sum += seconds
-            codes = state.codes
-            if status_code in codes:
-                codes[status_code] += 1
-            else:
-                codes[status_code] = 1
-                self._code_series.append((api, status_code, time.time()))
+    def count(self, children: ApiMetrics, status_code: int, seconds: float) -> None:
+        """One answer of ``status_code`` after ``seconds``: the request counter and the latency histogram."""
+        counter = children.codes.get(status_code)
+        if counter is None:
+            counter = children.codes[status_code] = self.requests.labels(
+                children.name, str(status_code), f"{status_code // 100}xx"
+            )
+        counter.inc()
+        children.duration.observe(seconds)
 
     def observe_stage(self, api: str, stage: str, seconds: float) -> None:
         """One stage of a request (see ``STAGES``) took ``seconds``."""
-        state = self._apis.get(api) or self._api(api)
-        histogram = state.stages.get(stage) or self._new_stage(state, api, stage)
-        i = bisect_left(DURATION_BOUNDS, seconds)
-        with state.lock:
-            histogram.counts[i] += 1
-            histogram.sum += seconds
+        children = self.api(api)
+        histogram = children.stages.get(stage)
+        if histogram is None:
+            histogram = children.stages[stage] = self.stage.labels(api, stage)
+        histogram.observe(seconds)
 
-    def _new_stage(self, state: ApiState, api: str, stage: str) -> PlainHistogram:
-        with state.lock:
-            histogram = state.stages.get(stage)
-            if histogram is None:
-                histogram = state.stages[stage] = PlainHistogram(len(DURATION_BOUNDS))
-                self._stage_series.append((api, stage, histogram))
-        return histogram
+    @property
+    def multiprocess(self) -> bool:
+        """Whether values must be written as they change (replicas); alone, gauges are read at scrape time."""
+        return self.directory is not None
+
+    def read_live(self, api: str, in_flight: Callable[[], float], queue_depth: Callable[[], float]) -> None:
+        """Alone: the in-flight and queue gauges of ``api`` are read from these at each scrape, so a
+        request pays nothing for them (prometheus_client's ``set_function``). Not for replicas."""
+        children = self.api(api)
+        children.in_flight.set_function(in_flight)
+        children.queue_depth.set_function(queue_depth)
 
     def set_queue_depth(self, api: str, n: int) -> None:
         """``n`` requests of ``api`` wait for a worker thread in this replica."""
-        (self._apis.get(api) or self._api(api)).queue_depth = n
+        self.api(api).queue_depth.set(n)
 
     def observe_batch(self, api: str, size: int) -> None:
         """The model of ``api`` ran once on ``size`` samples."""
-        state = self._apis.get(api) or self._api(api)
-        i = bisect_left(BATCH_BOUNDS, size)
-        with state.lock:
-            state.batch_size.counts[i] += 1
-            state.batch_size.sum += size
+        self.api(api).batch_size.observe(size)
 
     def observe_model_load(self, api: str, seconds: float) -> None:
         """Loading ``api`` (model and user code) took ``seconds``."""
-        (self._apis.get(api) or self._api(api)).model_load = seconds
-        if self._writer is not None:
-            self._writer.set_model_load(api, seconds)
+        self.api(api).model_load.set(seconds)
 
     def client(self, api: str) -> MetricsClient:
         """The ``metrics_client`` handed to the predictors of ``api``."""
         return MetricsClient(self._user, api)
 
+    def collect(self) -> list[Metric]:
+        """Every metric family, all replicas' figures added up in multiprocess mode."""
+        return list(self._scrape.collect())
+
     def render(self) -> tuple[bytes, str]:
         """The body and content type of ``GET /metrics``; all replicas' figures in multiprocess mode."""
-        if self.directory is None:
-            return generate_latest(self._registry), CONTENT_TYPE_LATEST
-        self.flush()
-        return render_directory(self.directory), CONTENT_TYPE_LATEST
+        return generate_latest(self._scrape), CONTENT_TYPE_LATEST
 
-    def flush(self) -> None:
-        """Write the figures gathered since the last flush to the metrics dir (multiprocess mode only)."""
-        if self._writer is not None:
-            self._writer.flush(self._apis)
 
-    def close(self) -> None:
-        """Stop the background flush and flush what is left; the figures stay readable."""
-        if self._flusher is None:
-            return
-        self._stop.set()
-        self._flusher.join()
-        self._flusher = None
-        atexit.unregister(self.flush)
-        self.flush()
+def prepare_metrics_dir(directory: str) -> None:
+    """Create ``directory`` for the replicas' metrics, removing files of an earlier run."""
+    os.makedirs(directory, exist_ok=True)
+    for path in glob(os.path.join(directory, "*.db")):
+        os.remove(path)
 
-    def _flush_every(self) -> None:
-        while not self._stop.wait(self.FLUSH_INTERVAL):
-            try:
-                self.flush()
-            except Exception:  # a full disk must not stop the replica; the next flush tries again
-                logger.exception("could not write the metrics to %s", self.directory)
+
+def mark_process_dead(pid: int, directory: str) -> None:
+    """Tell the metrics that replica ``pid`` has exited: its in-flight and queue gauges stop counting.
+
+    Its counters and histograms stay: the requests it answered did happen.
+    """
+    _multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]

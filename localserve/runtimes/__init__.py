@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ class LoadOptions:
     gpu: bool = False  # compute.gpu > 0
     allow_cpu_fallback: bool = False  # --allow-cpu-fallback
     cuda_options: Mapping[str, str] = field(default_factory=dict)  # onnxruntime CUDA provider options
+    replicas: int = 1  # replica processes sharing this machine's cores (ServeOptions.replicas)
 
 
 class Model(Protocol):
@@ -76,6 +78,10 @@ def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
     except KeyError:
         raise ModelLoadError(f"Unknown model format {model_format!r}; expected one of {', '.join(RUNTIMES)}.") from None
     module_name, _, class_name = target.partition(":")
+    if model_format == "tensorflow" and "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
+        # TensorFlow reads it when it is imported, here: its C++ info and warning lines stay out of
+        # our logs unless the user asked for them by setting it.
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -95,19 +101,16 @@ def no_gpu(why: str, options: LoadOptions) -> None:
     logging.getLogger("localserve").warning("%s", error.fallback)
 
 
-def default_threads() -> int:
-    """Intra-op threads for one replica: the cores this process may use, divided among replicas."""
-    import os
-
+def default_threads(replicas: int = 1) -> int:
+    """Intra-op threads for one replica: the cores this process may use, divided among ``replicas``."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
         cores = os.cpu_count() or 1
-    replicas = int(os.environ.get("LOCALSERVE_REPLICAS", "1") or 1)
     return max(1, cores // max(1, replicas))
 
 
-def spinning() -> bool:
+def spinning(replicas: int = 1) -> bool:
     """Whether intra-op threads may spin-wait between calls: only when one replica owns the cores.
 
     Spinning cuts a small model's call time by about a third (no wake-up of the pool threads),
@@ -115,9 +118,7 @@ def spinning() -> bool:
     (two replicas of a 256->1024->1024->10 ONNX model on the 2-core development machine, wrk at
     c=64: 1,297 req/s with one spinning thread per core against 2,661 with one quiet thread each).
     """
-    import os
-
-    return int(os.environ.get("LOCALSERVE_REPLICAS", "1") or 1) <= 1
+    return replicas <= 1
 
 
 def summarize_value(value: Any) -> str:

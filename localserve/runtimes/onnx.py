@@ -80,10 +80,12 @@ class OnnxModel:
         self._providers = _providers(options)
         providers = [p for p, _ in self._providers]
         self._sess_options = onnxruntime.SessionOptions()
-        self._sess_options.intra_op_num_threads = options.threads or default_threads()
+        self._sess_options.intra_op_num_threads = options.threads or default_threads(options.replicas)
         self._sess_options.inter_op_num_threads = 1
         # Spin-waiting threads burn the cores that the HTTP side needs (see ``spinning``).
-        self._sess_options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning() else "0")
+        self._sess_options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if spinning(options.replicas) else "0"
+        )
         self._sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = self._new_session()
         used = self.session.get_providers()

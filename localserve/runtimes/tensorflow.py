@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import functools
-import os
+import logging
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
 from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, summarize_value
 from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import tensorflow as tf
+logger = logging.getLogger("localserve")
 
 FALLBACK_KEYS = ("serving_default", "predict")  # Cortex's default, then older Cortex's
 
@@ -166,7 +165,7 @@ def _choose_device(options: LoadOptions) -> str:
         except RuntimeError:  # the runtime is already initialised (a second model): growth was set then
             pass
     try:
-        tf.config.threading.set_intra_op_parallelism_threads(options.threads or default_threads())
+        tf.config.threading.set_intra_op_parallelism_threads(options.threads or default_threads(options.replicas))
     except RuntimeError:
         pass
     if not options.gpu:

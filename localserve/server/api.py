@@ -34,6 +34,12 @@ class ServeOptions:
     graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
     hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
     api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
+    # Given by the supervisor to each replica (one process: the defaults).
+    replica: int = 0  # this replica's index (--pin-threads picks the core by it)
+    replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
+    metrics_dir: str | None = None  # prometheus_client's multiprocess folder of a serve with replicas
+    log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
+    log_level: str = "info"  # --log-level
 
 
 class ApiRuntime:
@@ -51,6 +57,7 @@ class ApiRuntime:
             gpu=api.compute.gpu > 0,
             allow_cpu_fallback=options.allow_cpu_fallback,
             cuda_options=api.cuda_options,
+            replicas=options.replicas,
         )
         endpoint_options = EndpointOptions(project=config.project, load=load)
         hooks = Hooks()
@@ -58,7 +65,8 @@ class ApiRuntime:
             endpoint_options.observe = functools.partial(metrics.observe_stage, api.name)
             endpoint_options.metrics_client = metrics.client(api.name)
             hooks = Hooks(
-                depth=functools.partial(metrics.set_queue_depth, api.name),
+                # Alone, the queue depth is read at scrape time (read_live below); replicas write it.
+                depth=functools.partial(metrics.set_queue_depth, api.name) if metrics.multiprocess else None,
                 batch=functools.partial(metrics.observe_batch, api.name),
                 stage=endpoint_options.observe,
             )
@@ -67,7 +75,11 @@ class ApiRuntime:
         self.lifecycle = Lifecycle(
             self.pipeline, max_body_size=options.max_body_size, status=self._status, hide_errors=options.hide_errors
         )
-        self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending)
+        self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending); loop only
+        self.counted = None if metrics is None else metrics.api(api.name)  # this API's request metrics
+        self.write_in_flight = metrics is not None and metrics.multiprocess  # else the gauge reads in_flight
+        if metrics is not None and not metrics.multiprocess:
+            metrics.read_live(api.name, lambda: self.in_flight, lambda: self.pipeline.depth)
 
     def _status(self) -> tuple[str, str | None]:
         return self.state, self.error

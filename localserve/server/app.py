@@ -20,6 +20,7 @@ from localserve.engine.lifecycle import Receive, Scope, Send
 from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
+from localserve.metrics.summary import StatsSummary
 from localserve.protocols.asyncapi import AsyncJobs
 from localserve.protocols.v2.routes import V2Routes, infer_params
 from localserve.response import error_body
@@ -27,8 +28,6 @@ from localserve.server.api import ApiRuntime, ServeOptions, state_of
 from localserve.server.methods import answer_method
 from localserve.server.pages import Pages
 from localserve.server.wire import request_id_of
-from localserve.stats import Stats
-from localserve.tracker import tracker_metrics
 
 log = logging.getLogger("localserve")
 
@@ -45,11 +44,13 @@ class App:
         self.config = config
         self.options = options or ServeOptions()
         self.on_fatal = on_fatal
-        self.metrics = Metrics([api.name for api in config.apis]) if self.options.metrics else None
-        if not self.options.access_log:
-            logging.getLogger("localserve.access").setLevel(logging.WARNING)
-        self.stats = Stats.from_config(config.apis)
+        # One source of figures: /metrics, /stats, `localserve get` and the dashboard all read these.
+        # With --no-metrics nothing is counted (the tracker still is) and /metrics answers 404.
+        self.figures = Metrics([api.name for api in config.apis], directory=self.options.metrics_dir)
+        self.metrics = self.figures if self.options.metrics else None
+        self.access_log = self.options.access_log
         self.apis = {api.name: ApiRuntime(api, config, self.options, self.metrics) for api in config.apis}
+        self.stats = StatsSummary(self.figures, config.apis, lambda name: self.apis[name].state)
         self.routes: dict[str, tuple[ApiRuntime, bool]] = {}  # path -> (api, is the /predict form)
         for rt in self.apis.values():
             self.routes[f"/{rt.api.name}"] = (rt, False)
@@ -125,9 +126,7 @@ class App:
         for rt in self.apis.values():
             try:
                 await rt.load()
-                self.stats.set_status(rt.api.name, "ready")
             except LocalServeError as exc:
-                self.stats.set_status(rt.api.name, "failed")
                 log.error("%s", exc)
                 if not self.options.keep_going:
                     if self.on_fatal is None:
@@ -150,8 +149,7 @@ class App:
         except AttributeError:
             log.warning("--pin-threads: this platform cannot pin threads to cores; ignored")
             return
-        replica = int(os.environ.get("LOCALSERVE_REPLICA", "0") or 0)
-        cpus = {allowed[replica % len(allowed)]}
+        cpus = {allowed[self.options.replica % len(allowed)]}
         os.sched_setaffinity(0, cpus)  # this thread: the event loop
         for rt in self.apis.values():
             rt.pipeline.pin(cpus)
@@ -183,9 +181,6 @@ class App:
             self._cancel_timer.cancel()
         self.jobs.stop()
         self.cancel_waiting()
-        self.stats.close()
-        if self.metrics is not None:
-            self.metrics.close()
         flush_access_log()
 
     @property
@@ -195,28 +190,36 @@ class App:
 
     # -- the hot path -----------------------------------------------------------------------------
     async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one request to ``rt``'s routes through its engine; then metrics, stats, tracker, access log."""
+        """Answer one request of ``rt``'s API, and count it once: metrics, tracker, access log."""
         start = time.perf_counter()
-        name = rt.api.name
-        metrics = self.metrics
         request_id = request_id_of(scope)
-        rt.in_flight += 1
-        if metrics is not None:
-            metrics.request_started(name)
+        self.request_began(rt)
         status = 500
         value = None
         try:
             status, value = await rt.lifecycle.serve(scope, receive, send, request_id)
         finally:
-            rt.in_flight -= 1
-            seconds = time.perf_counter() - start
-            if metrics is not None:
-                metrics.request_finished(name, status, seconds)
-            if status != 499:
-                self.stats.record_request(name, status, seconds)
-            access_log(scope["method"], scope["path"], name, status, seconds, request_id)
+            self.request_ended(rt, scope, status, time.perf_counter() - start, request_id)
         if rt.api.tracker is not None and 200 <= status < 300:
-            self.stats.record_prediction(name, value)
+            self.stats.record_prediction(rt.api.name, value)
+
+    def request_began(self, rt: ApiRuntime) -> None:
+        """A request of ``rt``'s API came in (any protocol): it is in flight."""
+        rt.in_flight += 1
+        counted = rt.counted
+        if counted is not None and rt.write_in_flight:
+            counted.in_flight.inc()
+
+    def request_ended(self, rt: ApiRuntime, scope: Scope, status: int, seconds: float, request_id: str) -> None:
+        """A request of ``rt``'s API was answered (any protocol): counted once, and its access line."""
+        rt.in_flight -= 1
+        counted = rt.counted
+        if counted is not None:
+            if rt.write_in_flight:
+                counted.in_flight.dec()
+            self.figures.count(counted, status, seconds)
+        if self.access_log:
+            access_log(scope["method"], scope["path"], rt.api.name, status, seconds, request_id)
 
     # -- the other routes -------------------------------------------------------------------------
     async def healthz(self, request: StarletteRequest) -> Response:
@@ -241,7 +244,6 @@ class App:
         body, content_type = self.metrics.render()
         if self.jobs:
             body += await self.jobs.metrics()  # AsyncAPI queue and job latency, from the job stores
-        body += tracker_metrics((e["api"], e["tracker"]) for e in self.stats.stats_json() if e["tracker"])
         return Response(body, media_type=content_type)
 
     async def all_stats(self, request: StarletteRequest) -> Response:

@@ -264,7 +264,7 @@ def test_json_body_of_a_completed_poll_is_valid_json(
 
 
 def test_stats_and_localserve_get_show_the_jobs(async_project: Callable[..., Path], serve: Callable[..., Any]) -> None:
-    from localserve.status import render_get
+    from localserve.cli.get_tables import render_get
 
     with serve(async_project()) as client:
         ok, bad = submit(client, {"n": 1}), submit(client, {"fail": "x"})

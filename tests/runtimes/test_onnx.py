@@ -67,11 +67,10 @@ def test_session_options(linear: OnnxModel) -> None:
     assert load(Path(linear.path), threads=3).session.get_session_options().intra_op_num_threads == 3
 
 
-def test_replicas_share_cores_and_do_not_spin(linear: OnnxModel, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replicas_share_cores_and_do_not_spin(linear: OnnxModel) -> None:
     import os
 
-    monkeypatch.setenv("LOCALSERVE_REPLICAS", "2")
-    options = load(Path(linear.path)).session.get_session_options()
+    options = load(Path(linear.path), replicas=2).session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert options.intra_op_num_threads == max(1, len(os.sched_getaffinity(0)) // 2)
 

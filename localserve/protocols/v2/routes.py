@@ -178,24 +178,15 @@ class V2Routes:
         rt = app.apis.get(scope["path_params"]["name"])
         if rt is None:
             status = await self._answer(None, scope, receive, send, request_id)
-            access_log(scope["method"], scope["path"], None, status, time.perf_counter() - start, request_id)
+            if app.access_log:
+                access_log(scope["method"], scope["path"], None, status, time.perf_counter() - start, request_id)
             return
-        name = rt.api.name
-        metrics = app.metrics
-        rt.in_flight += 1
-        if metrics is not None:
-            metrics.request_started(name)
+        app.request_began(rt)
         status = 500
         try:
             status = await self._answer(rt, scope, receive, send, request_id)
         finally:
-            rt.in_flight -= 1
-            seconds = time.perf_counter() - start
-            if metrics is not None:
-                metrics.request_finished(name, status, seconds)
-            if status != 499:
-                app.stats.record_request(name, status, seconds)
-            access_log(scope["method"], scope["path"], name, status, seconds, request_id)
+            app.request_ended(rt, scope, status, time.perf_counter() - start, request_id)
 
     async def _answer(self, rt: ApiRuntime | None, scope: Scope, receive: Receive, send: Send, request_id: str) -> int:
         try:

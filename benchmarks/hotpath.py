@@ -1,0 +1,171 @@
+"""CPU time per request on each of localserve's threads: the event loop's and the API's worker's.
+
+    python benchmarks/hotpath.py [--model iris] [--concurrency 1] [--duration 4] [--localserve-path DIR]
+    python benchmarks/hotpath.py --batched --concurrency 8      # the batcher's thread shows too
+
+Serves the model of ``benchmarks/run.py`` (same project, same handler) with ``localserve serve``
+*in this process*, loads it with wrk from another process, and reads ``time.thread_time()`` on
+each thread before and after: (CPU seconds of the thread) / (requests answered) is that thread's
+cost of one request, whatever it was doing (the model call included on the worker). wrk and the
+other processes of the machine do not count. The thread that runs the model's intra-op pool
+(onnxruntime's own threads) is not a Python thread and is not shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from onnx_models import BUILDERS, build_models  # noqa: E402
+from servers import HANDLER, LOCALSERVE_BATCHING, LOCALSERVE_YAML  # noqa: E402
+
+WRK_LUA = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = %s\n'
+
+
+def thread_times(app: Any) -> dict[str, float]:
+    """CPU seconds so far of the event loop's thread and of each thread of each API."""
+    loop = app.loop
+    assert loop is not None
+    times: dict[str, float] = {}
+    done = threading.Event()
+
+    def on_loop() -> None:
+        times["event loop"] = time.thread_time()
+        done.set()
+
+    loop.call_soon_threadsafe(on_loop)
+    done.wait(10)
+    for name, rt in app.apis.items():
+        times[f"{name} worker"] = rt.pipeline.call(time.thread_time).result(10)
+        batcher = getattr(rt.pipeline, "batcher", None)
+        if batcher is not None and hasattr(batcher, "_thread_time"):
+            times[f"{name} batcher"] = batcher._thread_time()
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="iris", choices=list(BUILDERS))
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--duration", type=int, default=4)
+    parser.add_argument("--batched", action="store_true", help="max_batch_size 32, 2 ms (as run.py's)")
+    parser.add_argument("--localserve-path", type=Path, help="a checkout to measure (default: this one)")
+    parser.add_argument("--config-extra", default="", help="lines added to the API's config, e.g. '  model_threads: 1'")
+    parser.add_argument("--serve-args", default="", help="extra flags for serve, e.g. '--no-access-log'")
+    parser.add_argument("--profile", choices=["loop", "worker"], help="cProfile one thread (slower)")
+    opts = parser.parse_args()
+    if not shutil.which("wrk"):
+        print("wrk not found", file=sys.stderr)
+        return 1
+    root = (opts.localserve_path or HERE.parent).resolve()
+    sys.path.insert(0, str(root))
+    import localserve
+    import localserve.supervisor as supervisor
+    from localserve.cli import main as cli
+
+    print(f"localserve from {Path(localserve.__file__).parent}", flush=True)
+    captured: list[Any] = []
+    original = supervisor.create_app
+
+    def create_app(*args: Any, **kwargs: Any) -> Any:
+        app = original(*args, **kwargs)
+        captured.append(app)
+        return app
+
+    supervisor.create_app = create_app  # type: ignore[assignment]
+    with tempfile.TemporaryDirectory(prefix="localserve-hotpath-") as tmp:
+        work = Path(tmp)
+        model = build_models([opts.model], work)[opts.model]
+        project = work / "project"
+        project.mkdir()
+        (project / model.path.name).write_bytes(model.path.read_bytes())
+        (project / "handler.py").write_text(HANDLER)
+        config = LOCALSERVE_YAML.format(name=model.name, model=model.path.name)
+        (project / "localserve.yaml").write_text(
+            config + (LOCALSERVE_BATCHING if opts.batched else "") + opts.config_extra.replace("\\n", "\n") + "\n"
+        )
+        lua = work / "post.lua"
+        lua.write_text(WRK_LUA % json.dumps(model.body.decode()))
+        port = 18000 + (hash(tmp) % 2000)
+        result: dict[str, Any] = {}
+
+        def drive() -> None:
+            url = f"http://127.0.0.1:{port}/{model.name}"
+            while not captured or not captured[0].ready:
+                time.sleep(0.05)
+            app = captured[0]
+            wrk = ["wrk", "-t1", f"-c{opts.concurrency}", "-s", str(lua)]
+            subprocess.run([*wrk, "-d1s", url], capture_output=True, check=True)  # warm-up
+            profile = None
+            if opts.profile:
+                import cProfile
+
+                profile = cProfile.Profile()
+                # A profile sees the thread that enables it.
+                on = (
+                    app.loop.call_soon_threadsafe
+                    if opts.profile == "loop"
+                    else next(iter(app.apis.values())).pipeline.call
+                )
+                on(profile.enable)
+            before = thread_times(app)
+            done = subprocess.run([*wrk, f"-d{opts.duration}s", url], capture_output=True, text=True, check=True)
+            after = thread_times(app)
+            if profile is not None:
+                on(profile.disable)
+                time.sleep(0.2)
+                result["profile"] = profile
+            if "Non-2xx" in done.stdout:
+                result["error"] = done.stdout
+            m = re.search(r"(\d+) requests in", done.stdout)
+            rps = re.search(r"Requests/sec:\s*([\d.]+)", done.stdout)
+            result.update(requests=int(m.group(1)) if m else 0, rps=float(rps.group(1)) if rps else 0.0)
+            result["cost"] = {k: after[k] - before[k] for k in after}
+            result["cmd"] = " ".join([*wrk, f"-d{opts.duration}s", url])
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=drive, daemon=True).start()
+        args = ["serve", "--project", str(project), "--port", str(port), "--no-install", *opts.serve_args.split()]
+        try:
+            cli.main(args, standalone_mode=False)
+        except SystemExit:
+            pass
+        asyncio.set_event_loop(None)
+    if "error" in result:
+        print(f"some answers were not 2xx:\n{result['error']}", file=sys.stderr)
+        return 1
+    n = result.get("requests", 0)
+    if not n:
+        print("no requests were answered", file=sys.stderr)
+        return 1
+    print(f"$ {result['cmd']}")
+    print(
+        f"{opts.model} c={opts.concurrency}{' batched' if opts.batched else ''}: {n} requests, {result['rps']:.0f} req/s"
+    )
+    for thread, seconds in result["cost"].items():
+        print(f"  {thread:<16} {1e6 * seconds / n:8.1f} us CPU per request")
+    if "profile" in result:
+        import pstats
+
+        pstats.Stats(result["profile"]).sort_stats("tottime").print_stats(35)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
