@@ -14,6 +14,7 @@ import sys
 
 
 def main(argv: list[str]) -> None:
+    """A replica process: read its settings from the supervisor's pipe, serve on the inherited socket."""
     settings_fd, socket_fd, ready_fd = (int(arg) for arg in argv)
     with os.fdopen(settings_fd, "rb") as settings:
         sys.path[:] = pickle.load(settings)

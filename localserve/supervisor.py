@@ -232,6 +232,7 @@ class ReplicaProcess:
         return self.process.poll()
 
     def is_alive(self) -> bool:
+        """Whether the process still runs."""
         return self.process.poll() is None
 
     def is_ready(self) -> bool:
@@ -245,17 +246,20 @@ class ReplicaProcess:
         return self._ready
 
     def close(self) -> None:
+        """Close the readiness pipe (once it has been read, or when the replica is gone)."""
         if self._ready_fd >= 0:
             os.close(self._ready_fd)
             self._ready_fd = -1
 
     def join(self, timeout: float | None = None) -> None:
+        """Wait up to ``timeout`` seconds for the process to end."""
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             pass
 
     def kill(self) -> None:
+        """SIGKILL the process."""
         self.process.kill()
 
 
@@ -328,6 +332,7 @@ class Supervisor:
         return env
 
     def start(self, index: int, sock: socket.socket) -> None:
+        """Start replica ``index`` on the shared socket, its settings sent through a pipe."""
         start = ReplicaStart(
             self.config, self.replica_options(index), self.host, self.port, self.graceful_timeout, self.limits
         )
@@ -381,6 +386,7 @@ class Supervisor:
         return None
 
     def run(self) -> int:
+        """Serve until stopped: start the replicas, restart those that die (with backoff), stop them all at the end; the exit code."""
         from localserve.metrics import prepare_metrics_dir
 
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")

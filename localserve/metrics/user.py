@@ -39,6 +39,7 @@ class UserMetrics:
         self._lock = threading.Lock()
 
     def record(self, kind: str, api: str, name: Any, value: Any, tags: Any) -> None:
+        """One call of the user's metrics client (put / increment / histogram) as ``localserve_user_<name>``."""
         try:
             child = self._child(kind, api, name, value, tags)
             if kind == "gauge":

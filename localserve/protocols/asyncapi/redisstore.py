@@ -65,6 +65,7 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str, *, namespace: str) -> RedisStore:
+        """Connect to the Redis server at ``url``; keys live under ``namespace``. StoreError if it does not answer."""
         try:
             import redis
         except ImportError:
@@ -92,6 +93,7 @@ class RedisStore:
 
     # -- JobStore -------------------------------------------------------------------------------
     def submit(self, job_id: str, payload: bytes, meta: Mapping[str, Any], now: float) -> None:
+        """As ``JobStore.submit``."""
         with self._errors("written"):
             pipe = self.client.pipeline(transaction=True)
             pipe.hset(
@@ -102,6 +104,7 @@ class RedisStore:
             pipe.execute()
 
     def state(self, job_id: str) -> JobState | None:
+        """As ``JobStore.state``."""
         with self._errors("read"):
             values = self.client.hmget(self._key("job", job_id), "status", "result", "error", "finished")
         status, result, error, finished = (v.decode() if v is not None else None for v in values)
@@ -112,6 +115,7 @@ class RedisStore:
         )
 
     def claim(self, worker: str, now: float, lease: float) -> Job | None:
+        """As ``JobStore.claim``."""
         with self._errors("written"):
             row = self._claim(
                 keys=[self._key("queue"), self._key("leases")],
@@ -123,6 +127,7 @@ class RedisStore:
         return Job(job_id.decode(), bytes(payload or b""), json.loads(meta or b"{}"), attempts=int(attempts))
 
     def renew(self, job_ids: list[str], worker: str, until: float) -> None:
+        """As ``JobStore.renew``."""
         if not job_ids:
             return
         with self._errors("written"):
@@ -134,6 +139,7 @@ class RedisStore:
                 self.client.zadd(self._key("leases"), dict.fromkeys(held, until), xx=True)
 
     def finish(self, job_id: str, worker: str, now: float, *, result: str | None, error: str | None) -> bool:
+        """As ``JobStore.finish``."""
         outcome = "completed" if error is None else "failed"
         with self._errors("written"):
             submitted = self.client.hget(self._key("job", job_id), "submitted")
@@ -154,6 +160,7 @@ class RedisStore:
         return bool(done)
 
     def recover(self, now: float, is_dead: Callable[[str], bool]) -> list[str]:
+        """As ``JobStore.recover``."""
         with self._errors("read"):
             leases = self.client.zrange(self._key("leases"), 0, -1, withscores=True)
             pipe = self.client.pipeline(transaction=False)
@@ -174,6 +181,7 @@ class RedisStore:
         return back
 
     def purge(self, before: float) -> int:
+        """As ``JobStore.purge``."""
         with self._errors("written"):
             old = self.client.zrangebyscore(self._key("finished"), "-inf", f"({before!r}")
             if not old:
@@ -185,6 +193,7 @@ class RedisStore:
         return len(old)
 
     def counts(self) -> Counts:
+        """As ``JobStore.counts``."""
         with self._errors("read"):
             pipe = self.client.pipeline(transaction=False)
             pipe.llen(self._key("queue"))
@@ -202,10 +211,12 @@ class RedisStore:
         return counts
 
     def ping(self) -> None:
+        """As ``JobStore.ping``."""
         with self._errors("reached"):
             self.client.ping()
 
     def close(self) -> None:
+        """As ``JobStore.close``."""
         self.client.close()
 
 

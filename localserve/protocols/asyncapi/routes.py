@@ -93,6 +93,7 @@ class AsyncJobs:
             log.info("api %r: AsyncAPI jobs in %s", name, store.url)
 
     def stop(self) -> None:
+        """Stop every worker of this replica: nothing new is claimed (a running job runs again after a restart)."""
         for worker in self.workers.values():
             worker.stop()
         for store in self.stores.values():

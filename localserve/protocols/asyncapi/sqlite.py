@@ -180,6 +180,7 @@ class SqliteStore:
             entry.done.set()
 
     def state(self, job_id: str) -> JobState | None:
+        """As ``JobStore.state``."""
         with self._errors("read"):
             row = (
                 self._db()
@@ -191,6 +192,7 @@ class SqliteStore:
         return JobState(job_id, row[0], result=row[1], error=row[2], finished=row[3])
 
     def claim(self, worker: str, now: float, lease: float) -> Job | None:
+        """As ``JobStore.claim``."""
         with self._errors("written"):
             row = (
                 self._db()
@@ -208,6 +210,7 @@ class SqliteStore:
         return Job(row[0], bytes(row[1]), json.loads(row[2]), attempts=row[3])
 
     def renew(self, job_ids: list[str], worker: str, until: float) -> None:
+        """As ``JobStore.renew``."""
         if not job_ids:
             return
         marks = ",".join("?" * len(job_ids))
@@ -218,6 +221,7 @@ class SqliteStore:
             )
 
     def finish(self, job_id: str, worker: str, now: float, *, result: str | None, error: str | None) -> bool:
+        """As ``JobStore.finish``."""
         outcome = "completed" if error is None else "failed"
         with self._errors("written"), self._transaction() as db:
             row = db.execute(
@@ -237,6 +241,7 @@ class SqliteStore:
         return True
 
     def recover(self, now: float, is_dead: Callable[[str], bool]) -> list[str]:
+        """As ``JobStore.recover``."""
         with self._errors("read"):
             rows = (
                 self._db().execute("SELECT id, worker, lease_until FROM jobs WHERE status = 'in_progress'").fetchall()
@@ -255,6 +260,7 @@ class SqliteStore:
         return back
 
     def purge(self, before: float) -> int:
+        """As ``JobStore.purge``."""
         with self._errors("written"):
             cursor = self._db().execute(
                 "DELETE FROM jobs WHERE finished IS NOT NULL AND finished < ? AND status IN ('completed', 'failed')",
@@ -263,6 +269,7 @@ class SqliteStore:
         return cursor.rowcount
 
     def counts(self) -> Counts:
+        """As ``JobStore.counts``."""
         counts = Counts()
         with self._errors("read"):
             db = self._db()
@@ -279,10 +286,12 @@ class SqliteStore:
         return counts
 
     def ping(self) -> None:
+        """As ``JobStore.ping``."""
         with self._errors("read"):
             self._db().execute("SELECT count(*) FROM jobs WHERE 0").fetchone()
 
     def close(self) -> None:
+        """As ``JobStore.close``."""
         with self._lock:
             connections, self._connections = self._connections, []
         for db in connections:

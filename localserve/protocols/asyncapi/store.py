@@ -101,6 +101,7 @@ class JobStore(Protocol):
 
 
 def new_job_id() -> str:
+    """A new job id: 32 lower-case hex characters (a random UUID)."""
     return uuid.uuid4().hex
 
 

@@ -90,6 +90,7 @@ class AsyncWorker:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Start the worker's thread: claim, run, renew leases, recover dead workers' jobs, purge."""
         self._thread = threading.Thread(target=self._loop, name=f"localserve-{self.name}-jobs", daemon=True)
         self._thread.start()
 

@@ -70,6 +70,7 @@ class TensorSpec:
     shape: tuple[int, ...] | None
 
     def metadata(self) -> dict[str, Any]:
+        """The tensor as V2 model metadata lists it: name, datatype, shape (-1 for a dynamic dimension)."""
         return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape or [-1])}
 
 

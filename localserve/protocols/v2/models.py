@@ -34,6 +34,7 @@ class V2Model:
     keep_bytes: bool  # BYTES stay bytes (TensorFlow) or are decoded as UTF-8 (onnxruntime)
 
     def metadata(self) -> dict[str, Any]:
+        """The V2 model metadata response: name, versions, platform, inputs, outputs."""
         return {
             "name": self.name,
             "versions": [VERSION],

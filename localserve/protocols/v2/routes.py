@@ -78,6 +78,7 @@ class V2Routes:
         self._models: dict[str, V2Model] = {}
 
     def routes(self) -> list[BaseRoute]:
+        """The Starlette routes of every /v2 path (infer also has a fast path in ``App.__call__``)."""
         model = "/v2/models/{name}"
         version = "/v2/models/{name}/versions/{version}"
         gets: list[tuple[str, Handler]] = [
@@ -99,6 +100,7 @@ class V2Routes:
 
     @property
     def extensions(self) -> list[str]:
+        """The protocol extensions served (statistics only while metrics are on)."""
         return [e for e in EXTENSIONS if e != "statistics" or self.app.metrics is not None]
 
     # -- models -------------------------------------------------------------------------------
@@ -130,15 +132,19 @@ class V2Routes:
 
     # -- GET routes -----------------------------------------------------------------------------
     async def server(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET /v2: the server metadata."""
         await _send_json(send, 200, {"name": "localserve", "version": __version__, "extensions": self.extensions})
 
     async def metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET /v2/models/{m}[/versions/{v}]: the model metadata."""
         await self._get(scope, send, lambda rt, model: model.metadata())
 
     async def config(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET /v2/models/{m}/config: the model configuration (what perf_analyzer reads)."""
         await self._get(scope, send, lambda rt, model: model.config())
 
     async def ready(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET /v2/models/{m}/ready: 200 once the model is loaded, else the error (404 or 503)."""
         try:
             self.find(scope)
         except LocalServeError as exc:
@@ -147,9 +153,11 @@ class V2Routes:
         await _send_json(send, 200, {"name": scope["path_params"]["name"], "ready": True})
 
     async def stats(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET /v2/models/{m}/stats: the statistics extension for one model."""
         await self._get(scope, send, lambda rt, model: {"model_stats": [self._stats(model.name)]})
 
     async def all_stats(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET /v2/models/stats: the statistics extension for every V2 model."""
         try:
             await _send_json(send, 200, {"model_stats": [self._stats(name) for name in self.names()]})
         except LocalServeError as exc:

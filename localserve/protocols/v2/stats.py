@@ -25,7 +25,11 @@ STAGES = {"compute_input": "pre_inference", "compute_infer": "inference", "compu
 
 
 class Renders(Protocol):
-    def render(self) -> tuple[bytes, str]: ...
+    """What the statistics are read from: the server's metrics (their /metrics text)."""
+
+    def render(self) -> tuple[bytes, str]:
+        """The /metrics text and its content type."""
+        ...
 
 
 def model_stats(metrics: Renders, name: str, version: str) -> dict[str, Any]:
