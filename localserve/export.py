@@ -111,22 +111,9 @@ def _deployment(
         "name": "localserve",
         "image": image,
         "args": [
-            "serve",
-            "--project",
-            PROJECT_DIR,
-            "--config",
-            f"{CONFIG_DIR}/{config_name}",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(port),
-            "--api",
-            api.name,
-            "--replicas",
-            "1",  # Kubernetes scales pods; each pod runs one replica
+            *serve_args(config_name, api.name, port),
             "--graceful-timeout",
             f"{graceful_timeout:g}",
-            "--hide-errors",  # a cluster's clients see request ids, the pod log the errors
         ],
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": [{"name": "LOCALSERVE_CACHE_DIR", "value": CACHE_DIR}],
@@ -327,7 +314,8 @@ def _replace_strings(value: Any, replacements: dict[str | None, str]) -> Any:
     return value
 
 
-def _serve_args(config_name: str, api: str) -> list[str]:
+def serve_args(config_name: str, api: str, port: int) -> list[str]:
+    """The container's ``localserve serve`` arguments for one API (Kubernetes and KServe alike)."""
     return [
         "serve",
         "--project",
@@ -337,12 +325,12 @@ def _serve_args(config_name: str, api: str) -> list[str]:
         "--host",
         "0.0.0.0",
         "--port",
-        str(KSERVE_PORT),
+        str(port),
         "--api",
         api,
         "--replicas",
-        "1",  # KServe scales pods; each pod runs one replica
-        "--hide-errors",
+        "1",  # the cluster scales pods; each pod runs one replica
+        "--hide-errors",  # a cluster's clients see request ids, the pod log the errors
     ]
 
 
@@ -372,7 +360,9 @@ def _volumes() -> list[dict[str, Any]]:
 
 def _serving_runtime(image: str, config_name: str) -> dict[str, Any]:
     """One runtime for every V2 API: KServe puts the InferenceService's name (the API's) in ``{{.Name}}``."""
-    container = _container(image, _serve_args(config_name, "{{.Name}}"), "/v2/health/ready", "/v2/health/live")
+    container = _container(
+        image, serve_args(config_name, "{{.Name}}", KSERVE_PORT), "/v2/health/ready", "/v2/health/live"
+    )
     return {
         "apiVersion": "serving.kserve.io/v1alpha1",
         "kind": "ServingRuntime",
@@ -419,7 +409,7 @@ def _inference_service(api: ApiConfig, image: str, config_name: str) -> dict[str
             model["storageUri"] = uri
         predictor["model"] = model
     else:
-        container = _container(image, _serve_args(config_name, api.name), "/readyz", "/healthz")
+        container = _container(image, serve_args(config_name, api.name, KSERVE_PORT), "/readyz", "/healthz")
         container["resources"] = _resources(api)
         predictor["containers"] = [container]
         predictor["volumes"] = _volumes()

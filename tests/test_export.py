@@ -72,8 +72,8 @@ def test_deployment_maps_compute(documents: list[dict[str, Any]]) -> None:
     assert container["image"] == "registry.example/iris:1"
     assert container["args"] == [
         "serve", "--project", "/mnt/project", "--config", "/etc/localserve/cortex.yaml",
-        "--host", "0.0.0.0", "--port", "8888", "--api", "iris", "--replicas", "1", "--graceful-timeout", "20",
-        "--hide-errors",
+        "--host", "0.0.0.0", "--port", "8888", "--api", "iris", "--replicas", "1", "--hide-errors",
+        "--graceful-timeout", "20",
     ]  # fmt: skip
     assert container["resources"] == {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
