@@ -66,7 +66,7 @@ class Model(Protocol):
         that must keep one state per input shape (onnxruntime's CUDA provider) picks it by this.
         """
 
-    def batch_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+    def batch_inputs(self) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None:
         """Input name -> (dtype, shape without the batch dimension) when every input has a free batch
         dimension and fixed other ones (so each batch size can be warmed up); else None."""
 
@@ -147,10 +147,10 @@ def summarize_value(value: Any) -> str:
 
 
 def fixed_rest(
-    inputs: Sequence[tuple[str, np.dtype | None, Sequence[int | None] | None]],
-) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+    inputs: Sequence[tuple[str, np.dtype[Any] | None, Sequence[int | None] | None]],
+) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None:
     """``batch_inputs`` from (name, dtype, dims) triples; free dimensions are None or negative."""
-    found: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+    found: dict[str, tuple[np.dtype[Any], tuple[int, ...]]] = {}
     for name, dtype, dims in inputs:
         if dtype is None or not dims or (dims[0] is not None and dims[0] >= 0):
             return None

@@ -132,7 +132,7 @@ class OnnxModel:
         """Cortex's model input (a dict of input name -> value, or the value alone) -> the session's feed."""
         return coerce_feed(value, self._coercers, self._expected)
 
-    def batch_inputs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+    def batch_inputs(self) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None:
         """Input name -> (dtype, shape without the batch dimension) when the model can be batched; else None."""
         return fixed_rest([(i.name, i.dtype, i.shape) for i in self._inputs])
 

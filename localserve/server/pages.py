@@ -250,7 +250,7 @@ def swagger_dir() -> Path | None:
 
 @cache
 def _static(file: str) -> bytes:
-    return resources.files(__package__).joinpath(STATIC, file).read_bytes()
+    return resources.files(__package__).joinpath(STATIC).joinpath(file).read_bytes()
 
 
 def _media_type(file: str) -> str:
