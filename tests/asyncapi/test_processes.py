@@ -39,6 +39,16 @@ def runs(tmp_path: Path) -> list[tuple[str, int]]:
     return [(job, int(pid)) for job, pid in (line.split() for line in lines)]
 
 
+def started(tmp_path: Path, count: int) -> list[tuple[str, int]]:
+    """``runs`` once ``count`` runs have begun: a job is ``in_progress`` from its claim, a moment before
+    ``predict`` writes its line."""
+    deadline = time.monotonic() + 90  # only catches a hang
+    while len(found := runs(tmp_path)) < count:
+        assert time.monotonic() < deadline, found
+        time.sleep(0.02)
+    return found
+
+
 def test_a_job_in_progress_when_the_server_is_killed_runs_again_after_restart(
     async_project: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -46,6 +56,7 @@ def test_a_job_in_progress_when_the_server_is_killed_runs_again_after_restart(
     with server(cwd=project) as (url, proc):
         first = submit(url, {"wait": True})
         poll(url, first, "in_progress")
+        started(tmp_path, 1)
         queued = submit(url, {"n": 1})
         assert poll(url, queued, "in_queue")["status"] == "in_queue"
         proc.kill()  # SIGKILL: no shutdown, no cleanup, the job's row still says in_progress
@@ -76,7 +87,7 @@ def test_two_replicas_share_one_store_and_run_each_job_once(
         for job_id in held:
             poll(url, job_id, "in_progress")
         # One thread per replica: two jobs in progress at once are in two different replicas.
-        assert len({pid for _, pid in runs(tmp_path)}) == 2, output_of(proc)
+        assert len({pid for _, pid in started(tmp_path, 2)}) == 2, output_of(proc)
         more = [submit(url, {"n": index}) for index in range(20)]
         (tmp_path / "gate").touch()
         for job_id in held + more:
