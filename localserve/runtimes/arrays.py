@@ -104,12 +104,7 @@ def to_array(
 
 
 def _matches(actual: tuple[int, ...], shape: Sequence[int | None]) -> bool:
-    if len(actual) != len(shape):
-        return False
-    for a, d in zip(actual, shape):  # a loop, not all(genexpr): this runs once per input per request
-        if d is not None and d >= 0 and d != a:
-            return False
-    return True
+    return len(actual) == len(shape) and all(d is None or d < 0 or d == a for a, d in zip(actual, shape, strict=True))
 
 
 def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
