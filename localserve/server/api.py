@@ -62,7 +62,7 @@ class ApiRuntime:
         endpoint_options = EndpointOptions(project=config.project, load=load)
         hooks = Hooks()
         if metrics is not None:
-            endpoint_options.observe = functools.partial(metrics.observe_stage, api.name)
+            endpoint_options.observe = metrics.stage_observer(api.name)
             endpoint_options.metrics_client = metrics.client(api.name)
             hooks = Hooks(
                 # Alone, the queue depth is read at scrape time (read_live below); replicas write it.
