@@ -67,7 +67,7 @@ class ApiRuntime:
             hooks = Hooks(
                 # Alone, the queue depth is read at scrape time (read_live below); replicas write it.
                 depth=functools.partial(metrics.set_queue_depth, api.name) if metrics.multiprocess else None,
-                batch=functools.partial(metrics.observe_batch, api.name),
+                batch=metrics.api(api.name).batch_size.observe,  # the child itself: once per model call
                 stage=endpoint_options.observe,
             )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
