@@ -221,7 +221,8 @@ class Request(dict[str, Any]):
             return []
         return parse_multipart(self.content_type or "", self.body)
 
-    @cached_property
+    @property
     def debug(self) -> bool:
         """``?debug=true``: log each stage of this request (Cortex)."""
+        # Read up to four times per request by the stages: without a query string, nothing to look up.
         return bool(self.query_string) and self.query_params.get("debug", "").lower() == "true"

@@ -186,6 +186,8 @@ def test_access_lines_are_those_the_json_formatter_writes(captured: Captured) ->
         ("POST", "/iris", "iris", 200, 0.0012345, "a1b2c3"),
         ("GET", "/caf\u00e9", None, 404, 12.5, 'q"uo\\te\n'),
         ("POST", "/x", "x", 500, 0.0, None),
+        ("PUT", '/a"b\\c\u00e9', 'a"pi', 201, 3.25, "r"),  # escaped pieces, made once and kept
+        ("PUT", '/a"b\\c\u00e9', 'a"pi', 503, 0.5, "s"),
     ]:
         access_log(*args)  # the fast path: the handler of configure_logging
         access.addHandler(handler)
@@ -196,7 +198,7 @@ def test_access_lines_are_those_the_json_formatter_writes(captured: Captured) ->
             access.removeHandler(handler)
             access.propagate = True
     fast, formatted = captured.lines(), slow.getvalue().splitlines()
-    assert len(fast) == len(formatted) == 3
+    assert len(fast) == len(formatted) == 5
     for a, b in zip(fast, formatted, strict=True):
         assert ASCTIME.match(json.loads(a)["asctime"])
         assert a.split(", ", 1)[1] == b.split(", ", 1)[1]  # all but the time

@@ -88,6 +88,21 @@ def test_stage_queue_batch_and_model_load() -> None:
     assert s[key("localserve_request_duration_seconds_count", api="mnist")] == 0
 
 
+def test_a_stage_observer_counts_into_the_same_series_and_adds_none_before_use() -> None:
+    metrics = Metrics(apis=["iris"])
+    observe = metrics.stage_observer("iris")
+    observe("inference", 0.002)
+    observe("inference", 0.004)
+    metrics.observe_stage("iris", "inference", 0.001)
+    observe("post_inference", 0.0005)
+
+    s = scrape(metrics.render()[0])
+    assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="inference")] == 3
+    assert s[key("localserve_stage_duration_seconds_sum", api="iris", stage="inference")] == pytest.approx(0.007)
+    assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="post_inference")] == 1
+    assert key("localserve_stage_duration_seconds_count", api="iris", stage="pre_inference") not in s
+
+
 def test_two_instances_in_one_process_do_not_clash() -> None:
     first, second = Metrics(apis=["a"]), Metrics(apis=["a"])
     first.request_started("a")

@@ -54,6 +54,17 @@ def rows_of(feed: Feed) -> int:
     return int(next(iter(feed.values())).shape[0])
 
 
+def _lone_rows(feed: Feed) -> int:
+    """The batch dimension of a feed that runs alone, or 0 when it has none (what ``batch_key`` tells, in a
+    quarter of the time: a lone feed is not grouped, so its key is not needed)."""
+    rows = -1
+    for arr in feed.values():
+        if not arr.ndim or (rows >= 0 and arr.shape[0] != rows):
+            return 0
+        rows = arr.shape[0]
+    return max(rows, 0)
+
+
 def pad(feed: Feed, rows: int) -> Feed:
     """``feed`` with ``rows`` more rows of zeros (empty strings for string inputs)."""
     padded = {}
@@ -202,7 +213,7 @@ class Batcher:
         """Run ``entries`` in as few model calls as the buckets allow; one outcome per entry, in order."""
         if len(entries) == 1:  # a lone request (concurrency 1 runs only these): no stacking, no split
             tag, feed = entries[0]
-            rows = rows_of(feed) if batch_key(feed) is not None else 0
+            rows = _lone_rows(feed)
             if rows in self._bucket_set:  # exactly a bucket's size: no padding either
                 try:
                     return [(tag, self._run(feed, rows, rows))]

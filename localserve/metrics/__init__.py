@@ -206,6 +206,23 @@ class Metrics:
             histogram = children.stages[stage] = self.stage.labels(api, stage)
         histogram.observe(seconds)
 
+    def stage_observer(self, api: str) -> Callable[[str, float], None]:
+        """``observe_stage`` for one API, for the hot path: each stage's ``observe`` is looked up once.
+
+        A stage's series appears on first use, as with ``observe_stage``.
+        """
+        observers: dict[str, Callable[[float], None]] = {}
+
+        def observe(stage: str, seconds: float) -> None:
+            found = observers.get(stage)
+            if found is None:
+                self.observe_stage(api, stage, seconds)
+                observers[stage] = self.api(api).stages[stage].observe
+                return
+            found(seconds)
+
+        return observe
+
     @property
     def multiprocess(self) -> bool:
         """Whether values must be written as they change (replicas); alone, gauges are read at scrape time."""

@@ -108,6 +108,15 @@ def _matches(actual: tuple[int, ...], shape: Sequence[int | None]) -> bool:
 
 
 def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
+    if dtype.kind == "f" and type(value) is list:
+        # The common case (a JSON list of numbers for a float input), checked as the general path
+        # below would check it, without the checks that cannot apply.
+        try:
+            raw = np.asarray(value)
+        except ValueError:
+            raise RequestError(f"{prefix}; got {_ragged(value)}.") from None
+        if raw.dtype.kind == "f" and not _holds_bool(value):
+            return _to_float(raw, dtype, prefix)
     if dtype == STRING:
         return _cast_strings(value, prefix, keep_bytes=keep_bytes)
     if isinstance(value, np.ndarray):
@@ -146,12 +155,25 @@ def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) ->
         bad = np.flatnonzero((raw != 0) & (raw != 1))
         if bad.size:
             _fail(prefix, raw, int(bad[0]), "is not a boolean (true/false or 0/1)")
+    if dtype.kind == "f":
+        return _to_float(raw, dtype, prefix)
+    try:
+        array = raw.astype(dtype, copy=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise RequestError(f"{prefix}; the value could not be converted to {dtype.name} ({exc}).") from None
+    return array
+
+
+def _to_float(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> np.ndarray[Any, Any]:
+    """``raw`` (numbers) as the float ``dtype``; a finite value that becomes infinite is refused."""
+    if raw.dtype == dtype:
+        return raw
     try:
         with np.errstate(over="ignore"):  # overflow is reported below, naming the value
             array = raw.astype(dtype, copy=False)
     except (TypeError, ValueError, OverflowError) as exc:
         raise RequestError(f"{prefix}; the value could not be converted to {dtype.name} ({exc}).") from None
-    if dtype.kind == "f" and dtype.itemsize < 8 and array.size and not np.isfinite(array).all():
+    if dtype.itemsize < 8 and array.size and not np.isfinite(array).all():
         # 1e39 becomes inf in float32: refuse it rather than change it (an infinity sent as such is kept)
         source = raw.astype(np.float64)
         bad = np.flatnonzero(np.isinf(array) & np.isfinite(source))

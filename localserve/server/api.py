@@ -62,12 +62,12 @@ class ApiRuntime:
         endpoint_options = EndpointOptions(project=config.project, load=load)
         hooks = Hooks()
         if metrics is not None:
-            endpoint_options.observe = functools.partial(metrics.observe_stage, api.name)
+            endpoint_options.observe = metrics.stage_observer(api.name)
             endpoint_options.metrics_client = metrics.client(api.name)
             hooks = Hooks(
                 # Alone, the queue depth is read at scrape time (read_live below); replicas write it.
                 depth=functools.partial(metrics.set_queue_depth, api.name) if metrics.multiprocess else None,
-                batch=functools.partial(metrics.observe_batch, api.name),
+                batch=metrics.api(api.name).batch_size.observe,  # the child itself: once per model call
                 stage=endpoint_options.observe,
             )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)

@@ -129,6 +129,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.head_timer.cancel()
             self.head_timer = None
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport and self.scope["method"] != "HEAD":
+            cycle.transport = OneWrite(self.transport, self.loop)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         """The request is complete: the next head is counted from zero and the body's timer stops."""
@@ -198,3 +201,51 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             if timer is not None:
                 timer.cancel()
         self.head_timer = self.body_timer = None
+
+
+class OneWrite:
+    """The transport as one response's writer: the head waits for the body so both go in one write.
+
+    uvicorn writes a response's head and its body separately: two ``send`` system calls and two
+    TCP segments for every small answer. The first write of the response is held until the next
+    one (which comes in the same step of the app's task when the body follows at once) or, at the
+    latest, until the loop's next turn; either way the bytes go out in order. Everything but
+    ``write`` and ``close`` is the transport's own.
+    """
+
+    __slots__ = ("held", "loop", "state", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self.loop = loop
+        self.held = b""
+        self.state = 0  # 0: nothing written yet; 1: the first write is held; 2: writes go straight through
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Hold the first write for one turn of the loop; join it to the next."""
+        if self.state == 2:
+            self.transport.write(data)
+        elif self.state == 1:
+            self.state = 2
+            held, self.held = self.held, b""
+            self.transport.write(held + bytes(data))
+        else:
+            self.state = 1
+            self.held = bytes(data)
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what is held (the body did not follow in the same step)."""
+        if self.state == 1:
+            self.state = 2
+            held, self.held = self.held, b""
+            if not self.transport.is_closing():
+                self.transport.write(held)
+
+    def close(self) -> None:
+        """Close the transport after what is held."""
+        self.flush()
+        self.transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)

@@ -1,0 +1,123 @@
+"""The HTTP protocol's response writer: a response's head and body leave in one write, and in order."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from typing import Any
+
+import uvicorn
+
+from localserve.server.protocol import HttpLimits, OneWrite, protocol_class
+
+
+class Recorder:
+    """A transport that keeps what is written (the socket boundary)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed, "written after close"
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> str:
+        return f"info {name}"
+
+
+def test_head_and_body_of_one_step_leave_in_one_write() -> None:
+    async def main() -> list[bytes]:
+        transport = Recorder()
+        writer = OneWrite(transport, asyncio.get_running_loop())  # type: ignore[arg-type]
+        writer.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        writer.write(b"body")
+        writer.write(b"more")
+        await asyncio.sleep(0)
+        return transport.writes
+
+    assert asyncio.run(main()) == [b"HTTP/1.1 200 OK\r\n\r\nbody", b"more"]
+
+
+def test_a_head_alone_leaves_at_the_next_turn_of_the_loop() -> None:
+    async def main() -> tuple[list[bytes], list[bytes]]:
+        transport = Recorder()
+        writer = OneWrite(transport, asyncio.get_running_loop())  # type: ignore[arg-type]
+        writer.write(b"head")
+        before = list(transport.writes)
+        await asyncio.sleep(0)
+        writer.write(b"body")
+        return before, transport.writes
+
+    assert asyncio.run(main()) == ([], [b"head", b"body"])
+
+
+def test_close_writes_what_is_held_first_and_a_closed_transport_gets_nothing() -> None:
+    async def main() -> tuple[list[bytes], list[bytes], str]:
+        closing, gone = Recorder(), Recorder()
+        loop = asyncio.get_running_loop()
+        writer = OneWrite(closing, loop)  # type: ignore[arg-type]
+        writer.write(b"head")
+        writer.close()
+        late = OneWrite(gone, loop)  # type: ignore[arg-type]
+        late.write(b"head")
+        gone.close()  # the client went away before the loop's next turn
+        await asyncio.sleep(0)
+        return closing.writes, gone.writes, late.get_extra_info("peername")
+
+    assert asyncio.run(main()) == ([b"head"], [], "info peername")
+
+
+def test_a_real_server_sends_a_head_before_a_body_that_waits(tmp_path: Any) -> None:
+    """The head of a streamed answer reaches the client while the body is not yet written (no timing: the
+    app writes its body only once the client has read the head), and a HEAD request is answered."""
+    head_read = threading.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        headers = [(b"content-type", b"text/plain")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if scope["method"] == "GET":
+            await asyncio.get_running_loop().run_in_executor(None, head_read.wait, 30)
+            await send({"type": "http.response.body", "body": b"late", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()  # connections wait in the backlog until the server runs
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_config=None, lifespan="off", http=protocol_class(HttpLimits()))
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += client.recv(4096)
+            assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+            assert b"transfer-encoding: chunked\r\n" in head
+            assert head.endswith(b"\r\n\r\n")  # nothing of the body came: the app has not written it
+            head_read.set()
+            rest = b""
+            while not rest.endswith(b"0\r\n\r\n"):
+                rest += client.recv(4096)
+            assert rest == b"4\r\nlate\r\n0\r\n\r\n"
+            client.sendall(b"HEAD / HTTP/1.1\r\nhost: x\r\n\r\n")
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += client.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+            assert answer.endswith(b"\r\n\r\n")
+    finally:
+        server.should_exit = True
+        thread.join(30)
