@@ -337,7 +337,10 @@ def test_the_body_of_a_finished_request_is_freed_without_a_collection(serve, mak
         try:
             assert client.post("/", content=b"x" * 1_000_000).text == "ok"
             assert client.post("/", content=b"fail").status_code == 500
-            assert [ref() for ref in main.refs] == [None, None]
+            # The API's one thread resolves a request's future, then leaves its loop iteration; the
+            # next request is taken only after that, so once it is answered the first two are done.
+            assert client.post("/", content=b"y").text == "ok"
+            assert [ref() for ref in main.refs[:2]] == [None, None]
         finally:
             gc.enable()
 
