@@ -100,13 +100,7 @@ def _labels(api: ApiConfig) -> dict[str, str]:
 def _deployment(
     api: ApiConfig, image: str, graceful_timeout: float, port: int, config_name: str, checksum: str
 ) -> dict[str, Any]:
-    compute = api.compute
-    requests: dict[str, Any] = {"cpu": compute.cpu}
-    if compute.mem is not None:
-        requests["memory"] = compute.mem
-    resources: dict[str, Any] = {"requests": requests}
-    if compute.gpu > 0:
-        resources["limits"] = {"nvidia.com/gpu": compute.gpu}
+    resources = _resources(api)
     container: dict[str, Any] = {
         "name": "localserve",
         "image": image,
@@ -145,7 +139,7 @@ def _deployment(
         "kind": "Deployment",
         "metadata": {"name": resource_name(api), "labels": _labels(api)},
         "spec": {
-            "replicas": compute.replicas,
+            "replicas": api.compute.replicas,
             "selector": {"matchLabels": _labels(api)},
             "template": {
                 "metadata": {"labels": _labels(api), "annotations": {"localserve.dev/config-sha256": checksum}},
