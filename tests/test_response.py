@@ -126,3 +126,37 @@ def test_cortex_starlette_response_is_sent_as_is() -> None:
     response = PlainTextResponse("teapot", status_code=418)
     reply = cortex_reply(response)
     assert reply.asgi is response and reply.status == 418
+
+
+def _stdlib_json(value: object) -> bytes:
+    import json
+
+    from localserve.response import json_default
+
+    text = json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.encode()
+
+
+def test_json_bodies_are_the_standard_librarys_bytes_though_orjson_writes_most() -> None:
+    import random
+    import struct
+
+    from localserve.response import dump_json
+
+    rng = random.Random(7)
+    floats = [m * 10.0**e for e in range(-320, 308) for m in (1.0, 1.5, 3.141592653589793, 9.999999)]
+    floats += [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(3000)]
+    floats += [float(np.float32(rng.uniform(-1, 1) * 10.0 ** rng.randint(-9, 20))) for _ in range(3000)]
+    floats = [f for f in floats if np.isfinite(f)]
+    values: list[object] = [{"output": floats[i : i + 7]} for i in range(0, len(floats), 7)]
+    values += [
+        {"output": np.array([2.5e-05, 0.25, 0.75], dtype=np.float32)},  # a softmax row with a small value
+        {"label": "setosa", "scores": np.float32(0.5), "none": None, "ok": True, "n": 10**20, 1: "int key"},
+        {"text": "".join(chr(c) for c in range(0x250)) + "\u2028 \U0001f600", "nested": [[[1, 2.0]], ()]},
+        {"when": datetime.datetime(2026, 11, 23, 8, 30, 1, 5), "day": datetime.date(2026, 11, 23)},
+        [],
+        0.0001,
+        -0.0,
+    ]
+    for value in values:
+        assert dump_json(value) == _stdlib_json(value), value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from localserve.request import Request
@@ -30,12 +30,12 @@ class Job:
         "listener",
         "loop",
         "prepare",
+        "receive",
         "request",
         "send",
         "started",
         "state",
         "stream_done",
-        "timer",
     )
 
     def __init__(
@@ -52,7 +52,9 @@ class Job:
         self.future: asyncio.Future[Any] = loop.create_future()
         self.state = QUEUED
         self.started = loop.time()
-        self.timer: asyncio.TimerHandle | None = None
+        self.receive: Callable[[], Awaitable[Any]] | None = (
+            None  # the ASGI receive of this request (to see the client leave)
+        )
         self.listener: asyncio.Task[None] | None = None
         self.send: Callable[[Any], Any] | None = None  # the ASGI send of this request (streams use it)
         self.gone: threading.Event | None = None  # set when the client of a stream went away

@@ -8,8 +8,9 @@ Everything that can happen to a request between its first byte and its last is d
 - shutdown: once the graceful timeout has run out nothing queued starts, and every client still
   waiting gets a JSON 503 (``cancel_waiting``).
 
-Only requests that really wait pay for a task listening for their client: the first check comes
-``WATCH_AFTER`` seconds after admission, and most requests are answered before it.
+Only requests that really wait pay for a task listening for their client: it is made once a
+request has waited ``WATCH_AFTER`` seconds, and most requests are answered before that. One
+timer per API (``_sweep``), not one per request, watches deadlines and waiting clients.
 """
 
 from __future__ import annotations
@@ -62,7 +63,10 @@ class Lifecycle:
         self.timeout = pipeline.api.timeout
         self.max_body_size = max_body_size
         self.status = status  # ("ready" | "loading" | "failed", error)
-        self.waiting: set[Job] = set()
+        self.waiting: dict[Job, None] = {}  # requests waiting for their answer, in admission order
+        self.watch_after = min(WATCH_AFTER, self.timeout)
+        self.tick = max(0.001, min(WATCH_AFTER, self.timeout / 2))  # how often _sweep looks at them
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> tuple[int, Any]:
         """Answer one request; returns (status, the value user code returned) for the records. Never raises."""
@@ -112,19 +116,19 @@ class Lifecycle:
         """
         loop = asyncio.get_running_loop()
         job = Job(request, loop, finish, prepare)
-        job.send = send
+        job.send, job.receive = send, receive
         self.pipeline.submit(job)
         del request
         waiting = self.waiting
-        waiting.add(job)
-        timer = job.timer = loop.call_at(job.started + min(WATCH_AFTER, self.timeout), self._check, job, receive)
+        waiting[job] = None
+        if self._sweeper is None:
+            self._sweeper = loop.call_at(job.started + self.tick, self._sweep)
         try:
             reply: Reply = await job.future
             if reply.stream is not None:
                 await self._follow_stream(job, receive)
         finally:
-            waiting.discard(job)
-            (job.timer or timer).cancel()
+            del waiting[job]
             if job.listener is not None:
                 job.listener.cancel()
             if not job.future.done():  # cancelled: work nobody waits for is never started
@@ -134,18 +138,32 @@ class Lifecycle:
             job = None  # type: ignore[assignment]
         return reply
 
-    def _check(self, job: Job, receive: Receive) -> None:
-        """The job's timer: its deadline, and (once it has waited a while) a listener for its client."""
-        if job.future.done():
+    def _sweep(self) -> None:
+        """Every ``tick`` while requests wait: deadlines, and a listener for a client that waited a while.
+
+        One timer for the API instead of one per request. ``waiting`` is in admission order, so
+        the sweep stops at the first request younger than ``WATCH_AFTER``: under load it visits
+        only the requests that really wait. A deadline is seen at most one tick late.
+        """
+        waiting = self.waiting
+        if not waiting:
+            self._sweeper = None
             return
-        loop = job.loop
-        if loop.time() >= job.started + self.timeout:
-            started = not self.pipeline.drop(job)
-            job.future.set_exception(Timeout(self.name, self.timeout, started))
-            return
-        if job.state == QUEUED and job.listener is None:
-            job.listener = loop.create_task(self._listen(job, receive))
-        job.timer = loop.call_at(job.started + self.timeout, self._check, job, receive)
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        watch_from = now - self.watch_after
+        deadline_from = now - self.timeout
+        for job in waiting:  # nothing here removes a job: answered requests leave from run()'s finally
+            if job.started > watch_from:
+                break
+            if job.future.done():
+                continue
+            if job.started <= deadline_from:
+                started = not self.pipeline.drop(job)
+                job.future.set_exception(Timeout(self.name, self.timeout, started))
+            elif job.state == QUEUED and job.listener is None and job.receive is not None:
+                job.listener = loop.create_task(self._listen(job, job.receive))
+        self._sweeper = loop.call_at(now + self.tick, self._sweep)
 
     async def _listen(self, job: Job, receive: Receive) -> None:
         message = await receive()

@@ -166,6 +166,7 @@ class Pipeline:
         return self.reading + self._depth + self._preparing
 
     def _work(self) -> None:
+        api_var.set(self.name)  # log records of this thread name the API
         get, get_nowait = self._queue.get, self._queue.get_nowait
         while True:
             items = [get()]
@@ -233,9 +234,21 @@ class Pipeline:
                 self._run_lists(jobs[start : start + size], done)
             return
         endpoint = self.endpoint
+        if self.batcher is None:  # each request straight through its stages
+            for job in jobs:
+                request_id_var.set(job.request.request_id)
+                try:
+                    prepared = (job.prepare or endpoint.prepare)(job.request)
+                    if not isinstance(prepared, Reply):
+                        prepared = (job.finish or endpoint.finish)(job.request, endpoint.infer(prepared))
+                except BaseException as exc:
+                    prepared = _error(exc, self.name)
+                done.append((job, prepared))
+            self._prepared(len(jobs))
+            return
         feeds: list[tuple[Job, Any]] = []
         for job in jobs:
-            self._enter(job)
+            request_id_var.set(job.request.request_id)
             try:
                 prepared = (job.prepare or endpoint.prepare)(job.request)
             except BaseException as exc:
@@ -246,21 +259,10 @@ class Pipeline:
             else:
                 feeds.append((job, prepared))
         self._prepared(len(jobs))
-        if not feeds:
-            return
-        if self.batcher is not None:
+        if feeds:
             outcomes = self.batcher.submit(feeds)
             if outcomes is not None:
                 self._finish_all(outcomes, done)
-            return
-        for job, feed in feeds:
-            self._enter(job)
-            try:
-                output = endpoint.infer(feed)
-            except BaseException as exc:
-                done.append((job, _error(exc, self.name)))
-                continue
-            self._finish_one(job, output, done)
 
     def _gather(self, jobs: list[Job], size: int) -> None:
         """Wait up to ``batch_interval`` for more jobs while others are on their way (list batching).
@@ -313,8 +315,7 @@ class Pipeline:
             done.append((job, _error(exc, self.name)))
 
     def _enter(self, job: Job) -> None:
-        api_var.set(self.name)
-        request_id_var.set(job.request.request_id)
+        request_id_var.set(job.request.request_id)  # api_var is set once per thread (_work)
 
     def _deliver(self, outcomes: list[tuple[Job, Any]]) -> None:
         """Called on the batcher's thread: the last stage goes back to the API's threads."""

@@ -7,6 +7,7 @@ Shared by the ONNX and TensorFlow runtimes so both explain a bad input in the sa
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -109,14 +110,9 @@ def _matches(actual: tuple[int, ...], shape: Sequence[int | None]) -> bool:
 
 def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
     if dtype.kind == "f" and type(value) is list:
-        # The common case (a JSON list of numbers for a float input), checked as the general path
-        # below would check it, without the checks that cannot apply.
-        try:
-            raw = np.asarray(value)
-        except ValueError:
-            raise RequestError(f"{prefix}; got {_ragged(value)}.") from None
-        if raw.dtype.kind == "f" and not _holds_bool(value):
-            return _to_float(raw, dtype, prefix)
+        array = _float_list(value, dtype)
+        if array is not None:
+            return array
     if dtype == STRING:
         return _cast_strings(value, prefix, keep_bytes=keep_bytes)
     if isinstance(value, np.ndarray):
@@ -168,6 +164,10 @@ def _to_float(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> n
     """``raw`` (numbers) as the float ``dtype``; a finite value that becomes infinite is refused."""
     if raw.dtype == dtype:
         return raw
+    limit = _NARROW_LIMITS.get(dtype)
+    if limit is not None and raw.dtype.kind == "f" and raw.size and np.abs(raw).max() <= limit:
+        # The common case in one reduction: every value finite and in range, so the cast cannot overflow.
+        return raw.astype(dtype)
     try:
         with np.errstate(over="ignore"):  # overflow is reported below, naming the value
             array = raw.astype(dtype, copy=False)
@@ -182,16 +182,56 @@ def _to_float(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> n
     return array
 
 
+def _float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
+    """The common case, a JSON list (of lists) of numbers for a float input, in one numpy call; else None.
+
+    Every level is checked in C (map, set, chain) before numpy sees it: only ints and floats at
+    the leaves, only lists and tuples above them, and (for a short list going to a narrower
+    float) no finite value that would become infinite. Anything else, ragged rows included, is
+    None: the general path decides it and words the error.
+    """
+    leaves: Any = value
+    while True:
+        types = set(map(type, leaves))
+        if types <= _NUMBERS:
+            break
+        if not types <= _SEQUENCES:
+            return None
+        leaves = list(itertools.chain.from_iterable(leaves))
+    limit = _NARROW_LIMITS.get(dtype)
+    if limit is not None and leaves:
+        if len(leaves) > _SHORT:
+            return None  # the general path checks a long list in numpy
+        if not (max(leaves) <= limit and min(leaves) >= -limit):  # NaN fails too: the general path keeps it
+            return None
+    try:
+        return np.array(value, dtype=dtype)
+    except (ValueError, OverflowError):  # ragged rows; an integer past float64
+        return None
+
+
+_NUMBERS = frozenset({float, int})
+_SHORT = 4096  # leaves checked in Python by _float_list; longer lists are checked in numpy
+
+# The largest finite value of each narrow float dtype: a float64 array within it casts without overflow.
+_NARROW_LIMITS = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32)}
+
+
 def _holds_bool(value: list[Any] | tuple[Any, ...]) -> bool:
-    """Whether nested lists hold a bool; type checks run in C (map, set), rows are visited without recursion."""
-    stack: list[Any] = [value]
-    while stack:
-        types = set(map(type, items := stack.pop()))
+    """Whether nested lists hold a bool; type checks run in C (map, set, chain), a level at a time."""
+    items: Any = value
+    while True:
+        types = set(map(type, items))
         if bool in types or np.bool_ in types:
             return True
-        if list in types or tuple in types:
-            stack.extend(item for item in items if type(item) in (list, tuple))
-    return False
+        if list not in types and tuple not in types:
+            return False
+        if not types <= _SEQUENCES:  # rows mixed with numbers: visit the rows alone
+            items = [item for item in items if type(item) in _SEQUENCES]
+        items = list(itertools.chain.from_iterable(items))
+
+
+_SEQUENCES = frozenset({list, tuple})
 
 
 def _cast_integers(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str, kind: str) -> np.ndarray[Any, Any]:
