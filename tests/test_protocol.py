@@ -121,3 +121,69 @@ def test_a_real_server_sends_a_head_before_a_body_that_waits(tmp_path: Any) -> N
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    config = uvicorn.Config(app, log_config=None, lifespan="off", http=protocol_class(HttpLimits()))
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    return server, thread, sock.getsockname()[1]
+
+
+def _read_all(client: socket.socket) -> bytes:
+    data = b""
+    while chunk := client.recv(65536):
+        data += chunk
+    return data
+
+
+def test_a_whole_reply_written_at_once_keeps_the_connection_alive_and_honours_close() -> None:
+    """``send_reply`` with our protocol's scope writes the response in one go (``reply_now``); the
+    connection then serves its next request (two pipelined here), and ``Connection: close`` ends it
+    after the answer, as uvicorn's own ``send`` would. A header uvicorn would refuse falls back to it."""
+    from localserve.engine.lifecycle import REPLY_NOW, send_reply
+    from localserve.response import Reply
+
+    used: list[bool] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        used.append(REPLY_NOW in scope)
+        body = scope["path"].encode()
+        kind = b"text/plain\x01" if scope["path"] == "/bad" else b"text/plain"
+        await send_reply(send, Reply(headers=[(b"content-type", kind)], body=body), "id-" + scope["path"][1:], scope)
+
+    server, thread, port = _serve(app)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(
+                b"POST /one HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
+                b"POST /two HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            answers = _read_all(client)  # the server closes the connection after the second answer
+        first, second = answers.split(b"HTTP/1.1 ")[1:]
+        assert first.startswith(b"200 OK\r\n") and b"x-request-id: id-one\r\n" in first and first.endswith(b"/one")
+        assert b"connection: close" not in first.lower()
+        assert b"content-length: 4\r\n" in second and b"connection: close\r\n" in second and second.endswith(b"/two")
+        assert used == [True, True]
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(b"POST /bad HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            answer = _read_all(client)
+        assert answer == b""  # uvicorn's send refused the header and closed the connection, as it always did
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def test_a_client_request_id_that_cannot_be_sent_back_is_replaced() -> None:
+    from localserve.server.wire import request_id_of
+
+    assert request_id_of({"headers": [(b"x-request-id", b"abc-1")]}) == "abc-1"
+    made = request_id_of({"headers": [(b"x-request-id", b"abc\x01")]})
+    assert made != "abc\x01" and len(made) == 32

@@ -42,6 +42,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 MiB = 1024 * 1024
+REPLY_NOW = "localserve.reply_now"  # set by server/protocol.py: a whole response in one write
 WATCH_AFTER = 0.02  # seconds a request waits before a task listens for its client leaving
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 
@@ -79,7 +80,7 @@ class Lifecycle:
                 reply.asgi.headers["x-request-id"] = request_id
                 await reply.asgi(scope, receive, send)
             elif reply.stream is None:
-                await send_reply(send, reply, request_id)
+                await send_reply(send, reply, request_id, scope)
             return reply.status, reply.value
         except ClientGone:
             return 499, None
@@ -265,10 +266,18 @@ def json_reply(status: int, value: Any) -> Reply:
     return Reply(status=status, headers=list(JSON_HEADERS), body=json.dumps(value).encode())
 
 
-async def send_reply(send: Send, reply: Reply, request_id: str) -> None:
-    """Send ``reply`` as one ASGI response, with content-length and x-request-id."""
+async def send_reply(send: Send, reply: Reply, request_id: str, scope: Scope | None = None) -> None:
+    """Send ``reply`` as one ASGI response, with content-length and x-request-id.
+
+    With the ``scope`` of our own HTTP protocol the response is written at once, without ASGI's
+    two sends (``LimitedHttpProtocol.reply_now``); any other server gets the two sends.
+    """
     headers = reply.headers
     headers.append((b"content-length", str(len(reply.body)).encode()))
     headers.append((b"x-request-id", request_id.encode("latin-1")))
+    if scope is not None:
+        reply_now = scope.get(REPLY_NOW)
+        if reply_now is not None and reply_now(reply.status, headers, reply.body):
+            return
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": reply.body})

@@ -16,13 +16,15 @@ one read, so the hot path stays as fast as plain httptools (benchmarks/README.md
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE, HttpToolsProtocol
 
+from localserve.engine.lifecycle import REPLY_NOW
 from localserve.server.wire import request_id_of
 
 log = logging.getLogger("localserve")
@@ -132,6 +134,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport and self.scope["method"] != "HEAD":
             cycle.transport = OneWrite(self.transport, self.loop)  # type: ignore[assignment]
+            self.scope[REPLY_NOW] = functools.partial(self.reply_now, cycle)  # type: ignore[literal-required]
 
     def on_message_complete(self) -> None:
         """The request is complete: the next head is counted from zero and the body's timer stops."""
@@ -140,6 +143,35 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.body_timer.cancel()
             self.body_timer = None
         super().on_message_complete()
+
+    def reply_now(self, cycle: Any, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+        """Write a whole response (head and body, ``content-length`` among ``headers``) in one write.
+
+        What uvicorn's ``send`` does for an ``http.response.start`` and a last ``http.response.body``,
+        in one call instead of two awaited ones: the same checks of names and values, its default
+        headers, ``connection: close`` when the connection ends, then the cycle is complete and the
+        connection ready for its next request. False when the response cannot go this way (the
+        client left, writing is paused, a response was begun, a header is invalid): the caller then
+        sends through ASGI as usual, which deals with each of these.
+        """
+        if cycle is not self.cycle or cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
+            return False
+        head = [STATUS_LINE[status]]
+        for name, value in (*cycle.default_headers, *headers):
+            if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
+                return False
+            head += (name, b": ", value, b"\r\n")
+        if not cycle.keep_alive:
+            head.append(b"connection: close\r\n")
+        head += (b"\r\n", body)
+        cycle.response_started = cycle.response_complete = True
+        cycle.waiting_for_100_continue = False
+        self.transport.write(b"".join(head))
+        cycle.message_event.set()
+        if not cycle.keep_alive:
+            self.transport.close()
+        cycle.on_response()
+        return True
 
     def send_400_response(self, msg: str) -> None:
         """A request the parser refused: the 431 of a head over the limits, else uvicorn's 400."""
