@@ -52,9 +52,8 @@ class Job:
         self.future: asyncio.Future[Any] = loop.create_future()
         self.state = QUEUED
         self.started = loop.time()
-        self.receive: Callable[[], Awaitable[Any]] | None = (
-            None  # the ASGI receive of this request (to see the client leave)
-        )
+        # The ASGI receive of this request: a request that waits a while listens for its client leaving.
+        self.receive: Callable[[], Awaitable[Any]] | None = None
         self.listener: asyncio.Task[None] | None = None
         self.send: Callable[[Any], Any] | None = None  # the ASGI send of this request (streams use it)
         self.gone: threading.Event | None = None  # set when the client of a stream went away

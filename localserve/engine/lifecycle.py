@@ -68,6 +68,7 @@ class Lifecycle:
         self.watch_after = min(WATCH_AFTER, self.timeout)
         self.tick = max(0.001, min(WATCH_AFTER, self.timeout / 2))  # how often _sweep looks at them
         self._sweeper: asyncio.TimerHandle | None = None
+        self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop of _sweeper
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> tuple[int, Any]:
         """Answer one request; returns (status, the value user code returned) for the records. Never raises."""
@@ -122,8 +123,8 @@ class Lifecycle:
         del request
         waiting = self.waiting
         waiting[job] = None
-        if self._sweeper is None:
-            self._sweeper = loop.call_at(job.started + self.tick, self._sweep)
+        if self._sweeper is None or self._sweeping is not loop:  # (a new loop: the old one's timer is gone)
+            self._sweeper, self._sweeping = loop.call_at(job.started + self.tick, self._sweep), loop
         try:
             reply: Reply = await job.future
             if reply.stream is not None:
@@ -147,17 +148,18 @@ class Lifecycle:
         only the requests that really wait. A deadline is seen at most one tick late.
         """
         waiting = self.waiting
-        if not waiting:
-            self._sweeper = None
-            return
         loop = asyncio.get_running_loop()
+        if not waiting or loop is not self._sweeping:
+            if loop is self._sweeping:
+                self._sweeper = None
+            return
         now = loop.time()
         watch_from = now - self.watch_after
         deadline_from = now - self.timeout
         for job in waiting:  # nothing here removes a job: answered requests leave from run()'s finally
             if job.started > watch_from:
                 break
-            if job.future.done():
+            if job.future.done() or job.loop is not loop:
                 continue
             if job.started <= deadline_from:
                 started = not self.pipeline.drop(job)
