@@ -156,6 +156,24 @@ def onnx_identity(path: Path, elem_type: int = TensorProto.FLOAT, shape: Sequenc
     return _save(graph, path)
 
 
+# The request handler around onnx_batch_echo for the batching tests: a request with "block" holds its
+# thread in pre_inference (started is set) until the test sets release; its rows come back as "y".
+ECHO_HANDLER = """
+import threading
+started = threading.Event()
+release = threading.Event()
+
+def pre_inference(sample, metadata):
+    if sample.get("block"):
+        started.set()
+        release.wait(20)
+    return sample["x"]
+
+def post_inference(prediction, metadata):
+    return {"y": prediction[0].tolist()}
+"""
+
+
 def onnx_batch_echo(path: Path, width: int = 4) -> Path:
     """``y = x + N`` where N is the batch size the model ran at: each row shows the batch it was part of.
 

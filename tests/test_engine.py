@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.models import onnx_batch_echo
+from tests.models import ECHO_HANDLER, onnx_batch_echo
 
 BLOCKING = """
 import threading
@@ -182,21 +182,6 @@ ECHO_CONFIG = """
   model: echo.onnx
   request_handler: h.py
   batching: {{max_batch_size: {max}, batch_interval: 10s{sizes}}}
-"""
-
-ECHO_HANDLER = """
-import threading
-started = threading.Event()
-release = threading.Event()
-
-def pre_inference(sample, metadata):
-    if sample.get("block"):
-        started.set()
-        release.wait(20)
-    return sample["x"]
-
-def post_inference(prediction, metadata):
-    return {"y": prediction[0].tolist()}
 """
 
 

@@ -22,7 +22,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import EXAMPLES
-from tests.models import onnx_batch_echo, onnx_mlp
+from tests.models import ECHO_HANDLER, onnx_batch_echo, onnx_mlp
 from tests.test_e2e import server
 
 pytestmark = pytest.mark.slow
@@ -233,21 +233,6 @@ ECHO_CONFIG = """
   model: echo.onnx
   request_handler: h.py
   batching: {max_batch_size: 8, batch_interval: 10s}
-"""
-
-ECHO_HANDLER = """
-import threading
-started = threading.Event()
-release = threading.Event()
-
-def pre_inference(sample, metadata):
-    if sample.get("block"):
-        started.set()
-        release.wait(20)
-    return sample["x"]
-
-def post_inference(prediction, metadata):
-    return {"y": prediction[0].tolist()}
 """
 
 
