@@ -67,8 +67,7 @@ class Lifecycle:
         self.waiting: dict[Job, None] = {}  # requests waiting for their answer, in admission order
         self.watch_after = min(WATCH_AFTER, self.timeout)
         self.tick = max(0.001, min(WATCH_AFTER, self.timeout / 2))  # how often _sweep looks at them
-        self._sweeper: asyncio.TimerHandle | None = None
-        self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop of _sweeper
+        self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop whose timer runs _sweep, if any
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> tuple[int, Any]:
         """Answer one request; returns (status, the value user code returned) for the records. Never raises."""
@@ -123,8 +122,9 @@ class Lifecycle:
         del request
         waiting = self.waiting
         waiting[job] = None
-        if self._sweeper is None or self._sweeping is not loop:  # (a new loop: the old one's timer is gone)
-            self._sweeper, self._sweeping = loop.call_at(job.started + self.tick, self._sweep), loop
+        if self._sweeping is not loop:  # no sweep yet, or one on a loop that is gone
+            loop.call_at(job.started + self.tick, self._sweep)
+            self._sweeping = loop
         try:
             reply: Reply = await job.future
             if reply.stream is not None:
@@ -149,9 +149,10 @@ class Lifecycle:
         """
         waiting = self.waiting
         loop = asyncio.get_running_loop()
-        if not waiting or loop is not self._sweeping:
-            if loop is self._sweeping:
-                self._sweeper = None
+        if loop is not self._sweeping:  # a sweep of a loop that is no longer this API's
+            return
+        if not waiting:
+            self._sweeping = None
             return
         now = loop.time()
         watch_from = now - self.watch_after
@@ -166,7 +167,7 @@ class Lifecycle:
                 job.future.set_exception(Timeout(self.name, self.timeout, started))
             elif job.state == QUEUED and job.listener is None and job.receive is not None:
                 job.listener = loop.create_task(self._listen(job, job.receive))
-        self._sweeper = loop.call_at(now + self.tick, self._sweep)
+        loop.call_at(now + self.tick, self._sweep)
 
     async def _listen(self, job: Job, receive: Receive) -> None:
         message = await receive()

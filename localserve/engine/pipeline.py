@@ -236,7 +236,7 @@ class Pipeline:
         endpoint = self.endpoint
         if self.batcher is None:  # each request straight through its stages
             for job in jobs:
-                request_id_var.set(job.request.request_id)
+                self._enter(job)
                 try:
                     prepared = (job.prepare or endpoint.prepare)(job.request)
                     if not isinstance(prepared, Reply):
@@ -248,7 +248,7 @@ class Pipeline:
             return
         feeds: list[tuple[Job, Any]] = []
         for job in jobs:
-            request_id_var.set(job.request.request_id)
+            self._enter(job)
             try:
                 prepared = (job.prepare or endpoint.prepare)(job.request)
             except BaseException as exc:
