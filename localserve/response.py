@@ -43,6 +43,16 @@ class Reply:
     stream: Iterator[bytes] | None = None
     asgi: Any = None  # a Starlette Response returned by user code, sent as is
     value: Any = None  # the Python value, for the tracker
+    sent: bytes | None = None  # written by the API's thread: what the event loop must still write
+
+
+def answer_headers(reply: Reply, request_id: str) -> list[tuple[bytes, bytes]]:
+    """``reply``'s headers as sent: its own, then content-length and x-request-id."""
+    return [
+        *reply.headers,
+        (b"content-length", str(len(reply.body)).encode()),
+        (b"x-request-id", request_id.encode("latin-1")),
+    ]
 
 
 def json_default(value: Any) -> Any:

@@ -374,3 +374,42 @@ def test_after_the_graceful_timeout_waiting_clients_get_503_and_queued_work_neve
     )
     assert ran.read_text().split() == ["r0"]  # the queued requests never ran
     assert "exiting although user code left threads running: user-thread" in output_of(proc)
+
+
+def test_a_request_whose_answer_a_thread_is_writing_gets_no_504() -> None:
+    """The deadline and a thread writing the answer itself (``THREAD_REPLY``) both want to answer: one
+    ``Job.claim`` decides. Once a thread holds it, the deadline passes without a 504 and the thread's
+    Reply is the answer; a request nobody claimed gets its 504."""
+    import asyncio
+
+    from localserve.config import ApiConfig
+    from localserve.engine import Lifecycle
+    from localserve.engine.pipeline import Pipeline
+    from localserve.errors import Timeout
+    from localserve.request import Request
+    from localserve.response import Reply
+
+    async def main() -> tuple[Reply, type[BaseException]]:
+        api = ApiConfig(name="claimed", timeout=0.01)
+        pipeline = Pipeline(api, endpoint=None)  # type: ignore[arg-type]  # no threads: jobs stay queued
+        lifecycle = Lifecycle(pipeline, max_body_size=1024, status=lambda: ("ready", None))
+
+        def request() -> Request:
+            return Request("POST", [], b"{}", request_id="r")
+
+        claimed = asyncio.ensure_future(lifecycle.run(request(), None, None))  # type: ignore[arg-type]
+        unclaimed = asyncio.ensure_future(lifecycle.run(request(), None, None))  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        first = next(iter(lifecycle.waiting))  # admission order: the claimed request came first
+        assert first.claim()  # what an API thread does before it writes the answer
+        with pytest.raises(Timeout) as timed_out:
+            await asyncio.wait_for(unclaimed, 5)
+        for _ in range(5):  # several sweeps pass the claimed request's deadline
+            await asyncio.sleep(lifecycle.tick)
+        assert not claimed.done()
+        reply = Reply(status=200, body=b"written by the thread")
+        first.future.set_result(reply)  # the thread's settle
+        return await claimed, timed_out.type
+
+    reply, error = asyncio.run(main())
+    assert reply.body == b"written by the thread" and error is Timeout

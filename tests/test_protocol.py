@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from typing import Any
 
 import uvicorn
@@ -187,3 +188,121 @@ def test_a_client_request_id_that_cannot_be_sent_back_is_replaced() -> None:
     assert request_id_of({"headers": [(b"x-request-id", b"abc-1")]}) == "abc-1"
     made = request_id_of({"headers": [(b"x-request-id", b"abc\x01")]})
     assert made != "abc\x01" and len(made) == 32
+
+
+def _read_answers(client: socket.socket, count: int) -> list[bytes]:
+    """``count`` whole responses (each with content-length) from ``client``."""
+    data, answers = b"", []
+    while len(answers) < count:
+        while b"\r\n\r\n" not in data:
+            chunk = client.recv(65536)
+            assert chunk, f"the connection closed after {len(answers)} answers"
+            data += chunk
+        head, _, data = data.partition(b"\r\n\r\n")
+        length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))[15:])
+        while len(data) < length:
+            chunk = client.recv(65536)
+            assert chunk, "the connection closed inside a body"
+            data += chunk
+        answers.append(head + b"\r\n\r\n" + data[:length])
+        data = data[length:]
+    return answers
+
+
+def test_a_thread_writes_the_answer_while_the_event_loop_is_blocked() -> None:
+    """``ThreadReply``: the bytes leave from the writing thread (the client reads the whole answer while
+    the loop cannot run), and ``complete`` on the loop then serves the pipelined next request, whose
+    ``Connection: close`` ends the connection after its answer."""
+    from localserve.engine.lifecycle import THREAD_REPLY
+
+    client_read = threading.Event()
+    rests: list[bytes | None] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        writer = scope[THREAD_REPLY]
+        body = scope["path"].encode()
+        headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+        thread = threading.Thread(target=lambda: rests.append(writer.write(200, headers, body)))
+        thread.start()
+        if scope["path"] == "/one":
+            assert client_read.wait(30), "the client never got the answer the thread wrote"  # the loop is blocked
+        thread.join(30)
+        writer.complete(rests[-1])
+
+    server, thread, port = _serve(app)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(
+                b"POST /one HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
+                b"POST /two HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            [first] = _read_answers(client, 1)
+            client_read.set()
+            rest = _read_all(client)  # the server closes the connection after the second answer
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b"\r\n\r\n/one")
+        assert b"connection: close" not in first.lower()
+        assert rest.startswith(b"HTTP/1.1 200 OK\r\n") and b"connection: close\r\n" in rest and rest.endswith(b"/two")
+        assert rests == [b"", b""]
+    finally:
+        client_read.set()
+        server.should_exit = True
+        thread.join(30)
+
+
+def test_what_the_socket_does_not_take_the_loop_writes_after_in_order() -> None:
+    """A client that does not read: the thread's writes fill the socket, the loop writes the rest of
+    the answer the socket took only part of (``complete``), and the thread declines while the loop
+    holds bytes, so every byte arrives, in order. A header uvicorn would refuse is declined too (the
+    loop's ``send`` then refuses it as always)."""
+    from localserve.engine.lifecycle import THREAD_REPLY
+
+    outcomes: list[str] = []
+    size, count = 200 * 1024, 40  # 8 MB: more than a socket buffers
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        writer = scope[THREAD_REPLY]
+        index = int(scope["path"][1:])
+        body = bytes([48 + index]) * size
+        headers = [(b"content-length", str(size).encode())]
+        if index == count - 1:
+            headers.append((b"x-bad", b"\x01"))
+        rest = await asyncio.get_running_loop().run_in_executor(None, writer.write, 200, headers, body)
+        if rest is None:
+            outcomes.append("declined")
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+        else:
+            outcomes.append("partly" if rest else "whole")
+            writer.complete(rest)
+
+    server, thread, port = _serve(app)
+    try:
+        with socket.socket() as client:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+            client.settimeout(30)
+            client.connect(("127.0.0.1", port))
+            requests = [f"GET /{i} HTTP/1.1\r\nhost: x\r\n\r\n".encode() for i in range(count - 1)]
+            client.sendall(
+                b"".join(requests) + f"GET /{count - 1} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n".encode()
+            )
+            deadline = time.monotonic() + 60
+            while "partly" not in outcomes:  # nothing is read until the socket refused part of an answer
+                assert time.monotonic() < deadline, outcomes
+                threading.Event().wait(0.01)
+            answers = _read_answers(client, count - 1)
+            leftover = _read_all(client)
+        for index, answer in enumerate(answers):
+            assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+            assert answer.endswith(b"\r\n\r\n" + bytes([48 + index]) * size), index
+        assert leftover == b""  # the last one's header was refused by uvicorn's send, which closes the connection
+        first = outcomes.index("partly")  # the socket took the first answers whole, then part of one
+        assert outcomes[:first] == ["whole"] * first and outcomes[-1] == "declined", outcomes
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -24,6 +24,7 @@ class Job:
     """
 
     __slots__ = (
+        "claims",
         "finish",
         "future",
         "gone",
@@ -36,6 +37,7 @@ class Job:
         "started",
         "state",
         "stream_done",
+        "writer",
     )
 
     def __init__(
@@ -58,6 +60,17 @@ class Job:
         self.send: Callable[[Any], Any] | None = None  # the ASGI send of this request (streams use it)
         self.gone: threading.Event | None = None  # set when the client of a stream went away
         self.stream_done: concurrent.futures.Future[None] | None = None  # resolved after a stream's last chunk
+        # Writes the answer from the API's thread (server/protocol.py's ThreadReply), where the server can.
+        self.writer: Any = None
+        self.claims = [True]  # one right to answer: the loop (deadline, shutdown) or a thread writing
+
+    def claim(self) -> bool:
+        """Take the one right to answer this request; False when it was taken (``list.pop`` is atomic)."""
+        try:
+            self.claims.pop()
+        except IndexError:
+            return False
+        return True
 
 
 class Call:

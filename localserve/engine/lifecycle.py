@@ -33,7 +33,7 @@ from localserve.errors import (
     Timeout,
 )
 from localserve.request import Request
-from localserve.response import Reply, error_body, error_message
+from localserve.response import Reply, answer_headers, error_body, error_message
 
 log = logging.getLogger("localserve")
 
@@ -43,6 +43,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 MiB = 1024 * 1024
 REPLY_NOW = "localserve.reply_now"  # set by server/protocol.py: a whole response in one write
+THREAD_REPLY = "localserve.thread_reply"  # set by server/protocol.py: the API's thread writes the answer
 WATCH_AFTER = 0.02  # seconds a request waits before a task listens for its client leaving
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 
@@ -76,7 +77,9 @@ class Lifecycle:
                 reply = await self._answer(scope, receive, send, request_id)
             except LocalServeError as exc:
                 reply = error_reply(exc, request_id, self.name, hide_errors=self.hide_errors)
-            if reply.asgi is not None:  # a Starlette Response returned by user code
+            if reply.sent is not None:  # the API's thread wrote it: end the response here
+                scope[THREAD_REPLY].complete(reply.sent)
+            elif reply.asgi is not None:  # a Starlette Response returned by user code
                 reply.asgi.headers["x-request-id"] = request_id
                 await reply.asgi(scope, receive, send)
             elif reply.stream is None:
@@ -106,18 +109,26 @@ class Lifecycle:
             path=scope["path"],
         )
         del body
-        return await self.run(request, receive, send)
+        return await self.run(request, receive, send, writer=scope.get(THREAD_REPLY))
 
     async def run(
-        self, request: Request, receive: Receive, send: Send, finish: Any = None, prepare: Any = None
+        self,
+        request: Request,
+        receive: Receive,
+        send: Send,
+        finish: Any = None,
+        prepare: Any = None,
+        writer: Any = None,
     ) -> Reply:
         """Queue ``request`` on the API's threads and wait for its Reply (raised errors are the answer).
 
         ``finish`` and ``prepare`` replace the endpoint's stages for this request (see ``Job``).
+        With a ``writer`` (the scope's ``THREAD_REPLY``) the thread that finishes the request
+        writes the answer itself; the Reply then says so (``sent``) and the caller ends it.
         """
         loop = asyncio.get_running_loop()
         job = Job(request, loop, finish, prepare)
-        job.send, job.receive = send, receive
+        job.send, job.receive, job.writer = send, receive, writer
         self.pipeline.submit(job)
         del request
         waiting = self.waiting
@@ -163,6 +174,8 @@ class Lifecycle:
             if job.future.done() or job.loop is not loop:
                 continue
             if job.started <= deadline_from:
+                if not job.claim():  # an API thread is writing its answer; its Reply follows
+                    continue
                 started = not self.pipeline.drop(job)
                 job.future.set_exception(Timeout(self.name, self.timeout, started))
             elif job.state == QUEUED and job.listener is None and job.receive is not None:
@@ -198,7 +211,7 @@ class Lifecycle:
             if job.gone is not None:
                 job.gone.set()
             started = not self.pipeline.drop(job)
-            if not job.future.done():
+            if not job.future.done() and job.claim():
                 job.future.set_exception(ShuttingDown(started))
                 count += 1
         return count
@@ -275,9 +288,7 @@ async def send_reply(send: Send, reply: Reply, request_id: str, scope: Scope | N
     With the ``scope`` of our own HTTP protocol the response is written at once, without ASGI's
     two sends (``LimitedHttpProtocol.reply_now``); any other server gets the two sends.
     """
-    headers = reply.headers
-    headers.append((b"content-length", str(len(reply.body)).encode()))
-    headers.append((b"x-request-id", request_id.encode("latin-1")))
+    headers = reply.headers = answer_headers(reply, request_id)
     if scope is not None:
         reply_now = scope.get(REPLY_NOW)
         if reply_now is not None and reply_now(reply.status, headers, reply.body):

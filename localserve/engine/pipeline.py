@@ -30,7 +30,7 @@ from localserve.engine.streams import open_stream, pump
 from localserve.errors import InternalError, LocalServeError, Overloaded, ShuttingDown
 from localserve.handlers import Endpoint
 from localserve.logs import api_var, request_id_var
-from localserve.response import Reply
+from localserve.response import Reply, answer_headers
 
 log = logging.getLogger("localserve")
 
@@ -322,9 +322,20 @@ class Pipeline:
         self._queue.put(Outputs(outcomes))
 
     def _settle(self, done: Done) -> None:
-        """Answer finished jobs: one wake-up of the loop for all of them; streams then hold this thread."""
+        """Answer finished jobs: one wake-up of the loop for all of them; streams then hold this thread.
+
+        A job whose server lets threads write (``job.writer``) has its answer written here first,
+        so the client has it before the loop wakes up to end the response.
+        """
         if not done:
             return
+        for job, reply in done:
+            writer = job.writer
+            if writer is not None and type(reply) is Reply and reply.stream is None and reply.asgi is None:
+                if not job.claim():
+                    continue  # answered by the loop already (its deadline, shutdown)
+                headers = answer_headers(reply, job.request.request_id)
+                reply.sent = writer.write(reply.status, headers, reply.body)
         streams = [(job, reply) for job, reply in done if isinstance(reply, Reply) and reply.stream is not None]
         for job, _ in streams:
             open_stream(job)

@@ -19,16 +19,19 @@ import asyncio
 import functools
 import json
 import logging
+import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE, HttpToolsProtocol
 
-from localserve.engine.lifecycle import REPLY_NOW
+from localserve.engine.lifecycle import REPLY_NOW, THREAD_REPLY
 from localserve.server.wire import request_id_of
 
 log = logging.getLogger("localserve")
 KiB = 1024
+THREAD_WRITE_LIMIT = 256 * KiB  # larger responses are written by the event loop
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.refusal: tuple[int, str] | None = None
         self.head_timer: asyncio.TimerHandle | None = None
         self.body_timer: asyncio.TimerHandle | None = None
+        # The socket's own descriptor, duplicated for the API's threads to write answers
+        # (ThreadReply): closing the connection cannot hand its number to another client while
+        # a thread writes, because it is closed under the lock a thread writes under.
+        self.thread_fd = -1
+        self.thread_lock = threading.Lock()
 
     # -- connection ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -75,8 +83,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """The connection closed: stop its timers."""
+        """The connection closed: stop its timers, close the threads' descriptor."""
         self._cancel_timers()
+        if self.thread_fd >= 0:
+            with self.thread_lock:
+                os.close(self.thread_fd)
+                self.thread_fd = -1
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -135,6 +147,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.transport is self.transport and self.scope["method"] != "HEAD":
             cycle.transport = OneWrite(self.transport, self.loop)  # type: ignore[assignment]
             self.scope[REPLY_NOW] = functools.partial(self.reply_now, cycle)  # type: ignore[literal-required]
+            if self.thread_fd < 0 and not self.transport.is_closing():
+                self._open_thread_fd()
+            if self.thread_fd >= 0:
+                self.scope[THREAD_REPLY] = ThreadReply(self, cycle)  # type: ignore[literal-required]
 
     def on_message_complete(self) -> None:
         """The request is complete: the next head is counted from zero and the body's timer stops."""
@@ -156,22 +172,32 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """
         if cycle is not self.cycle or cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
             return False
-        head = [STATUS_LINE[status]]
-        for name, value in (*cycle.default_headers, *headers):
-            if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
-                return False
-            head += (name, b": ", value, b"\r\n")
-        if not cycle.keep_alive:
-            head.append(b"connection: close\r\n")
-        head += (b"\r\n", body)
+        data = response_bytes(cycle, status, headers, body)
+        if data is None:
+            return False
+        self.complete(cycle, data)
+        return True
+
+    def complete(self, cycle: Any, rest: bytes) -> None:
+        """End ``cycle``'s response on the loop: write ``rest`` of it, then ready the connection for the next."""
         cycle.response_started = cycle.response_complete = True
         cycle.waiting_for_100_continue = False
-        self.transport.write(b"".join(head))
+        if rest and not self.transport.is_closing():
+            self.transport.write(rest)
         cycle.message_event.set()
         if not cycle.keep_alive:
             self.transport.close()
         cycle.on_response()
-        return True
+
+    def _open_thread_fd(self) -> None:
+        transport = self.transport
+        sock = transport.get_extra_info("socket")
+        if sock is None or transport.get_extra_info("sslcontext") is not None:
+            return
+        try:
+            self.thread_fd = os.dup(sock.fileno())
+        except OSError:  # out of descriptors: the loop writes every answer of this connection
+            self.thread_fd = -1
 
     def send_400_response(self, msg: str) -> None:
         """A request the parser refused: the 431 of a head over the limits, else uvicorn's 400."""
@@ -233,6 +259,71 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             if timer is not None:
                 timer.cancel()
         self.head_timer = self.body_timer = None
+
+
+def response_bytes(cycle: Any, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes | None:
+    """A whole HTTP/1.1 response as uvicorn would write it (its checks, default headers, ``connection: close``).
+
+    None when a header name or value is invalid: uvicorn's ``send`` then refuses it as usual.
+    """
+    head = [STATUS_LINE[status]]
+    for name, value in (*cycle.default_headers, *headers):
+        if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
+            return None
+        head += (name, b": ", value, b"\r\n")
+    if not cycle.keep_alive:
+        head.append(b"connection: close\r\n")
+    head += (b"\r\n", body)
+    return b"".join(head)
+
+
+class ThreadReply:
+    """Lets the API's thread that finished a request write its answer to the socket itself.
+
+    At concurrency 1 an answer written by the event loop costs a wake-up of the loop's thread
+    before the client sees a byte; written by the API's thread, the bytes leave at once and the
+    loop's bookkeeping (``complete``: the cycle, keep-alive, the next pipelined request, the
+    access line) runs while the client reads. The system call also leaves the loop's thread,
+    which under load is the busiest. The thread writes only when nothing else can: the response
+    not begun, the transport's buffer empty (so bytes stay in order), writing not paused, the
+    connection open (checked under ``thread_lock``, which ``connection_lost`` takes to close the
+    descriptor); whatever the socket does not take at once, the loop writes after it.
+    """
+
+    __slots__ = ("cycle", "protocol")
+
+    def __init__(self, protocol: LimitedHttpProtocol, cycle: Any) -> None:
+        self.protocol = protocol
+        self.cycle = cycle
+
+    def write(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes | None:
+        """On an API thread: write the response; the bytes the loop must still write, or None if not written."""
+        cycle = self.cycle
+        if (
+            len(body) > THREAD_WRITE_LIMIT
+            or cycle.response_started
+            or cycle.disconnected
+            or cycle.flow.write_paused
+            or (data := response_bytes(cycle, status, headers, body)) is None
+        ):
+            return None
+        protocol = self.protocol
+        with protocol.thread_lock:
+            transport = protocol.transport
+            if protocol.thread_fd < 0 or transport.is_closing() or transport.get_write_buffer_size():
+                return None
+            cycle.response_started = True  # nothing else answers this request now
+            try:
+                written = os.write(protocol.thread_fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError:  # the client has gone; the loop learns it from the connection
+                return b""
+        return data[written:]
+
+    def complete(self, rest: bytes) -> None:
+        """On the event loop: write what the thread could not, and end the response."""
+        self.protocol.complete(self.cycle, rest)
 
 
 class OneWrite:
