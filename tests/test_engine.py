@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import gc
 import json
+import os
 import signal
 import threading
 import time
@@ -13,7 +14,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.models import ECHO_HANDLER, onnx_batch_echo
+from tests.models import ECHO_HANDLER, onnx_batch_echo, onnx_identity
 
 BLOCKING = """
 import threading
@@ -166,6 +167,43 @@ def test_pin_threads_moves_workers_to_one_core_after_loading(serve, make_project
     allowed = sorted(os.sched_getaffinity(0))
     assert worker == allowed[:1]
     assert main.seen["pool"] == allowed
+
+
+AFFINITY_HANDLER = """
+import os
+
+def pre_inference(sample, metadata):
+    return sample["x"]
+
+def post_inference(prediction, metadata):
+    return {"cpus": sorted(os.sched_getaffinity(0))}
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning is off on one core")
+@pytest.mark.parametrize(("threads", "pinned"), [(1, True), (2, False)])
+def test_a_model_api_with_one_thread_is_pinned_by_default(serve, make_project, threads, pinned) -> None:
+    """No --pin-threads flag (``pin_threads=None``): a model API on CPU with one thread runs on one core
+    (replica 0 on port 0: the first allowed core); with two threads it keeps every core."""
+    from localserve.server import ServeOptions
+
+    config = f"- kind: api\n  name: m\n  model: m.onnx\n  request_handler: h.py\n  threads_per_process: {threads}\n"
+    project = make_project({"localserve.yaml": config, "h.py": AFFINITY_HANDLER})
+    onnx_identity(project / "m.onnx")
+    with serve(project, ServeOptions(pin_threads=None)) as client:
+        assert client.app.pin_by_default() is pinned
+        cpus = client.post("/m", json={"x": [[1.0, 2.0, 3.0, 4.0]]}).json()["cpus"]
+    allowed = sorted(os.sched_getaffinity(0))
+    assert cpus == (allowed[:1] if pinned else allowed)
+
+
+def test_a_handler_api_is_not_pinned_by_default(serve, make_project) -> None:
+    """An ABEJA handler may start thread pools of its own later: without the flag it keeps every core."""
+    from localserve.server import ServeOptions
+
+    project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
+    with serve(project, ServeOptions(pin_threads=None), handler="main:handler") as client:
+        assert client.app.pin_by_default() is False
 
 
 def wait_for(condition, what: str, seconds: float = 10) -> None:

@@ -176,9 +176,10 @@ def _split_header(item: str) -> tuple[str, str]:
     help="Prometheus metrics at /metrics (--no-metrics only to measure their cost).",
 )
 @click.option(
-    "--pin-threads",
-    is_flag=True,
-    help="Run the event loop and the worker threads on one core (lower latency for small models).",
+    "--pin-threads/--no-pin-threads",
+    default=None,
+    help="Run the event loop and the worker threads on one core once the models are loaded. Default: on "
+    "when every API is a model with one thread on CPU (request_handler or raw model), else off.",
 )
 @click.option(
     "--max-header-bytes",
@@ -224,7 +225,7 @@ def serve(
     keep_going: bool,
     access_log: bool,
     metrics: bool,
-    pin_threads: bool,
+    pin_threads: bool | None,
     max_header_bytes: int,
     max_headers: int,
     header_timeout: float,
@@ -251,6 +252,7 @@ def serve(
         access_log=access_log,
         metrics=metrics,
         pin_threads=pin_threads,
+        port=port,
         hide_errors=hide_errors,
         api_key=api_key or None,
         log_format=flags.log_format,

@@ -30,12 +30,14 @@ class ServeOptions:
     keep_going: bool = False  # a failed API answers 503 instead of stopping the start
     access_log: bool = True  # one log line per request
     metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
-    pin_threads: bool = False  # event loop and worker threads on one core once the models are loaded
+    # Event loop and worker threads on one core once the models are loaded; None: where it helps (App.pin_by_default).
+    pin_threads: bool | None = False
+    port: int = 0  # the port served (with the replica's index, it picks the core to pin to)
     graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
     hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
     api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
     # Given by the supervisor to each replica (one process: the defaults).
-    replica: int = 0  # this replica's index (--pin-threads picks the core by it)
+    replica: int = 0  # this replica's index (--pin-threads picks the core by it and the port)
     replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
     metrics_dir: str | None = None  # prometheus_client's multiprocess folder of a serve with replicas
     log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)

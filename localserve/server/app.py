@@ -133,23 +133,49 @@ class App:
                         raise
                     self.on_fatal(str(exc))
                     return
-        if self.options.pin_threads:
+        pin = self.options.pin_threads
+        if pin or (pin is None and self.pin_by_default()):
             self.pin_threads()
+
+    def pin_by_default(self) -> bool:
+        """Whether pinning helps and is safe with no flag: every API a model on CPU with one thread.
+
+        Those APIs run only our runtimes' code and the user's pre/post_inference on their thread,
+        and the runtimes' thread pools are made while loading, so they keep every core. Handlers
+        and predictors may start thread pools of their own later (torch does at its first call),
+        which would inherit the one core, and several threads per API are there to use more
+        cores: those are left alone unless ``--pin-threads`` asks.
+        """
+        try:
+            if len(os.sched_getaffinity(0)) < 2:
+                return False
+        except AttributeError:
+            return False
+        return all(
+            rt.api.kind == "request_handler"
+            and rt.api.threads_per_process == 1
+            and rt.api.compute.gpu == 0
+            and not rt.api.is_async
+            for rt in self.apis.values()
+        )
 
     def pin_threads(self) -> None:
         """Put the event loop and every API's worker threads on one core (``--pin-threads``).
 
         A request crosses from the loop to a worker thread and back; on one core each crossing
         is a direct switch instead of a wake-up on another core (measured here: a 52 µs round
-        trip became 22 µs). Done after loading, so the thread pools the runtimes made while
-        loading keep every core. Replica i takes the i-th allowed core.
+        trip became 22 µs), and the two threads do not pass the GIL between cores. Done after
+        loading, so the thread pools the runtimes made while loading keep every core. Replica i
+        of the server on port p takes allowed core (p + i) mod the number of cores, so the
+        replicas of a server, and servers on neighbouring ports, take different cores.
         """
         try:
             allowed = sorted(os.sched_getaffinity(0))
         except AttributeError:
-            log.warning("--pin-threads: this platform cannot pin threads to cores; ignored")
+            if self.options.pin_threads:
+                log.warning("--pin-threads: this platform cannot pin threads to cores; ignored")
             return
-        cpus = {allowed[self.options.replica % len(allowed)]}
+        cpus = {allowed[(self.options.port + self.options.replica) % len(allowed)]}
         os.sched_setaffinity(0, cpus)  # this thread: the event loop
         for rt in self.apis.values():
             rt.pipeline.pin(cpus)
