@@ -11,6 +11,10 @@ Everything that can happen to a request between its first byte and its last is d
 Only requests that really wait pay for a task listening for their client: it is made once a
 request has waited ``WATCH_AFTER`` seconds, and most requests are answered before that. One
 timer per API (``_sweep``), not one per request, watches deadlines and waiting clients.
+
+Where the server allows it (``THREAD_REPLY`` in the scope: our HTTP protocol), the API's thread
+that finishes a request writes the answer itself and the loop only ends the response; the
+deadline and shutdown answer a request only if they take ``Job.claim`` before that thread does.
 """
 
 from __future__ import annotations
