@@ -197,6 +197,20 @@ def test_a_model_api_with_one_thread_is_pinned_by_default(serve, make_project, t
     assert cpus == (allowed[:1] if pinned else allowed)
 
 
+def test_a_model_api_in_a_kubernetes_pod_is_not_pinned_by_default(serve, make_project, monkeypatch) -> None:
+    """Every pod of a node sees the node's cores and would pick the same one: off in a pod."""
+    from localserve.server import ServeOptions
+
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    config = "- kind: api\n  name: m\n  model: m.onnx\n  request_handler: h.py\n"
+    project = make_project({"localserve.yaml": config, "h.py": AFFINITY_HANDLER})
+    onnx_identity(project / "m.onnx")
+    with serve(project, ServeOptions(pin_threads=None)) as client:
+        assert client.app.pin_by_default() is False
+        cpus = client.post("/m", json={"x": [[1.0, 2.0, 3.0, 4.0]]}).json()["cpus"]
+    assert cpus == sorted(os.sched_getaffinity(0))
+
+
 def test_a_handler_api_is_not_pinned_by_default(serve, make_project) -> None:
     """An ABEJA handler may start thread pools of its own later: without the flag it keeps every core."""
     from localserve.server import ServeOptions

@@ -144,8 +144,12 @@ class App:
         and the runtimes' thread pools are made while loading, so they keep every core. Handlers
         and predictors may start thread pools of their own later (torch does at its first call),
         which would inherit the one core, and several threads per API are there to use more
-        cores: those are left alone unless ``--pin-threads`` asks.
+        cores: those are left alone unless ``--pin-threads`` asks. In a Kubernetes pod
+        (``KUBERNETES_SERVICE_HOST``) the other pods of the node see the same cores and would
+        pin to the same one, so the default is off there.
         """
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return False
         try:
             if len(os.sched_getaffinity(0)) < 2:
                 return False
