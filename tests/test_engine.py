@@ -171,8 +171,12 @@ def test_pin_threads_moves_workers_to_one_core_after_loading(serve, make_project
 
 AFFINITY_HANDLER = """
 import os
+import time
 
 def pre_inference(sample, metadata):
+    start = time.thread_time()
+    while time.thread_time() - start < sample.get("cpu", 0):  # CPU work on the API's thread
+        pass
     return sample["x"]
 
 def post_inference(prediction, metadata):
@@ -181,18 +185,39 @@ def post_inference(prediction, metadata):
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning is off on one core")
-@pytest.mark.parametrize(("threads", "pinned"), [(1, True), (2, False)])
-def test_a_model_api_with_one_thread_is_pinned_by_default(serve, make_project, threads, pinned) -> None:
-    """No --pin-threads flag (``pin_threads=None``): a model API on CPU with one thread runs on one core
-    (replica 0 on port 0: the first allowed core); with two threads it keeps every core."""
+@pytest.mark.parametrize(
+    ("threads", "cpu", "pinned"),
+    [(1, 0.0, True), (1, 0.003, False), (2, 0.0, False)],
+    ids=["short-requests", "long-requests", "two-threads"],
+)
+def test_a_model_api_with_one_thread_and_short_requests_is_pinned_by_default(
+    serve, make_project, monkeypatch, threads, cpu, pinned
+) -> None:
+    """No --pin-threads flag (``pin_threads=None``): a model API on CPU with one thread measures the CPU a
+    request takes on its thread and pins the loop and the thread to one core (replica 0 on port 0: the
+    first allowed core) when that is under ``PIN_BELOW``; requests that take longer (a JPEG decoded in
+    pre_inference) and APIs with two threads keep every core."""
+    from localserve.engine.pipeline import Pipeline
     from localserve.server import ServeOptions
+    from localserve.server.app import PIN_BELOW
 
+    monkeypatch.setattr(Pipeline, "MEASURE_AFTER", 2)
+    monkeypatch.setattr(Pipeline, "MEASURE_JOBS", 6)
     config = f"- kind: api\n  name: m\n  model: m.onnx\n  request_handler: h.py\n  threads_per_process: {threads}\n"
     project = make_project({"localserve.yaml": config, "h.py": AFFINITY_HANDLER})
     onnx_identity(project / "m.onnx")
+    body = {"x": [[1.0, 2.0, 3.0, 4.0]], "cpu": cpu}
     with serve(project, ServeOptions(pin_threads=None)) as client:
-        assert client.app.pin_by_default() is pinned
-        cpus = client.post("/m", json={"x": [[1.0, 2.0, 3.0, 4.0]]}).json()["cpus"]
+        app = client.app
+        assert app.pin_by_default() is (threads == 1)
+        for _ in range(8):  # the measured requests
+            assert client.post("/m", json=body).status_code == 200
+        if threads == 1:
+            wait_for(lambda: "m" in app.request_cpu, "the request's CPU measured")
+            assert (app.request_cpu["m"] < PIN_BELOW) is pinned
+        else:
+            assert app.request_cpu == {}
+        cpus = client.post("/m", json=body).json()["cpus"]
     allowed = sorted(os.sched_getaffinity(0))
     assert cpus == (allowed[:1] if pinned else allowed)
 
