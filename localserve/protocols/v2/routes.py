@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from localserve import __version__
 from localserve.engine import error_reply, read_body
-from localserve.engine.lifecycle import Receive, Scope, Send
+from localserve.engine.lifecycle import THREAD_REPLY, Receive, Scope, Send
 from localserve.errors import ClientGone, LocalServeError, NotFound, NotReady, Overloaded
 from localserve.logs import access_log
 from localserve.protocols.v2.codec import (
@@ -204,7 +204,10 @@ class V2Routes:
                 hide = self.app.options.hide_errors
                 reply = error_reply(exc, request_id, None if rt is None else rt.api.name, hide_errors=hide)
                 reply.body = orjson.dumps({"error": error_message(exc, hide)})
-            await _send_reply(send, reply, request_id)
+            if reply.sent is not None:  # the API's thread wrote it (THREAD_REPLY): end the response here
+                scope[THREAD_REPLY].complete(reply.sent)
+            else:
+                await _send_reply(send, reply, request_id)
             return reply.status
         except ClientGone:
             return 499
@@ -230,7 +233,8 @@ class V2Routes:
         call = _Call(model, parse_header_length(length, len(body)))
         request = Request("POST", scope["headers"], body, request_id=request_id, path=scope["path"])
         del body
-        return await lifecycle.run(request, receive, send, finish=call.finish, prepare=call.prepare)
+        writer = scope.get(THREAD_REPLY)
+        return await lifecycle.run(request, receive, send, finish=call.finish, prepare=call.prepare, writer=writer)
 
 
 class _Call:
