@@ -77,7 +77,8 @@ class Pipeline:
         # Set to measure the thread's CPU time per request once (see ``measure``); None otherwise.
         self.measured: Callable[[float], None] | None = None
         self._cpu = 0.0
-        self._jobs = 0
+        self._jobs = 0  # requests this thread drained since ``measure``
+        self._counted = 0  # of which measured
 
     @property
     def depth(self) -> int:
@@ -127,7 +128,7 @@ class Pipeline:
         (the first calls warm caches and code paths); it counts what runs on the thread with or
         without the GIL (decoding, the model when it runs inline), not the waits.
         """
-        self._cpu, self._jobs = 0.0, 0
+        self._cpu, self._jobs, self._counted = 0.0, 0, 0
         self.measured = report
 
     MEASURE_AFTER = 50
@@ -208,17 +209,19 @@ class Pipeline:
             del items  # nothing of a finished request stays referenced by an idle thread
 
     def _sample(self, items: list[Job | Outputs | Call | None], cpu: float) -> None:
-        jobs = sum(isinstance(item, Job) for item in items)
         if any(isinstance(item, Call) for item in items):
             return  # loading or warming up, not serving
-        self._jobs += jobs
-        if self._jobs <= self.MEASURE_AFTER:
+        jobs = sum(isinstance(item, Job) for item in items)
+        if self._jobs < self.MEASURE_AFTER:  # this drain began before the measurement
+            self._jobs += jobs
             return
-        self._cpu += cpu
-        if self._jobs >= self.MEASURE_AFTER + self.MEASURE_JOBS:
+        self._jobs += jobs
+        self._counted += jobs
+        self._cpu += cpu  # a drain of model outputs alone (batching) adds their last stage's CPU
+        if self._counted >= self.MEASURE_JOBS:
             report, self.measured = self.measured, None
             if report is not None:
-                report(self._cpu / (self._jobs - self.MEASURE_AFTER))
+                report(self._cpu / self._counted)
 
     def _handle(self, items: list[Job | Outputs | Call | None]) -> bool:
         """Run one drained set of work items; True when told to stop."""
