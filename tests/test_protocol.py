@@ -135,6 +135,13 @@ def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
     return server, thread, sock.getsockname()[1]
 
 
+# Two requests in one send; the second asks the server to close the connection after its answer.
+TWO_PIPELINED = (
+    b"POST /one HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
+    b"POST /two HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+)
+
+
 def _read_all(client: socket.socket) -> bytes:
     data = b""
     while chunk := client.recv(65536):
@@ -163,10 +170,7 @@ def test_a_whole_reply_written_at_once_keeps_the_connection_alive_and_honours_cl
     server, thread, port = _serve(app)
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
-            client.sendall(
-                b"POST /one HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
-                b"POST /two HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            )
+            client.sendall(TWO_PIPELINED)
             answers = _read_all(client)  # the server closes the connection after the second answer
         first, second = answers.split(b"HTTP/1.1 ")[1:]
         assert first.startswith(b"200 OK\r\n") and b"x-request-id: id-one\r\n" in first and first.endswith(b"/one")
@@ -225,20 +229,17 @@ def test_a_thread_writes_the_answer_while_the_event_loop_is_blocked() -> None:
         writer = scope[THREAD_REPLY]
         body = scope["path"].encode()
         headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
-        thread = threading.Thread(target=lambda: rests.append(writer.write(200, headers, body)))
-        thread.start()
+        writing = threading.Thread(target=lambda: rests.append(writer.write(200, headers, body)))
+        writing.start()
         if scope["path"] == "/one":
             assert client_read.wait(30), "the client never got the answer the thread wrote"  # the loop is blocked
-        thread.join(30)
+        writing.join(30)
         writer.complete(rests[-1])
 
     server, thread, port = _serve(app)
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
-            client.sendall(
-                b"POST /one HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
-                b"POST /two HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            )
+            client.sendall(TWO_PIPELINED)
             [first] = _read_answers(client, 1)
             client_read.set()
             rest = _read_all(client)  # the server closes the connection after the second answer

@@ -292,7 +292,7 @@ async def send_reply(send: Send, reply: Reply, request_id: str, scope: Scope | N
     With the ``scope`` of our own HTTP protocol the response is written at once, without ASGI's
     two sends (``LimitedHttpProtocol.reply_now``); any other server gets the two sends.
     """
-    headers = reply.headers = answer_headers(reply, request_id)
+    headers = answer_headers(reply, request_id)
     if scope is not None:
         reply_now = scope.get(REPLY_NOW)
         if reply_now is not None and reply_now(reply.status, headers, reply.body):

@@ -195,13 +195,12 @@ class Pipeline:
                 except queue.Empty:
                     break
             try:
-                if self.measured is not None:
-                    start = time.thread_time()
-                    stop = self._handle(items)
+                measuring = self.measured is not None
+                start = time.thread_time() if measuring else 0.0
+                stop = self._handle(items)
+                if measuring:
                     self._sample(items, time.thread_time() - start)
-                    if stop:
-                        return
-                elif self._handle(items):
+                if stop:
                     return
             except BaseException as exc:  # a bug of ours: answer what this thread held, and keep serving
                 log.error("api %r: internal error in the pipeline", self.name, exc_info=exc)
