@@ -317,9 +317,22 @@ class Supervisor:
         self.metrics_dir = ""  # made by run(): one fresh folder per serve
 
     def replica_options(self, index: int) -> ServeOptions:
-        """The options of replica ``index``: the serve's, with its place among the replicas."""
+        """The options of replica ``index``: the serve's, with its place among the replicas.
+
+        A replacement started while another replica is ready accepts connections only once loaded:
+        the kernel would otherwise hand it connections that it could only answer "still loading".
+        """
+        sibling_ready = any(
+            since is not None and (process := self.processes[i]) is not None and process.is_alive()
+            for i, since in enumerate(self.ready_since)
+            if i != index
+        )
         return dataclasses.replace(
-            self.options, replica=index, replicas=self.replicas, metrics_dir=self.metrics_dir or None
+            self.options,
+            replica=index,
+            replicas=self.replicas,
+            metrics_dir=self.metrics_dir or None,
+            accept_when_loaded=sibling_ready,
         )
 
     def replica_env(self, index: int) -> dict[str, str]:

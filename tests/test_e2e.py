@@ -131,9 +131,20 @@ def test_graceful_shutdown_finishes_the_request_in_flight(make_project) -> None:
         assert proc.wait(20) == 0
 
 
-def test_replicas_share_the_port_and_a_killed_one_is_restarted(make_project) -> None:
+def test_replicas_share_the_port_and_a_killed_one_is_restarted(make_project, tmp_path: Path) -> None:
+    marker = tmp_path / "first-replicas-answered"
     project = make_project(
-        {"main.py": "import os\n\ndef handler(request, context):\n    return {'content': str(os.getpid())}\n"}
+        {
+            "main.py": f"""
+            import os, pathlib, time
+
+            if pathlib.Path({str(marker)!r}).exists():
+                time.sleep(1.5)  # the replacement loads slowly: it must not take connections meanwhile
+
+            def handler(request, context):
+                return {{'content': str(os.getpid())}}
+            """
+        }
     )
     with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, proc):
         pids = set()
@@ -142,6 +153,7 @@ def test_replicas_share_the_port_and_a_killed_one_is_restarted(make_project) -> 
             with httpx.Client() as client:  # a new connection each time: the kernel spreads them
                 pids.add(int(client.post(url).text))
         assert len(pids) == 2, pids
+        marker.touch()
         victim = pids.pop()
         import os
 
@@ -153,9 +165,10 @@ def test_replicas_share_the_port_and_a_killed_one_is_restarted(make_project) -> 
             with httpx.Client() as client:
                 response = client.post(url)
                 answers.append(response.status_code)
-                new_pids.add(int(response.text))
+                if response.status_code == 200:
+                    new_pids.add(int(response.text))
             time.sleep(0.05)
-        assert set(answers) == {200}  # the port kept answering
+        assert set(answers) == {200}, answers  # the port kept answering, never "still loading"
         assert victim not in new_pids, "the killed replica answered"
         assert new_pids - {victim} - pids, "the killed replica was not replaced"
         proc.send_signal(signal.SIGTERM)

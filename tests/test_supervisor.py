@@ -44,3 +44,23 @@ def test_default_replicas_one_per_four_cores_for_gpu_apis_unless_configured(tmp_
         assert supervisor.default_replicas(config("  compute: {gpu: 1}\n")) == expected
     assert supervisor.default_replicas(config()) == 1  # CPU APIs: one process
     assert supervisor.default_replicas(config("  compute: {gpu: 1, min_replicas: 2}\n")) == 2  # the config wins
+
+
+def test_a_replacement_accepts_connections_only_once_loaded_while_a_sibling_serves(tmp_path: Path) -> None:
+    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
+
+    class Running:
+        def is_alive(self) -> bool:
+            return True
+
+    supervisor = Supervisor(
+        load_config(tmp_path), ServeOptions(), host="127.0.0.1", port=0, replicas=2, graceful_timeout=1
+    )
+    assert not supervisor.replica_options(1).accept_when_loaded  # the first start answers probes while loading
+    supervisor.processes[0] = Running()  # type: ignore[assignment]
+    assert not supervisor.replica_options(1).accept_when_loaded  # replica 0 runs but is not ready yet
+    supervisor.ready_since[0] = 1.0
+    assert supervisor.replica_options(1).accept_when_loaded
+    assert not supervisor.replica_options(0).accept_when_loaded  # itself does not count
+    supervisor.processes[0] = None
+    assert not supervisor.replica_options(1).accept_when_loaded  # the ready one is gone

@@ -40,6 +40,9 @@ class ServeOptions:
     replica: int = 0  # this replica's index (--pin-threads picks the core by it and the port)
     replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
     metrics_dir: str | None = None  # prometheus_client's multiprocess folder of a serve with replicas
+    # A replacement replica while a sibling serves: take connections off the shared socket only once
+    # every API is loaded, so the port keeps answering 200 instead of "still loading" 503s.
+    accept_when_loaded: bool = False
     log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
     log_level: str = "info"  # --log-level
 

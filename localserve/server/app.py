@@ -113,6 +113,8 @@ class App:
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
         """Starlette's lifespan: load the APIs at start-up, shut down at the end."""
         await self.startup(wait=False)
+        if self.options.accept_when_loaded and self.loading is not None:
+            await asyncio.wait({self.loading})  # uvicorn accepts once the lifespan has started
         try:
             yield
         finally:
@@ -236,6 +238,8 @@ class App:
 
         Called from the server's signal handling, on the event loop's thread.
         """
+        if self.options.accept_when_loaded and self.loading is not None and not self.loading.done():
+            self.loading.cancel()  # a replacement still loading has taken no connection: nothing to finish
         if self.loop is not None and self._cancel_timer is None:
             self._cancel_timer = self.loop.call_later(self.options.graceful_timeout, self.cancel_waiting)
 
