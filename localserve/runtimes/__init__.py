@@ -37,6 +37,7 @@ class LoadOptions:
     allow_cpu_fallback: bool = False  # --allow-cpu-fallback
     cuda_options: Mapping[str, str] = field(default_factory=dict)  # onnxruntime CUDA provider options
     replicas: int = 1  # replica processes sharing this machine's cores (ServeOptions.replicas)
+    api_threads: int = 1  # the API's threads_per_process: threads that call into the model's pool
 
 
 class Model(Protocol):
@@ -110,15 +111,20 @@ def default_threads(replicas: int = 1) -> int:
     return max(1, cores // max(1, replicas))
 
 
-def spinning(replicas: int = 1) -> bool:
-    """Whether intra-op threads may spin-wait between calls: only when one replica owns the cores.
+def spinning(replicas: int = 1, api_threads: int = 1) -> bool:
+    """Whether intra-op threads may spin-wait between calls: only when one replica and one API thread own the cores.
 
     Spinning cuts a small model's call time by about a third (no wake-up of the pool threads),
-    but with several replicas on the same cores the spinning threads starve each other
-    (two replicas of a 256->1024->1024->10 ONNX model on the 2-core development machine, wrk at
-    c=64: 1,297 req/s with one spinning thread per core against 2,661 with one quiet thread each).
+    but it burns the cores that other busy threads need:
+
+    - with several replicas on the same cores the spinning threads starve each other (two
+      replicas of a 256->1024->1024->10 ONNX model on the 2-core development machine, wrk at
+      c=64: 1,297 req/s with one spinning thread per core against 2,661 with one quiet thread each);
+    - with ``threads_per_process`` > 1 the API's threads decode while the model runs, and the
+      spinning pool takes their core (``benchmarks/images.py pipeline``, JPEG decoding in
+      ``pre_inference``, 2 threads, c=8 / c=32: 438 / 477 req/s spinning against 644 / 748).
     """
-    return replicas <= 1
+    return replicas <= 1 and api_threads <= 1
 
 
 def summarize_value(value: Any) -> str:

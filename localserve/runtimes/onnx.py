@@ -84,7 +84,7 @@ class OnnxModel:
         self._sess_options.inter_op_num_threads = 1
         # Spin-waiting threads burn the cores that the HTTP side needs (see ``spinning``).
         self._sess_options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if spinning(options.replicas) else "0"
+            "session.intra_op.allow_spinning", "1" if spinning(options.replicas, options.api_threads) else "0"
         )
         self._sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = self._new_session()

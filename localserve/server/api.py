@@ -63,6 +63,7 @@ class ApiRuntime:
             allow_cpu_fallback=options.allow_cpu_fallback,
             cuda_options=api.cuda_options,
             replicas=options.replicas,
+            api_threads=api.threads_per_process,
         )
         endpoint_options = EndpointOptions(project=config.project, load=load)
         hooks = Hooks()

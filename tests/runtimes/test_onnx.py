@@ -75,6 +75,11 @@ def test_replicas_share_cores_and_do_not_spin(linear: OnnxModel) -> None:
     assert options.intra_op_num_threads == max(1, len(os.sched_getaffinity(0)) // 2)
 
 
+def test_an_api_with_several_threads_does_not_spin(linear: OnnxModel) -> None:
+    options = load(Path(linear.path), api_threads=2).session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_signatures_are_real_node_args(linear: OnnxModel) -> None:
     (arg,) = linear.input_signature
     assert isinstance(arg, onnxruntime.NodeArg)
