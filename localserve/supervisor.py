@@ -143,10 +143,10 @@ def _serve(
             if on_ready is not None and app.loading is not None:
                 app.loading.add_done_callback(lambda _: on_ready() if app.ready else None)
 
-    asgi = serve_api_hosts(require_api_key(app, options.api_key), config, port, sock, lambda: server)  # seed 001
+    app.host_names = serve_api_hosts(config, port, sock, lambda: server)  # seed 001
     server = Server(
         uvicorn.Config(
-            asgi,
+            require_api_key(app, options.api_key),
             host=host,
             port=port,
             log_config=None,
@@ -157,6 +157,7 @@ def _serve(
             # later, would answer plain-text 500s and leave queued work to run.
             timeout_graceful_shutdown=math.ceil(graceful_timeout) + 2,
             server_header=False,
+            proxy_headers=False,  # the App's Starlette routes apply them; the prediction routes never read them
         )
     )
     if sock is None:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["API_PORT", "ApiHostRouter", "api_name_of", "install_api_hosts"]
+__all__ = ["API_PORT", "api_name_of", "install_api_hosts", "route_by_host", "serve_api_hosts"]
 
 API_PORT = 8888
 _HOST_RE = re.compile(r"^api-([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)\.?$")
@@ -53,30 +53,24 @@ def _getaddrinfo(host: Any, port: Any, family: int = 0, type: int = 0, proto: in
     return _original_getaddrinfo(host, port, family, type, proto, flags)
 
 
-class ApiHostRouter:
-    """ASGI middleware: ``Host: api-<name>`` with path ``/`` or ``/predict`` goes to ``/<name>/predict``."""
+def route_by_host(scope: Any, names: frozenset[str]) -> Any:
+    """``scope`` itself, or a copy whose path is ``/<name>/predict`` when its ``Host`` is ``api-<name>``.
 
-    def __init__(self, app: Any, names: list[str] | tuple[str, ...]) -> None:
-        self.app = app
-        self.names = frozenset(names)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.app, name)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] in ("/", "/predict"):
-            for key, value in scope["headers"]:
-                if key == b"host":
-                    name = api_name_of(value)
-                    if name in self.names:
-                        path = f"/{name}/predict"
-                        scope = dict(scope, path=path, raw_path=path.encode())
-                    break
-        await self.app(scope, receive, send)
+    Only for a request to ``/`` or ``/predict`` whose ``Host`` names an API in ``names``; the App
+    calls it for those two paths alone, so other requests pay nothing.
+    """
+    for key, value in scope["headers"]:
+        if key == b"host":
+            name = api_name_of(value)
+            if name in names:
+                path = f"/{name}/predict"
+                return dict(scope, path=path, raw_path=path.encode())
+            break
+    return scope
 
 
-def serve_api_hosts(app: Any, config: Any, port: int, sock: socket.socket | None, server: Callable[[], Any]) -> Any:
-    """For ``serve``: resolve ``api-<served api>`` to this server and route by ``Host``; returns the ASGI app to run.
+def serve_api_hosts(config: Any, port: int, sock: socket.socket | None, server: Callable[[], Any]) -> frozenset[str]:
+    """For ``serve``: resolve ``api-<served api>`` to this server; returns the names the App routes by ``Host``.
 
     ``server()`` gives the uvicorn server, whose socket tells the port when ``port`` is 0.
     """
@@ -94,4 +88,4 @@ def serve_api_hosts(app: Any, config: Any, port: int, sock: socket.socket | None
         return int(servers[0].sockets[0].getsockname()[1]) if servers else None
 
     install_api_hosts(port_of)
-    return ApiHostRouter(app, names)
+    return frozenset(names)

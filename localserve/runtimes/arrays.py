@@ -202,6 +202,14 @@ def _float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] 
     if limit is not None and leaves:
         if len(leaves) > _SHORT:
             return None  # the general path checks a long list in numpy
+        if len(leaves) > _FEW:  # one numpy reduction beats Python's min and max past a few dozen leaves
+            try:
+                wide = np.array(value, dtype=np.float64)
+            except (ValueError, OverflowError):  # ragged rows; an integer past float64
+                return None
+            if not np.abs(wide).max() <= limit:  # NaN fails too: the general path keeps it
+                return None
+            return wide.astype(dtype)
         if not (max(leaves) <= limit and min(leaves) >= -limit):  # NaN fails too: the general path keeps it
             return None
     try:
@@ -211,7 +219,8 @@ def _float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] 
 
 
 _NUMBERS = frozenset({float, int})
-_SHORT = 4096  # leaves checked in Python by _float_list; longer lists are checked in numpy
+_FEW = 32  # up to this many leaves, Python's min and max check the range; past it, numpy does
+_SHORT = 4096  # leaves checked by _float_list; longer lists are checked by the general path
 
 # The largest finite value of each narrow float dtype: a float64 array within it casts without overflow.
 _NARROW_LIMITS = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32)}

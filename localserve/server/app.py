@@ -12,10 +12,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from localserve.compat.hosts import route_by_host
 from localserve.config import ServeConfig
 from localserve.engine import json_reply, send_reply
 from localserve.engine.lifecycle import Receive, Scope, Send
@@ -87,10 +90,23 @@ class App:
             ],
             exception_handlers={404: self.not_found, 405: self.not_found},
             lifespan=self.lifespan,
+            # X-Forwarded-For/-Proto from a trusted proxy, as uvicorn's proxy_headers would apply them,
+            # for these routes alone: the prediction routes never read the client or the scheme, and the
+            # middleware parses the client's address on every request (serve runs uvicorn without it).
+            middleware=[
+                Middleware(
+                    ProxyHeadersMiddleware,  # type: ignore[arg-type]  # uvicorn's stricter ASGI types
+                    trusted_hosts=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"),
+                )
+            ],
         )
+        # API names routed by Host (``Host: api-<name>`` on / or /predict goes to /<name>/predict): set by serve.
+        self.host_names: frozenset[str] = frozenset()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if self.host_names and scope["path"] in ("/", "/predict"):
+                scope = route_by_host(scope, self.host_names)  # Host: api-<name> (seed 001)
             if self.jobs and await self.jobs.handle(scope, receive, send):
                 return
             route = self.routes.get(scope["path"])
