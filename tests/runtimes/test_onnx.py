@@ -362,3 +362,18 @@ def test_gpu_runs_on_cuda(models: Path) -> None:
     assert model.device == "CUDAExecutionProvider"
     probabilities, _ = model.predict([1, 2, 3, 4])
     np.testing.assert_allclose(probabilities, linear_reference([1, 2, 3, 4])[0], rtol=1e-5)
+
+
+def test_long_float_lists_are_checked_like_short_ones(tmp_path: Path) -> None:
+    """Past 32 numbers the range is checked by numpy, not by Python's min and max: same answers."""
+    model = load(onnx_identity(tmp_path / "id.onnx", shape=["n"]))
+    numbers = [i / 7 for i in range(40)]
+    assert model.coerce(numbers)["x"].tolist() == np.array(numbers, dtype=np.float32).tolist()
+    with pytest.raises(RequestError) as info:
+        model.coerce([*numbers[:35], 1e39, *numbers[36:]])
+    assert (
+        str(info.value)
+        == "Input 'x' expects float32 of shape [-1]; the value 1e+39 at [35] is out of range for float32."
+    )
+    with_nan = model.coerce([*numbers[:35], float("nan"), float("inf"), 2**70, *numbers[38:]])["x"]
+    assert np.isnan(with_nan[35]) and np.isinf(with_nan[36]) and with_nan[37] == np.float32(2**70)
