@@ -116,7 +116,7 @@ def _json_line(
 
 
 # An access line: its text, or the fields of a JSON line still to be made (``_json_line``'s arguments).
-Line = str | tuple[float, str, str, "str | None", int, float, "str | None"]
+Line = str | tuple[float, str, str, str | None, int, float, str | None]
 
 
 class _AccessBuffer:
