@@ -218,26 +218,8 @@ def test_a_model_api_with_one_thread_and_short_requests_is_pinned_by_default(
         else:
             assert app.request_cpu == {}
         cpus = client.post("/m", json=body).json()["cpus"]
-        native = native_thread_cpus()
     allowed = sorted(os.sched_getaffinity(0))
     assert cpus == (allowed[:1] if pinned else allowed)
-    if pinned and len(allowed) > 1:  # onnxruntime's pool (and libuv's) left the loop and the worker their core
-        assert native and all(allowed[0] not in cores for cores in native.values()), native
-
-
-def native_thread_cpus() -> dict[int, list[int]]:
-    """The cores of each thread of this process that is not a Python thread (runtimes' pools, libuv)."""
-    import threading
-
-    python = {thread.native_id for thread in threading.enumerate()}
-    cores = {}
-    for name in os.listdir("/proc/self/task"):
-        if int(name) not in python:
-            try:
-                cores[int(name)] = sorted(os.sched_getaffinity(int(name)))
-            except OSError:  # ended meanwhile
-                pass
-    return cores
 
 
 def test_a_model_api_in_a_kubernetes_pod_is_not_pinned_by_default(serve, make_project, monkeypatch) -> None:

@@ -138,10 +138,6 @@ class Pipeline:
         """Run the threads on ``cpus`` from their next job on (``--pin-threads``)."""
         self._affinity = set(cpus)
 
-    def thread_ids(self) -> set[int]:
-        """The native ids of the API's worker threads (not the batcher's)."""
-        return {thread.native_id for thread in self._workers if thread.native_id is not None}
-
     def stop(self) -> None:
         """End the threads once the work they hold is done; nothing queued starts any more."""
         self._closing = True

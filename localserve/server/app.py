@@ -8,7 +8,6 @@ import contextvars
 import functools
 import logging
 import os
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -39,32 +38,6 @@ log = logging.getLogger("localserve")
 # With no --pin-threads flag, threads are pinned when a request takes less CPU than this on its
 # API's thread (see App._decide_pinning).
 PIN_BELOW = 0.001
-
-
-def _keep_off(cpus: set[int], pinned: set[int]) -> int:
-    """Put the native threads of this process (not Python's, not ``pinned``) on ``cpus``; returns how many moved.
-
-    Those are the runtimes' pools (onnxruntime, TensorFlow, BLAS) and libuv's workers. Python
-    threads keep their cores, whoever started them. Nothing moves when ``cpus`` is empty (one
-    core) or the platform does not list its threads.
-    """
-    if not cpus:
-        return 0
-    try:
-        threads = [int(name) for name in os.listdir("/proc/self/task")]
-    except OSError:
-        return 0
-    python = {thread.native_id for thread in threading.enumerate()}
-    moved = 0
-    for tid in threads:
-        if tid in pinned or tid in python:
-            continue
-        try:
-            os.sched_setaffinity(tid, cpus)
-        except OSError:  # ended meanwhile, or not ours to move
-            continue
-        moved += 1
-    return moved
 
 
 class App:
@@ -259,15 +232,10 @@ class App:
 
         A request crosses from the loop to a worker thread and back; on one core each crossing
         is a direct switch instead of a wake-up on another core (measured here: a 52 µs round
-        trip became 22 µs), and the two threads do not pass the GIL between cores. Replica i
+        trip became 22 µs), and the two threads do not pass the GIL between cores. Done after
+        loading, so the thread pools the runtimes made while loading keep every core. Replica i
         of the server on port p takes allowed core (p + i) mod the number of cores, so the
         replicas of a server, and servers on neighbouring ports, take different cores.
-
-        Done after loading; the native threads of the process then (the runtimes' thread pools
-        made while loading) keep every core but that one, and other Python threads keep theirs.
-        onnxruntime's pool threads spin between calls: one that the scheduler put on the pinned
-        core took half of it from the loop and the worker (mlp at c=1: 2,170-2,510 req/s against
-        2,900-3,030 with the pool elsewhere, measured per thread in ``/proc``).
         """
         try:
             allowed = sorted(os.sched_getaffinity(0))
@@ -277,14 +245,9 @@ class App:
             return
         cpus = {allowed[(self.options.port + self.options.replica) % len(allowed)]}
         os.sched_setaffinity(0, cpus)  # this thread: the event loop
-        pinned = {threading.get_native_id()}
         for rt in self.apis.values():
             rt.pipeline.pin(cpus)
-            pinned.update(rt.pipeline.thread_ids())
-        moved = _keep_off(set(allowed) - cpus, pinned)
-        log.info(
-            "event loop and worker threads pinned to CPU %d; %d native thread(s) kept off it", next(iter(cpus)), moved
-        )
+        log.info("event loop and worker threads pinned to CPU %d", next(iter(cpus)))
 
     def begin_shutdown(self) -> None:
         """A stop was asked for (SIGTERM/SIGINT): once ``graceful_timeout`` runs out, cancel what still waits.
