@@ -199,23 +199,21 @@ def _float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] 
             return None
         leaves = list(itertools.chain.from_iterable(leaves))
     limit = _NARROW_LIMITS.get(dtype)
-    if limit is not None and leaves:
-        if len(leaves) > _SHORT:
-            return None  # the general path checks a long list in numpy
-        if len(leaves) > _FEW:  # one numpy reduction beats Python's min and max past a few dozen leaves
-            try:
-                wide = np.array(value, dtype=np.float64)
-            except (ValueError, OverflowError):  # ragged rows; an integer past float64
-                return None
-            if not np.abs(wide).max() <= limit:  # NaN fails too: the general path keeps it
-                return None
-            return wide.astype(dtype)
-        if not (max(leaves) <= limit and min(leaves) >= -limit):  # NaN fails too: the general path keeps it
-            return None
+    if limit is not None and len(leaves) > _SHORT:
+        return None  # the general path checks a long list in numpy
+    # Past a few dozen leaves one numpy reduction checks the range faster than Python's min and max.
+    wide = limit is not None and len(leaves) > _FEW
+    if limit is not None and leaves and not wide and not (max(leaves) <= limit and min(leaves) >= -limit):
+        return None  # NaN fails too: the general path keeps it
     try:
-        return np.array(value, dtype=dtype)
+        array = np.array(value, dtype=np.float64 if wide else dtype)
     except (ValueError, OverflowError):  # ragged rows; an integer past float64
         return None
+    if not wide:
+        return array
+    if not np.abs(array).max() <= limit:  # NaN fails too: the general path keeps it
+        return None
+    return array.astype(dtype)
 
 
 _NUMBERS = frozenset({float, int})
