@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,6 +141,33 @@ def test_a_full_sqlite_store_refuses_the_submit_and_keeps_nothing(tmp_path: Path
     assert store.state(A) is None and store.counts().in_queue == 0
     store.submit(B, b"small", {}, T0)  # what fits is still stored
     assert store.state(B).status == "in_queue"  # type: ignore[union-attr]
+
+
+def test_replicas_opening_one_new_file_at_once_all_get_the_store(tmp_path: Path) -> None:
+    # Replicas start together and open the same new file; SQLite refuses some of them at once
+    # ("database is locked", no busy timeout) unless the open tries again. Each thread has its own
+    # connection, the same race as processes; before the fix about 1 open in 130 failed here.
+    failures: list[str] = []
+    for round_ in range(60):
+        path = tmp_path / f"jobs{round_}.sqlite3"
+        start = threading.Barrier(6)
+
+        def open_it(path: Path = path, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                SqliteStore(path).close()
+            except StoreError as exc:
+                failures.append(str(exc))
+
+        threads = [threading.Thread(target=open_it) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    store = SqliteStore(tmp_path / "jobs0.sqlite3")
+    store.submit(A, b"x", {}, T0)  # the tables are whole
+    assert store.state(A).status == "in_queue"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

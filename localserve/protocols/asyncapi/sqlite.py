@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,9 +71,30 @@ class SqliteStore:
         self._committing = False
         with self._errors("opened"):
             path.parent.mkdir(parents=True, exist_ok=True)
-            db = self._db()
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(SCHEMA)
+            self._create(self._db())
+
+    @staticmethod
+    def _create(db: sqlite3.Connection) -> None:
+        """Switch the file to WAL and create the tables, also while another replica does the same.
+
+        Two processes opening a new file at once can be refused at once, without the busy timeout
+        ("database is locked": the switch to WAL, or a read lock that cannot become a write lock), so
+        a refusal is tried again for up to 30 s; the tables are created under ``BEGIN IMMEDIATE``,
+        which takes the write lock first and so waits like any other write.
+        """
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
+                return
+            except sqlite3.OperationalError as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                text = str(exc)
+                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
