@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from localserve.engine.batcher import Batcher, bucket_sizes
+from localserve.engine.batcher import Batcher, bucket_sizes, stack
 from localserve.errors import RequestError
 from localserve.runtimes import LoadOptions
 from localserve.runtimes.onnx import OnnxModel
@@ -38,6 +38,20 @@ def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> 
         assert out[0].shape == feed["x"].shape  # the padding rows were dropped
         assert np.array_equal(out[0], feed["x"] + 8)  # 5 rows ran as one batch of 8
     assert seen == [5]
+
+
+def test_stack_copies_each_feed_once_into_the_bucket_and_pads_with_zeros_or_empty_strings() -> None:
+    a = {"x": np.full((2, 3), 1.5, np.float32), "s": np.array([["a"], ["b"]], dtype=object)}
+    b = {"x": np.full((1, 3), 2.5, np.float32), "s": np.array([["c"]], dtype=object)}
+    stacked = stack([a, b], 5)
+    assert stacked["x"].dtype == np.float32 and stacked["x"].shape == (5, 3)
+    assert stacked["x"].tolist() == [[1.5] * 3, [1.5] * 3, [2.5] * 3, [0.0] * 3, [0.0] * 3]
+    assert stacked["s"].tolist() == [["a"], ["b"], ["c"], [""], [""]]
+    alone = stack([b], 4)  # one feed, padded
+    assert alone["x"].tolist() == [[2.5] * 3, [0.0] * 3, [0.0] * 3, [0.0] * 3]
+    assert not np.shares_memory(alone["x"], b["x"]) and b["x"].shape == (1, 3)  # the request's array is untouched
+    exact = stack([a, b], 3)  # no padding
+    assert exact["x"].tolist() == [[1.5] * 3, [1.5] * 3, [2.5] * 3]
 
 
 def test_feeds_of_other_shapes_run_in_their_own_groups(tmp_path: Path) -> None:
