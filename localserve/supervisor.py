@@ -43,6 +43,7 @@ EXIT_LOAD_FAILED = 3
 FIRST_BACKOFF = 0.5  # seconds before the first restart of a replica; doubled at each death in a row
 MAX_BACKOFF = 30.0
 STABLE_AFTER = 30.0  # seconds ready after which a death is counted as the first of a new series
+THREADS_EXIT_WAIT = 1.0  # seconds the API's threads get to end once the server has stopped (see _serve)
 START_ATTEMPTS = 3  # deaths in a row before ever being ready that stop the start
 
 
@@ -163,17 +164,29 @@ def _serve(
     if sock is None:
         names = ", ".join(f"/{name}" for name in app.apis)
         log.info("serving %s at http://%s:%d (%s)", config.source, host, port, names)
-    with capture_prints():  # what handlers print becomes log lines with their request id
-        server.run(sockets=[sock] if sock is not None else None)
-    code = EXIT_LOAD_FAILED if fatal else 0
+    stopped: int | None = None
+    try:
+        with capture_prints():  # what handlers print becomes log lines with their request id
+            server.run(sockets=[sock] if sock is not None else None)
+    except SystemExit as exc:  # uvicorn's own exit: the address could not be bound (STARTUP_FAILURE, 3)
+        stopped = exc.code if isinstance(exc.code, int) else 1
+    code = stopped if stopped is not None else EXIT_LOAD_FAILED if fatal else 0
+    busy = app.join_threads(THREADS_EXIT_WAIT)
     leftover = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    if busy:
+        # A load or a request still runs, maybe in a runtime's native code: the interpreter's exit
+        # would unload what it runs on (onnxruntime aborts: "terminate called without an active exception").
+        log.info("exiting while these threads still run: %s", ", ".join(busy))
     if leftover:
         # Python would wait for user code's non-daemon threads forever: the stop must end the process.
         log.warning("exiting although user code left threads running: %s", ", ".join(leftover))
+    if busy or leftover:
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    if stopped is not None:
+        sys.exit(stopped)
     return code
 
 

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from localserve.config import load_config
 from localserve.server import ServeOptions
 from localserve.supervisor import Supervisor, visible_gpus
+from tests.conftest import cli_env
+from tests.models import onnx_mlp
 
 
 def test_replicas_are_spread_over_visible_gpus(tmp_path: Path, monkeypatch) -> None:
@@ -64,3 +69,44 @@ def test_a_replacement_accepts_connections_only_once_loaded_while_a_sibling_serv
     assert not supervisor.replica_options(0).accept_when_loaded  # itself does not count
     supervisor.processes[0] = None
     assert not supervisor.replica_options(1).accept_when_loaded  # the ready one is gone
+
+
+HANDLER = """\
+def pre_inference(sample, signature, metadata):
+    return {"x": [sample["x"]]}
+
+
+def post_inference(prediction, signature, metadata):
+    return prediction[0][0].tolist()
+"""
+
+
+def test_a_port_in_use_ends_the_server_with_its_error_while_the_model_still_warms_up(tmp_path: Path) -> None:
+    # Warming batch sizes up to 16384 of a 1024-wide MLP (about 350 GFLOP) keeps onnxruntime busy
+    # on the API's thread for seconds; the port is refused at once. The interpreter's exit under a
+    # running session aborted the process (exit 134, "terminate called without an active
+    # exception", in about one start of five): the server must end with uvicorn's 3 and its
+    # message, leaving the warm-up to os._exit a second later.
+    onnx_mlp(tmp_path / "m.onnx", (1024, 1024, 1024, 1024, 1024, 10))
+    (tmp_path / "handler.py").write_text(HANDLER)
+    (tmp_path / "localserve.yaml").write_text(
+        "- kind: api\n  name: a\n  model: m.onnx\n  request_handler: handler.py\n"
+        "  batching: {max_batch_size: 16384, batch_interval: 2ms}\n"
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "localserve", "serve", "--project", str(tmp_path), "--no-install"]
+            + ["--host", "127.0.0.1", "--port", str(port)],
+            capture_output=True,
+            env=cli_env(),
+            timeout=120,
+            check=False,
+        )
+    stderr = done.stderr.decode()
+    assert done.returncode == 3, stderr
+    assert "address already in use" in stderr
+    assert "terminate called" not in stderr
+    assert "exiting while these threads still run: localserve-a-0" in stderr

@@ -138,7 +138,7 @@ class Batcher:
         self._pending: list[Entry] = []
         self._busy = False  # the model is running (on the batcher's thread or a caller's)
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self.thread: threading.Thread | None = None
         self._cold: set[int] = set()  # bucket sizes not warmed at load: the first run of each is logged
 
     # -- set-up -------------------------------------------------------------------------------------
@@ -162,8 +162,8 @@ class Batcher:
 
     def start(self) -> None:
         """Start the batcher's thread."""
-        self._thread = threading.Thread(target=self._loop, name=f"localserve-{self.name}-batcher", daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._loop, name=f"localserve-{self.name}-batcher", daemon=True)
+        self.thread.start()
 
     def stop(self) -> None:
         """Wake the batcher's thread and let it end (the engine stops it at shutdown)."""
@@ -175,7 +175,7 @@ class Batcher:
     def submit(self, entries: list[Entry]) -> list[tuple[Any, Outcome]] | None:
         """Queue ``entries`` for the model; returns their outcomes when this thread ran the model itself."""
         with self._cond:
-            inline = not self._busy and not self._pending and (self._thread is None or self.upstream() == 0)
+            inline = not self._busy and not self._pending and (self.thread is None or self.upstream() == 0)
             if inline:
                 self._busy = True
             else:

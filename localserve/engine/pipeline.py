@@ -71,6 +71,7 @@ class Pipeline:
         self._depth = 0  # queued jobs neither started nor dropped
         self._preparing = 0  # claimed jobs not yet handed to the model
         self._workers: list[threading.Thread] = []
+        self._started: list[threading.Thread] = []  # every thread of this API, kept after ``stop`` for ``join``
         self._closing = False
         self._affinity: set[int] | None = None
         self._pinned = threading.local()
@@ -92,6 +93,7 @@ class Pipeline:
             thread = threading.Thread(target=self._work, name=f"localserve-{self.name}-{index}", daemon=True)
             thread.start()
             self._workers.append(thread)
+            self._started.append(thread)
 
     def call(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
         """Run ``fn`` on one of the API's threads (loading, warming up: before traffic)."""
@@ -146,6 +148,21 @@ class Pipeline:
         if self.batcher is not None:
             self.batcher.stop()
         self._workers.clear()
+
+    def join(self, timeout: float) -> list[str]:
+        """After ``stop``: wait up to ``timeout`` seconds for the API's threads to end; the names of those still running.
+
+        A thread still running holds a load or a request, maybe inside a runtime's native code,
+        which the interpreter's exit would pull its libraries from under ("terminate called
+        without an active exception", exit 134): the server then ends with ``os._exit``.
+        """
+        threads = list(self._started)
+        if self.batcher is not None and self.batcher.thread is not None:
+            threads.append(self.batcher.thread)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [thread.name for thread in threads if thread.is_alive()]
 
     # -- the event loop's side ----------------------------------------------------------------
     def submit(self, job: Job) -> None:

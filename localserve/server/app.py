@@ -279,6 +279,14 @@ class App:
         self.cancel_waiting()
         flush_access_log()
 
+    def join_threads(self, timeout: float) -> list[str]:
+        """After ``shutdown``: wait up to ``timeout`` seconds for every API's threads; the names of those still running."""
+        deadline = time.monotonic() + timeout
+        running: list[str] = []
+        for rt in self.apis.values():
+            running += rt.pipeline.join(max(0.0, deadline - time.monotonic()))
+        return running
+
     @property
     def ready(self) -> bool:
         """Whether every API is loaded (GET /readyz is 200)."""
