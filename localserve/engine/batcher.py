@@ -134,7 +134,8 @@ class Batcher:
         self.upstream = upstream
         self.observe = observe  # told the batch size the model saw, each run
         self.observe_run = observe_run  # told the seconds each model call took
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()  # taken bare on the callers' path: Condition's own enter/exit are Python calls
+        self._cond = threading.Condition(self._mutex)
         self._pending: list[Entry] = []
         self._busy = False  # the model is running (on the batcher's thread or a caller's)
         self._closed = False
@@ -174,24 +175,25 @@ class Batcher:
     # -- the caller's side --------------------------------------------------------------------------
     def submit(self, entries: list[Entry]) -> list[tuple[Any, Outcome]] | None:
         """Queue ``entries`` for the model; returns their outcomes when this thread ran the model itself."""
-        with self._cond:
-            inline = not self._busy and not self._pending and (self.thread is None or self.upstream() == 0)
-            if inline:
-                self._busy = True
-            else:
+        with self._mutex:
+            if self._busy or self._pending or (self.thread is not None and self.upstream()):
                 self._pending.extend(entries)
                 self._cond.notify()
-        if not inline:
-            return None
+                return None
+            self._busy = True
         try:
             return self.run(entries)
         except BaseException as exc:  # a bug of ours: answer every entry
             log.error("api %r: the model call failed", self.name, exc_info=exc)
             return [(tag, InternalError(exc)) for tag, _ in entries]
         finally:
-            with self._cond:
-                self._busy = False
-                if self._pending:
+            # Released without the lock: whoever queues entries does it under the lock and then
+            # notifies, and the batcher's thread reads ``_busy`` under the lock when woken, so an
+            # entry queued while this run ends is taken either by the thread (notified by its
+            # submitter, or below) or, ``_busy`` being false, run inline by its own submitter.
+            self._busy = False
+            if self._pending:
+                with self._mutex:
                     self._cond.notify()
 
     # -- the batcher's thread -----------------------------------------------------------------------
