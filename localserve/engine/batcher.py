@@ -79,10 +79,7 @@ def stack(feeds: Sequence[Feed], rows: int) -> Feed:
         parts = [feed[name] for feed in feeds]
         total = sum(part.shape[0] for part in parts)
         out = np.empty((rows, *first.shape[1:]), dtype=first.dtype)
-        if len(parts) == 1:
-            out[:total] = first
-        else:
-            np.concatenate(parts, axis=0, out=out[:total])
+        np.concatenate(parts, axis=0, out=out[:total])
         if rows > total:
             out[total:] = "" if first.dtype == object else 0
         stacked[name] = out

@@ -71,7 +71,6 @@ class Pipeline:
         self._depth = 0  # queued jobs neither started nor dropped
         self._preparing = 0  # claimed jobs not yet handed to the model
         self._workers: list[threading.Thread] = []
-        self._started: list[threading.Thread] = []  # every thread of this API, kept after ``stop`` for ``join``
         self._closing = False
         self._affinity: set[int] | None = None
         self._pinned = threading.local()
@@ -93,7 +92,6 @@ class Pipeline:
             thread = threading.Thread(target=self._work, name=f"localserve-{self.name}-{index}", daemon=True)
             thread.start()
             self._workers.append(thread)
-            self._started.append(thread)
 
     def call(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
         """Run ``fn`` on one of the API's threads (loading, warming up: before traffic)."""
@@ -142,12 +140,13 @@ class Pipeline:
 
     def stop(self) -> None:
         """End the threads once the work they hold is done; nothing queued starts any more."""
+        if self._closing:
+            return
         self._closing = True
         for _ in self._workers:
             self._queue.put(None)
         if self.batcher is not None:
             self.batcher.stop()
-        self._workers.clear()
 
     def join(self, timeout: float) -> list[str]:
         """After ``stop``: wait up to ``timeout`` seconds for the API's threads to end; the names of those still running.
@@ -156,7 +155,7 @@ class Pipeline:
         which the interpreter's exit would pull its libraries from under ("terminate called
         without an active exception", exit 134): the server then ends with ``os._exit``.
         """
-        threads = list(self._started)
+        threads = list(self._workers)
         if self.batcher is not None and self.batcher.thread is not None:
             threads.append(self.batcher.thread)
         deadline = time.monotonic() + timeout
