@@ -327,6 +327,57 @@ def test_configured_batch_sizes_are_the_only_sizes_the_model_sees(serve, make_pr
     assert seen_batch(lone, [[1.0] * 4, [2.0] * 4]) == 6  # a lone request of 2 rows is padded too
 
 
+PIPELINED_HANDLER = """
+import threading
+started = threading.Event()
+release = threading.Event()
+model_ran = threading.Event()  # set by the test when the model runs
+
+def pre_inference(sample, metadata):
+    if sample.get("block"):
+        started.set()
+        release.wait(20)
+    if sample.get("last"):  # the last request of the burst is prepared only once a batch has run
+        assert model_ran.wait(20), "the model ran no batch while the thread prepared the rest"
+    return sample["x"]
+
+def post_inference(prediction, metadata):
+    return {"y": prediction[0].tolist()}
+"""
+
+
+def test_the_model_runs_a_full_batch_while_the_thread_prepares_the_next(serve, make_project) -> None:
+    """A thread takes one batch of requests from the queue at a time and hands it to the model before
+    preparing more, and the model runs whole batches: 7 requests behind a blocked one, batches of 2."""
+    project = echo_project(make_project, 2)
+    (project / "h.py").write_text(PIPELINED_HANDLER)
+    rows = [[[float(i), 0.0, 0.0, 0.0]] for i in range(1, 8)]
+    with serve(project) as client:
+        import h
+
+        batcher = client.app.apis["echo"].pipeline.batcher
+        observe = batcher.observe
+        sizes: list[int] = []
+
+        def seen(rows: int) -> None:
+            sizes.append(rows)
+            h.model_ran.set()
+            if observe is not None:
+                observe(rows)
+
+        batcher.observe = seen
+        pool = concurrent.futures.ThreadPoolExecutor(8)
+        first = pool.submit(client.post, "/echo", json={"block": True, "x": [[0.0] * 4]})
+        assert h.started.wait(10)
+        others = [pool.submit(client.post, "/echo", json={"x": x, "last": i == 7}) for i, x in enumerate(rows, 1)]
+        wait_for(lambda: client.app.apis["echo"].pipeline.depth == 7, "7 requests queued")
+        h.release.set()
+        responses = [first.result(30), *(f.result(30) for f in others)]
+        pool.shutdown()
+    assert [seen_batch(r, x) for r, x in zip(responses, [[[0.0] * 4], *rows], strict=True)] == [2] * 8
+    assert sizes == [2, 2, 2, 2]
+
+
 def test_a_lone_request_runs_at_once_at_its_own_bucket(serve, make_project) -> None:
     project = echo_project(make_project, 8)
     with serve(project) as client:

@@ -8,7 +8,8 @@ dropped before the split. Feeds that cannot be stacked together (other shapes, o
 batch dimension) run in separate groups, so a request never fails because of another.
 
 The batcher runs the model on its own thread, so the API's threads prepare batch k+1 while the
-model runs batch k. When the model is idle and nothing else is on its way, the submitting thread
+model runs batch k. It takes whole batches: when more is pending than the largest bucket holds,
+the rest waits for companions (or its interval) instead of running as a small batch at once. When the model is idle and nothing else is on its way, the submitting thread
 runs the model itself: a lone request pays no thread hop and never waits for ``batch_interval``.
 """
 
@@ -203,12 +204,15 @@ class Batcher:
                 if self._closed:
                     return
                 deadline = time.monotonic() + self.interval
-                while sum(rows_of(f) if batch_key(f) is not None else 1 for _, f in self._pending) < self.max_rows:
+                while (full := self._full()) is None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or self.upstream() <= 0 or self._closed:
                         break
                     cond.wait(remaining)
-                taken, self._pending = self._pending, []
+                if full is None or full == len(self._pending):
+                    taken, self._pending = self._pending, []
+                else:  # one full batch; the rest waits for companions (or its own interval)
+                    taken, self._pending = self._pending[:full], self._pending[full:]
                 self._busy = True
             try:
                 outcomes = self.run(taken)
@@ -221,6 +225,15 @@ class Batcher:
             del taken
             self.deliver(outcomes)
             del outcomes
+
+    def _full(self) -> int | None:
+        """How many pending entries make up the largest bucket's rows (at least one), or None if they do not yet."""
+        rows = 0
+        for count, (_, feed) in enumerate(self._pending, start=1):
+            rows += _lone_rows(feed) or 1
+            if rows >= self.max_rows:
+                return count if rows == self.max_rows or count == 1 else count - 1
+        return None
 
     # -- running --------------------------------------------------------------------------------
     def run(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:

@@ -8,7 +8,9 @@ A request's stages: ``prepare`` (payload decoding, ``pre_inference``) on one of 
 the model call through the batcher, which stacks the feeds of concurrent requests; ``finish``
 (``post_inference``, response encoding) back on one of the API's threads. A thread takes every
 job waiting in the queue at once (its share of them with several threads), so under load one
-wake-up of a thread and one wake-up of the event loop serve many requests.
+wake-up of a thread and one wake-up of the event loop serve many requests; with a batcher it
+takes at most one batch (``max_batch_size`` items), so the model runs that batch while the
+thread prepares the next instead of waiting for the whole queue to be prepared.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Pipeline:
         self._depth = 0  # queued jobs neither started nor dropped
         self._preparing = 0  # claimed jobs not yet handed to the model
         self._workers: list[threading.Thread] = []
+        self.drain_limit = DRAIN_LIMIT - 1  # items a thread takes from the queue besides the one it waited for
         self._closing = False
         self._affinity: set[int] | None = None
         self._pinned = threading.local()
@@ -120,6 +123,7 @@ class Pipeline:
         )
         self.batcher.warm()
         self.batcher.start()
+        self.drain_limit = self.batcher.max_rows - 1
 
     def measure(self, report: Callable[[float], None]) -> None:
         """Call ``report`` once, on the API's thread, with the CPU seconds a request takes on it.
@@ -204,8 +208,9 @@ class Pipeline:
         get, get_nowait = self._queue.get, self._queue.get_nowait
         while True:
             items = [get()]
-            share = DRAIN_LIMIT if self.threads == 1 else self._queue.qsize() // self.threads
-            for _ in range(min(share, DRAIN_LIMIT)):
+            limit = self.drain_limit
+            share = limit if self.threads == 1 else self._queue.qsize() // self.threads
+            for _ in range(min(share, limit)):
                 try:
                     items.append(get_nowait())
                 except queue.Empty:
