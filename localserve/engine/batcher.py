@@ -15,6 +15,7 @@ runs the model itself: a lone request pays no thread hop and never waits for ``b
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import threading
@@ -139,6 +140,7 @@ class Batcher:
         self._closed = False
         self.thread: threading.Thread | None = None
         self._cold: set[int] = set()  # bucket sizes not warmed at load: the first run of each is logged
+        self._records: collections.deque[tuple[int, float]] = collections.deque()  # (rows, seconds) not yet flushed
 
     # -- set-up -------------------------------------------------------------------------------------
     def warm(self) -> None:
@@ -223,6 +225,7 @@ class Batcher:
                 with cond:
                     self._busy = False
             del taken
+            self.flush()
             self.deliver(outcomes)
             del outcomes
 
@@ -316,11 +319,27 @@ class Batcher:
         if bucket in self._cold:
             self._cold.discard(bucket)
             log.info("api %r: first batch of size %d; the model warms up for it now", self.name, bucket)
-        if self.observe is not None:
-            self.observe(rows)
         start = time.perf_counter()
         try:
             return self.model.run(feed, bucket)
         finally:
-            if self.observe_run is not None:
-                self.observe_run(time.perf_counter() - start)
+            self._records.append((rows, time.perf_counter() - start))
+
+    def flush(self) -> None:
+        """Report the model calls made since the last flush to ``observe`` and ``observe_run``.
+
+        A call is recorded as it ends and reported later, off the request's path: by the batcher's
+        thread before it hands the outputs back, by an API thread that ran the model itself once
+        its answers are written (``Pipeline._settle``), before the event loop hears of them. A
+        histogram's ``observe`` is about 1 µs each, 2-4 µs with a model that evicts the caches.
+        """
+        records, observe, observe_run = self._records, self.observe, self.observe_run
+        while records:
+            try:
+                rows, seconds = records.popleft()  # any thread may flush: each record is taken once
+            except IndexError:
+                return
+            if observe is not None:
+                observe(rows)
+            if observe_run is not None:
+                observe_run(seconds)

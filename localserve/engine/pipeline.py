@@ -395,6 +395,8 @@ class Pipeline:
                     continue  # answered by the loop already (its deadline, shutdown)
                 headers = answer_headers(reply, job.request.request_id)
                 reply.sent = writer.write(reply.status, headers, reply.body)
+        if self.batcher is not None:
+            self.batcher.flush()  # a model call this thread made, reported once its answers are written
         streams = [(job, reply) for job, reply in done if isinstance(reply, Reply) and reply.stream is not None]
         for job, _ in streams:
             open_stream(job)
