@@ -226,7 +226,9 @@ def test_get_on_a_named_cortex_style_route_describes_the_api(serve, make_project
 
 
 def test_what_loading_made_is_frozen_out_of_later_collections(serve, make_project) -> None:
-    project = make_project({"main.py": "LOADED = [['made while loading']]\n\ndef handler(request, context):\n    return {}\n"})
+    project = make_project(
+        {"main.py": "LOADED = [['made while loading']]\n\ndef handler(request, context):\n    return {}\n"}
+    )
     assert gc.get_freeze_count() == 0
     try:
         with serve(project, ServeOptions(freeze_heap=True), handler="main:handler") as client:

@@ -9,8 +9,9 @@ batch dimension) run in separate groups, so a request never fails because of ano
 
 The batcher runs the model on its own thread, so the API's threads prepare batch k+1 while the
 model runs batch k. It takes whole batches: when more is pending than the largest bucket holds,
-the rest waits for companions (or its interval) instead of running as a small batch at once. When the model is idle and nothing else is on its way, the submitting thread
-runs the model itself: a lone request pays no thread hop and never waits for ``batch_interval``.
+the rest waits for companions (or its interval) instead of running as a small batch at once.
+When the model is idle and nothing else is on its way, the submitting thread runs the model
+itself: a lone request pays no thread hop and never waits for ``batch_interval``.
 """
 
 from __future__ import annotations
