@@ -229,7 +229,7 @@ def test_what_loading_made_is_frozen_out_of_later_collections(serve, make_projec
     project = make_project(
         {"main.py": "LOADED = [['made while loading']]\n\ndef handler(request, context):\n    return {}\n"}
     )
-    assert gc.get_freeze_count() == 0
+    at_start = gc.get_freeze_count()  # not 0 on Python 3.12, which freezes some of its own objects
     try:
         with serve(project, ServeOptions(freeze_heap=True), handler="main:handler") as client:
             import main
@@ -240,13 +240,14 @@ def test_what_loading_made_is_frozen_out_of_later_collections(serve, make_projec
             tracked = {id(o) for o in gc.get_objects()}  # the frozen generation is left out
             assert id(main.LOADED) not in tracked
             assert id(made_now) in tracked
-            assert gc.get_freeze_count() > 0
+            assert gc.get_freeze_count() > at_start
     finally:
         gc.unfreeze()
 
 
 def test_without_freeze_heap_the_test_process_heap_is_left_alone(serve, make_project) -> None:
     project = make_project({"main.py": "def handler(request, context):\n    return {}\n"})
+    at_start = gc.get_freeze_count()
     with serve(project, handler="main:handler") as client:
         assert client.post("/").status_code == 200
-        assert gc.get_freeze_count() == 0
+        assert gc.get_freeze_count() == at_start
