@@ -317,6 +317,14 @@ def test_a_burst_larger_than_the_largest_bucket_is_split_and_padded(serve, make_
     assert sorted(sizes) == [2, 2, 4, 4, 4, 4]
 
 
+def test_a_batching_api_spins_its_model_pool_across_the_batch_interval(serve, make_project) -> None:
+    project = echo_project(make_project, 4)  # batch_interval 10s: the spin stops at its limit, 20 ms
+    with serve(project) as client:
+        session = client.app.apis["echo"].endpoint.model.session
+        spin = session.get_session_options().get_session_config_entry("session.intra_op.spin_duration_us")
+    assert spin == "20000"
+
+
 def test_configured_batch_sizes_are_the_only_sizes_the_model_sees(serve, make_project) -> None:
     project = echo_project(make_project, 6, ", batch_sizes: [1, 6]")
     rows = [[[float(i), 0.0, 0.0, 0.0]] for i in range(1, 3)]  # 3 rows: padded to 6

@@ -12,7 +12,16 @@ import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, spinning, summarize_value
+from localserve.runtimes import (
+    Feed,
+    LoadOptions,
+    default_threads,
+    fixed_rest,
+    no_gpu,
+    spin_duration_us,
+    spinning,
+    summarize_value,
+)
 from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 
 logger = logging.getLogger("localserve")
@@ -83,9 +92,12 @@ class OnnxModel:
         self._sess_options.intra_op_num_threads = options.threads or default_threads(options.replicas)
         self._sess_options.inter_op_num_threads = 1
         # Spin-waiting threads burn the cores that the HTTP side needs (see ``spinning``).
-        self._sess_options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if spinning(options.replicas, options.api_threads) else "0"
-        )
+        spin = spinning(options.replicas, options.api_threads)
+        self._sess_options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        if spin:  # for a bounded time only (see ``spin_duration_us``)
+            self._sess_options.add_session_config_entry(
+                "session.intra_op.spin_duration_us", str(spin_duration_us(options.batch_interval))
+            )
         self._sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = self._new_session()
         used = self.session.get_providers()

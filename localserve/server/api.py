@@ -67,6 +67,7 @@ class ApiRuntime:
             cuda_options=api.cuda_options,
             replicas=options.replicas,
             api_threads=api.threads_per_process,
+            batch_interval=api.batching.batch_interval if api.batching else 0.0,
         )
         endpoint_options = EndpointOptions(project=config.project, load=load)
         hooks = Hooks()

@@ -67,6 +67,16 @@ def test_session_options(linear: OnnxModel) -> None:
     assert load(Path(linear.path), threads=3).session.get_session_options().intra_op_num_threads == 3
 
 
+def test_the_pool_spins_for_a_bounded_time_covering_the_batch_interval(linear: OnnxModel) -> None:
+    # onnxruntime's own default spins tens of milliseconds: a lightly loaded server would keep a core busy.
+    options = linear.session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.spin_duration_us") == "2000"
+    batched = load(Path(linear.path), batch_interval=0.005).session.get_session_options()
+    assert batched.get_session_config_entry("session.intra_op.spin_duration_us") == "7000"  # 2 ms + the interval
+    slow = load(Path(linear.path), batch_interval=1.0).session.get_session_options()
+    assert slow.get_session_config_entry("session.intra_op.spin_duration_us") == "20000"  # at most 20 ms
+
+
 def test_replicas_share_cores_and_do_not_spin(linear: OnnxModel) -> None:
     import os
 
