@@ -153,6 +153,16 @@ CASES: dict[str, tuple[tuple[bytes, ...], int, str]] = {
         400,
         f"{INPUT}; the value False at [0] is a boolean, not a number.",
     ),
+    "a request line that is not HTTP": (
+        (b"GARBAGE\r\n\r\n",),
+        400,
+        "The request is not valid HTTP/1.1: Invalid method encountered.",
+    ),
+    "both Content-Length and Transfer-Encoding": (
+        (b"POST /iris HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",),
+        400,
+        "The request is not valid HTTP/1.1: Transfer-Encoding can't be present with Content-Length.",
+    ),
     "PATCH on an API": (
         (request("PATCH", "/iris"),),
         405,
@@ -199,3 +209,54 @@ def test_an_idle_connection_is_closed_after_the_header_timeout(iris: tuple[str, 
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         assert sock.recv(1) == b""  # closed by the server (the 30 s timeout would raise instead)
+
+
+def answers(url: str, data: bytes) -> list[Answer]:
+    """Send ``data`` on one connection and read every answer until the server closes it."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(data)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except ConnectionResetError:
+            pass
+    found = []
+    while received:
+        head, _, rest = received.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+        length = int(headers["content-length"])
+        found.append(Answer(int(lines[0].split()[1]), headers, rest[:length]))
+        received = rest[length:]
+    return found
+
+
+def keep_alive_post(path: str, body: bytes) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+
+
+def test_a_pipelined_head_over_the_limit_is_refused_after_the_answer_before_it(
+    iris: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    url, proc = iris
+    first = keep_alive_post("/iris", json.dumps(SAMPLE).encode())
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 180_000 + b"\r\n\r\n"
+    found = answers(url, first + big)  # one write: the big head follows the first request in the same reads
+    assert [a.status for a in found] == [200, 431], output_of(proc)
+    assert json.loads(found[0].body)["class_label"] == "iris-setosa"
+    assert found[1].error() == "The request head (request line and headers) is over 65536 bytes (--max-header-bytes)."
+
+
+def test_a_pipelined_request_that_is_not_http_is_refused_after_the_answer_before_it(
+    iris: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    url, proc = iris
+    found = answers(url, keep_alive_post("/iris", json.dumps(SAMPLE).encode()) + b"GARBAGE\r\n\r\n")
+    assert [a.status for a in found] == [200, 400], output_of(proc)
+    assert json.loads(found[0].body)["class_label"] == "iris-setosa"
+    assert found[1].error() == "The request is not valid HTTP/1.1: Invalid method encountered."

@@ -20,6 +20,7 @@ import functools
 import json
 import logging
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.header_count = 0
         self.heads = 0  # request heads parsed on this connection
         self.refusal: tuple[int, str] | None = None
+        # A refused request behind others still being answered: (status, message, request id),
+        # written once they are (``on_response_complete``); its bytes and any after are dropped.
+        self.deferred: tuple[int, str, str] | None = None
+        self.completed = False  # a request ended during the current parse
+        self.body_seen = 0  # body bytes handed over during the current parse
         self.head_timer: asyncio.TimerHandle | None = None
         self.body_timer: asyncio.TimerHandle | None = None
         # The socket's own descriptor, duplicated for the API's threads to write answers
@@ -93,33 +99,53 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         """Feed bytes to the parser, answering a request over the limits with its 4xx."""
+        if self.deferred is not None:
+            return  # the connection ends with the refusal once the requests before it are answered
         if self.in_head:
             room = self.limits.max_header_bytes - self.head_bytes
             if len(data) > room:
                 # The head may end inside this read (a body follows): parse up to the limit only.
                 self.head_bytes += room
                 heads = self.heads
-                super().data_received(data[:room])
-                if self.heads == heads and not self.transport.is_closing():
+                self._parse(data[:room])
+                if self.heads == heads and not self.transport.is_closing() and self.deferred is None:
                     self._refuse(
                         431,
                         f"The request head (request line and headers) is over {self.limits.max_header_bytes} bytes "
                         "(--max-header-bytes).",
                     )
                     return
-                data = data[room:]
-                if not data or self.transport.is_closing():
-                    return
-            else:
-                self.head_bytes += len(data)
-        super().data_received(data)
+                if not self.transport.is_closing() and self.deferred is None and len(data) > room:
+                    self.data_received(data[room:])  # a body, or a next request's head counted afresh
+                return
+            self.head_bytes += len(data)
+        self._parse(data)
         if self.transport.is_closing():
             self._cancel_timers()
+        elif self.deferred is not None:
+            return
         elif self.in_head:
             if self.head_bytes and self.head_timer is None:
                 self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
         elif self.body_timer is None:  # a body is still coming
             self.body_timer = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
+
+    def _parse(self, data: bytes) -> None:
+        """Parse ``data``; when a request ends inside it and the next one's head begins, count that head.
+
+        Where the next head begins in ``data`` is not known, so all of ``data`` but the body bytes
+        counts toward it: a pipelined request cannot slip a head past the limit behind another.
+        """
+        self.completed, self.body_seen = False, 0
+        super().data_received(data)
+        if self.completed and self.in_head and self.deferred is None and not self.transport.is_closing():
+            self.head_bytes = len(data) - self.body_seen
+            if self.head_bytes > self.limits.max_header_bytes:
+                self._refuse(
+                    431,
+                    f"The request head (request line and headers) is over {self.limits.max_header_bytes} bytes "
+                    "(--max-header-bytes).",
+                )
 
     # -- parser callbacks -----------------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -152,9 +178,14 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             if self.thread_fd >= 0:
                 self.scope[THREAD_REPLY] = ThreadReply(self, cycle)  # type: ignore[literal-required]
 
+    def on_body(self, body: bytes) -> None:
+        """A piece of the body (counted: it is no part of the next request's head)."""
+        self.body_seen += len(body)
+        super().on_body(body)
+
     def on_message_complete(self) -> None:
         """The request is complete: the next head is counted from zero and the body's timer stops."""
-        self.in_head, self.head_bytes = True, 0
+        self.in_head, self.head_bytes, self.completed = True, 0, True
         if self.body_timer is not None:
             self.body_timer.cancel()
             self.body_timer = None
@@ -200,11 +231,26 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.thread_fd = -1
 
     def send_400_response(self, msg: str) -> None:
-        """A request the parser refused: the 431 of a head over the limits, else uvicorn's 400."""
+        """A request the parser refused: the 431 of a head over the limits, else a 400 with the parser's reason.
+
+        uvicorn calls this while it handles httptools' error, whose text (llhttp's) says what was wrong.
+        """
         if self.refusal is not None:
             self._refuse(*self.refusal)
-        else:
-            super().send_400_response(msg)
+            return
+        error = sys.exc_info()[1]
+        reason = str(error).strip() if error is not None else ""
+        self._refuse(400, f"The request is not valid HTTP/1.1: {reason or msg}.")
+
+    def on_response_complete(self) -> None:
+        """A response is complete: the next pipelined request starts, or a refusal deferred behind it goes out."""
+        super().on_response_complete()
+        deferred = self.deferred
+        if deferred is None or self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
+            return
+        self.deferred = None
+        if not self.transport.is_closing():
+            self._write_refusal(*deferred)
 
     # -- refusals -------------------------------------------------------------------------------
     def _head_timed_out(self) -> None:
@@ -230,12 +276,20 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._refuse(408, f"The request body did not arrive within {self.limits.body_timeout:g} s (--body-timeout).")
 
     def _refuse(self, status: int, message: str) -> None:
-        """Answer ``status`` with a JSON error and close the connection; the app never sees the request."""
+        """Answer ``status`` with a JSON error and close the connection; the app never sees the request.
+
+        A request refused in its head behind earlier ones still being answered (pipelining) waits
+        for their answers: they were read whole and their handlers run, so their clients get them.
+        """
         self._cancel_timers()
         request_id = request_id_of({"headers": self.headers or []})
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
         log.warning("request %s from %s refused with %d: %s", request_id, client, status, message)
         cycle = self.cycle
+        if self.in_head and (self.pipeline or (cycle is not None and not cycle.response_complete)):
+            self.deferred = (status, message, request_id)
+            self.flow.pause_reading()
+            return
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the app's receive() now says the client has gone
             cycle.message_event.set()
@@ -243,6 +297,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 self.transport.close()
                 return
             cycle.response_complete = True
+        self._write_refusal(status, message, request_id)
+
+    def _write_refusal(self, status: int, message: str, request_id: str) -> None:
         body = json.dumps({"error": message, "request_id": request_id}).encode()
         head = [
             STATUS_LINE[status],
