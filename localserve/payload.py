@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 from urllib.parse import parse_qsl
@@ -15,6 +16,18 @@ from localserve.multipart import form_from_parts, parse_multipart
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack")
 MAX_JSON_DEPTH = 1024  # orjson's nesting limit
 MSGPACK_DEPTH = 1024  # msgpack's C unpacker's stack
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float, refused when beyond a double (the standard library would make it inf)."""
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
+        raise RequestError(
+            f"The body is not valid JSON: the number {shown} is beyond the range of a double (about ±1.8e308); "
+            "write Infinity or -Infinity to mean infinity."
+        )
+    return value
 
 
 def decode_payload(content_type: str | None, body: bytes) -> Any:
@@ -33,7 +46,7 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
                 ) from None
             # else the standard library accepts a little more (NaN, Infinity) and words the error
         try:
-            return json.loads(body)
+            return json.loads(body, parse_float=_finite_float)
         except UnicodeDecodeError as exc:
             raise RequestError(
                 f"The body is not valid JSON: it is not UTF-8 ({exc.reason} at byte {exc.start})."

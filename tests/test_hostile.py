@@ -143,6 +143,12 @@ CASES: dict[str, tuple[tuple[bytes, ...], int, str]] = {
         400,
         f"{INPUT}; the value 1e+39 at [1] is out of range for float32.",
     ),
+    "1e400, beyond a double": (
+        (post("/iris", b'{"sepal_length": 1e400, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}'),),
+        400,
+        "The body is not valid JSON: the number 1e400 is beyond the range of a double (about ±1.8e308); "
+        "write Infinity or -Infinity to mean infinity.",
+    ),
     "a boolean for a number": (
         (post("/iris", json.dumps({**SAMPLE, "petal_width": True}).encode()),),
         400,
