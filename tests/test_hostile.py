@@ -208,6 +208,10 @@ def test_head_and_options(iris: tuple[str, subprocess.Popen[bytes]]) -> None:
     assert (options.status_code, options.content, options.headers["allow"]) == (204, b"", "POST, OPTIONS")
     assert httpx.options(f"{url}/iris").headers["allow"] == "GET, HEAD, POST, OPTIONS"
     assert httpx.patch(f"{url}/iris").headers["allow"] == "GET, HEAD, POST, OPTIONS"
+    put = httpx.put(f"{url}/v2/models/iris/infer")  # a route of the Open Inference Protocol
+    assert (put.status_code, put.headers["allow"]) == (405, "POST")
+    assert put.json()["error"] == "Method PUT is not allowed on /v2/models/iris/infer; it takes POST."
+    assert httpx.delete(f"{url}/healthz").headers["allow"] == "GET, HEAD"
 
 
 def test_an_idle_connection_is_closed_after_the_header_timeout(iris: tuple[str, subprocess.Popen[bytes]]) -> None:

@@ -36,6 +36,13 @@ from localserve.server.pages import Pages
 from localserve.server.wire import request_id_of
 
 log = logging.getLogger("localserve")
+METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _method_rank(method: str) -> int:
+    return METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
+
+
 # With no --pin-threads flag, threads are pinned when a request takes less CPU than this on its
 # API's thread (see App._decide_pinning).
 PIN_BELOW = 0.001
@@ -388,12 +395,22 @@ class App:
     async def not_found(self, request: StarletteRequest, exc: Exception) -> Response:
         """404 and 405 as JSON errors (a 404 lists the routes the APIs answer at)."""
         status = getattr(exc, "status_code", 404)
+        headers: dict[str, str] = {}
         if status == 405:
-            message = f"Method {request.method} is not allowed on {request.url.path}."
+            allow = (getattr(exc, "headers", None) or {}).get("Allow")  # Starlette's route names its methods
+            if allow:  # in the order of a set: made stable
+                allow = ", ".join(sorted(allow.split(", "), key=_method_rank))
+            message = f"Method {request.method} is not allowed on {request.url.path}"
+            message += f"; it takes {allow}." if allow else "."
+            if allow:
+                headers["allow"] = allow
         else:
             paths = sorted(p for p in self.routes if not p.endswith("/predict") or p == "/predict")
             message = f"No route {request.url.path!r}; the APIs answer at {', '.join(paths)}."
         rid = request_id_of(request.scope)
         return Response(
-            error_body(message, rid), status_code=status, media_type="application/json", headers={"x-request-id": rid}
+            error_body(message, rid),
+            status_code=status,
+            media_type="application/json",
+            headers={**headers, "x-request-id": rid},
         )
