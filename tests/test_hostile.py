@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -270,3 +271,21 @@ def test_a_pipelined_request_that_is_not_http_is_refused_after_the_answer_before
     assert [a.status for a in found] == [200, 400], output_of(proc)
     assert json.loads(found[0].body)["class_label"] == "iris-setosa"
     assert found[1].error() == "The request is not valid HTTP/1.1: Invalid method encountered."
+
+
+def test_a_keep_alive_connection_between_requests_is_not_a_head_in_progress(
+    iris: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    url, proc = iris
+    host, port = url.removeprefix("http://").split(":")
+    ask = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for _ in range(2):
+            sock.sendall(ask)
+            received = b""
+            while not (b"\r\n\r\n" in received and _complete(received)):
+                chunk = sock.recv(65536)
+                assert chunk, output_of(proc)  # closed: the idle time was taken for a slow head
+                received += chunk
+            assert received.startswith(b"HTTP/1.1 200"), received
+            time.sleep(1.5)  # past --header-timeout (1 s), within uvicorn's keep-alive (5 s)

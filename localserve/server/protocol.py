@@ -72,7 +72,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         # A refused request behind others still being answered: (status, message, request id),
         # written once they are (``on_response_complete``); its bytes and any after are dropped.
         self.deferred: tuple[int, str, str] | None = None
-        self.completed = False  # a request ended during the current parse
+        self.completed = False  # a request ended during the current parse...
+        self.begun = False  # ... and the next one began after it
         self.body_seen = 0  # body bytes handed over during the current parse
         self.head_timer: asyncio.TimerHandle | None = None
         self.body_timer: asyncio.TimerHandle | None = None
@@ -138,7 +139,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """
         self.completed, self.body_seen = False, 0
         super().data_received(data)
-        if self.completed and self.in_head and self.deferred is None and not self.transport.is_closing():
+        if self.completed and self.begun and self.in_head and self.deferred is None and not self.transport.is_closing():
             self.head_bytes = len(data) - self.body_seen
             if self.head_bytes > self.limits.max_header_bytes:
                 self._refuse(
@@ -150,7 +151,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     # -- parser callbacks -----------------------------------------------------------------------
     def on_message_begin(self) -> None:
         """A request begins: its headers are counted from zero."""
-        self.header_count = 0
+        self.header_count, self.begun = 0, True
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -185,7 +186,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         """The request is complete: the next head is counted from zero and the body's timer stops."""
-        self.in_head, self.head_bytes, self.completed = True, 0, True
+        self.in_head, self.head_bytes, self.completed, self.begun = True, 0, True, False
         if self.body_timer is not None:
             self.body_timer.cancel()
             self.body_timer = None
