@@ -157,6 +157,8 @@ def test_unknown_path_and_body_limit(serve, make_project, caplog) -> None:
         response = client.post("/nope")
         assert response.status_code == 404
         assert response.json()["error"] == "No route '/nope'; the APIs answer at /, /predict, /proj."
+        long = client.post("/" + "a" * 60_000).json()["error"]  # the path is not echoed whole
+        assert long == f"No route '/{'a' * 199}...'; the APIs answer at /, /predict, /proj."
         assert client.post("/", content=b"x" * 1000).text == "1000"
         response = client.post("/", content=b"x" * 1001)
         assert response.status_code == 413

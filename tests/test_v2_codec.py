@@ -151,6 +151,11 @@ def test_bad_requests_say_what_was_wrong_and_what_was_expected() -> None:
     assert error_of(body, length) == (
         "The body has 20 bytes after the JSON header but the inputs' binary_data_size add up to 16; they must be equal."
     )
+    header = json_input(parameters={"binary_data_size": 16})
+    assert error_of(header + b"\0" * 16, len(header)) == (
+        "Input 'x' has both 'data' and a binary_data_size parameter; its values must come one way: in 'data', or "
+        "in the binary part after the JSON header."
+    )
     body, length = binary_input([1, 4], 4, b"\x00\x02\x01\x00", datatype="BOOL")
     spec = TensorSpec("x", "BOOL", (-1, 4))
     assert error_of(body, length, [spec]) == (

@@ -406,7 +406,9 @@ class App:
                 headers["allow"] = allow
         else:
             paths = sorted(p for p in self.routes if not p.endswith("/predict") or p == "/predict")
-            message = f"No route {request.url.path!r}; the APIs answer at {', '.join(paths)}."
+            path = request.url.path
+            shown = path if len(path) <= 200 else f"{path[:200]}..."  # a 60 KB path is not echoed whole
+            message = f"No route {shown!r}; the APIs answer at {', '.join(paths)}."
         rid = request_id_of(request.scope)
         return Response(
             error_body(message, rid),

@@ -168,6 +168,11 @@ def decode_request(
                 )
             feed[name] = _from_json(spec, shape, item["data"], keep_bytes=keep_bytes)
             continue
+        if "data" in item:
+            raise RequestError(
+                f"Input {name!r} has both 'data' and a binary_data_size parameter; its values must come one way: "
+                "in 'data', or in the binary part after the JSON header."
+            )
         if size > len(binary) - offset:
             raise RequestError(
                 f"Input {name!r} has binary_data_size {size}, past the end of the body: {len(binary) - offset} bytes "
