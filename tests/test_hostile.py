@@ -170,6 +170,12 @@ CASES: dict[str, tuple[tuple[bytes, ...], int, str]] = {
         400,
         "The request is not valid HTTP/1.1: Transfer-Encoding can't be present with Content-Length.",
     ),
+    "a transfer coding other than chunked": (
+        (b"POST /iris HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n1\r\n{\r\n0\r\n\r\n",),
+        501,
+        "Transfer-Encoding 'gzip, chunked' is not supported; send the body with Content-Length or with "
+        "Transfer-Encoding: chunked alone.",
+    ),
     "PATCH on an API": (
         (request("PATCH", "/iris"),),
         405,

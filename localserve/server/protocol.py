@@ -160,6 +160,15 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self.header_count > self.limits.max_headers:
             self.refusal = (431, f"The request has more than {self.limits.max_headers} headers (--max-headers).")
             raise _Refused
+        if len(name) == 17 and name.lower() == b"transfer-encoding" and value.strip().lower() != b"chunked":
+            # llhttp takes any codings before a final "chunked" and would pass the body on undecoded.
+            coding = value.decode("latin-1")
+            self.refusal = (
+                501,
+                f"Transfer-Encoding {coding!r} is not supported; send the body with Content-Length or with "
+                "Transfer-Encoding: chunked alone.",
+            )
+            raise _Refused
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
