@@ -53,6 +53,10 @@ def exchange(url: str, *pieces: bytes) -> Answer:
         except ConnectionResetError:
             pass
     head, _, body = received.partition(b"\r\n\r\n")
+    return answer_of(head, body)
+
+
+def answer_of(head: bytes, body: bytes) -> Answer:
     lines = head.decode("latin-1").split("\r\n")
     headers = dict(line.lower().split(": ", 1) for line in lines[1:])
     return Answer(int(lines[0].split()[1]), headers, body)
@@ -242,11 +246,10 @@ def answers(url: str, data: bytes) -> list[Answer]:
     found = []
     while received:
         head, _, rest = received.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = dict(line.lower().split(": ", 1) for line in lines[1:])
-        length = int(headers["content-length"])
-        found.append(Answer(int(lines[0].split()[1]), headers, rest[:length]))
-        received = rest[length:]
+        answer = answer_of(head, rest)
+        length = int(answer.headers["content-length"])
+        answer.body, received = rest[:length], rest[length:]
+        found.append(answer)
     return found
 
 
@@ -257,26 +260,31 @@ def keep_alive_post(path: str, body: bytes) -> bytes:
     )
 
 
-def test_a_pipelined_head_over_the_limit_is_refused_after_the_answer_before_it(
-    iris: tuple[str, subprocess.Popen[bytes]],
-) -> None:
-    url, proc = iris
-    first = keep_alive_post("/iris", json.dumps(SAMPLE).encode())
-    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 180_000 + b"\r\n\r\n"
-    found = answers(url, first + big)  # one write: the big head follows the first request in the same reads
-    assert [a.status for a in found] == [200, 431], output_of(proc)
-    assert json.loads(found[0].body)["class_label"] == "iris-setosa"
-    assert found[1].error() == "The request head (request line and headers) is over 65536 bytes (--max-header-bytes)."
+PIPELINED = {
+    "a head over the limit": (
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 180_000 + b"\r\n\r\n",
+        431,
+        "The request head (request line and headers) is over 65536 bytes (--max-header-bytes).",
+    ),
+    "a request that is not HTTP": (
+        b"GARBAGE\r\n\r\n",
+        400,
+        "The request is not valid HTTP/1.1: Invalid method encountered.",
+    ),
+}
 
 
-def test_a_pipelined_request_that_is_not_http_is_refused_after_the_answer_before_it(
-    iris: tuple[str, subprocess.Popen[bytes]],
+@pytest.mark.parametrize("case", list(PIPELINED))
+def test_a_pipelined_request_is_refused_after_the_answer_before_it(
+    iris: tuple[str, subprocess.Popen[bytes]], case: str
 ) -> None:
     url, proc = iris
-    found = answers(url, keep_alive_post("/iris", json.dumps(SAMPLE).encode()) + b"GARBAGE\r\n\r\n")
-    assert [a.status for a in found] == [200, 400], output_of(proc)
+    refused, status, message = PIPELINED[case]
+    # One write: the refused request follows the first one in the same reads.
+    found = answers(url, keep_alive_post("/iris", json.dumps(SAMPLE).encode()) + refused)
+    assert [a.status for a in found] == [200, status], output_of(proc)
     assert json.loads(found[0].body)["class_label"] == "iris-setosa"
-    assert found[1].error() == "The request is not valid HTTP/1.1: Invalid method encountered."
+    assert found[1].error() == message
 
 
 def test_a_keep_alive_connection_between_requests_is_not_a_head_in_progress(

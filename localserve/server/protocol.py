@@ -110,11 +110,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 heads = self.heads
                 self._parse(data[:room])
                 if self.heads == heads and not self.transport.is_closing() and self.deferred is None:
-                    self._refuse(
-                        431,
-                        f"The request head (request line and headers) is over {self.limits.max_header_bytes} bytes "
-                        "(--max-header-bytes).",
-                    )
+                    self._refuse_head_size()
                     return
                 if not self.transport.is_closing() and self.deferred is None and len(data) > room:
                     self.data_received(data[room:])  # a body, or a next request's head counted afresh
@@ -142,11 +138,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self.completed and self.begun and self.in_head and self.deferred is None and not self.transport.is_closing():
             self.head_bytes = len(data) - self.body_seen
             if self.head_bytes > self.limits.max_header_bytes:
-                self._refuse(
-                    431,
-                    f"The request head (request line and headers) is over {self.limits.max_header_bytes} bytes "
-                    "(--max-header-bytes).",
-                )
+                self._refuse_head_size()
 
     # -- parser callbacks -----------------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -284,6 +276,13 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 self.transport.close()
             return  # else the app is answering; the connection ends with its response
         self._refuse(408, f"The request body did not arrive within {self.limits.body_timeout:g} s (--body-timeout).")
+
+    def _refuse_head_size(self) -> None:
+        self._refuse(
+            431,
+            f"The request head (request line and headers) is over {self.limits.max_header_bytes} bytes "
+            "(--max-header-bytes).",
+        )
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer ``status`` with a JSON error and close the connection; the app never sees the request.
