@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -96,14 +97,39 @@ def test_multipart_contents() -> None:
             MULTIPART[:-9],
             "Malformed multipart body: the closing boundary '--XyZ--' was not found (1 complete part(s) read).",
         ),
+        (
+            "multipart/form-data; boundary=XyZ",
+            b'{"a": 1}',
+            "Malformed multipart body at byte 0: expected the boundary line '--XyZ' (the boundary the Content-Type "
+            "header names); found b'{\"a\": 1}'. Expected parts like '--XyZ\\r\\nContent-Disposition: form-data; "
+            "name=\"field\"\\r\\n\\r\\n<data>\\r\\n', closed by '--XyZ--'.",
+        ),
+        (
+            "multipart/form-data; boundary=XyZ",
+            b"--XyZ\r\nContent-Disposition form-data\r\n\r\nhi\r\n--XyZ--\r\n",
+            "Malformed multipart body at byte 26: a part's header line is not 'Name: value' (invalid character in "
+            "the name); found b'Content-Disposition form-data\\r\\n\\r\\nhi\\r\\n--X'. Expected parts like "
+            "'--XyZ\\r\\nContent-Disposition: form-data; name=\"field\"\\r\\n\\r\\n<data>\\r\\n', closed by '--XyZ--'.",
+        ),
+        (
+            "multipart/form-data; boundary=XyZ",
+            b"--XyZ\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(65)) + b"\r\nhi\r\n--XyZ--\r\n",
+            "Malformed multipart body at byte 573: a part has more than 64 header lines; found b'X-64: a\\r\\n\\r\\nhi"
+            "\\r\\n--XyZ--\\r\\n'. Expected parts like '--XyZ\\r\\nContent-Disposition: form-data; "
+            "name=\"field\"\\r\\n\\r\\n<data>\\r\\n', closed by '--XyZ--'.",
+        ),
     ],
 )
-def test_malformed_multipart_is_a_400(content_type: str, body: bytes, message: str) -> None:
+def test_malformed_multipart_is_a_400(
+    content_type: str, body: bytes, message: str, caplog: pytest.LogCaptureFixture
+) -> None:
     request = Request("POST", [(b"content-type", content_type.encode())], body)
-    with pytest.raises(RequestError) as info:
+    with caplog.at_level(logging.DEBUG, logger="localserve"), pytest.raises(RequestError) as info:
         request["contents"]
     assert str(info.value) == message
     assert info.value.status_code == 400
+    # The parser's own warning (its wording, bytes by their codes) stays out of the server's log.
+    assert [r for r in caplog.records if r.name.startswith("python_multipart")] == []
 
 
 def test_debug_flag_from_query() -> None:
