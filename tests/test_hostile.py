@@ -232,11 +232,13 @@ def test_an_idle_connection_is_closed_after_the_header_timeout(iris: tuple[str, 
         assert sock.recv(1) == b""  # closed by the server (the 30 s timeout would raise instead)
 
 
-def answers(url: str, data: bytes) -> list[Answer]:
-    """Send ``data`` on one connection and read every answer until the server closes it."""
+def answers(url: str, data: bytes, *, half_close: bool = False) -> list[Answer]:
+    """Send ``data`` on one connection (then shut its writing side) and read every answer until the server closes it."""
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         sock.sendall(data)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
         received = b""
         try:
             while chunk := sock.recv(65536):
@@ -303,3 +305,31 @@ def test_a_keep_alive_connection_between_requests_is_not_a_head_in_progress(
                 received += chunk
             assert received.startswith(b"HTTP/1.1 200"), received
             time.sleep(1.5)  # past --header-timeout (1 s), within uvicorn's keep-alive (5 s)
+
+
+HALF_CLOSED = {
+    "a head cut short": (
+        b"POST /iris HTTP/1.1\r\nHost: x\r\nContent-Le",
+        "The request head ended early: the connection was closed before the blank line that ends the headers.",
+    ),
+    "a body cut short": (
+        b"POST /iris HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        "The request body ended early: the connection was closed after 1 bytes of the 100 bytes its Content-Length "
+        "announced.",
+    ),
+    "a chunked body cut short": (
+        b"POST /iris HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n",
+        "The request body ended early: the connection was closed after 2 bytes of its chunked body, before the last "
+        "(zero-size) chunk.",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(HALF_CLOSED))
+def test_a_request_cut_short_by_a_half_close_is_a_400(iris: tuple[str, subprocess.Popen[bytes]], case: str) -> None:
+    url, proc = iris
+    sent, message = HALF_CLOSED[case]
+    found = answers(url, sent, half_close=True)  # uvicorn alone closes without a word
+    assert [a.status for a in found] == [400], output_of(proc)
+    assert found[0].error() == message
+    assert found[0].headers["connection"] == "close"

@@ -75,6 +75,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.completed = False  # a request ended during the current parse...
         self.begun = False  # ... and the next one began after it
         self.body_seen = 0  # body bytes handed over during the current parse
+        self.body_received = 0  # body bytes of the current request
         self.head_timer: asyncio.TimerHandle | None = None
         self.body_timer: asyncio.TimerHandle | None = None
         # The socket's own descriptor, duplicated for the API's threads to write answers
@@ -97,6 +98,37 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 os.close(self.thread_fd)
                 self.thread_fd = -1
         super().connection_lost(exc)
+
+    def eof_received(self) -> None:
+        """The client closed the connection (or its writing side): a request it cut short is a 400 that says so.
+
+        An end of stream is the client leaving, as uvicorn, nginx and Go's net/http take it: the
+        connection closes (uvicorn's part) and a request not yet answered is dropped, never
+        started when still queued (``engine/lifecycle.py``). A close and a half-close look the
+        same from here, so a client that shuts down its writing side after a whole request is
+        taken as gone too (docs/reference.md, item 46). A head or body cut short is answered
+        first, for a client that only half-closed; one that left loses nothing by it.
+        """
+        if self.deferred is None and not self.transport.is_closing():
+            cycle = self.cycle
+            if not self.in_head:  # the body was cut short
+                if (cycle is None or not cycle.response_started) and not self.pipeline:  # and it has no answer yet
+                    self._refuse(400, self._cut_body_message())
+            elif self.head_bytes and (cycle is None or cycle.response_complete) and not self.pipeline:
+                self._refuse(
+                    400,
+                    "The request head ended early: the connection was closed before the blank line that ends "
+                    "the headers.",
+                )
+        super().eof_received()
+
+    def _cut_body_message(self) -> str:
+        length = next((value for name, value in self.headers or [] if name == b"content-length"), None)
+        if length is not None:
+            announced = f"of the {length.decode('latin-1')} bytes its Content-Length announced"
+        else:
+            announced = "of its chunked body, before the last (zero-size) chunk"
+        return f"The request body ended early: the connection was closed after {self.body_received} bytes {announced}."
 
     def data_received(self, data: bytes) -> None:
         """Feed bytes to the parser, answering a request over the limits with its 4xx."""
@@ -143,7 +175,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     # -- parser callbacks -----------------------------------------------------------------------
     def on_message_begin(self) -> None:
         """A request begins: its headers are counted from zero."""
-        self.header_count, self.begun = 0, True
+        self.header_count, self.begun, self.body_received = 0, True, 0
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -183,6 +215,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_body(self, body: bytes) -> None:
         """A piece of the body (counted: it is no part of the next request's head)."""
         self.body_seen += len(body)
+        self.body_received += len(body)
         super().on_body(body)
 
     def on_message_complete(self) -> None:
