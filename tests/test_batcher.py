@@ -84,3 +84,38 @@ def test_warm_runs_every_bucket_before_traffic(tmp_path: Path) -> None:
     batcher.model.run = lambda feed, bucket=None: (calls.append(len(feed["x"])), real_run(feed, bucket))[1]  # type: ignore[method-assign]
     batcher.warm()
     assert calls == [1, 2, 4]
+
+
+def test_on_a_gpu_each_bucket_gets_its_own_session_made_at_warm_up(tmp_path: Path) -> None:
+    """The CUDA provider re-plans on a shape change, so on a GPU every batch size has a session of its own.
+
+    Which sessions exist and which one each run uses is the same on any device: forced here on the
+    CPU so that the path runs without a GPU (the GPU tests run it on CUDA).
+    """
+    batcher, _ = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4))
+    model = batcher.model
+    assert isinstance(model, OnnxModel)
+    model._per_bucket = True  # what a session on CUDAExecutionProvider sets
+    used: list[tuple[int, object]] = []
+    real_session_for = model._session_for
+
+    def session_for(bucket: int) -> object:
+        session = real_session_for(bucket)
+        used.append((bucket, session))
+        return session
+
+    model._session_for = session_for  # type: ignore[method-assign]
+    batcher.warm()
+    sessions = dict(model._buckets)
+    assert sorted(sessions) == [1, 2, 4]
+    assert sessions[1] is model.session  # the session loaded first serves the first size
+    assert len({id(session) for session in sessions.values()}) == 3
+    used.clear()
+    feeds = [{"x": np.full((n, 4), float(n), np.float32)} for n in (1, 2)]  # 3 rows: run as 4
+    outcomes = batcher.run([(n, feed) for n, feed in enumerate(feeds)])
+    assert used == [(4, sessions[4])]
+    for (_, out), feed in zip(outcomes, feeds, strict=True):
+        assert np.array_equal(out[0], feed["x"] + 4)
+    assert batcher.run([("one", feeds[0])])[0][1][0].tolist() == (feeds[0]["x"] + 1).tolist()
+    assert used == [(4, sessions[4]), (1, sessions[1])]
+    assert model._buckets == sessions  # no session was made after the warm-up

@@ -17,6 +17,7 @@ from localserve.runtimes.onnx import OnnxModel
 from tests.models import (
     linear_reference,
     onnx_argmax,
+    onnx_batch_echo,
     onnx_identity,
     onnx_linear,
     onnx_mlp,
@@ -387,3 +388,20 @@ def test_long_float_lists_are_checked_like_short_ones(tmp_path: Path) -> None:
     )
     with_nan = model.coerce([*numbers[:35], float("nan"), float("inf"), 2**70, *numbers[38:]])["x"]
     assert np.isnan(with_nan[35]) and np.isinf(with_nan[36]) and with_nan[37] == np.float32(2**70)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime-gpu and a CUDA GPU")
+def test_gpu_batch_sizes_each_have_a_warmed_session(tmp_path: Path) -> None:
+    from localserve.engine.batcher import Batcher
+
+    model = load(onnx_batch_echo(tmp_path / "echo.onnx"), gpu=True)
+    assert model.device == "CUDAExecutionProvider" and model._per_bucket
+    batcher = Batcher("echo", model, buckets=(1, 2, 4, 8), interval=0.0, deliver=lambda _: None)
+    batcher.warm()
+    sessions = dict(model._buckets)
+    assert sorted(sessions) == [1, 2, 4, 8] and len({id(s) for s in sessions.values()}) == 4
+    feeds = [{"x": np.full((n, 4), float(n), np.float32)} for n in (1, 2, 2)]  # 5 rows: run as 8
+    for (_, out), feed in zip(batcher.run(list(enumerate(feeds))), feeds, strict=True):
+        np.testing.assert_allclose(out[0], feed["x"] + 8)
+    assert model._buckets == sessions
