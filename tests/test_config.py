@@ -164,6 +164,19 @@ def test_full_config_and_inference(tmp_path: Path) -> None:
         ("name: [", None),
         ("", "cortex.yaml: the file is empty; expected a list of '- kind: api' entries."),
         (
+            "- kind: api\n  name: iris\n  model: m.onnx\n  timeout: 0\n",
+            "cortex.yaml: api 'iris': invalid value 0 for 'timeout'; expected a duration above 0, like 0.5s or 60 (seconds).",
+        ),
+        (
+            "- kind: api\n  name: iris\n  model: m.onnx\n  async_retention: 1d\n",
+            "cortex.yaml: api 'iris': 'async_retention' belongs to the Cortex 0.25+ generation of the config (kind: RealtimeAPI or AsyncAPI); with 'kind: api' write 'kind: AsyncAPI'.",
+        ),
+        (
+            "- kind: RealtimeAPI\n  name: iris\n  predictor: {type: onnx, path: p.py, model_path: m.onnx}\n"
+            "  cuda_options: {cudnn_conv_algo: HEURISTIC}\n",
+            "cortex.yaml: api 'iris': unknown key 'cudnn_conv_algo' in 'cuda_options'. Did you mean 'cudnn_conv_algo_search'?",
+        ),
+        (
             "- kind: api\n  name: iris\n  model: m.onnx\n  timeout: -3\n",
             "cortex.yaml: api 'iris': invalid value -3 for 'timeout'; expected a duration like 5ms, 0.5s or 60 (seconds).",
         ),
@@ -203,3 +216,11 @@ def test_no_config_and_no_handler(tmp_path: Path) -> None:
     assert str(info.value).endswith(
         "there is no localserve.yaml / cortex.yaml and no --handler; pass --handler main:handler for an ABEJA handler, or --config FILE."
     )
+
+
+@pytest.mark.parametrize("kind", ["api", "RealtimeAPI", "AsyncAPI"])
+def test_cuda_options_are_taken_by_every_kind(tmp_path: Path, kind: str) -> None:
+    model = "model: m.onnx" if kind == "api" else "predictor: {type: onnx, path: p.py, model_path: m.onnx}"
+    text = f"- kind: {kind}\n  name: iris\n  {model}\n  cuda_options: {{cudnn_conv_algo_search: DEFAULT, use_tf32: false}}\n"
+    api = load_config(write(tmp_path, text)).apis[0]
+    assert dict(api.cuda_options) == {"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"}

@@ -32,6 +32,7 @@ _COMMON_KEYS = (
     "max_queue",
     "timeout",
     "model_threads",
+    "cuda_options",
 )
 # kind: AsyncAPI only (localserve's own): where jobs live, and how long finished ones are kept.
 ASYNC_KEYS = ("async_store", "async_retention")

@@ -72,9 +72,16 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
         return _parse_realtime(entry, name, kind, where)
     for key in entry:
         if key not in API_KEYS and key in REALTIME_KEYS:
+            hint = (
+                "write 'kind: AsyncAPI'"
+                if key in ASYNC_KEYS
+                else "use 'compute' for replicas, or write 'kind: RealtimeAPI'"
+                if key == "autoscaling"
+                else "write 'kind: RealtimeAPI'"
+            )
             raise ConfigError(
                 f"{where}: {key!r} belongs to the Cortex 0.25+ generation of the config (kind: RealtimeAPI or "
-                f"AsyncAPI); with 'kind: api' use 'compute' for replicas, or write 'kind: RealtimeAPI'."
+                f"AsyncAPI); with 'kind: api' {hint}."
             )
     _check_keys(entry, API_KEYS, where, None)
 
@@ -157,7 +164,7 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
         batching=_parse_batching(entry.get("batching"), where),
         threads_per_process=_int(entry, "threads_per_process", where, 1, minimum=1),
         max_queue=_int(entry, "max_queue", where, 100, minimum=1),
-        timeout=_duration(entry.get("timeout", 60.0), "timeout", where),
+        timeout=_duration(entry.get("timeout", 60.0), "timeout", where, positive=True),
         model_threads=_int(entry, "model_threads", where, None, minimum=1),
         cuda_options=_parse_cuda_options(entry.get("cuda_options"), where),
     )
@@ -542,14 +549,19 @@ def _int(raw: Mapping[str, Any], key: str, where: str, default: Any, *, minimum:
     return value
 
 
-def _duration(value: Any, key: str, where: str, section: str | None = None) -> float:
+def _duration(value: Any, key: str, where: str, section: str | None = None, *, positive: bool = False) -> float:
+    place = f" in {section!r}" if section else ""
     try:
         seconds = parse_duration(value)
     except ValueError:
-        place = f" in {section!r}" if section else ""
         raise ConfigError(
             f"{where}: invalid value {value!r} for {key!r}{place}; expected a duration like 5ms, 0.5s or 60 (seconds)."
         ) from None
+    if positive and seconds <= 0:
+        raise ConfigError(
+            f"{where}: invalid value {value!r} for {key!r}{place}; expected a duration above 0, like 0.5s or 60 "
+            "(seconds)."
+        )
     return seconds
 
 

@@ -405,3 +405,18 @@ def test_gpu_batch_sizes_each_have_a_warmed_session(tmp_path: Path) -> None:
     for (_, out), feed in zip(batcher.run(list(enumerate(feeds))), feeds, strict=True):
         np.testing.assert_allclose(out[0], feed["x"] + 8)
     assert model._buckets == sessions
+
+
+def test_cuda_options_reach_the_cuda_provider_over_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localserve.runtimes.onnx import _providers
+
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: providers)
+    monkeypatch.setattr(onnxruntime, "preload_dlls", lambda: None, raising=False)
+    assert _providers(LoadOptions(gpu=True)) == [
+        ("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"}),
+        ("CPUExecutionProvider", {}),
+    ]
+    options = LoadOptions(gpu=True, cuda_options={"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
+    assert _providers(options)[0] == ("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
+    assert _providers(LoadOptions(gpu=False)) == [("CPUExecutionProvider", {})]
