@@ -76,7 +76,7 @@ class App:
             self.routes["/"] = (only, only.api.kind == "abeja")
             self.routes["/predict"] = (only, True)
         self.jobs = AsyncJobs(  # kind: AsyncAPI: POST /<api> submits, GET /<api>/<id> polls
-            self.apis, project=config.project, max_body_size=self.options.max_body_size, request_id=request_id_of
+            self.apis, project=config.project, max_body_size=self.options.max_body_size
         )
         self.loading: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -115,7 +115,8 @@ class App:
         if scope["type"] == "http":
             if self.host_names and scope["path"] in ("/", "/predict"):
                 scope = route_by_host(scope, self.host_names)  # Host: api-<name> (seed 001)
-            if self.jobs and await self.jobs.handle(scope, receive, send):
+            if self.jobs and (name := self.jobs.claims(scope)) is not None:
+                await self.serve_job_request(self.apis[name], scope, receive, send)
                 return
             route = self.routes.get(scope["path"])
             if route is not None and scope["method"] != "POST" and await answer_method(route, scope, send):
@@ -331,6 +332,17 @@ class App:
             self.request_ended(rt, scope, status, time.perf_counter() - start, request_id)
         if rt.api.tracker is not None and 200 <= status < 300:
             self.stats.record_prediction(rt.api.name, value)
+
+    async def serve_job_request(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a submit or a poll of ``rt``'s AsyncAPI, counted as its request (metrics, access log)."""
+        start = time.perf_counter()
+        request_id = request_id_of(scope)
+        self.request_began(rt)
+        status = 500
+        try:
+            status = await self.jobs.handle(rt.api.name, scope, receive, send, request_id)
+        finally:
+            self.request_ended(rt, scope, status, time.perf_counter() - start, request_id)
 
     def request_began(self, rt: ApiRuntime) -> None:
         """A request of ``rt``'s API came in (any protocol): it is in flight."""

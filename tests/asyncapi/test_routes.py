@@ -112,7 +112,9 @@ def test_unknown_and_malformed_ids(async_project: Callable[..., Path], serve: Ca
             "error": "Invalid job id 'not-an-id'; expected the 32 lower-case hex characters that POST /jobs answered.",
             "request_id": "r1",
         }
-        assert client.get("/jobs/stats").json()["api"] == "jobs"  # the API's own routes keep their meaning
+        stats = client.get("/jobs/stats").json()
+        assert stats["api"] == "jobs"  # the API's own routes keep their meaning
+        assert stats["requests"] == {"2xx": 1, "4xx": 1, "5xx": 0}  # the polls count as the API's requests
 
 
 def test_a_body_over_the_limit_is_413_and_stores_nothing(

@@ -2,8 +2,10 @@
 
 Example::
 
-    jobs = AsyncJobs(apis, project=config.project, max_body_size=options.max_body_size, request_id=request_id_of)
-    if await jobs.handle(scope, receive, send):   # in the app's __call__, before the native routes
+    jobs = AsyncJobs(apis, project=config.project, max_body_size=options.max_body_size)
+    name = jobs.claims(scope)   # in the app's __call__, before the native routes
+    if name is not None:
+        status = await jobs.handle(name, scope, receive, send, request_id)   # counted by the app as the API's request
         return
 """
 
@@ -14,7 +16,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -37,7 +39,7 @@ from localserve.protocols.asyncapi.worker import AsyncWorker, execute
 from localserve.response import Reply, error_body
 
 log = logging.getLogger("localserve")
-HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (REFERENCE decision 6)
+HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (docs/reference.md, item 1)
 NOT_PATHS = {"predict", "stats"}  # GET /<api>/<these> keep their own meaning
 
 
@@ -50,9 +52,7 @@ class AsyncJobs:
         *,
         project: Path,
         max_body_size: int,
-        request_id: Callable[[Scope], str],
     ) -> None:
-        self.request_id = request_id  # the app's X-Request-ID rule
         self.runtimes = {name: rt for name, rt in runtimes.items() if rt.api.is_async}
         self.project = project
         self.max_body_size = max_body_size
@@ -157,39 +157,40 @@ class AsyncJobs:
         return await asyncio.to_thread(render_metrics, self.stores)
 
     # -- routes ---------------------------------------------------------------------------------
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """Answer ``scope`` when it is a submit or a poll of an AsyncAPI; False to let the app route it."""
+    def claims(self, scope: Scope) -> str | None:
+        """The AsyncAPI whose submit (``POST /<api>``) or poll (``GET /<api>/<id>``) ``scope`` is, else None."""
         path: str = scope["path"]
         method: str = scope["method"]
-        if method == "POST" and path in self.submit_paths:
-            await self._submit(self.submit_paths[path], scope, receive, send)
-            return True
+        if method == "POST":
+            return self.submit_paths.get(path)
         if method == "GET":
             name, _, job_id = path[1:].partition("/")
             if name in self.runtimes and job_id and job_id not in NOT_PATHS:
-                await self._poll(name, job_id, scope, send)
-                return True
-        return False
+                return name
+        return None
 
-    async def _submit(self, name: str, scope: Scope, receive: Receive, send: Send) -> None:
-        rid = self.request_id(scope)
+    async def handle(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
+        """Answer a submit or poll of AsyncAPI ``name`` (what ``claims`` said) with request id ``rid``; the status
+        answered (499: the client left)."""
+        if scope["method"] == "POST":
+            return await self._submit(name, scope, receive, send, rid)
+        return await self._poll(name, scope["path"][1:].partition("/")[2], send, rid)
+
+    async def _submit(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
         try:
             body = await self._read_body(scope, receive)
         except ClientGone:
-            return  # nothing stored, nobody to answer
+            return ClientGone.status_code  # nothing stored, nobody to answer
         if body is None:
             message = f"The request body is larger than the limit of {self.max_body_size} bytes (--max-body-size)."
             log.warning("api %r: %s", name, message)
-            await self._error(send, 413, message, rid)
-            return
+            return await self._error(send, 413, message, rid)
         rt = self.runtimes[name]
         if rt.state == "failed":  # no worker would ever run it (--keep-going); jobs wait only while loading
-            await self._error(send, 503, f"api {name!r} failed to load, so it takes no jobs: {rt.error}", rid)
-            return
+            return await self._error(send, 503, f"api {name!r} failed to load, so it takes no jobs: {rt.error}", rid)
         store = self.stores.get(name)
         if store is None:
-            await self._error(send, 503, f"The job store of api {name!r} could not be opened; see the log.", rid)
-            return
+            return await self._error(send, 503, f"The job store of api {name!r} could not be opened; see the log.", rid)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         meta = {
             "content_type": headers.get("content-type", ""),
@@ -201,30 +202,26 @@ class AsyncJobs:
             await asyncio.to_thread(store.submit, job_id, body, meta, time.time())
         except StoreError as exc:
             log.error("api %r: submit refused: %s", name, exc)
-            await self._error(send, 503, f"The job was not stored: {exc}", rid, retry_after=True)
-            return
+            return await self._error(send, 503, f"The job was not stored: {exc}", rid, retry_after=True)
         worker = self.workers.get(name)
         if worker is not None:
             worker.wake.set()
         await send_reply(send, json_reply(200, {"id": job_id}), rid)
+        return 200
 
-    async def _poll(self, name: str, job_id: str, scope: Scope, send: Send) -> None:
-        rid = self.request_id(scope)
+    async def _poll(self, name: str, job_id: str, send: Send, rid: str) -> int:
         if not JOB_ID_RE.match(job_id):
             message = (
                 f"Invalid job id {job_id!r}; expected the 32 lower-case hex characters that POST /{name} answered."
             )
-            await self._error(send, 400, message, rid)
-            return
+            return await self._error(send, 400, message, rid)
         store = self.stores.get(name)
         if store is None:
-            await self._error(send, 503, f"The job store of api {name!r} could not be opened; see the log.", rid)
-            return
+            return await self._error(send, 503, f"The job store of api {name!r} could not be opened; see the log.", rid)
         try:
             state = await asyncio.to_thread(store.state, job_id)
         except StoreError as exc:
-            await self._error(send, 503, str(exc), rid, retry_after=True)
-            return
+            return await self._error(send, 503, str(exc), rid, retry_after=True)
         if state is None:
             body = json.dumps({"id": job_id, "status": "not_found"}).encode()
         elif state.status == "completed" and state.result is not None and state.finished is not None:
@@ -237,6 +234,7 @@ class AsyncJobs:
         else:
             body = json.dumps({"id": job_id, "status": state.status}).encode()
         await send_reply(send, Reply(status=200, headers=[(b"content-type", b"application/json")], body=body), rid)
+        return 200
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body, or None when it is larger than ``max_body_size``."""
@@ -258,11 +256,12 @@ class AsyncJobs:
                 return b"".join(chunks)
 
     @staticmethod
-    async def _error(send: Send, status: int, message: str, rid: str, *, retry_after: bool = False) -> None:
+    async def _error(send: Send, status: int, message: str, rid: str, *, retry_after: bool = False) -> int:
         headers = [(b"content-type", b"application/json")]
         if retry_after:
             headers.append((b"retry-after", b"1"))
         await send_reply(send, Reply(status=status, headers=headers, body=error_body(message, rid)), rid)
+        return status
 
 
 def _loaded(rt: Any) -> bool:
