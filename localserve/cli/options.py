@@ -102,7 +102,7 @@ _API_OPTIONS = [
     click.option(
         "--log-format",
         type=click.Choice(["json", "text"]),
-        help="Log format (default: json unless stderr is a terminal).",
+        help="Log format (default: text for run; for serve, json unless stderr is a terminal).",
     ),
     click.option(
         "--raw-project",

@@ -158,7 +158,10 @@ def _split_header(item: str) -> tuple[str, str]:
     help="Largest request body in bytes (413 beyond).",
 )
 @click.option(
-    "--replicas", type=click.IntRange(min=1), help="Processes on one port (default compute.init_replicas or 1)."
+    "--replicas",
+    type=click.IntRange(min=1),
+    help="Processes on one port (default: the largest init_replicas or min_replicas of the APIs, times "
+    "processes_per_replica; a GPU API without one runs a replica per 4 cores, at most 4; else 1).",
 )
 @click.option(
     "--graceful-timeout",
@@ -179,7 +182,8 @@ def _split_header(item: str) -> tuple[str, str]:
     "--pin-threads/--no-pin-threads",
     default=None,
     help="Run the event loop and the worker threads on one core once the models are loaded. Default: on "
-    "when every API is a model with one thread on CPU (request_handler or raw model), else off.",
+    "when every API is a model with one thread on CPU (request_handler or raw model) whose requests measure under "
+    "1 ms of CPU, with 2 cores or more, no AsyncAPI and not on Kubernetes (docs/reference.md, item 22); else off.",
 )
 @click.option(
     "--max-header-bytes",
