@@ -46,8 +46,13 @@ class Reply:
     sent: bytes | None = None  # written by the API's thread: what the event loop must still write
 
 
+NO_BODY = frozenset({204, 304})  # statuses whose responses carry no body, nor a Content-Length (RFC 9110)
+
+
 def answer_headers(reply: Reply, request_id: str) -> list[tuple[bytes, bytes]]:
     """``reply``'s headers as sent: its own, then content-length and x-request-id."""
+    if reply.status in NO_BODY:
+        return [*reply.headers, (b"x-request-id", request_id.encode("latin-1"))]
     return [
         *reply.headers,
         (b"content-length", str(len(reply.body)).encode()),
@@ -204,12 +209,21 @@ def abeja_reply(result: Any) -> Reply:
         reply.stream = _chunks(content)  # Decision 3: generators are streamed
     else:
         reply.body = dump_json(content)
+    if status in NO_BODY and (reply.body or reply.stream is not None):
+        what = "a generator" if reply.stream is not None else f"{len(reply.body)} bytes"
+        log.warning(
+            "The handler answered %d with content (%s); a %d has no body, so it was dropped.", status, what, status
+        )
+        reply.body, reply.stream = b"", None
     return reply
 
 
 def _status(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= int(value) <= 599:
-        raise HandlerError(f"The handler's 'status_code' is {value!r}; expected an int or http.HTTPStatus (100-599).")
+    if isinstance(value, bool) or not isinstance(value, int) or not 200 <= int(value) <= 599:
+        raise HandlerError(
+            f"The handler's 'status_code' is {value!r}; expected an int or http.HTTPStatus from 200 to 599 "
+            "(a 1xx status is informational: it cannot end a response)."
+        )
     return int(value)
 
 
@@ -220,7 +234,7 @@ def _metadata_headers(metadata: Any) -> list[tuple[bytes, bytes]]:
         raise HandlerError(f"The handler's 'metadata' is {_type_name(metadata)}; expected a dict of response headers.")
     headers = []
     for key, value in metadata.items():
-        name = str(key)
+        name = key.decode("latin-1") if isinstance(key, bytes) else str(key)
         if not name or any(c in name for c in ' \t\r\n:"(),/;<=>?@[\\]{}') or not name.isascii():
             raise HandlerError(f"The handler's 'metadata' key {name!r} is not a valid HTTP header name.")
         if name.lower() in SERVER_HEADERS:
@@ -228,12 +242,26 @@ def _metadata_headers(metadata: Any) -> list[tuple[bytes, bytes]]:
                 f"The handler's 'metadata' key {name!r} is a header localserve sets itself; "
                 "use 'content_type' for the Content-Type."
             )
-        text = str(value)
+        if isinstance(value, bytes):
+            text = value.decode("latin-1")
+        elif isinstance(value, str | int | float):
+            text = str(value)
+        else:
+            raise HandlerError(
+                f"The handler's 'metadata' value for {name!r} is {_type_name(value)}; expected a string (or a number)."
+            )
         if _BAD_VALUE.search(text):
             raise HandlerError(
                 f"The handler's 'metadata' value for {name!r} contains a line break or control character."
             )
-        headers.append((name.lower().encode("latin-1"), text.encode("latin-1", "replace")))
+        try:
+            encoded = text.encode("latin-1")
+        except UnicodeEncodeError as exc:
+            raise HandlerError(
+                f"The handler's 'metadata' value for {name!r} holds {text[exc.start]!r}, which a header cannot carry "
+                "(HTTP header values are Latin-1); percent-encode it first, e.g. urllib.parse.quote(value)."
+            ) from None
+        headers.append((name.lower().encode("latin-1"), encoded))
     return headers
 
 
@@ -328,8 +356,16 @@ def without_paths(text: str, project: Path) -> str:
 
 
 def error_body(message: str, request_id: str) -> bytes:
-    """The JSON body of every error response: ``{"error": message, "request_id": ...}``."""
-    return json.dumps({"error": message, "request_id": request_id}, ensure_ascii=False).encode("utf-8")
+    """The JSON body of every error response: ``{"error": message, "request_id": ...}``.
+
+    A message may hold lone surrogates (an exception naming a file whose name is not UTF-8, made
+    by ``os.fsdecode``): UTF-8 cannot carry them, so such a body is written with JSON's escapes.
+    """
+    document = {"error": message, "request_id": request_id}
+    try:
+        return json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(document).encode("ascii")
 
 
 def _type_name(value: Any) -> str:

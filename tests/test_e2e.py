@@ -282,3 +282,29 @@ def test_a_stream_stops_when_its_client_leaves_and_a_failing_stream_is_cut(make_
         with pytest.raises(httpx.RemoteProtocolError):  # cut short, not a complete 200
             httpx.post(url, content=b"failing").read()
         assert httpx.get(f"{url}/healthz").status_code == 200
+
+
+def test_a_204_from_a_handler_has_no_body_on_the_wire(make_project) -> None:
+    """A 204 carrying bytes would put them where the next response's status line is expected."""
+    import http.client
+
+    project = make_project(
+        {
+            "main.py": "def handler(request, context):\n"
+            "    if request.read() == b'none':\n"
+            "        return {'status_code': 204, 'content_type': 'application/json', 'content': {}}\n"
+            "    return {'content': 'after'}\n"
+        }
+    )
+    with server("-p", str(project), "--handler", "main:handler") as (url, proc):
+        host, port = url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            answers = []
+            for body in (b"none", b"next"):  # one keep-alive connection
+                connection.request("POST", "/", body=body)
+                response = connection.getresponse()
+                answers.append((response.status, response.getheader("content-length"), response.read()))
+        finally:
+            connection.close()
+        assert answers == [(204, None, b""), (200, "5", b"after")], output_of(proc)

@@ -3,12 +3,14 @@ from __future__ import annotations
 import datetime
 import http
 import io
+import json
+import os
 
 import numpy as np
 import pytest
 
 from localserve.errors import HandlerError
-from localserve.response import abeja_reply, cortex_reply
+from localserve.response import abeja_reply, answer_headers, cortex_reply, error_body
 
 
 def body_of(result: dict) -> tuple[int, dict[str, str], bytes]:
@@ -67,8 +69,21 @@ def test_defaults_status_and_metadata_headers() -> None:
             None,
             "The handler returned None; expected a dict with 'status_code', 'content_type', 'content' and 'metadata'.",
         ),
-        ({"status_code": "200"}, "The handler's 'status_code' is '200'; expected an int or http.HTTPStatus (100-599)."),
-        ({"status_code": 700}, "The handler's 'status_code' is 700; expected an int or http.HTTPStatus (100-599)."),
+        (
+            {"status_code": "200"},
+            "The handler's 'status_code' is '200'; expected an int or http.HTTPStatus from 200 to 599 (a 1xx status "
+            "is informational: it cannot end a response).",
+        ),
+        (
+            {"status_code": 700},
+            "The handler's 'status_code' is 700; expected an int or http.HTTPStatus from 200 to 599 (a 1xx status "
+            "is informational: it cannot end a response).",
+        ),
+        (
+            {"status_code": 101},
+            "The handler's 'status_code' is 101; expected an int or http.HTTPStatus from 200 to 599 (a 1xx status "
+            "is informational: it cannot end a response).",
+        ),
         ({"metadata": ["x"]}, "The handler's 'metadata' is a list; expected a dict of response headers."),
         ({"metadata": {"bad name": "x"}}, "The handler's 'metadata' key 'bad name' is not a valid HTTP header name."),
         (
@@ -78,6 +93,19 @@ def test_defaults_status_and_metadata_headers() -> None:
         (
             {"metadata": {"Content-Length": "2"}},
             "The handler's 'metadata' key 'Content-Length' is a header localserve sets itself; use 'content_type' for the Content-Type.",
+        ),
+        (
+            {"metadata": {"x-a": "ok ✓"}},
+            "The handler's 'metadata' value for 'x-a' holds '✓', which a header cannot carry (HTTP header values are "
+            "Latin-1); percent-encode it first, e.g. urllib.parse.quote(value).",
+        ),
+        (
+            {"metadata": {"x-a": None}},
+            "The handler's 'metadata' value for 'x-a' is None; expected a string (or a number).",
+        ),
+        (
+            {"metadata": {"x-a": ["a", "b"]}},
+            "The handler's 'metadata' value for 'x-a' is a list; expected a string (or a number).",
         ),
         (
             {"content_type": "text/plain\r\nset-cookie: a=b"},
@@ -94,6 +122,30 @@ def test_bad_returns_are_500s_that_say_why(result: object, message: str) -> None
         abeja_reply(result)
     assert str(info.value) == message
     assert info.value.status_code == 500
+
+
+def test_metadata_of_bytes_and_latin_1_is_sent_as_given() -> None:
+    reply = abeja_reply({"metadata": {b"X-Raw": b"v1", "x-name": "Zoë", "x-n": 2.5}})
+    assert reply.headers[1:] == [(b"x-raw", b"v1"), (b"x-name", "Zoë".encode("latin-1")), (b"x-n", b"2.5")]
+
+
+@pytest.mark.parametrize("status", [204, 304])
+def test_a_status_without_a_body_drops_the_content_and_says_so(status: int, caplog: pytest.LogCaptureFixture) -> None:
+    reply = abeja_reply({"status_code": status, "content_type": "application/json", "content": {}})
+    assert (reply.status, reply.body, reply.stream) == (status, b"", None)
+    assert answer_headers(reply, "r1") == [(b"content-type", b"application/json"), (b"x-request-id", b"r1")]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"The handler answered {status} with content (2 bytes); a {status} has no body, so it was dropped."
+    ]
+    streamed = abeja_reply({"status_code": status, "content": iter([b"x"])})
+    assert (streamed.body, streamed.stream) == (b"", None)
+
+
+def test_an_error_message_with_a_lone_surrogate_is_still_a_json_body() -> None:
+    message = "cannot read " + os.fsdecode(b"/data/\xff.bin")  # a file name that is not UTF-8
+    body = error_body(message, "r1")
+    assert json.loads(body) == {"error": message, "request_id": "r1"}
+    assert b"\\udcff" in body  # JSON's escape: UTF-8 cannot carry the surrogate itself
 
 
 def test_cortex_returns() -> None:

@@ -71,6 +71,8 @@ class PythonPredictor:
                 time.sleep(0.01)
         if isinstance(payload, dict) and payload.get("fail"):
             raise ValueError("boom: " + str(payload["fail"]))
+        if isinstance(payload, dict) and payload.get("bad_name"):  # a file name that is not UTF-8
+            raise ValueError("cannot read " + os.fsdecode(b"/data/\\xff.bin"))
         if isinstance(payload, dict) and payload.get("unjsonable"):
             return {"when": object}
         return {"id": request_id, "payload": payload, "query": query_params, "agent": headers.get("x-agent")}

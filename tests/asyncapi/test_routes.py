@@ -85,6 +85,7 @@ def test_a_raising_predictor_fails_its_job_and_the_worker_goes_on(
     with serve(async_project()) as client:
         bad = submit(client, {"fail": "no"})
         unjsonable = submit(client, {"unjsonable": True})
+        bad_name = submit(client, {"bad_name": True})
         good = submit(client, {"n": 3})
         failed = wait_for(client, bad, "failed")
         assert list(failed) == ["id", "status", "error", "timestamp"]
@@ -95,9 +96,13 @@ def test_a_raising_predictor_fails_its_job_and_the_worker_goes_on(
             "JSON serializable); an AsyncAPI's predict must return JSON-parseable objects (dict, list, str, int, "
             "float, bool, None)."
         )
+        # A lone surrogate in the error (UTF-8 cannot store it) is kept as its escape; the job still fails.
+        assert wait_for(client, bad_name, "failed")["error"] == (
+            "PythonPredictor.predict raised ValueError: cannot read /data/\\udcff.bin"
+        )
         assert wait_for(client, good, "completed")["result"]["payload"] == {"n": 3}
         assert (
-            'localserve_async_job_duration_seconds_count{api="jobs",status="failed"} 2.0' in client.get("/metrics").text
+            'localserve_async_job_duration_seconds_count{api="jobs",status="failed"} 3.0' in client.get("/metrics").text
         )
 
 

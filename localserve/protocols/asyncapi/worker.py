@@ -156,11 +156,15 @@ class AsyncWorker:
             error = f"{type(exc).__name__}: {exc}"
         if error is not None:
             log.error("api %r: job %s failed: %s", self.name, job.id, error)
+            # A lone surrogate (a file name made by os.fsdecode, say) cannot be stored as UTF-8.
+            error = error.encode("utf-8", "backslashreplace").decode("utf-8")
         try:
             if not self.store.finish(job.id, self.worker, time.time(), result=result, error=error):
                 log.warning("api %r: job %s was recovered by another worker before it finished here", self.name, job.id)
         except StoreError as exc:
             log.error("api %r: job %s finished but its outcome could not be stored: %s", self.name, job.id, exc)
+        except Exception as exc:  # a bug of ours: the job runs again once its lease runs out
+            log.error("api %r: job %s finished but storing its outcome failed", self.name, job.id, exc_info=exc)
         finally:
             with self._lock:
                 self._running.discard(job.id)
