@@ -48,6 +48,11 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
         try:
             return json.loads(body, parse_float=_finite_float)
         except UnicodeDecodeError as exc:
+            if body[:2] == b"\x1f\x8b":
+                raise RequestError(
+                    "The body is not valid JSON: it is gzip-compressed. A Cortex API gets its body as sent "
+                    "(Content-Encoding is not decoded, as on Cortex); send the JSON uncompressed."
+                ) from None
             raise RequestError(
                 f"The body is not valid JSON: it is not UTF-8 ({exc.reason} at byte {exc.start})."
             ) from None
@@ -90,9 +95,28 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
                 f"The body is not valid msgpack: arrays and maps are nested deeper than {MSGPACK_DEPTH} levels."
             ) from None
         except Exception as exc:  # msgpack raises several unrelated types
-            reason = str(exc) or type(exc).__name__
-            raise RequestError(f"The body is not valid msgpack: {reason}.") from None
+            raise RequestError(f"The body is not valid msgpack: {_msgpack_reason(exc, body)}.") from None
     return body
+
+
+def _msgpack_reason(exc: Exception, body: bytes) -> str:
+    """msgpack's error in the words of someone who sent the body (its own: "FormatError", "received extra data.")."""
+    import msgpack
+
+    text = str(exc)
+    if isinstance(exc, msgpack.ExtraData):
+        return f"it holds more than one value (the first ends at byte {len(body) - len(exc.extra)} of {len(body)})"
+    if isinstance(exc, msgpack.FormatError):
+        return "it holds a byte that begins no msgpack value (0xc1 is never used)"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a string is not UTF-8 ({exc.reason}); send binary data as msgpack bin, not str"
+    if "incomplete input" in text:
+        return f"it ends inside a value ({len(body)} bytes)"
+    if "is not allowed for map key" in text:
+        return f"a map key is a {text.split()[0]}; keys must be strings or numbers"
+    if "exceeds max_" in text:
+        return f"it announces more items or bytes ({text.split()[0]}) than its {len(body)} bytes can hold"
+    return text.rstrip(".") or type(exc).__name__
 
 
 def _int_limit(exc: ValueError) -> str:

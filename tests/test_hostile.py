@@ -141,7 +141,8 @@ CASES: dict[str, tuple[tuple[bytes, ...], int, str]] = {
     "msgpack with a string that is not UTF-8": (
         (post("/iris", b"\xa2\xff\xfe", "application/msgpack"),),
         400,
-        "The body is not valid msgpack: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte.",
+        "The body is not valid msgpack: a string is not UTF-8 (invalid start byte); send binary data as msgpack bin, "
+        "not str.",
     ),
     "1e39 for a float32 input": (
         (post("/iris", json.dumps({**SAMPLE, "sepal_width": 1e39}).encode()),),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import gzip
+
 import msgpack
 import pytest
 
@@ -41,8 +43,38 @@ def test_json_text_bytes_msgpack_forms() -> None:
             415,
             "Unknown charset 'klingon' in Content-Type 'text/plain; charset=klingon'.",
         ),
-        ("application/msgpack", b"\xc1", 400, "The body is not valid msgpack: FormatError."),
-        ("application/msgpack", b"\x92\x01", 400, "The body is not valid msgpack: Unpack failed: incomplete input."),
+        (
+            "application/msgpack",
+            b"\xc1",
+            400,
+            "The body is not valid msgpack: it holds a byte that begins no msgpack value (0xc1 is never used).",
+        ),
+        ("application/msgpack", b"\x92\x01", 400, "The body is not valid msgpack: it ends inside a value (2 bytes)."),
+        (
+            "application/msgpack",
+            b"\x01\x02",
+            400,
+            "The body is not valid msgpack: it holds more than one value (the first ends at byte 1 of 2).",
+        ),
+        (
+            "application/msgpack",
+            b"\xdd\xff\xff\xff\xff",
+            400,
+            "The body is not valid msgpack: it announces more items or bytes (4294967295) than its 5 bytes can hold.",
+        ),
+        (
+            "application/msgpack",
+            b"\x81\x80\x01",
+            400,
+            "The body is not valid msgpack: a map key is a dict; keys must be strings or numbers.",
+        ),
+        (
+            "application/json",
+            gzip.compress(b"{}"),
+            400,
+            "The body is not valid JSON: it is gzip-compressed. A Cortex API gets its body as sent (Content-Encoding "
+            "is not decoded, as on Cortex); send the JSON uncompressed.",
+        ),
     ],
 )
 def test_bad_bodies_name_what_was_wrong(content_type: str, body: bytes, status: int, message: str) -> None:

@@ -8,6 +8,7 @@ against onnxruntime running the same model files directly, and against the nativ
 from __future__ import annotations
 
 import concurrent.futures
+import gzip
 import json
 import shutil
 from collections.abc import Iterator
@@ -449,3 +450,56 @@ def test_a_model_that_failed_to_load_answers_503(make_project, monkeypatch) -> N
             }
         assert client.get("/v2/health/ready").status_code == 503
         assert client.get("/v2/health/live").status_code == 200
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_compressed_requests_from_tritonclient(
+    client: triton.InferenceServerClient, running: tuple[str, Path], algorithm: str
+) -> None:
+    _, project = running
+    x = np.random.default_rng(2).standard_normal((2, 256)).astype(np.float32)
+    given = triton.InferInput("x", [2, 256], "FP32")
+    given.set_data_from_numpy(x, binary_data=True)
+    result = client.infer(
+        "mlp", [given], outputs=[triton.InferRequestedOutput("y")], request_compression_algorithm=algorithm
+    )
+    (expected,) = reference(project, "mlp", x)
+    np.testing.assert_allclose(result.as_numpy("y"), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_coding_other_than_gzip_or_deflate_is_a_415(running: tuple[str, Path]) -> None:
+    url, _ = running
+    good = json.dumps({"inputs": [{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": [0.5] * 256}]})
+    response = httpx.post(f"{url}/v2/models/mlp/infer", content=good, headers={"Content-Encoding": "br"})
+    assert (response.status_code, response.json()["error"]) == (
+        415,
+        "Content-Encoding 'br' is not supported here; send the body with gzip, deflate or no encoding.",
+    )
+    cut = gzip.compress(good.encode())[:-12]
+    response = httpx.post(f"{url}/v2/models/mlp/infer", content=cut, headers={"Content-Encoding": "gzip"})
+    assert (response.status_code, response.json()["error"]) == (
+        400,
+        "The gzip body ends before its compressed stream does (Content-Encoding: gzip).",
+    )
+
+
+def test_decoding_stops_at_the_body_limit() -> None:
+    from localserve.engine.lifecycle import decode_content
+    from localserve.errors import RequestError
+
+    bomb = gzip.compress(b"\0" * 10_000)
+    assert decode_content(bomb, b"GZIP", 10_000) == b"\0" * 10_000
+    with pytest.raises(RequestError) as info:
+        decode_content(bomb, b"gzip", 9_999)
+    assert info.value.status_code == 413
+    assert str(info.value) == (
+        f"The request body decompresses to more than 9999 bytes (--max-body-size); {len(bomb)} bytes were sent with "
+        "Content-Encoding gzip."
+    )
+    with pytest.raises(RequestError) as info:
+        decode_content(b"not zlib", b"deflate", 100)
+    assert str(info.value) == (
+        "The body is not valid deflate data (Content-Encoding: deflate): Error -3 while decompressing data: "
+        "incorrect header check."
+    )
+    assert decode_content(b"as is", b"identity", 100) == b"as is"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import zlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -251,6 +252,44 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
             raise too_large(size, limit, at_least=True)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+# Content-Encoding -> zlib's wbits: gzip, or zlib's format for deflate (what tritonclient sends).
+_CODINGS = {b"gzip": 16 + zlib.MAX_WBITS, b"x-gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
+
+
+def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
+    """A body sent with ``Content-Encoding: coding`` (gzip or deflate), decompressed to at most ``limit`` bytes.
+
+    Triton's HTTP endpoint takes both (``tritonclient``'s ``request_compression_algorithm``); any
+    other coding is a 415, a body that decompresses past ``limit`` a 413 (a small bomb cannot
+    expand in memory: at most ``limit`` + 1 bytes are made).
+    """
+    name = coding.strip().lower()
+    if name in (b"", b"identity"):
+        return body
+    wbits = _CODINGS.get(name)
+    shown = name.decode("latin-1")
+    if wbits is None:
+        raise RequestError(
+            f"Content-Encoding {shown!r} is not supported here; send the body with gzip, deflate or no encoding.",
+            status_code=415,
+        )
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise RequestError(f"The body is not valid {shown} data (Content-Encoding: {shown}): {exc}.") from None
+    if len(out) > limit:
+        log.warning("rejected a %s request body: it decompresses past the limit of %s bytes", shown, limit)
+        raise RequestError(
+            f"The request body decompresses to more than {limit} bytes (--max-body-size); {len(body)} bytes were "
+            f"sent with Content-Encoding {shown}.",
+            status_code=413,
+        )
+    if not inflater.eof:
+        raise RequestError(f"The {shown} body ends before its compressed stream does (Content-Encoding: {shown}).")
+    return out
 
 
 def too_large(size: int, limit: int, *, at_least: bool = False) -> RequestError:

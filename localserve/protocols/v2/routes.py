@@ -8,6 +8,7 @@ batches, and the outputs are encoded there too (``Job.finish``). Errors are ``{"
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from localserve import __version__
 from localserve.engine import error_reply, read_body
-from localserve.engine.lifecycle import THREAD_REPLY, Receive, Scope, Send
+from localserve.engine.lifecycle import THREAD_REPLY, Receive, Scope, Send, decode_content
 from localserve.errors import ClientGone, LocalServeError, NotFound, NotReady, Overloaded
 from localserve.logs import access_log
 from localserve.protocols.v2.codec import (
@@ -32,6 +33,8 @@ from localserve.protocols.v2.models import VERSION, V2Model, not_a_model, v2_mod
 from localserve.protocols.v2.stats import model_stats
 from localserve.request import Request
 from localserve.response import Reply, error_message
+
+DECODE_ON_LOOP = 256 * 1024  # compressed bodies larger than this are decompressed off the event loop
 
 if TYPE_CHECKING:
     from localserve.server.api import ApiRuntime
@@ -226,10 +229,17 @@ class V2Routes:
             body = await read_body(scope, receive, lifecycle.max_body_size)
         finally:
             pipeline.reading -= 1
-        length = None
+        length = coding = None
         for key, value in scope["headers"]:
             if key == HEADER_LENGTH:
                 length = value
+            elif key == b"content-encoding":
+                coding = value
+        if coding is not None:  # tritonclient's request_compression_algorithm: the header length is the decoded one
+            if len(body) > DECODE_ON_LOOP:
+                body = await asyncio.to_thread(decode_content, body, coding, lifecycle.max_body_size)
+            else:
+                body = decode_content(body, coding, lifecycle.max_body_size)
         call = _Call(model, parse_header_length(length, len(body)))
         request = Request("POST", scope["headers"], body, request_id=request_id, path=scope["path"])
         del body
