@@ -165,8 +165,28 @@ def _msgpack_default(value: Any) -> Any:
 
 
 def wants_msgpack(accept: str | None) -> bool:
-    """Whether an Accept header asks for msgpack."""
-    return accept is not None and ("application/msgpack" in accept or "application/x-msgpack" in accept)
+    """Whether an Accept header asks for msgpack: named with a q above 0, and no lower than JSON's.
+
+    ``application/msgpack;q=0, application/json`` refuses msgpack; ``application/msgpack,
+    application/json`` (equal weights) gets it, as it always did.
+    """
+    if accept is None or "msgpack" not in accept:
+        return False
+    weights: dict[str, float] = {}
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        weights[media.lower()] = max(q, weights.get(media.lower(), 0.0))
+    msgpack_q = max(weights.get("application/msgpack", 0.0), weights.get("application/x-msgpack", 0.0))
+    json_q = weights.get("application/json", weights.get("application/*", weights.get("*/*", 0.0)))
+    return msgpack_q > 0 and msgpack_q >= json_q
 
 
 # -- ABEJA ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from localserve.errors import HandlerError
-from localserve.response import abeja_reply, answer_headers, cortex_reply, error_body
+from localserve.response import abeja_reply, answer_headers, cortex_reply, error_body, wants_msgpack
 
 
 def body_of(result: dict) -> tuple[int, dict[str, str], bytes]:
@@ -212,3 +212,22 @@ def test_json_bodies_are_the_standard_librarys_bytes_though_orjson_writes_most()
     ]
     for value in values:
         assert dump_json(value) == _stdlib_json(value), value
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (None, False),
+        ("application/json", False),
+        ("application/msgpack", True),
+        ("application/x-msgpack", True),
+        ("application/msgpack, application/json", True),
+        ("application/msgpack;q=0, application/json", False),
+        ("application/msgpack;q=0.5, application/json", False),
+        ("application/json;q=0.5, application/msgpack", True),
+        ("application/msgpack;q=0.5, */*;q=0.1", True),
+        ("application/msgpack;q=zero", False),
+    ],
+)
+def test_msgpack_is_sent_when_the_accept_header_prefers_it(accept: str | None, expected: bool) -> None:
+    assert wants_msgpack(accept) is expected
