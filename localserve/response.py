@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime
 import decimal
+import difflib
 import enum
 import io
 import json
@@ -199,6 +200,8 @@ def abeja_reply(result: Any) -> Reply:
             f"The handler returned {_type_name(result)}; expected a dict with 'status_code', 'content_type', "
             "'content' and 'metadata'."
         )
+    if not result.keys() <= ABEJA_KEYS:
+        _warn_unknown_keys(result)
     status = _status(result.get("status_code", HTTPStatus.OK))
     content_type = result.get("content_type") or "text/plain"
     if not isinstance(content_type, str):
@@ -236,6 +239,27 @@ def abeja_reply(result: Any) -> Reply:
         )
         reply.body, reply.stream = b"", None
     return reply
+
+
+ABEJA_KEYS = frozenset({"status_code", "content_type", "content", "metadata"})
+_warned: set[frozenset[str]] = set()
+
+
+def _warn_unknown_keys(result: Mapping[Any, Any]) -> None:
+    """Warn once per set of keys that are not read (a misspelt ``status`` answers an empty 200 without a word)."""
+    unknown = frozenset(str(key) for key in result if key not in ABEJA_KEYS)
+    if unknown in _warned:
+        return
+    _warned.add(unknown)
+    hints = []
+    for key in sorted(unknown):
+        close = difflib.get_close_matches(key, sorted(ABEJA_KEYS), n=1, cutoff=0.5)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    log.warning(
+        "The handler returned keys that are not read: %s; an ABEJA handler's return is read for 'status_code', "
+        "'content_type', 'content' and 'metadata' (this warning is given once for these keys).",
+        ", ".join(hints),
+    )
 
 
 def _status(value: Any) -> int:

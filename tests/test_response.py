@@ -231,3 +231,13 @@ def test_json_bodies_are_the_standard_librarys_bytes_though_orjson_writes_most()
 )
 def test_msgpack_is_sent_when_the_accept_header_prefers_it(accept: str | None, expected: bool) -> None:
     assert wants_msgpack(accept) is expected
+
+
+def test_keys_that_are_not_read_are_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
+    for _ in range(2):
+        assert abeja_reply({"status": 201, "body": "x"}).body == b""
+    assert [r.getMessage() for r in caplog.records] == [
+        "The handler returned keys that are not read: 'body', 'status' (did you mean 'status_code'?); an ABEJA "
+        "handler's return is read for 'status_code', 'content_type', 'content' and 'metadata' (this warning is "
+        "given once for these keys)."
+    ]
