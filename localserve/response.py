@@ -379,11 +379,18 @@ def _chunks(iterable: Iterable[Any]) -> Iterator[bytes]:
             close()
 
 
+MAX_ERROR_CHARS = 10_000  # of an error's message sent to the client
+
+
 def error_message(exc: Exception, hide_errors: bool) -> str:
-    """What a client is told of an error: its message, or with ``--hide-errors`` nothing of a 500's text."""
+    """What a client is told of an error: its message (cut at ``MAX_ERROR_CHARS``), or with ``--hide-errors``
+    nothing of a 500's text."""
     if hide_errors and getattr(exc, "status_code", 500) == 500:
         return HIDDEN_ERROR
-    return str(exc)
+    text = str(exc)
+    if len(text) > MAX_ERROR_CHARS:  # a handler raising with a 10 MB message would answer 10 MB
+        text = f"{text[:MAX_ERROR_CHARS]}... ({len(text) - MAX_ERROR_CHARS:,} more characters cut)"
+    return text
 
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s'\"/:,;()]+)+/(?=[^\s'\"/:,;()])")

@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from localserve.errors import HandlerError
-from localserve.response import abeja_reply, answer_headers, cortex_reply, error_body, wants_msgpack
+from localserve.response import (
+    abeja_reply,
+    answer_headers,
+    cortex_reply,
+    error_body,
+    error_message,
+    wants_msgpack,
+)
 
 
 def body_of(result: dict) -> tuple[int, dict[str, str], bytes]:
@@ -241,3 +248,9 @@ def test_keys_that_are_not_read_are_warned_of_once(caplog: pytest.LogCaptureFixt
         "handler's return is read for 'status_code', 'content_type', 'content' and 'metadata' (this warning is "
         "given once for these keys)."
     ]
+
+
+def test_a_huge_error_message_is_cut_for_the_client() -> None:
+    message = error_message(HandlerError("y" * 10_000_000), hide_errors=False)
+    assert message == "y" * 10_000 + "... (9,990,000 more characters cut)"
+    assert error_message(HandlerError("short"), hide_errors=False) == "short"
