@@ -6,6 +6,7 @@ imports the other.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from typing import Any
@@ -166,6 +167,7 @@ def _malformed(exc: Exception, boundary: str, body: bytes) -> str:
     )
 
 
+@functools.cache  # once per process
 def _quiet_parser_log() -> None:
     """python-multipart logs a warning before raising each parse error: the client gets the 400, the log stays quiet."""
     logger = logging.getLogger("python_multipart.multipart")

@@ -243,12 +243,13 @@ def abeja_reply(result: Any) -> Reply:
 
 ABEJA_KEYS = frozenset({"status_code", "content_type", "content", "metadata"})
 _warned: set[frozenset[str]] = set()
+MAX_WARNED = 100  # key sets remembered (a handler returning data-made keys must not grow it without end)
 
 
 def _warn_unknown_keys(result: Mapping[Any, Any]) -> None:
     """Warn once per set of keys that are not read (a misspelt ``status`` answers an empty 200 without a word)."""
     unknown = frozenset(str(key) for key in result if key not in ABEJA_KEYS)
-    if unknown in _warned:
+    if unknown in _warned or len(_warned) >= MAX_WARNED:
         return
     _warned.add(unknown)
     hints = []
