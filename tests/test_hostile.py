@@ -181,6 +181,11 @@ CASES: dict[str, tuple[tuple[bytes, ...], int, str]] = {
         "Transfer-Encoding 'gzip, chunked' is not supported; send the body with Content-Length or with "
         "Transfer-Encoding: chunked alone.",
     ),
+    "two Content-Type headers that disagree": (
+        (post("/iris", json.dumps(SAMPLE).encode(), "application/json\r\nContent-Type: text/plain"),),
+        400,
+        "The request has two Content-Type headers that disagree ('application/json' and 'text/plain'); send one.",
+    ),
     "PATCH on an API": (
         (request("PATCH", "/iris"),),
         405,
@@ -205,6 +210,14 @@ def test_hostile_request_gets_its_4xx_and_the_server_keeps_answering(
     assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
     response = httpx.post(f"{url}/iris", json=SAMPLE)
     assert (response.status_code, response.json()["class_label"]) == (200, "iris-setosa")
+
+
+def test_a_content_type_sent_twice_alike_is_taken(iris: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, _ = iris
+    answer = exchange(
+        url, post("/iris", json.dumps(SAMPLE).encode(), "application/json\r\nContent-Type: Application/JSON")
+    )
+    assert (answer.status, json.loads(answer.body)["class_label"]) == (200, "iris-setosa")
 
 
 def test_head_and_options(iris: tuple[str, subprocess.Popen[bytes]]) -> None:

@@ -67,6 +67,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.in_head = True  # between two requests, or reading a request line and headers
         self.head_bytes = 0
         self.header_count = 0
+        self.content_type: bytes | None = None  # the request's Content-Type so far (two that disagree are a 400)
         self.heads = 0  # request heads parsed on this connection
         self.refusal: tuple[int, str] | None = None
         # A refused request behind others still being answered: (status, message, request id),
@@ -176,6 +177,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         """A request begins: its headers are counted from zero."""
         self.header_count, self.begun, self.body_received = 0, True, 0
+        self.content_type = None
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -193,6 +195,18 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 "Transfer-Encoding: chunked alone.",
             )
             raise _Refused
+        if len(name) == 12 and name.lower() == b"content-type":
+            # One body has one type: which of two differing headers a handler would see is a guess
+            # (Starlette reads the first, a dict of headers the last), so neither is taken.
+            if self.content_type is not None and self.content_type.strip().lower() != value.strip().lower():
+                first, second = self.content_type.decode("latin-1"), value.decode("latin-1")
+                self.refusal = (
+                    400,
+                    f"The request has two Content-Type headers that disagree ({first!r} and {second!r}); "
+                    "send one.",
+                )
+                raise _Refused
+            self.content_type = value
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:

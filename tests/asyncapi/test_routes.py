@@ -122,6 +122,27 @@ def test_unknown_and_malformed_ids(async_project: Callable[..., Path], serve: Ca
         assert stats["requests"] == {"2xx": 1, "4xx": 1, "5xx": 0}  # the polls count as the API's requests
 
 
+def test_a_job_route_takes_get_head_and_options_and_answers_other_methods_405(
+    async_project: Callable[..., Path], serve: Callable[..., Any]
+) -> None:
+    with serve(async_project()) as client:
+        job_id = submit(client, {"n": 1})
+        wait_for(client, job_id, "completed")
+        head = client.head(f"/jobs/{job_id}")
+        assert (head.status_code, head.content) == (200, b"")
+        assert int(head.headers["content-length"]) == len(client.get(f"/jobs/{job_id}").content)
+        options = client.options(f"/jobs/{job_id}")
+        assert (options.status_code, options.headers["allow"]) == (204, "GET, HEAD, OPTIONS")
+        for method in ("DELETE", "PUT", "POST", "PATCH"):
+            reply = client.request(method, f"/jobs/{job_id}", headers={"X-Request-ID": "m1"})
+            assert (reply.status_code, reply.headers["allow"]) == (405, "GET, HEAD, OPTIONS"), method
+            assert reply.json() == {
+                "error": f"Method {method} is not allowed on /jobs/{job_id}; it takes GET, HEAD, OPTIONS.",
+                "request_id": "m1",
+            }
+        assert client.get(f"/jobs/{job_id}").json()["status"] == "completed"  # nothing was deleted or replaced
+
+
 def test_a_body_over_the_limit_is_413_and_stores_nothing(
     async_project: Callable[..., Path], serve: Callable[..., Any]
 ) -> None:

@@ -40,7 +40,8 @@ from localserve.response import Reply, error_body
 
 log = logging.getLogger("localserve")
 HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (docs/reference.md, item 1)
-NOT_PATHS = {"predict", "stats"}  # GET /<api>/<these> keep their own meaning
+NOT_PATHS = {"predict", "stats"}  # /<api>/<these> keep their own meaning
+POLL_ROUTE = b"GET, HEAD, OPTIONS"  # what /<api>/<id> takes (Cortex's gateway routed GET only; HEAD is GET without a body)
 
 
 class AsyncJobs:
@@ -158,23 +159,32 @@ class AsyncJobs:
 
     # -- routes ---------------------------------------------------------------------------------
     def claims(self, scope: Scope) -> str | None:
-        """The AsyncAPI whose submit (``POST /<api>``) or poll (``GET /<api>/<id>``) ``scope`` is, else None."""
+        """The AsyncAPI whose submit (``POST /<api>``) or job route (``/<api>/<id>``, any method) ``scope`` is, else None."""
         path: str = scope["path"]
-        method: str = scope["method"]
-        if method == "POST":
-            return self.submit_paths.get(path)
-        if method == "GET":
-            name, _, job_id = path[1:].partition("/")
-            if name in self.runtimes and job_id and job_id not in NOT_PATHS:
-                return name
+        if scope["method"] == "POST" and path in self.submit_paths:
+            return self.submit_paths[path]
+        name, _, job_id = path[1:].partition("/")
+        if name in self.runtimes and job_id and job_id not in NOT_PATHS:
+            return name
         return None
 
     async def handle(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
         """Answer a submit or poll of AsyncAPI ``name`` (what ``claims`` said) with request id ``rid``; the status
-        answered (499: the client left)."""
-        if scope["method"] == "POST":
+        answered (499: the client left). A job route answers ``GET`` and ``HEAD``, ``OPTIONS`` with 204 and
+        ``Allow``, any other method with 405 and ``Allow``."""
+        method = scope["method"]
+        if method == "POST" and scope["path"] in self.submit_paths:
             return await self._submit(name, scope, receive, send, rid)
-        return await self._poll(name, scope["path"][1:].partition("/")[2], send, rid)
+        if method in ("GET", "HEAD"):
+            return await self._poll(name, scope["path"][1:].partition("/")[2], send, rid)
+        if method == "OPTIONS":
+            headers = [(b"allow", POLL_ROUTE)]
+            await send_reply(send, Reply(status=204, headers=headers, body=b""), rid)
+            return 204
+        message = f"Method {method} is not allowed on {scope['path']}; it takes {POLL_ROUTE.decode()}."
+        headers = [(b"content-type", b"application/json"), (b"allow", POLL_ROUTE)]
+        await send_reply(send, Reply(status=405, headers=headers, body=error_body(message, rid)), rid)
+        return 405
 
     async def _submit(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
         try:
