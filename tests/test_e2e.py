@@ -218,7 +218,6 @@ def test_one_api_calls_another_through_localserve_url(make_project) -> None:
 
 
 def test_metrics_and_stats_add_up_across_replicas(make_project) -> None:
-    from prometheus_client.parser import text_string_to_metric_families
 
     project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
     with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, _):
@@ -227,18 +226,25 @@ def test_metrics_and_stats_add_up_across_replicas(make_project) -> None:
                 assert client.post(url).status_code == 200
         deadline = time.monotonic() + 10
         while True:
-            text = httpx.get(f"{url}/metrics").text
-            counts = {
-                s.labels.get("code"): s.value
-                for family in text_string_to_metric_families(text)
-                for s in family.samples
-                if s.name == "localserve_requests_total"
-            }
+            counts = request_counts(url)
             stats = httpx.get(f"{url}/stats").json()[0]
             if counts.get("200") == 30 and stats["requests"]["2xx"] == 30:
                 break
             assert time.monotonic() < deadline, (counts, stats)
             time.sleep(0.2)
+
+
+def request_counts(url: str) -> dict[str | None, float]:
+    """``localserve_requests_total`` by status code, from the server's ``/metrics``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics").text
+    return {
+        s.labels.get("code"): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "localserve_requests_total"
+    }
 
 
 def test_a_stream_stops_when_its_client_leaves_and_a_failing_stream_is_cut(make_project, tmp_path: Path) -> None:
@@ -282,6 +288,11 @@ def test_a_stream_stops_when_its_client_leaves_and_a_failing_stream_is_cut(make_
         with pytest.raises(httpx.RemoteProtocolError):  # cut short, not a complete 200
             httpx.post(url, content=b"failing").read()
         assert httpx.get(f"{url}/healthz").status_code == 200
+        # Both began as 200s; they are recorded as what happened (the client left; the stream failed).
+        deadline = time.monotonic() + 10
+        while (counts := request_counts(url)) != {"499": 1, "500": 1}:
+            assert time.monotonic() < deadline, counts
+            time.sleep(0.05)
 
 
 def test_a_204_from_a_handler_has_no_body_on_the_wire(make_project) -> None:

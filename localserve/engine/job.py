@@ -59,7 +59,7 @@ class Job:
         self.listener: asyncio.Task[None] | None = None
         self.send: Callable[[Any], Any] | None = None  # the ASGI send of this request (streams use it)
         self.gone: threading.Event | None = None  # set when the client of a stream went away
-        self.stream_done: concurrent.futures.Future[None] | None = None  # resolved after a stream's last chunk
+        self.stream_done: concurrent.futures.Future[int | None] | None = None  # a stream's end: None, or the status to record
         # Writes the answer from the API's thread (server/protocol.py's ThreadReply), where the server can.
         self.writer: Any = None
         self.claims = [True]  # one right to answer: the loop (deadline, shutdown) or a thread writing

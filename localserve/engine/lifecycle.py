@@ -143,8 +143,8 @@ class Lifecycle:
             self._sweeping = loop
         try:
             reply: Reply = await job.future
-            if reply.stream is not None:
-                await self._follow_stream(job, receive)
+            if reply.stream is not None and (ended := await self._follow_stream(job, receive)) is not None:
+                reply.status = ended  # sent as 200, recorded as what happened: cut short (500) or left (499)
         finally:
             del waiting[job]
             if job.listener is not None:
@@ -192,8 +192,9 @@ class Lifecycle:
         if message["type"] == "http.disconnect" and self.pipeline.drop(job) and not job.future.done():
             job.future.set_exception(ClientGone())
 
-    async def _follow_stream(self, job: Job, receive: Receive) -> None:
-        """Wait while the API's thread sends the stream; tell it when the client goes away."""
+    async def _follow_stream(self, job: Job, receive: Receive) -> int | None:
+        """Wait while the API's thread sends the stream; tell it when the client goes away. None when the
+        stream ended whole, else the status to record."""
         assert job.stream_done is not None and job.gone is not None
         gone = job.gone
 
@@ -204,7 +205,7 @@ class Lifecycle:
 
         listener = asyncio.get_running_loop().create_task(listen())
         try:
-            await asyncio.wrap_future(job.stream_done)
+            return await asyncio.wrap_future(job.stream_done)
         finally:
             listener.cancel()
             gone.set()

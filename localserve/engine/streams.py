@@ -5,6 +5,8 @@ The thread stays with the stream until its last chunk, so the one-request-at-a-t
 chunk waits until the event loop has handed it to the client (backpressure). A client that goes
 away stops the generator (it is closed, so its ``finally`` runs); a generator that raises ends
 the response without its last chunk, so the client sees it cut short rather than complete.
+Either way the request is recorded with the status of how the stream ended (``pump``'s outcome),
+not the 200 its head said: 499 for a client that left, 500 for a generator that raised.
 """
 
 from __future__ import annotations
@@ -35,9 +37,13 @@ def open_stream(job: Job) -> None:
 
 
 def pump(job: Job, reply: Reply) -> None:
-    """Send ``reply.stream`` chunk by chunk through the job's ASGI ``send``; runs on the API's thread."""
+    """Send ``reply.stream`` chunk by chunk through the job's ASGI ``send``; runs on the API's thread.
+
+    ``job.stream_done`` gets None when the last chunk went out, else the status to record.
+    """
     assert reply.stream is not None and job.stream_done is not None
     stream = reply.stream
+    outcome: int | None = None
     request_id = job.request.request_id
     headers = [*reply.headers, (b"x-request-id", request_id.encode("latin-1"))]
     try:
@@ -47,8 +53,10 @@ def pump(job: Job, reply: Reply) -> None:
         _send(job, {"type": "http.response.body", "body": b"", "more_body": False})
     except StreamEnded:
         log.info("request %s: the client went away; the stream was stopped", request_id)
+        outcome = 499
     except Exception:
         log.exception("request %s: the streamed response failed and was cut short", request_id)
+        outcome = 500
     finally:
         close = getattr(stream, "close", None)
         if close is not None:
@@ -56,7 +64,7 @@ def pump(job: Job, reply: Reply) -> None:
                 close()
             except Exception:
                 log.exception("request %s: closing the stream failed", request_id)
-        job.stream_done.set_result(None)
+        job.stream_done.set_result(outcome)
 
 
 def _send(job: Job, message: MutableMapping[str, Any]) -> None:
