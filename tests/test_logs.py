@@ -124,6 +124,23 @@ def test_a_line_over_5_mb_is_dropped_with_a_warning(captured: Captured) -> None:
     assert kept["message"] == "x" * (5 * 1024 * 1024 - 200)
 
 
+def test_an_oversized_line_of_localserve_s_own_is_shortened_with_its_traceback(captured: Captured) -> None:
+    """A handler raising with a 10 MB message: localserve's error line keeps the traceback, each line cut."""
+    message = "m" * (10 * 1024 * 1024)
+    try:
+        raise ValueError(message)
+    except ValueError as exc:
+        logging.getLogger("localserve").error("request r1 failed: %s", exc, exc_info=True)
+    [line] = captured.json()
+    head = "request r1 failed: "
+    kept = 10_000 - len(head)
+    assert line["message"] == f"{head}{'m' * kept}... ({len(message) - kept:,} more characters cut)"
+    assert line["exception"].startswith("Traceback (most recent call last):\n")
+    assert "raise ValueError(message)" in line["exception"]
+    kept = 10_000 - len("ValueError: ")
+    assert line["exception"].endswith(f"ValueError: {'m' * kept}... ({len(message) - kept:,} more characters cut)")
+
+
 def test_text_format(captured: Captured) -> None:
     configure_logging("text", "info", stream=captured.stream)
     api_token, id_token = api_var.set("iris"), request_id_var.set("a1b2c3")

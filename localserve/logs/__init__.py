@@ -14,7 +14,8 @@ gives ``{"asctime": "2026-11-21 10:00:00,123", "levelname": "INFO", "message": "
 ``extra`` is flattened by one level, as Cortex did. Its keys may not replace a line's own fields:
 ``asctime``, ``levelname``, ``message``, ``labels``, ``process`` and ``exception`` in ``extra`` are
 written as ``extra_<key>`` (``logger`` below accepts them; a plain ``logging.Logger`` raises for some).
-A line over 5 MB is dropped and replaced by a warning that gives its size.
+A line over 5 MB is dropped and replaced by a warning that gives its size; a line of localserve's
+own is first shortened (each line of its message and traceback cut at 10,000 characters).
 
 The package: ``formatters`` (the two line formats, the 5 MB limit), ``user`` (the user logger, print
 capture), ``access`` (the access log and its buffer); the context and ``configure_logging`` live here.

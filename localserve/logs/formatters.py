@@ -10,6 +10,7 @@ from typing import Any
 from localserve.logs import api_var, request_id_var
 
 MAX_LINE_BYTES = 5 * 1024 * 1024
+LINE_CHARS = 10_000  # of one line of an oversized message or traceback of localserve's own
 RESERVED_KEYS = frozenset({"asctime", "levelname", "message", "labels", "process", "exception"})
 
 # Every attribute a LogRecord has of its own; the others came from ``extra``.
@@ -62,8 +63,13 @@ class _Formatter(logging.Formatter):
         if record.stack_info:
             exception = (exception + "\n" if exception else "") + self.formatStack(record.stack_info)
         line = self.render(record, self._asctime(record), api, request_id, extra, exception)
-        size = len(line)
-        if size > MAX_LINE_BYTES // 4 and (size > MAX_LINE_BYTES or len(line.encode("utf-8")) > MAX_LINE_BYTES):
+        if _oversized(line) and _ours(record.name):
+            # A handler raising with a 10 MB message: the traceback is worth more than the rule.
+            short = logging.makeLogRecord(record.__dict__)
+            short.msg, short.args = shorten(record.getMessage()), None
+            exception = None if exception is None else shorten(exception)
+            line = self.render(short, self._asctime(record), api, request_id, extra, exception)
+        if _oversized(line):
             size = len(line.encode("utf-8"))
             notice = logging.makeLogRecord({"levelno": logging.WARNING, "levelname": "WARNING"})
             notice.created, notice.msecs, notice.process = record.created, record.msecs, record.process
@@ -81,6 +87,31 @@ class _Formatter(logging.Formatter):
         exception: str | None,
     ) -> str:
         raise NotImplementedError
+
+
+def _oversized(line: str) -> bool:
+    size = len(line)
+    return size > MAX_LINE_BYTES // 4 and (size > MAX_LINE_BYTES or len(line.encode("utf-8")) > MAX_LINE_BYTES)
+
+
+def _ours(name: str) -> bool:
+    """Whether a logger is localserve's own (its lines are shortened; user code's are dropped, as Cortex did)."""
+    return name == "localserve" or (name.startswith("localserve.") and name != "localserve.user")
+
+
+def shorten(text: str, limit: int = MAX_LINE_BYTES // 16) -> str:
+    """``text`` with each line cut at ``LINE_CHARS`` characters, then, if still over ``limit``, its middle."""
+    if len(text) <= LINE_CHARS:
+        return text
+    lines = [
+        line if len(line) <= LINE_CHARS else f"{line[:LINE_CHARS]}... ({len(line) - LINE_CHARS:,} more characters cut)"
+        for line in text.split("\n")
+    ]
+    text = "\n".join(lines)
+    if len(text) > limit:
+        half = limit // 2
+        text = f"{text[:half]}\n... ({len(text) - 2 * half:,} characters cut) ...\n{text[-half:]}"
+    return text
 
 
 class JsonFormatter(_Formatter):
