@@ -59,7 +59,8 @@ class Job:
         self.listener: asyncio.Task[None] | None = None
         self.send: Callable[[Any], Any] | None = None  # the ASGI send of this request (streams use it)
         self.gone: threading.Event | None = None  # set when the client of a stream went away
-        self.stream_done: concurrent.futures.Future[int | None] | None = None  # a stream's end: None, or the status to record
+        # A stream's end: None when whole, else the status to record (500 raised, 499 client gone).
+        self.stream_done: concurrent.futures.Future[int | None] | None = None
         # Writes the answer from the API's thread (server/protocol.py's ThreadReply), where the server can.
         self.writer: Any = None
         self.claims = [True]  # one right to answer: the loop (deadline, shutdown) or a thread writing

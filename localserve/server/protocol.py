@@ -202,8 +202,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 first, second = self.content_type.decode("latin-1"), value.decode("latin-1")
                 self.refusal = (
                     400,
-                    f"The request has two Content-Type headers that disagree ({first!r} and {second!r}); "
-                    "send one.",
+                    f"The request has two Content-Type headers that disagree ({first!r} and {second!r}); send one.",
                 )
                 raise _Refused
             self.content_type = value

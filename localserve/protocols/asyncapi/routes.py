@@ -41,7 +41,8 @@ from localserve.response import Reply, error_body
 log = logging.getLogger("localserve")
 HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (docs/reference.md, item 1)
 NOT_PATHS = {"predict", "stats"}  # /<api>/<these> keep their own meaning
-POLL_ROUTE = b"GET, HEAD, OPTIONS"  # what /<api>/<id> takes (Cortex's gateway routed GET only; HEAD is GET without a body)
+# What /<api>/<id> takes (Cortex's gateway routed GET only; HEAD is GET without a body).
+POLL_ROUTE = b"GET, HEAD, OPTIONS"
 
 
 class AsyncJobs:
