@@ -220,6 +220,16 @@ def test_a_content_type_sent_twice_alike_is_taken(iris: tuple[str, subprocess.Po
     assert (answer.status, json.loads(answer.body)["class_label"]) == (200, "iris-setosa")
 
 
+def test_options_star_asks_the_server_as_a_whole(iris: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, _ = iris
+    answer = exchange(url, request("OPTIONS", "*"))
+    assert (answer.status, answer.headers["allow"], answer.body) == (
+        204,
+        "get, head, post, options",
+        b"",
+    )  # header lines read lower-cased
+
+
 def test_head_and_options(iris: tuple[str, subprocess.Popen[bytes]]) -> None:
     url, _ = iris
     described = httpx.get(f"{url}/iris")

@@ -122,6 +122,8 @@ def error_of(body: bytes, length: int | None = None, inputs: list[TensorSpec] | 
 def test_bad_requests_say_what_was_wrong_and_what_was_expected() -> None:
     assert error_of(json_input(name="z")) == "Unknown input 'z'; the model expects 'x' (FP32 [-1, 4])."
     assert error_of(json_input(datatype="FP64")) == "Input 'x' has datatype 'FP64'; the model expects FP32 for it."
+    missing = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "data": [1, 2, 3, 4]}]}).encode()
+    assert error_of(missing) == "Input 'x' has no 'datatype'; the model expects FP32 for it."
     assert error_of(json_input(shape=[1, 5])) == "Input 'x' has shape [1, 5]; the model expects [-1, 4] (-1: any size)."
     assert error_of(json_input(shape=[2, 4])) == (
         "Input 'x' has shape [2, 4], which holds 8 elements, but its data has 4 elements."

@@ -408,6 +408,9 @@ class App:
         """404 and 405 as JSON errors (a 404 lists the routes the APIs answer at)."""
         status = getattr(exc, "status_code", 404)
         headers: dict[str, str] = {}
+        rid = request_id_of(request.scope)
+        if request.method == "OPTIONS" and request.scope.get("raw_path") == b"*":  # the server as a whole (RFC 9110)
+            return Response(status_code=204, headers={"allow": "GET, HEAD, POST, OPTIONS", "x-request-id": rid})
         if status == 405:
             allow = (getattr(exc, "headers", None) or {}).get("Allow")  # Starlette's route names its methods
             if allow:  # in the order of a set: made stable
@@ -421,7 +424,6 @@ class App:
             path = request.url.path
             shown = path if len(path) <= 200 else f"{path[:200]}..."  # a 60 KB path is not echoed whole
             message = f"No route {shown!r}; the APIs answer at {', '.join(paths)}."
-        rid = request_id_of(request.scope)
         return Response(
             error_body(message, rid),
             status_code=status,

@@ -158,7 +158,8 @@ def decode_request(
         shape = _shape(item.get("shape"), spec)
         datatype = item.get("datatype")
         if datatype != spec.datatype:
-            raise RequestError(f"Input {name!r} has datatype {datatype!r}; the model expects {spec.datatype} for it.")
+            given = f"datatype {datatype!r}" if "datatype" in item else "no 'datatype'"
+            raise RequestError(f"Input {name!r} has {given}; the model expects {spec.datatype} for it.")
         size = binary_size(_parameters(item, f"input {name!r}"), name)
         if size is None:
             if "data" not in item:
