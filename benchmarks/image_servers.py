@@ -70,9 +70,9 @@ def _localserve(variant: str, device: str, batching: str | None, threads: int, r
         shutil.copyfile(APPS / "image_handler.py", project / "handler.py")
         (project / "localserve.yaml").write_text(localserve_config(model, device, batching, threads))
         cmd = [sys.executable, "-m", "localserve", "serve", "--project", str(project), "--port", str(port)]
-        cmd += ["--host", "127.0.0.1", "--no-install"]
-        if replicas > 1:
-            cmd += ["--replicas", str(replicas)]
+        # Always said: a GPU API without --replicas gets one replica per 4 cores (the default), which
+        # would make the "one process" variants several.
+        cmd += ["--host", "127.0.0.1", "--no-install", "--replicas", str(replicas)]
         return Launch(cmd, f"/{model.name}", env=localserve_env(root), cwd=project)
 
     return launch

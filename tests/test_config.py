@@ -224,3 +224,41 @@ def test_cuda_options_are_taken_by_every_kind(tmp_path: Path, kind: str) -> None
     text = f"- kind: {kind}\n  name: iris\n  {model}\n  cuda_options: {{cudnn_conv_algo_search: DEFAULT, use_tf32: false}}\n"
     api = load_config(write(tmp_path, text)).apis[0]
     assert dict(api.cuda_options) == {"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"}
+
+
+CUDA_VALUES = {
+    "cudnn_conv_algo_search: fast": "'cuda_options.cudnn_conv_algo_search' must be one of EXHAUSTIVE, HEURISTIC, "
+    "DEFAULT; got 'fast'.",
+    "arena_extend_strategy: 2": "'cuda_options.arena_extend_strategy' must be one of kNextPowerOfTwo, "
+    "kSameAsRequested; got 2.",
+    "gpu_mem_limit: 8G": "'cuda_options.gpu_mem_limit' must be a number of bytes above 0 (e.g. 8589934592 for "
+    "8 GiB); got '8G'.",
+    "use_tf32: yes please": "'cuda_options.use_tf32' is a switch: true or false (1 or 0); got 'yes please'.",
+    "enable_cuda_graph: true": "'cuda_options.enable_cuda_graph': CUDA graphs are not supported: onnxruntime replays "
+    "them only on inputs bound to fixed GPU buffers (IOBinding), and localserve feeds each request's arrays. Leave "
+    "it out.",
+}
+
+
+@pytest.mark.parametrize("option", list(CUDA_VALUES))
+def test_a_cuda_option_value_onnxruntime_would_refuse_is_a_config_error(tmp_path: Path, option: str) -> None:
+    """onnxruntime checks them only when the session is made, and then runs on the CPU instead."""
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, f"- kind: api\n  name: iris\n  model: m.onnx\n  cuda_options: {{{option}}}\n"))
+    assert str(info.value) == f"cortex.yaml: api 'iris': {CUDA_VALUES[option]}"
+
+
+def test_cuda_option_values_are_spelled_as_onnxruntime_wants_them(tmp_path: Path) -> None:
+    options = "{cudnn_conv_algo_search: exhaustive, arena_extend_strategy: ksameasrequested, gpu_mem_limit: 1024, "
+    options += "prefer_nhwc: 1, use_tf32: true, enable_cuda_graph: false}"
+    api = load_config(write(tmp_path, f"- kind: api\n  name: iris\n  model: m.onnx\n  cuda_options: {options}\n")).apis[
+        0
+    ]
+    assert dict(api.cuda_options) == {
+        "cudnn_conv_algo_search": "EXHAUSTIVE",
+        "arena_extend_strategy": "kSameAsRequested",
+        "gpu_mem_limit": "1024",
+        "prefer_nhwc": "1",
+        "use_tf32": "1",
+        "enable_cuda_graph": "0",
+    }

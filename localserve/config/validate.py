@@ -503,7 +503,45 @@ def _parse_cuda_options(raw: Any, where: str) -> dict[str, str]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: 'cuda_options' must be a mapping of onnxruntime CUDA provider options.")
     _check_keys(raw, CUDA_OPTION_KEYS, where, "cuda_options")
-    return {str(k): str(int(v) if isinstance(v, bool) else v) for k, v in raw.items()}
+    return {str(key): _cuda_option(str(key), value, where) for key, value in raw.items()}
+
+
+CUDA_CHOICES = {
+    "cudnn_conv_algo_search": ("EXHAUSTIVE", "HEURISTIC", "DEFAULT"),
+    "arena_extend_strategy": ("kNextPowerOfTwo", "kSameAsRequested"),
+}
+"""Options whose values onnxruntime takes from a list, spelled as it wants them (it is case-sensitive)."""
+
+
+def _cuda_option(key: str, value: Any, where: str) -> str:
+    """One CUDA provider option as the string onnxruntime takes; a value it would refuse is a ConfigError.
+
+    onnxruntime refuses a bad value only when the session is made, and then falls back to the CPU
+    on its own (its ``enable_fallback``), so a typo would look like a missing GPU.
+    """
+    place = f"{where}: 'cuda_options.{key}'"
+    if key in CUDA_CHOICES:
+        choices = CUDA_CHOICES[key]
+        found = next((c for c in choices if str(value).lower() == c.lower()), None)
+        if found is None:
+            raise ConfigError(f"{place} must be one of {', '.join(choices)}; got {value!r}.")
+        return found
+    if key == "gpu_mem_limit":
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{place} must be a number of bytes above 0 (e.g. 8589934592 for 8 GiB); got {value!r}.")
+        return str(value)
+    switch = SWITCH.get(value.lower() if isinstance(value, str) else value) if isinstance(value, (str, int)) else None
+    if switch is None:  # the others are switches: cudnn_conv_use_max_workspace, use_tf32, prefer_nhwc, ...
+        raise ConfigError(f"{place} is a switch: true or false (1 or 0); got {value!r}.")
+    if key == "enable_cuda_graph" and switch == "1":
+        raise ConfigError(
+            f"{place}: CUDA graphs are not supported: onnxruntime replays them only on inputs bound to fixed "
+            "GPU buffers (IOBinding), and localserve feeds each request's arrays. Leave it out."
+        )
+    return switch
+
+
+SWITCH = {True: "1", False: "0", "1": "1", "0": "0", "true": "1", "false": "0"}  # 1 and 0 are True and False
 
 
 def _check_keys(raw: Mapping[str, Any], valid: tuple[str, ...], where: str, section: str | None) -> None:

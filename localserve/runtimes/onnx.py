@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,8 @@ DTYPES: dict[str, np.dtype[Any]] = {
 
 # Errors onnxruntime raises when the feed does not fit the graph (rank, dims, type).
 INPUT_ERRORS = (ort_state.InvalidArgument, ort_state.Fail)
+# ...except a FAIL from the device ("CUDA failure 2: out of memory"): the server's problem, a 500.
+DEVICE_FAILURE = re.compile(r"CUDA|CUDNN|CUBLAS|out of memory", re.IGNORECASE)
 
 
 class _Input:
@@ -99,7 +104,19 @@ class OnnxModel:
                 "session.intra_op.spin_duration_us", str(spin_duration_us(options.batch_interval))
             )
         self._sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = self._new_session()
+        try:
+            self.session = self._open()
+        except Exception as exc:
+            if CUDA not in providers:
+                raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
+            # onnxruntime would have fallen back to the CPU on its own, printing why on stdout; here
+            # the CPU tells whether the model or the GPU failed, and the GPU's reason is kept.
+            self._providers = [(CPU, {})]
+            self.session = self._new_session()  # the model's own error, if it is the model
+            no_gpu(
+                f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name}: {_reason(exc)}",
+                options,
+            )
         used = self.session.get_providers()
         if options.gpu and CUDA in providers and CUDA not in used:
             no_gpu(
@@ -148,19 +165,32 @@ class OnnxModel:
         """Input name -> (dtype, shape without the batch dimension) when the model can be batched; else None."""
         return fixed_rest([(i.name, i.dtype, i.shape) for i in self._inputs])
 
+    def _open(self) -> Any:
+        """A session on ``_providers``, never onnxruntime's silent CPU fallback: ``enable_fallback=0``.
+
+        On a CUDA failure, at creation or in a run, onnxruntime would switch to the CPU by itself,
+        saying so on stdout only, while the API still said CUDA.
+        """
+        return onnxruntime.InferenceSession(
+            str(self.path), self._sess_options, providers=self._providers, enable_fallback=0
+        )
+
     def _new_session(self) -> Any:
         try:
-            return onnxruntime.InferenceSession(str(self.path), self._sess_options, providers=self._providers)
+            return self._open()
         except Exception as exc:
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
 
     def _session_for(self, bucket: int) -> Any:
+        """The session of batch size ``bucket`` (on a GPU). ``self.session`` is not one of them: it takes
+        the calls of any other shape (``predict``, feeds that cannot be stacked), which would make a
+        bucket's session re-plan."""
         session = self._buckets.get(bucket)
         if session is None:
             with self._bucket_lock:
                 session = self._buckets.get(bucket)
                 if session is None:
-                    session = self._buckets[bucket] = self.session if not self._buckets else self._new_session()
+                    session = self._buckets[bucket] = self._new_session()
         return session
 
     def run(self, feed: Feed, bucket: int | None = None) -> list[Any]:
@@ -169,6 +199,8 @@ class OnnxModel:
         try:
             outputs: list[Any] = session.run(None, feed)
         except INPUT_ERRORS as exc:
+            if self.device == CUDA and DEVICE_FAILURE.search(str(exc)):  # FAIL is also what CUDA's errors are
+                raise HandlerError(f"onnxruntime failed to run {self.path.name} on the GPU: {_reason(exc)}") from None
             got = ", ".join(f"{k!r} as {summarize_value(v)}" for k, v in feed.items())
             raise RequestError(
                 f"The model expects {self._expected}; got {got}. onnxruntime said: {_reason(exc)}"
@@ -189,10 +221,14 @@ def _providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]]:
         return [(CPU, {})]
     preload = getattr(onnxruntime, "preload_dlls", None)
     if preload is not None:  # CUDA and cuDNN installed from pip (onnxruntime-gpu[cuda,cudnn]): no LD_LIBRARY_PATH
+        said = io.StringIO()
         try:
-            preload()
-        except Exception as exc:  # the libraries may come from the system instead
-            logger.debug("onnxruntime.preload_dlls() failed: %s", exc)
+            with contextlib.redirect_stdout(said):  # it prints what it could not load, and raises nothing
+                preload()
+        except Exception as exc:
+            print(f"onnxruntime.preload_dlls() failed: {exc}", file=said)
+        if said.getvalue().strip():  # the libraries may come from the system instead: the session tells
+            logger.info("onnxruntime.preload_dlls(): %s", " ".join(said.getvalue().split()))
     available = onnxruntime.get_available_providers()
     if CUDA not in available:
         no_gpu(

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -328,7 +329,23 @@ def test_mlp_builder(tmp_path: Path) -> None:
 
 # --- GPU -----------------------------------------------------------------------------------------
 
-HAS_CUDA = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+HAS_CUDA = "CUDAExecutionProvider" in onnxruntime.get_available_providers()  # the package is onnxruntime-gpu
+
+
+def cuda_runs() -> bool:
+    """Whether a session really comes up on CUDA (onnxruntime-gpu lists CUDA on a machine without a GPU too)."""
+    if not HAS_CUDA:
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = str(onnx_identity(Path(tmp) / "probe.onnx"))
+        try:
+            session = onnxruntime.InferenceSession(probe, providers=["CUDAExecutionProvider"], enable_fallback=0)
+        except Exception:
+            return False
+    return "CUDAExecutionProvider" in session.get_providers()
+
+
+CUDA_RUNS = cuda_runs()
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has CUDA")
@@ -366,8 +383,70 @@ def test_gpu_package_without_cuda_libraries(models: Path, monkeypatch: pytest.Mo
     assert load(models / "linear.onnx", gpu=True, allow_cpu_fallback=True).device == "CPUExecutionProvider"
 
 
+@pytest.fixture
+def cuda_fails(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """onnxruntime-gpu on a machine where the CUDA provider fails to start: the session raises for CUDA.
+
+    What onnxruntime raises there (a CUDA library that does not load, no device, an option it
+    refuses); it would then make a CPU session by itself, unless told ``enable_fallback=0``.
+    """
+    made: list[dict[str, Any]] = []
+    real = onnxruntime.InferenceSession
+
+    def session(path: str, options: Any = None, providers: Any = None, **kwargs: Any) -> Any:
+        made.append({"providers": [p for p, _ in providers], **kwargs})
+        if providers[0][0] == "CUDAExecutionProvider":
+            raise RuntimeError("CUDA_PATH is set but CUDA wasn't able to be loaded")
+        return real(path, options, providers=providers, **kwargs)
+
+    monkeypatch.setattr(
+        onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    )
+    monkeypatch.setattr(onnxruntime, "InferenceSession", session)
+    return made
+
+
+def test_a_cuda_provider_that_fails_to_start_is_named_not_run_on_cpu(
+    models: Path, cuda_fails: list[dict[str, Any]], caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(ModelLoadError) as info:
+        load(models / "linear.onnx", gpu=True)
+    assert str(info.value).startswith(
+        f"A GPU was requested (compute.gpu) but onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for "
+        "linear.onnx: CUDA_PATH is set but CUDA wasn't able to be loaded"
+    )
+    assert all(made["enable_fallback"] == 0 for made in cuda_fails)
+    with caplog.at_level(logging.WARNING, logger="localserve"):
+        assert load(models / "linear.onnx", gpu=True, allow_cpu_fallback=True).device == "CPUExecutionProvider"
+    assert "could not start CUDA for linear.onnx: CUDA_PATH is set" in caplog.text
+    (models / "broken.onnx").write_bytes(b"not a model")  # the model's own error stays the model's
+    with pytest.raises(ModelLoadError) as info:
+        load(models / "broken.onnx", gpu=True)
+    assert str(info.value).startswith(f"Cannot load ONNX model {models / 'broken.onnx'}: ")
+
+
+def test_a_cuda_failure_in_a_run_is_a_500_not_the_client_s_input(models: Path) -> None:
+    """CUDA's errors come as FAIL, which onnxruntime also raises for a feed that does not fit the graph."""
+    model = load(models / "linear.onnx")
+
+    class Session:
+        def run(self, names: Any, feed: Any) -> Any:
+            raise ort_state.Fail("[ONNXRuntimeError] : 1 : FAIL : CUDA failure 2: out of memory ; GPU=0")
+
+    model.session, model.device = Session(), "CUDAExecutionProvider"
+    with pytest.raises(HandlerError) as info:
+        model.predict([1, 2, 3, 4])
+    assert str(info.value) == (
+        "onnxruntime failed to run linear.onnx on the GPU: [ONNXRuntimeError] : 1 : FAIL : CUDA failure 2: out of "
+        "memory ; GPU=0"
+    )
+    model.device = "CPUExecutionProvider"  # the same FAIL on the CPU is about the input, as before
+    with pytest.raises(RequestError):
+        model.predict([1, 2, 3, 4])
+
+
 @pytest.mark.gpu
-@pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime-gpu and a CUDA GPU")
+@pytest.mark.skipif(not CUDA_RUNS, reason="needs onnxruntime-gpu and a CUDA GPU")
 def test_gpu_runs_on_cuda(models: Path) -> None:
     model = load(models / "linear.onnx", gpu=True)
     assert model.device == "CUDAExecutionProvider"
@@ -391,7 +470,7 @@ def test_long_float_lists_are_checked_like_short_ones(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime-gpu and a CUDA GPU")
+@pytest.mark.skipif(not CUDA_RUNS, reason="needs onnxruntime-gpu and a CUDA GPU")
 def test_gpu_batch_sizes_each_have_a_warmed_session(tmp_path: Path) -> None:
     from localserve.engine.batcher import Batcher
 
