@@ -98,6 +98,78 @@ def test_timeout_is_504_and_unstarted_work_is_dropped(serve, make_project) -> No
         assert client.post("/", content=b"after").text == "after"
 
 
+GATED = """
+import threading
+
+entered = {name: threading.Event() for name in "abc"}
+gates = {name: threading.Event() for name in "abc"}
+answered = threading.Event()  # set by the test when the answer to "b" has reached its client
+calls = []
+
+def handler(request, context):
+    body = request.read().decode()
+    calls.append(body)
+    if body in gates:
+        entered[body].set()
+        gates[body].wait(20)
+    if body == "d":
+        calls.append(f"d saw b answered: {answered.wait(10)}")
+    return {"content": body}
+"""
+
+
+def queue_behind_a(client, main, results: dict, *bodies: str) -> list[threading.Thread]:
+    """Post "a" (it blocks the API's one thread), then ``bodies``, queued together behind it."""
+    posts = [post_async(client, "a", results)]
+    assert main.entered["a"].wait(5)
+    for count, body in enumerate(bodies, start=1):  # one after the other: queued in this order
+        posts.append(post_async(client, body, results))
+        wait_for(lambda count=count: client.app.apis["proj"].pipeline.depth == count, f"{body} queued")
+    return posts
+
+
+def test_a_drained_job_whose_deadline_passes_before_it_starts_is_dropped(serve, make_project) -> None:
+    """The thread takes b, c and d from the queue at once; c's deadline passes while b runs: c never runs."""
+    project = make_project({"main.py": GATED})
+    with serve(project, handler="main:handler", timeout=3) as client:
+        import main
+
+        main.answered.set()  # d does not wait for anything here
+        results: dict = {}
+        posts = queue_behind_a(client, main, results, "b", "c", "d")
+        main.gates["a"].set()  # the thread now takes b, c and d together
+        assert main.entered["b"].wait(5)
+        posts[2].join(10)  # c's deadline passes while b holds the thread
+        main.gates["b"].set()
+        for post in posts:
+            post.join(10)
+        assert results["c"].status_code == 504
+        assert results["c"].json()["error"] == (
+            "api 'proj' did not answer within its timeout of 3 s (it had not started and was dropped)."
+        )
+        assert main.calls[:2] == ["a", "b"] and "c" not in main.calls  # d runs if its own deadline has not passed
+        assert client.post("/", content=b"after").text == "after"
+
+
+def test_drained_jobs_that_run_long_are_answered_one_by_one(serve, make_project, monkeypatch) -> None:
+    """Answers of jobs taken together go out together only while they are quick: b's answer leaves before d runs."""
+    monkeypatch.setattr("localserve.engine.pipeline.ANSWER_AFTER", 0.0)  # every job "runs long"
+    project = make_project({"main.py": GATED})
+    with serve(project, handler="main:handler") as client:
+        import main
+
+        results: dict = {}
+        posts = queue_behind_a(client, main, results, "b", "d")
+        watcher = threading.Thread(target=lambda: (posts[1].join(15), main.answered.set()))
+        watcher.start()
+        main.gates["b"].set()  # b is quick here
+        main.gates["a"].set()
+        for post in [*posts, watcher]:
+            post.join(20)
+        assert [results[body].text for body in "abd"] == ["a", "b", "d"]
+        assert main.calls == ["a", "b", "d", "d saw b answered: True"]
+
+
 def test_one_request_at_a_time_by_default_and_more_threads_on_request(serve, make_project) -> None:
     project = make_project(
         {

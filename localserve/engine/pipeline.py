@@ -10,7 +10,10 @@ the model call through the batcher, which stacks the feeds of concurrent request
 job waiting in the queue at once (its share of them with several threads), so under load one
 wake-up of a thread and one wake-up of the event loop serve many requests; with a batcher it
 takes at most one batch (``max_batch_size`` items), so the model runs that batch while the
-thread prepares the next instead of waiting for the whole queue to be prepared.
+thread prepares the next instead of waiting for the whole queue to be prepared. A drained job is
+claimed only as its first stage begins, so one whose deadline passes or whose client leaves while
+the jobs before it run is dropped, never started; and when the jobs run long (``ANSWER_AFTER``)
+those done are answered before the next begins, instead of waiting for the whole set.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ log = logging.getLogger("localserve")
 
 Done = list[tuple[Job, Any]]
 DRAIN_LIMIT = 256  # jobs one thread takes from the queue at once
+# The answers of drained jobs go out together (one wake-up of the event loop for all), unless the
+# jobs run long: then those done are answered once this many seconds have passed since the last answer.
+ANSWER_AFTER = 0.002
 
 
 class Hooks:
@@ -261,11 +267,12 @@ class Pipeline:
             else:
                 item.run()
         if fresh:
-            self._begin(self._claim(fresh), done)
+            self._begin(fresh, done)
         self._settle(done)
         return stop
 
     def _claim(self, jobs: list[Job]) -> list[Job]:
+        """Claim ``jobs`` at once (list batching: they start together); those not dropped meanwhile."""
         claimed = []
         with self._lock:
             for job in jobs:
@@ -274,17 +281,33 @@ class Pipeline:
                     claimed.append(job)
             self._depth -= len(claimed)
             self._preparing += len(claimed)
-            depth = self._depth
-        if claimed and self.hooks.depth is not None:
-            self.hooks.depth(depth)
         return claimed
+
+    def _start(self, job: Job) -> bool:
+        """Claim one drained job as its first stage begins; False when it was dropped meanwhile.
+
+        Jobs are claimed one by one, not when drained: a job whose deadline passes, or whose client
+        leaves, while the jobs drained before it run is dropped, never started (and answered 504
+        or not at all), not run for nobody.
+        """
+        with self._lock:
+            if job.state != QUEUED:
+                return False
+            job.state = RUNNING
+            self._depth -= 1
+            self._preparing += 1
+        return True
 
     def _prepared(self, count: int) -> None:
         with self._lock:
             self._preparing -= count
+            depth = self._depth
+        if self.hooks.depth is not None:
+            self.hooks.depth(depth)
 
     def _begin(self, jobs: list[Job], done: Done) -> None:
         if self.list_batching:
+            jobs = self._claim(jobs)
             self._prepared(len(jobs))
             size = self.api.batching.max_batch_size if self.api.batching else 1
             if len(jobs) < size:
@@ -294,7 +317,12 @@ class Pipeline:
             return
         endpoint = self.endpoint
         if self.batcher is None:  # each request straight through its stages
+            answer_by = time.perf_counter() + ANSWER_AFTER
+            started = 0
             for job in jobs:
+                if not self._start(job):
+                    continue
+                started += 1
                 self._enter(job)
                 try:
                     prepared = (job.prepare or endpoint.prepare)(job.request)
@@ -303,10 +331,20 @@ class Pipeline:
                 except BaseException as exc:
                     prepared = _error(exc, self.name)
                 done.append((job, prepared))
-            self._prepared(len(jobs))
+                if time.perf_counter() > answer_by:  # slow work: answer what is done before going on
+                    self._prepared(started)
+                    started = 0
+                    self._settle(done[:])  # the event loop gets its own list
+                    done.clear()
+                    answer_by = time.perf_counter() + ANSWER_AFTER
+            self._prepared(started)
             return
         feeds: list[tuple[Job, Any]] = []
+        claimed = 0
         for job in jobs:
+            if not self._start(job):
+                continue
+            claimed += 1
             self._enter(job)
             try:
                 prepared = (job.prepare or endpoint.prepare)(job.request)
@@ -317,7 +355,7 @@ class Pipeline:
                 done.append((job, prepared))
             else:
                 feeds.append((job, prepared))
-        self._prepared(len(jobs))
+        self._prepared(claimed)
         if feeds:
             outcomes = self.batcher.submit(feeds)
             if outcomes is not None:
