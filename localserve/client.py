@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -48,16 +49,22 @@ async def call(
     status = 500
     response_headers: list[tuple[str, str]] = []
     chunks: list[bytes] = []
+    complete = False
 
     async def send(message: MutableMapping[str, Any]) -> None:
-        nonlocal status, response_headers
+        nonlocal status, response_headers, complete
         if message["type"] == "http.response.start":
             status = message["status"]
             response_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", [])]
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
+            complete = not message.get("more_body", False)
 
     await app(scope, receive, send)
+    if not complete:  # a stream that failed: what a client would see as a response cut short
+        size = sum(map(len, chunks))
+        message = f"The response was cut short after {size} bytes of its body: the stream failed (see the log)."
+        return 500, [("content-type", "application/json")], json.dumps({"error": message}).encode()
     return status, response_headers, b"".join(chunks)
 
 

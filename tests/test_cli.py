@@ -53,6 +53,31 @@ def test_run_error_status_exits_1_with_status_and_body_on_stderr() -> None:
     assert b'Error: the handler answered 400:\n{"message":"total_without_tax is need"}' in done.stderr
 
 
+def test_run_exits_1_when_a_streamed_body_fails(make_project) -> None:
+    """A generator that raises (or calls sys.exit) mid-stream: the body is cut short, so run fails."""
+    project = make_project(
+        {
+            "main.py": "import sys\n"
+            "def chunks(how):\n"
+            "    yield 'a'\n"
+            "    if how == b'exit':\n"
+            "        sys.exit(2)\n"
+            "    raise RuntimeError('broken stream')\n"
+            "def handler(request, context):\n"
+            "    return {'content': chunks(request.read())}\n",
+            "raise.txt": "raise",
+            "exit.txt": "exit",
+        }
+    )
+    for name in ("raise.txt", "exit.txt"):
+        done = localserve("run", "--handler", "main:handler", "--input", name, cwd=project)
+        assert (done.returncode, done.stdout) == (1, b""), done.stderr
+        assert (
+            b'Error: the handler answered 500:\n{"error": "The response was cut short after 1 bytes of its body: the '
+            b'stream failed (see the log)."}' in done.stderr
+        )
+
+
 def test_run_image_flip_writes_the_mirrored_jpeg(tmp_path: Path) -> None:
     project = EXAMPLES / "image_flip"
     done = localserve(

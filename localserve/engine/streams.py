@@ -54,7 +54,7 @@ def pump(job: Job, reply: Reply) -> None:
     except StreamEnded:
         log.info("request %s: the client went away; the stream was stopped", request_id)
         outcome = 499
-    except Exception:
+    except BaseException:  # sys.exit() or KeyboardInterrupt in the generator too: the thread serves on
         log.exception("request %s: the streamed response failed and was cut short", request_id)
         outcome = 500
     finally:
