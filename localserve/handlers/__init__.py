@@ -90,12 +90,17 @@ def user_error(exc: BaseException, where: str) -> LocalServeError:
     return HandlerError(f"{where} raised {type(exc).__name__}: {exc}", details=details)
 
 
+# What user code may raise on an API's thread: sys.exit() and KeyboardInterrupt too, which there
+# can only come from the code itself (signals reach the main thread), so they name it like any error.
+USER_ESCAPES = (Exception, SystemExit, KeyboardInterrupt)
+
+
 def run_stage(observe: Callable[[str, float], None], stage: str, where: str, fn: Callable[..., T], *args: Any) -> T:
     """Run one stage of user code: timed for the metrics, its exception turned into a 500 naming ``where``."""
     start = time.perf_counter()
     try:
         return fn(*args)
-    except Exception as exc:
+    except USER_ESCAPES as exc:
         error = user_error(exc, where)
     finally:
         observe(stage, time.perf_counter() - start)

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,9 @@ def load_attr(spec: str, project: Path, *, what: str = "Handler") -> Any:
                 f"(or package) in the project directory {project}."
             ) from None
         raise _user_error(exc, module_name) from None
-    except (Exception, SystemExit) as exc:  # sys.exit() at import (argparse, say) must not end the server
+    except BaseException as exc:  # sys.exit() at import (argparse, say) must not end the server
+        if _interrupted(exc):
+            raise
         raise _user_error(exc, module_name) from None
     return _get_attr(module, attr_path, spec, what)
 
@@ -57,7 +60,7 @@ def load_file(path: str, project: Path, *, api: str, what: str) -> ModuleType:
         spec.loader.exec_module(module)
     except BaseException as exc:
         sys.modules.pop(name, None)
-        if isinstance(exc, KeyboardInterrupt):
+        if _interrupted(exc):
             raise
         raise _user_error(exc, path) from None
     return module
@@ -73,6 +76,12 @@ def _get_attr(module: ModuleType, attr_path: str, spec: str, what: str) -> Any:
             raise HandlerLoadError(f'{what} "{spec}": module "{module.__name__}" has no attribute "{part}".{hint}')
         target = getattr(target, part)
     return target
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C (a KeyboardInterrupt on the main thread), which must stop the command; on an
+    API's thread, where models load, a KeyboardInterrupt can only be the user code's own."""
+    return isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
 
 
 def _user_error(exc: BaseException, where: str) -> HandlerLoadError:

@@ -11,7 +11,7 @@ from typing import Any
 
 from localserve.config import ApiConfig
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
-from localserve.handlers import EndpointOptions, run_stage, truncate, user_error
+from localserve.handlers import USER_ESCAPES, EndpointOptions, run_stage, truncate, user_error
 from localserve.handlers.loader import load_file, parameter_names
 from localserve.handlers.request_handler import load_api_model, log
 from localserve.payload import decode_payload
@@ -95,7 +95,7 @@ class PredictorEndpoint:
             )
         try:
             self.instance = cls(**{name: available[name] for name in init_params})
-        except (Exception, SystemExit) as exc:
+        except USER_ESCAPES as exc:  # loading runs on the API's thread
             error = user_error(exc, f"{spec.class_name}.__init__")
             raise HandlerLoadError(str(error)) from exc
 

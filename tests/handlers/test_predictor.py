@@ -65,6 +65,8 @@ def test_return_types(serve, make_project) -> None:
                 pass
 
             def predict(self, payload):
+                if payload == "exit":
+                    raise SystemExit(3)
                 return {
                     "str": "text", "bytes": b"\\x00\\x01", "array": np.arange(3), "number": np.float32(1.5),
                     "response": PlainTextResponse("custom", status_code=201), "bad": object(),
@@ -87,6 +89,8 @@ def test_return_types(serve, make_project) -> None:
             bad.json()["error"]
             == "The response cannot be serialised as JSON: Object of type object is not JSON serializable."
         )
+        exit_ = ask("exit")  # named as the predictor's, not as an internal error
+        assert (exit_.status_code, exit_.json()["error"]) == (500, "PythonPredictor.predict raised SystemExit: 3")
         import msgpack
 
         packed = client.post("/pred", json="array", headers={"Accept": "application/msgpack"})
@@ -137,6 +141,10 @@ def test_onnx_predictor_uses_the_client(serve, make_project) -> None:
         (
             "class PythonPredictor:\n    def __init__(self, config):\n        raise RuntimeError('no vocabulary')\n    def predict(self):\n        pass\n",
             "PythonPredictor.__init__ raised RuntimeError: no vocabulary",
+        ),
+        (  # on the API's thread a KeyboardInterrupt is the code's own, not Ctrl-C: the API fails to load
+            "class PythonPredictor:\n    def __init__(self, config):\n        raise KeyboardInterrupt\n    def predict(self):\n        pass\n",
+            "PythonPredictor.__init__ raised KeyboardInterrupt: ",
         ),
     ],
 )
