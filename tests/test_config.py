@@ -177,6 +177,18 @@ def test_full_config_and_inference(tmp_path: Path) -> None:
             "cortex.yaml: api 'iris': unknown key 'cudnn_conv_algo' in 'cuda_options'. Did you mean 'cudnn_conv_algo_search'?",
         ),
         (
+            "- kind: api\n  name: iris\n  model: m.onnx\n  threads_per_process: 100000000000000000000\n",
+            "cortex.yaml: api 'iris': invalid value 100000000000000000000 for 'threads_per_process'; expected an integer from 1 to 1,024.",
+        ),
+        (
+            "- kind: api\n  name: iris\n  model: m.onnx\n  batching: {max_batch_size: 1000000000000, batch_interval: 1ms}\n",
+            "cortex.yaml: api 'iris': invalid value 1000000000000 for 'max_batch_size' in 'batching'; expected an integer from 1 to 4,096.",
+        ),
+        (
+            "- kind: api\n  name: iris\n  model: m.onnx\n  timeout: .nan\n",
+            "cortex.yaml: api 'iris': invalid value nan for 'timeout'; expected a finite duration.",
+        ),
+        (
             "- kind: api\n  name: iris\n  model: m.onnx\n  timeout: -3\n",
             "cortex.yaml: api 'iris': invalid value -3 for 'timeout'; expected a duration like 5ms, 0.5s or 60 (seconds).",
         ),

@@ -7,6 +7,7 @@ was expected (with the nearest valid key for a typo).
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -578,13 +579,28 @@ def _int(raw: Mapping[str, Any], key: str, where: str, default: Any, *, minimum:
     value = raw.get(key, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    maximum = MAXIMUMS.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum and value > maximum):
         section = ""
         if ": " in where and where.rsplit(": ", 1)[1] in ("compute", "batching"):
             where, section = where.rsplit(": ", 1)
             section = f" in {section!r}"
-        raise ConfigError(f"{where}: invalid value {value!r} for {key!r}{section}; expected an integer >= {minimum}.")
+        expected = f"an integer from {minimum} to {maximum:,}" if maximum else f"an integer >= {minimum}"
+        raise ConfigError(f"{where}: invalid value {value!r} for {key!r}{section}; expected {expected}.")
     return value
+
+
+MAXIMUMS = {
+    # Threads and processes are made at start: 10^20 of them would exhaust the machine before a word.
+    "threads_per_process": 1024,
+    "model_threads": 1024,
+    "min_replicas": 1000,
+    "max_replicas": 1000,
+    "init_replicas": 1000,
+    # Every bucket size up to it is warmed with a batch of zeros at load.
+    "max_batch_size": 4096,
+}
+"""The largest value each integer key takes."""
 
 
 def _duration(value: Any, key: str, where: str, section: str | None = None, *, positive: bool = False) -> float:
@@ -595,6 +611,8 @@ def _duration(value: Any, key: str, where: str, section: str | None = None, *, p
         raise ConfigError(
             f"{where}: invalid value {value!r} for {key!r}{place}; expected a duration like 5ms, 0.5s or 60 (seconds)."
         ) from None
+    if not math.isfinite(seconds):  # .nan would mean "no deadline" silently, .inf never ends
+        raise ConfigError(f"{where}: invalid value {value!r} for {key!r}{place}; expected a finite duration.")
     if positive and seconds <= 0:
         raise ConfigError(
             f"{where}: invalid value {value!r} for {key!r}{place}; expected a duration above 0, like 0.5s or 60 "
