@@ -272,6 +272,21 @@ def _status(value: Any) -> int:
     return int(value)
 
 
+def _response_status(response: Any) -> int:
+    """The status of a Starlette Response returned by user code, checked as uvicorn would not (it drops the
+    connection without a word on a status it cannot write or a header with a line break)."""
+    status = response.status_code
+    if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+        raise HandlerError(f"The returned {type(response).__name__} has status_code {status!r}; expected 200 to 599.")
+    for name, header in response.raw_headers:
+        if _BAD_VALUE.search(header.decode("latin-1")) or _BAD_VALUE.search(name.decode("latin-1")):
+            raise HandlerError(
+                f"The returned {type(response).__name__}'s header {name.decode('latin-1')!r} contains a line break "
+                "or control character."
+            )
+    return status
+
+
 def _metadata_headers(metadata: Any) -> list[tuple[bytes, bytes]]:
     if metadata is None:
         return []
@@ -336,7 +351,7 @@ def cortex_reply(value: Any, accept: str | None = None) -> Reply:
             return Reply(headers=[(b"content-type", MSGPACK_TYPE.encode())], body=dump_msgpack(value), value=value)
         return Reply(headers=[(b"content-type", JSON_TYPE)], body=dump_json(value), value=value)
     if _is_starlette_response(value):
-        return Reply(status=value.status_code, asgi=value, value=None)
+        return Reply(status=_response_status(value), asgi=value, value=None)
     if isinstance(value, str):
         return Reply(headers=[(b"content-type", b"text/plain; charset=utf-8")], body=value.encode("utf-8"), value=value)
     if isinstance(value, bytes | bytearray | memoryview):

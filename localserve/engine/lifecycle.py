@@ -30,6 +30,7 @@ from localserve.engine.job import QUEUED, Job
 from localserve.engine.pipeline import Pipeline
 from localserve.errors import (
     ClientGone,
+    HandlerError,
     LocalServeError,
     NotReady,
     Overloaded,
@@ -85,13 +86,34 @@ class Lifecycle:
             if reply.sent is not None:  # the API's thread wrote it: end the response here
                 scope[THREAD_REPLY].complete(reply.sent)
             elif reply.asgi is not None:  # a Starlette Response returned by user code
-                reply.asgi.headers["x-request-id"] = request_id
-                await reply.asgi(scope, receive, send)
+                await self._send_asgi(reply, scope, receive, send, request_id)
             elif reply.stream is None:
                 await send_reply(send, reply, request_id, scope)
             return reply.status, reply.value
         except ClientGone:
             return 499, None
+
+    async def _send_asgi(self, reply: Reply, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
+        """Send a Starlette Response returned by user code; one that fails before its head (a FileResponse of
+        a file that is not there) is answered with our JSON 500 instead, one that fails after is cut short."""
+        started = False
+
+        async def watched(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        response = reply.asgi
+        try:
+            response.headers["x-request-id"] = request_id
+            await response(scope, receive, watched)
+        except Exception as exc:
+            reply.status = 500
+            error = HandlerError(f"Sending the returned {type(response).__name__} failed: {type(exc).__name__}: {exc}")
+            log.error("request %s to api %r failed: %s", request_id, self.name, error, exc_info=exc)
+            if started:  # nothing more can be said on this one: the client sees it cut short
+                return
+            await send_reply(send, error_reply(error, request_id, self.name, hide_errors=self.hide_errors), request_id)
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> Reply:
         pipeline = self.pipeline

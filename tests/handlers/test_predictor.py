@@ -58,7 +58,7 @@ def test_return_types(serve, make_project) -> None:
         make_project,
         """
         import numpy as np
-        from starlette.responses import PlainTextResponse
+        from starlette.responses import FileResponse, PlainTextResponse, Response
 
         class PythonPredictor:
             def __init__(self, config):
@@ -67,6 +67,12 @@ def test_return_types(serve, make_project) -> None:
             def predict(self, payload):
                 if payload == "exit":
                     raise SystemExit(3)
+                if payload == "status 1000":
+                    return Response(status_code=1000)
+                if payload == "line break":
+                    return Response("x", headers={"x-a": "a\\r\\nb"})
+                if payload == "no file":
+                    return FileResponse("/nonexistent/file.bin")
                 return {
                     "str": "text", "bytes": b"\\x00\\x01", "array": np.arange(3), "number": np.float32(1.5),
                     "response": PlainTextResponse("custom", status_code=201), "bad": object(),
@@ -89,6 +95,16 @@ def test_return_types(serve, make_project) -> None:
             bad.json()["error"]
             == "The response cannot be serialised as JSON: Object of type object is not JSON serializable."
         )
+        # A returned Response that uvicorn would drop the connection on, or that fails to send: a JSON 500.
+        assert ask("status 1000").json()["error"] == "The returned Response has status_code 1000; expected 200 to 599."
+        assert ask("line break").json()["error"] == (
+            "The returned Response's header 'x-a' contains a line break or control character."
+        )
+        no_file = ask("no file")
+        assert no_file.status_code == 500 and no_file.json()["error"].startswith(
+            "Sending the returned FileResponse failed: RuntimeError: File at path /nonexistent/file.bin does not exist."
+        )
+        assert no_file.headers["x-request-id"] == no_file.json()["request_id"]
         exit_ = ask("exit")  # named as the predictor's, not as an internal error
         assert (exit_.status_code, exit_.json()["error"]) == (500, "PythonPredictor.predict raised SystemExit: 3")
         import msgpack
