@@ -10,7 +10,7 @@ See DESIGN.md, "Execution model".
 from __future__ import annotations
 
 from localserve.engine.batcher import Batcher, bucket_sizes
-from localserve.engine.lifecycle import Lifecycle, error_reply, json_reply, read_body, send_reply
+from localserve.engine.lifecycle import Lifecycle, answer_other_method, error_reply, json_reply, read_body, send_reply
 from localserve.engine.pipeline import Hooks, Pipeline
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Hooks",
     "Lifecycle",
     "Pipeline",
+    "answer_other_method",
     "bucket_sizes",
     "error_reply",
     "json_reply",

@@ -361,3 +361,15 @@ async def send_reply(send: Send, reply: Reply, request_id: str, scope: Scope | N
             return
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": reply.body})
+
+
+async def answer_other_method(send: Send, method: str, path: str, allow: bytes, request_id: str) -> int:
+    """Answer a method a route does not serve: ``OPTIONS`` with 204 and ``Allow``, any other with a JSON 405
+    and ``Allow``; returns the status."""
+    if method == "OPTIONS":
+        await send_reply(send, Reply(status=204, headers=[(b"allow", allow)]), request_id)
+        return 204
+    message = f"Method {method} is not allowed on {path}; it takes {allow.decode()}."
+    headers = [(b"content-type", b"application/json"), (b"allow", allow)]
+    await send_reply(send, Reply(status=405, headers=headers, body=error_body(message, request_id)), request_id)
+    return 405

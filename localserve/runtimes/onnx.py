@@ -111,7 +111,7 @@ class OnnxModel:
                 raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
             # onnxruntime would have fallen back to the CPU on its own, printing why on stdout; here
             # the CPU tells whether the model or the GPU failed, and the GPU's reason is kept.
-            self._providers = [(CPU, {})]
+            self._providers, providers = [(CPU, {})], [CPU]
             self.session = self._new_session()  # the model's own error, if it is the model
             no_gpu(
                 f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name}: {_reason(exc)}",
@@ -226,7 +226,7 @@ def _providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]]:
             with contextlib.redirect_stdout(said):  # it prints what it could not load, and raises nothing
                 preload()
         except Exception as exc:
-            print(f"onnxruntime.preload_dlls() failed: {exc}", file=said)
+            said.write(f"failed: {exc}")
         if said.getvalue().strip():  # the libraries may come from the system instead: the session tells
             logger.info("onnxruntime.preload_dlls(): %s", " ".join(said.getvalue().split()))
     available = onnxruntime.get_available_providers()

@@ -9,9 +9,8 @@ own server did. ``OPTIONS`` answers 204 with ``Allow``; any other method is 405 
 
 from __future__ import annotations
 
-from localserve.engine import json_reply, send_reply
+from localserve.engine import answer_other_method, json_reply, send_reply
 from localserve.engine.lifecycle import Scope, Send
-from localserve.response import error_body
 from localserve.server.api import ApiRuntime
 from localserve.server.wire import request_id_of
 
@@ -27,25 +26,8 @@ async def answer_method(route: tuple[ApiRuntime, bool], scope: Scope, send: Send
         return False
     allow = PREDICT_ROUTE if is_predict else DESCRIBE_ROUTE
     request_id = request_id_of(scope)
-    if method == "OPTIONS":
-        await send({"type": "http.response.start", "status": 204, "headers": [(b"allow", allow), _id(request_id)]})
-        await send({"type": "http.response.body", "body": b""})
-        return True
     if method in ("GET", "HEAD") and not is_predict:
         await send_reply(send, json_reply(200, rt.describe()), request_id)  # uvicorn sends no body for HEAD
         return True
-    allowed = allow.decode()
-    body = error_body(f"Method {method} is not allowed on {scope['path']}; it takes {allowed}.", request_id)
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"allow", allow),
-        _id(request_id),
-    ]
-    await send({"type": "http.response.start", "status": 405, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await answer_other_method(send, method, scope["path"], allow, request_id)
     return True
-
-
-def _id(request_id: str) -> tuple[bytes, bytes]:
-    return (b"x-request-id", request_id.encode("latin-1"))

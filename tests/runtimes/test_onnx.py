@@ -418,6 +418,7 @@ def test_a_cuda_provider_that_fails_to_start_is_named_not_run_on_cpu(
     assert all(made["enable_fallback"] == 0 for made in cuda_fails)
     with caplog.at_level(logging.WARNING, logger="localserve"):
         assert load(models / "linear.onnx", gpu=True, allow_cpu_fallback=True).device == "CPUExecutionProvider"
+    assert caplog.text.count("could not start CUDA") == 1  # once, with onnxruntime's reason
     assert "could not start CUDA for linear.onnx: CUDA_PATH is set" in caplog.text
     (models / "broken.onnx").write_bytes(b"not a model")  # the model's own error stays the model's
     with pytest.raises(ModelLoadError) as info:

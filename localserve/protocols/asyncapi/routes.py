@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from localserve.engine import json_reply, send_reply
+from localserve.engine import answer_other_method, json_reply, send_reply
 from localserve.engine.lifecycle import Receive, Scope, Send
 from localserve.errors import ClientGone
 from localserve.logs import api_var, request_id_var
@@ -178,14 +178,7 @@ class AsyncJobs:
             return await self._submit(name, scope, receive, send, rid)
         if method in ("GET", "HEAD"):
             return await self._poll(name, scope["path"][1:].partition("/")[2], send, rid)
-        if method == "OPTIONS":
-            headers = [(b"allow", POLL_ROUTE)]
-            await send_reply(send, Reply(status=204, headers=headers, body=b""), rid)
-            return 204
-        message = f"Method {method} is not allowed on {scope['path']}; it takes {POLL_ROUTE.decode()}."
-        headers = [(b"content-type", b"application/json"), (b"allow", POLL_ROUTE)]
-        await send_reply(send, Reply(status=405, headers=headers, body=error_body(message, rid)), rid)
-        return 405
+        return await answer_other_method(send, method, scope["path"], POLL_ROUTE, rid)
 
     async def _submit(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
         try:
