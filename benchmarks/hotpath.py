@@ -37,7 +37,7 @@ WRK_LUA = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"
 
 def thread_times(app: Any) -> dict[str, float]:
     """CPU seconds so far of the event loop's thread and of each thread of each API."""
-    loop = app.loop
+    loop = app.engine.loop
     assert loop is not None
     times: dict[str, float] = {}
     done = threading.Event()
@@ -116,7 +116,7 @@ def main() -> int:
                 profile = cProfile.Profile()
                 # A profile sees the thread that enables it.
                 on = (
-                    app.loop.call_soon_threadsafe
+                    app.engine.loop.call_soon_threadsafe
                     if opts.profile == "loop"
                     else next(iter(app.apis.values())).pipeline.call
                 )

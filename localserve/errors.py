@@ -12,6 +12,7 @@ class LocalServeError(Exception):
 
     status_code: int = 500
     details: str = ""  # a traceback of user code, for the log; never sent to clients
+    headers: tuple[tuple[bytes, bytes], ...] = ()  # what the answer carries besides the body (Allow, ...)
 
     def __init__(self, message: str, *, status_code: int | None = None, details: str = "") -> None:
         super().__init__(message)
@@ -23,6 +24,14 @@ class LocalServeError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+class StartError(LocalServeError):
+    """The server cannot start, or stopped: a port it cannot listen on, a replica that cannot load."""
+
+
+class Unreachable(LocalServeError):
+    """A running localserve cannot be reached or answered with an error (``localserve get``)."""
 
 
 class ConfigError(LocalServeError):
@@ -58,6 +67,36 @@ class RequestError(LocalServeError):
     """The client sent something we cannot serve: 400 unless told otherwise (413, 415, 422 ...)."""
 
     status_code = 400
+
+
+class PayloadTooLarge(RequestError):
+    """The request body is over the limit, sent or once decompressed (413)."""
+
+    status_code = 413
+
+
+class UnsupportedMediaType(RequestError):
+    """The body comes in an encoding or type this route does not take (415)."""
+
+    status_code = 415
+
+
+class Unauthorized(RequestError):
+    """The request lacks the server's API key (401 with WWW-Authenticate)."""
+
+    status_code = 401
+    headers = ((b"www-authenticate", b'Bearer realm="localserve"'),)
+
+
+class MethodNotAllowed(RequestError):
+    """The route does not take this method (405 with Allow); ``allow`` lists those it takes."""
+
+    status_code = 405
+
+    def __init__(self, method: str, path: str, allow: str) -> None:
+        super().__init__(f"Method {method} is not allowed on {path}" + (f"; it takes {allow}." if allow else "."))
+        if allow:
+            self.headers = ((b"allow", allow.encode("latin-1")),)
 
 
 class NotFound(RequestError):
@@ -103,6 +142,12 @@ class ShuttingDown(LocalServeError):
             else "the request had not started and never will"
         )
         super().__init__(f"The server is shutting down: {what}; retry on another replica or later.")
+
+
+class StoreUnavailable(LocalServeError):
+    """An AsyncAPI's job store cannot take or give jobs now (503 with Retry-After)."""
+
+    status_code = 503
 
 
 class Timeout(LocalServeError):

@@ -50,15 +50,14 @@ class Reply:
 NO_BODY = frozenset({204, 304})  # statuses whose responses carry no body, nor a Content-Length (RFC 9110)
 
 
-def answer_headers(reply: Reply, request_id: str) -> list[tuple[bytes, bytes]]:
-    """``reply``'s headers as sent: its own, then content-length and x-request-id."""
-    if reply.status in NO_BODY:
-        return [*reply.headers, (b"x-request-id", request_id.encode("latin-1"))]
-    return [
-        *reply.headers,
-        (b"content-length", str(len(reply.body)).encode()),
-        (b"x-request-id", request_id.encode("latin-1")),
-    ]
+def answer_headers(reply: Reply, request_id: str | None) -> list[tuple[bytes, bytes]]:
+    """``reply``'s headers as sent: its own, then content-length and (given an id) x-request-id."""
+    headers = list(reply.headers)
+    if reply.status not in NO_BODY:
+        headers.append((b"content-length", str(len(reply.body)).encode()))
+    if request_id is not None:
+        headers.append((b"x-request-id", request_id.encode("latin-1")))
+    return headers
 
 
 def json_default(value: Any) -> Any:

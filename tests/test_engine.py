@@ -271,7 +271,7 @@ def test_a_model_api_with_one_thread_and_short_requests_is_pinned_by_default(
     pre_inference) and APIs with two threads keep every core."""
     from localserve.engine.pipeline import Pipeline
     from localserve.server import ServeOptions
-    from localserve.server.app import PIN_BELOW
+    from localserve.engine.core import PIN_BELOW
 
     monkeypatch.setattr(Pipeline, "MEASURE_AFTER", 2)
     monkeypatch.setattr(Pipeline, "MEASURE_JOBS", 6)
@@ -281,14 +281,14 @@ def test_a_model_api_with_one_thread_and_short_requests_is_pinned_by_default(
     body = {"x": [[1.0, 2.0, 3.0, 4.0]], "cpu": cpu}
     with serve(project, ServeOptions(pin_threads=None)) as client:
         app = client.app
-        assert app.pin_by_default() is (threads == 1)
+        assert app.engine.pin_by_default() is (threads == 1)
         for _ in range(8):  # the measured requests
             assert client.post("/m", json=body).status_code == 200
         if threads == 1:
-            wait_for(lambda: "m" in app.request_cpu, "the request's CPU measured")
-            assert (app.request_cpu["m"] < PIN_BELOW) is pinned
+            wait_for(lambda: "m" in app.engine.request_cpu, "the request's CPU measured")
+            assert (app.engine.request_cpu["m"] < PIN_BELOW) is pinned
         else:
-            assert app.request_cpu == {}
+            assert app.engine.request_cpu == {}
         cpus = client.post("/m", json=body).json()["cpus"]
     allowed = sorted(os.sched_getaffinity(0))
     assert cpus == (allowed[:1] if pinned else allowed)
@@ -303,7 +303,7 @@ def test_a_model_api_in_a_kubernetes_pod_is_not_pinned_by_default(serve, make_pr
     project = make_project({"localserve.yaml": config, "h.py": AFFINITY_HANDLER})
     onnx_identity(project / "m.onnx")
     with serve(project, ServeOptions(pin_threads=None)) as client:
-        assert client.app.pin_by_default() is False
+        assert client.app.engine.pin_by_default() is False
         cpus = client.post("/m", json={"x": [[1.0, 2.0, 3.0, 4.0]]}).json()["cpus"]
     assert cpus == sorted(os.sched_getaffinity(0))
 
@@ -314,7 +314,7 @@ def test_a_handler_api_is_not_pinned_by_default(serve, make_project) -> None:
 
     project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
     with serve(project, ServeOptions(pin_threads=None), handler="main:handler") as client:
-        assert client.app.pin_by_default() is False
+        assert client.app.engine.pin_by_default() is False
 
 
 def wait_for(condition, what: str, seconds: float = 10) -> None:
@@ -585,7 +585,7 @@ def test_after_the_graceful_timeout_waiting_clients_get_503_and_queued_work_neve
 
 
 def test_a_request_whose_answer_a_thread_is_writing_gets_no_504() -> None:
-    """The deadline and a thread writing the answer itself (``THREAD_REPLY``) both want to answer: one
+    """The deadline and a thread writing the answer itself (a ``ReplyWriter``) both want to answer: one
     ``Job.claim`` decides. Once a thread holds it, the deadline passes without a 504 and the thread's
     Reply is the answer; a request nobody claimed gets its 504."""
     import asyncio
@@ -600,13 +600,13 @@ def test_a_request_whose_answer_a_thread_is_writing_gets_no_504() -> None:
     async def main() -> tuple[Reply, type[BaseException]]:
         api = ApiConfig(name="claimed", timeout=0.01)
         pipeline = Pipeline(api, endpoint=None)  # type: ignore[arg-type]  # no threads: jobs stay queued
-        lifecycle = Lifecycle(pipeline, max_body_size=1024, status=lambda: ("ready", None))
+        lifecycle = Lifecycle(pipeline, status=lambda: ("ready", None))
 
         def request() -> Request:
             return Request("POST", [], b"{}", request_id="r")
 
-        claimed = asyncio.ensure_future(lifecycle.run(request(), None, None))  # type: ignore[arg-type]
-        unclaimed = asyncio.ensure_future(lifecycle.run(request(), None, None))  # type: ignore[arg-type]
+        claimed = asyncio.ensure_future(lifecycle.run(request()))
+        unclaimed = asyncio.ensure_future(lifecycle.run(request()))
         await asyncio.sleep(0)
         first = next(iter(lifecycle.waiting))  # admission order: the claimed request came first
         assert first.claim()  # what an API thread does before it writes the answer

@@ -153,7 +153,7 @@ def test_a_whole_reply_written_at_once_keeps_the_connection_alive_and_honours_cl
     """``send_reply`` with our protocol's scope writes the response in one go (``reply_now``); the
     connection then serves its next request (two pipelined here), and ``Connection: close`` ends it
     after the answer, as uvicorn's own ``send`` would. A header uvicorn would refuse falls back to it."""
-    from localserve.engine.lifecycle import REPLY_NOW, send_reply
+    from localserve.protocols.http import fast_path, send_reply
     from localserve.response import Reply
 
     used: list[bool] = []
@@ -162,7 +162,7 @@ def test_a_whole_reply_written_at_once_keeps_the_connection_alive_and_honours_cl
         if scope["type"] != "http":
             return
         await receive()
-        used.append(REPLY_NOW in scope)
+        used.append(fast_path(scope) is not None)
         body = scope["path"].encode()
         kind = b"text/plain\x01" if scope["path"] == "/bad" else b"text/plain"
         await send_reply(send, Reply(headers=[(b"content-type", kind)], body=body), "id-" + scope["path"][1:], scope)
@@ -187,7 +187,7 @@ def test_a_whole_reply_written_at_once_keeps_the_connection_alive_and_honours_cl
 
 
 def test_a_client_request_id_that_cannot_be_sent_back_is_replaced() -> None:
-    from localserve.server.wire import request_id_of
+    from localserve.protocols.http import request_id_of
 
     assert request_id_of({"headers": [(b"x-request-id", b"abc-1")]}) == "abc-1"
     made = request_id_of({"headers": [(b"x-request-id", b"abc\x01")]})
@@ -214,10 +214,10 @@ def _read_answers(client: socket.socket, count: int) -> list[bytes]:
 
 
 def test_a_thread_writes_the_answer_while_the_event_loop_is_blocked() -> None:
-    """``ThreadReply``: the bytes leave from the writing thread (the client reads the whole answer while
+    """``FastReply`` as the engine's ``ReplyWriter``: the bytes leave from the writing thread (the client reads the whole answer while
     the loop cannot run), and ``complete`` on the loop then serves the pipelined next request, whose
     ``Connection: close`` ends the connection after its answer."""
-    from localserve.engine.lifecycle import THREAD_REPLY
+    from localserve.protocols.http import fast_path
 
     client_read = threading.Event()
     rests: list[bytes | None] = []
@@ -226,7 +226,9 @@ def test_a_thread_writes_the_answer_while_the_event_loop_is_blocked() -> None:
         if scope["type"] != "http":
             return
         await receive()
-        writer = scope[THREAD_REPLY]
+        path = fast_path(scope)
+        assert path is not None and path.writer is not None
+        writer = path.writer
         body = scope["path"].encode()
         headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
         writing = threading.Thread(target=lambda: rests.append(writer.write(200, headers, body)))
@@ -258,7 +260,7 @@ def test_what_the_socket_does_not_take_the_loop_writes_after_in_order() -> None:
     the answer the socket took only part of (``complete``), and the thread declines while the loop
     holds bytes, so every byte arrives, in order. A header uvicorn would refuse is declined too (the
     loop's ``send`` then refuses it as always)."""
-    from localserve.engine.lifecycle import THREAD_REPLY
+    from localserve.protocols.http import fast_path
 
     outcomes: list[str] = []
     size, count = 200 * 1024, 40  # 8 MB: more than a socket buffers
@@ -267,7 +269,9 @@ def test_what_the_socket_does_not_take_the_loop_writes_after_in_order() -> None:
         if scope["type"] != "http":
             return
         await receive()
-        writer = scope[THREAD_REPLY]
+        path = fast_path(scope)
+        assert path is not None and path.writer is not None
+        writer = path.writer
         index = int(scope["path"][1:])
         body = bytes([48 + index]) * size
         headers = [(b"content-length", str(size).encode())]

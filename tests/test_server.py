@@ -165,7 +165,7 @@ def test_unknown_path_and_body_limit(serve, make_project, caplog) -> None:
         response = client.post("/", content=b"x" * 1001)
         assert response.status_code == 413
         assert response.json()["error"] == (
-            "The request body is too large: 1001 bytes; the limit is 1000 bytes (1000 bytes, --max-body-size)."
+            "The request body is too large: 1001 bytes; the limit is 1000 bytes (--max-body-size)."
         )
         assert "over the limit of 1000 bytes" in caplog.text
         chunks = (b"x" * 600 for _ in range(3))  # no Content-Length: counted while reading

@@ -479,7 +479,7 @@ def test_a_coding_other_than_gzip_or_deflate_is_a_415(running: tuple[str, Path])
 
 
 def test_decoding_stops_at_the_body_limit() -> None:
-    from localserve.engine.lifecycle import decode_content
+    from localserve.protocols.http import decode_content
     from localserve.errors import RequestError
 
     bomb = gzip.compress(b"\0" * 10_000)

@@ -1,27 +1,33 @@
-"""The execution engine of one API: admission, deadlines, cancellation, the staged pipeline, streams.
+"""The engine: the one owner of a request, transport-neutral (no HTTP, no ASGI).
 
-- ``Lifecycle`` (the event loop's side) owns a request from admission to its last byte;
+- ``Engine`` (``core.py``): the APIs of a replica, loading and shutdown, every request counted once;
+- ``Lifecycle`` (the event loop's side of one API): admission, deadline, client leaving, shutdown;
 - ``Pipeline`` (the API's threads) runs the per-request stages of user code;
-- ``Batcher`` (one per model) stacks concurrent feeds, pads them to a bucket size, runs, splits.
+- ``Batcher`` (one per model) stacks concurrent feeds, pads them to a bucket size, runs, splits;
+- ``ports.py``: what the engine needs from a front door (``Client``, ``ReplyWriter``), as Protocols.
 
 See DESIGN.md, "Execution model".
 """
 
 from __future__ import annotations
 
+from localserve.engine.api import ApiRuntime
 from localserve.engine.batcher import Batcher, bucket_sizes
-from localserve.engine.lifecycle import Lifecycle, answer_other_method, error_reply, json_reply, read_body, send_reply
+from localserve.engine.core import Engine
+from localserve.engine.job import Stages
+from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Hooks, Pipeline
+from localserve.engine.ports import Client, ReplyWriter
 
 __all__ = [
+    "ApiRuntime",
     "Batcher",
+    "Client",
+    "Engine",
     "Hooks",
     "Lifecycle",
     "Pipeline",
-    "answer_other_method",
+    "ReplyWriter",
+    "Stages",
     "bucket_sizes",
-    "error_reply",
-    "json_reply",
-    "read_body",
-    "send_reply",
 ]

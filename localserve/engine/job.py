@@ -5,12 +5,27 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from localserve.engine.ports import Client, ReplyWriter
 from localserve.request import Request
 
 QUEUED, RUNNING, DROPPED = 0, 1, 2
+
+
+class Stages(Protocol):
+    """A request's own first and last stages, in place of the endpoint's, run on the API's threads.
+
+    For a protocol that feeds the model directly (the Open Inference Protocol: no pre_inference),
+    ``prepare`` turns the request into the model's feed and ``finish`` the model's output into the Reply.
+    """
+
+    def prepare(self, request: Request) -> Any:
+        """The model's feed for ``request``."""
+
+    def finish(self, request: Request, output: Any) -> Any:
+        """The Reply for the model's ``output``."""
 
 
 class Job:
@@ -19,50 +34,40 @@ class Job:
     ``future`` is resolved on the event loop with a Reply or an exception. ``finish`` turns the
     model's output into the Reply (post_inference, or a protocol's own encoding); it runs on the
     API's threads like every other stage of user code. ``prepare``, when set, turns the request
-    into the model's feed in place of the endpoint's ``prepare`` (a protocol that feeds the model
-    directly, such as the Open Inference Protocol, with no pre_inference).
+    into the model's feed in place of the endpoint's ``prepare`` (see ``Stages``).
     """
 
     __slots__ = (
         "claims",
+        "client",
         "finish",
         "future",
         "gone",
         "listener",
         "loop",
         "prepare",
-        "receive",
         "request",
-        "send",
         "started",
         "state",
         "stream_done",
         "writer",
     )
 
-    def __init__(
-        self,
-        request: Request,
-        loop: asyncio.AbstractEventLoop,
-        finish: Callable[[Request, Any], Any] | None = None,
-        prepare: Callable[[Request], Any] | None = None,
-    ) -> None:
+    def __init__(self, request: Request, loop: asyncio.AbstractEventLoop, stages: Stages | None = None) -> None:
         self.request = request
         self.loop = loop
-        self.finish = finish
-        self.prepare = prepare
+        self.prepare: Callable[[Request], Any] | None = None if stages is None else stages.prepare
+        self.finish: Callable[[Request, Any], Any] | None = None if stages is None else stages.finish
         self.future: asyncio.Future[Any] = loop.create_future()
         self.state = QUEUED
         self.started = loop.time()
-        # The ASGI receive of this request: a request that waits a while listens for its client leaving.
-        self.receive: Callable[[], Awaitable[Any]] | None = None
+        # The request's client, as its front door sees it: one that waits a while is listened to for leaving.
+        self.client: Client | None = None
         self.listener: asyncio.Task[None] | None = None
-        self.send: Callable[[Any], Any] | None = None  # the ASGI send of this request (streams use it)
         self.gone: threading.Event | None = None  # set when the client of a stream went away
         # A stream's end: None when whole, else the status to record (500 raised, 499 client gone).
         self.stream_done: concurrent.futures.Future[int | None] | None = None
-        # Writes the answer from the API's thread (server/protocol.py's ThreadReply), where the server can.
-        self.writer: Any = None
+        self.writer: ReplyWriter | None = None  # writes the answer from the API's thread, where the transport can
         self.claims = [True]  # one right to answer: the loop (deadline, shutdown) or a thread writing
 
     def claim(self) -> bool:

@@ -15,7 +15,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import MutableMapping
+from collections.abc import Coroutine
 from typing import Any
 
 from localserve.engine.job import Job
@@ -37,7 +37,7 @@ def open_stream(job: Job) -> None:
 
 
 def pump(job: Job, reply: Reply) -> None:
-    """Send ``reply.stream`` chunk by chunk through the job's ASGI ``send``; runs on the API's thread.
+    """Send ``reply.stream`` chunk by chunk through the job's ``Client``; runs on the API's thread.
 
     ``job.stream_done`` gets None when the last chunk went out, else the status to record.
     """
@@ -47,10 +47,12 @@ def pump(job: Job, reply: Reply) -> None:
     request_id = job.request.request_id
     headers = [*reply.headers, (b"x-request-id", request_id.encode("latin-1"))]
     try:
-        _send(job, {"type": "http.response.start", "status": reply.status, "headers": headers})
+        client = job.client
+        assert client is not None
+        _send(job, client.stream_start(reply.status, headers))
         for chunk in stream:
-            _send(job, {"type": "http.response.body", "body": chunk, "more_body": True})
-        _send(job, {"type": "http.response.body", "body": b"", "more_body": False})
+            _send(job, client.stream_chunk(chunk, True))
+        _send(job, client.stream_chunk(b"", False))
     except StreamEnded:
         log.info("request %s: the client went away; the stream was stopped", request_id)
         outcome = 499
@@ -67,11 +69,13 @@ def pump(job: Job, reply: Reply) -> None:
         job.stream_done.set_result(outcome)
 
 
-def _send(job: Job, message: MutableMapping[str, Any]) -> None:
-    assert job.send is not None and job.gone is not None
+def _send(job: Job, sending: Coroutine[Any, Any, None]) -> None:
+    """Run ``sending`` on the event loop and wait until it is done (backpressure)."""
+    assert job.gone is not None
     if job.gone.is_set():
+        sending.close()
         raise StreamEnded
-    future = asyncio.run_coroutine_threadsafe(job.send(message), job.loop)
+    future = asyncio.run_coroutine_threadsafe(sending, job.loop)
     while True:
         try:
             future.result(POLL)

@@ -12,10 +12,9 @@ import hmac
 import logging
 from typing import Any
 
-from localserve.engine.lifecycle import Receive, Scope, Send
-from localserve.response import error_body
+from localserve.errors import Unauthorized
+from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of, send_reply
 from localserve.server.pages import PAGE_PATHS
-from localserve.server.wire import request_id_of
 
 log = logging.getLogger("localserve")
 OPEN_PATHS = frozenset({"/healthz", "/health_check", "/readyz", "/v2/health/live", "/v2/health/ready", *PAGE_PATHS})
@@ -49,20 +48,7 @@ class ApiKeyMiddleware:
             if not given
             else f"Unauthorized: {reason}; expected 'Authorization: Bearer <key>' with the server's --api-key."
         )
-        body = error_body(message, request_id)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="localserve"'),
-                    (b"x-request-id", request_id.encode("latin-1")),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_reply(send, render_error(Unauthorized(message), request_id), request_id)
 
 
 def require_api_key(app: Any, key: str | None) -> Any:

@@ -25,13 +25,13 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from localserve.response import error_body
+from localserve.errors import NotFound
+from localserve.protocols.http import render_error, request_id_of
 from localserve.server.openapi import ApiDoc, add_v2_paths, openapi_document
-from localserve.server.wire import request_id_of
 
 if TYPE_CHECKING:
+    from localserve.engine.api import ApiRuntime
     from localserve.metrics import Metrics
-    from localserve.server.api import ApiRuntime
     from localserve.server.app import App
 
 STATIC = "static"  # beside this module, package data
@@ -211,9 +211,8 @@ class Pages:
 def _no_page(request: StarletteRequest) -> Response:
     rid = request_id_of(request.scope)
     message = f"No page {request.url.path!r}; the pages are /docs, /dashboard and /openapi.json."
-    return Response(
-        error_body(message, rid), status_code=404, media_type="application/json", headers={"x-request-id": rid}
-    )
+    reply = render_error(NotFound(message), rid)
+    return Response(reply.body, status_code=reply.status, media_type="application/json", headers={"x-request-id": rid})
 
 
 def _api_doc(rt: ApiRuntime, sample: Any, serves_root: bool) -> ApiDoc:

@@ -16,8 +16,6 @@ one read, so the hot path stays as fast as plain httptools (benchmarks/README.md
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
 import os
 import sys
@@ -27,8 +25,10 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE, HttpToolsProtocol
 
-from localserve.engine.lifecycle import REPLY_NOW, THREAD_REPLY
-from localserve.server.wire import request_id_of
+from localserve.engine.ports import Headers, ReplyWriter
+from localserve.errors import RequestError
+from localserve.protocols.http import FAST_PATH, render_error, request_id_of
+from localserve.response import answer_headers
 
 log = logging.getLogger("localserve")
 KiB = 1024
@@ -219,11 +219,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport and self.scope["method"] != "HEAD":
             cycle.transport = OneWrite(self.transport, self.loop)  # type: ignore[assignment]
-            self.scope[REPLY_NOW] = functools.partial(self.reply_now, cycle)  # type: ignore[literal-required]
             if self.thread_fd < 0 and not self.transport.is_closing():
                 self._open_thread_fd()
-            if self.thread_fd >= 0:
-                self.scope[THREAD_REPLY] = ThreadReply(self, cycle)  # type: ignore[literal-required]
+            self.scope["extensions"] = {FAST_PATH: FastReply(self, cycle)}  # type: ignore[dict-item]
 
     def on_body(self, body: bytes) -> None:
         """A piece of the body (counted: it is no part of the next request's head)."""
@@ -355,15 +353,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._write_refusal(status, message, request_id)
 
     def _write_refusal(self, status: int, message: str, request_id: str) -> None:
-        body = json.dumps({"error": message, "request_id": request_id}).encode()
-        head = [
-            STATUS_LINE[status],
-            b"content-type: application/json\r\n",
-            b"content-length: " + str(len(body)).encode() + b"\r\n",
-            b"x-request-id: " + request_id.encode("latin-1") + b"\r\n",
-            b"connection: close\r\n\r\n",
-        ]
-        self.transport.write(b"".join(head) + body)
+        reply = render_error(RequestError(message, status_code=status), request_id)
+        head = [STATUS_LINE[status]]
+        for name, value in (*answer_headers(reply, request_id), (b"connection", b"close")):
+            head += (name, b": ", value, b"\r\n")
+        self.transport.write(b"".join((*head, b"\r\n", reply.body)))
         self.transport.close()
 
     def _cancel_timers(self) -> None:
@@ -389,8 +383,11 @@ def response_bytes(cycle: Any, status: int, headers: list[tuple[bytes, bytes]], 
     return b"".join(head)
 
 
-class ThreadReply:
-    """Lets the API's thread that finished a request write its answer to the socket itself.
+class FastReply:
+    """One request's fast path (``protocols.http.FastPath``) and, where the socket allows, its ``ReplyWriter``.
+
+    ``reply_now`` writes a whole answer from the loop in one write. As a writer, it lets the API's
+    thread that finished a request write its answer to the socket itself.
 
     At concurrency 1 an answer written by the event loop costs a wake-up of the loop's thread
     before the client sees a byte; written by the API's thread, the bytes leave at once and the
@@ -408,7 +405,16 @@ class ThreadReply:
         self.protocol = protocol
         self.cycle = cycle
 
-    def write(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes | None:
+    @property
+    def writer(self) -> ReplyWriter | None:
+        """This request's writer for the API's thread: itself, unless no descriptor could be duplicated."""
+        return self if self.protocol.thread_fd >= 0 else None
+
+    def reply_now(self, status: int, headers: Headers, body: bytes) -> bool:
+        """Write a whole answer from the loop at once (``LimitedHttpProtocol.reply_now``)."""
+        return self.protocol.reply_now(self.cycle, status, headers, body)
+
+    def write(self, status: int, headers: Headers, body: bytes) -> bytes | None:
         """On an API thread: write the response; the bytes the loop must still write, or None if not written."""
         cycle = self.cycle
         if (

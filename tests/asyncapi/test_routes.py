@@ -150,7 +150,7 @@ def test_a_body_over_the_limit_is_413_and_stores_nothing(
         reply = client.post("/jobs", content=b"x" * 1001, headers={"X-Request-ID": "r2"})
         assert reply.status_code == 413
         assert reply.json() == {
-            "error": "The request body is larger than the limit of 1000 bytes (--max-body-size).",
+            "error": "The request body is too large: 1001 bytes; the limit is 1000 bytes (--max-body-size).",
             "request_id": "r2",
         }
         assert 'localserve_async_jobs{api="jobs",status="in_queue"} 0.0' in client.get("/metrics").text

@@ -2,28 +2,29 @@
 
 Example::
 
-    jobs = AsyncJobs(apis, project=config.project, max_body_size=options.max_body_size)
+    jobs = AsyncJobs(engine, project=config.project, max_body_size=options.max_body_size, hide_errors=False)
     name = jobs.claims(scope)   # in the app's __call__, before the native routes
     if name is not None:
-        status = await jobs.handle(name, scope, receive, send, request_id)   # counted by the app as the API's request
+        await jobs.serve(engine.apis[name], scope, receive, send)   # counted by the engine as the API's request
         return
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from localserve.engine import answer_other_method, json_reply, send_reply
-from localserve.engine.lifecycle import Receive, Scope, Send
-from localserve.errors import ClientGone
+from localserve.engine.api import ApiRuntime
+from localserve.engine.core import Engine
+from localserve.errors import ClientGone, LocalServeError, RequestError, StoreUnavailable
 from localserve.logs import api_var, request_id_var
 from localserve.protocols.asyncapi.metrics import render_metrics
 from localserve.protocols.asyncapi.store import (
@@ -36,7 +37,18 @@ from localserve.protocols.asyncapi.store import (
     rfc3339,
 )
 from localserve.protocols.asyncapi.worker import AsyncWorker, execute
-from localserve.response import Reply, error_body
+from localserve.protocols.http import (
+    Receive,
+    Scope,
+    Send,
+    answer_other_method,
+    json_reply,
+    read_body,
+    render_error,
+    request_id_of,
+    send_reply,
+)
+from localserve.response import Reply
 
 log = logging.getLogger("localserve")
 HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (docs/reference.md, item 1)
@@ -46,18 +58,15 @@ POLL_ROUTE = b"GET, HEAD, OPTIONS"
 
 
 class AsyncJobs:
-    """Submit and poll routes, stores and workers of the AsyncAPIs among ``runtimes`` (ApiRuntime by name)."""
+    """Submit and poll routes, stores and workers of the AsyncAPIs among the engine's APIs."""
 
-    def __init__(
-        self,
-        runtimes: Mapping[str, Any],
-        *,
-        project: Path,
-        max_body_size: int,
-    ) -> None:
+    def __init__(self, engine: Engine, *, project: Path, max_body_size: int, hide_errors: bool) -> None:
+        self.engine = engine
+        runtimes = engine.apis
         self.runtimes = {name: rt for name, rt in runtimes.items() if rt.api.is_async}
         self.project = project
         self.max_body_size = max_body_size
+        self.hide_errors = hide_errors
         self.stores: dict[str, JobStore] = {}
         self.workers: dict[str, AsyncWorker] = {}
         self.submit_paths: dict[str, str] = {}
@@ -104,8 +113,8 @@ class AsyncJobs:
         self.stores.clear()
 
     @staticmethod
-    def _runner(rt: Any) -> Any:
-        def run(job: Job) -> Any:
+    def _runner(rt: ApiRuntime) -> Callable[[Job], concurrent.futures.Future[Any]]:
+        def run(job: Job) -> concurrent.futures.Future[Any]:
             def call() -> str:
                 tokens = api_var.set(rt.api.name), request_id_var.set(job.id)
                 try:
@@ -169,32 +178,42 @@ class AsyncJobs:
             return name
         return None
 
+    async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a submit or a poll of ``rt``'s AsyncAPI, counted by the engine as its request."""
+        start = time.perf_counter()
+        request_id = request_id_of(scope)
+        engine = self.engine
+        engine.began(rt)
+        status = 500
+        try:
+            status = await self.handle(rt.api.name, scope, receive, send, request_id)
+        finally:
+            engine.ended(rt, scope["method"], scope["path"], status, time.perf_counter() - start, request_id)
+
     async def handle(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
         """Answer a submit or poll of AsyncAPI ``name`` (what ``claims`` said) with request id ``rid``; the status
         answered (499: the client left). A job route answers ``GET`` and ``HEAD``, ``OPTIONS`` with 204 and
         ``Allow``, any other method with 405 and ``Allow``."""
         method = scope["method"]
-        if method == "POST" and scope["path"] in self.submit_paths:
-            return await self._submit(name, scope, receive, send, rid)
-        if method in ("GET", "HEAD"):
-            return await self._poll(name, scope["path"][1:].partition("/")[2], send, rid)
+        try:
+            if method == "POST" and scope["path"] in self.submit_paths:
+                return await self._submit(name, scope, receive, send, rid)
+            if method in ("GET", "HEAD"):
+                return await self._poll(name, scope["path"][1:].partition("/")[2], send, rid)
+        except ClientGone:
+            return ClientGone.status_code  # nothing stored, nobody to answer
+        except LocalServeError as exc:
+            reply = render_error(exc, rid, api=name, hide_errors=self.hide_errors)
+            await send_reply(send, reply, rid)
+            return reply.status
         return await answer_other_method(send, method, scope["path"], POLL_ROUTE, rid)
 
     async def _submit(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
-        try:
-            body = await self._read_body(scope, receive)
-        except ClientGone:
-            return ClientGone.status_code  # nothing stored, nobody to answer
-        if body is None:
-            message = f"The request body is larger than the limit of {self.max_body_size} bytes (--max-body-size)."
-            log.warning("api %r: %s", name, message)
-            return await self._error(send, 413, message, rid)
+        body = await read_body(scope, receive, self.max_body_size)
         rt = self.runtimes[name]
         if rt.state == "failed":  # no worker would ever run it (--keep-going); jobs wait only while loading
-            return await self._error(send, 503, f"api {name!r} failed to load, so it takes no jobs: {rt.error}", rid)
-        store = self.stores.get(name)
-        if store is None:
-            return await self._error(send, 503, f"The job store of api {name!r} could not be opened; see the log.", rid)
+            raise StoreUnavailable(f"api {name!r} failed to load, so it takes no jobs: {rt.error}")
+        store = self._store(name)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         meta = {
             "content_type": headers.get("content-type", ""),
@@ -206,26 +225,29 @@ class AsyncJobs:
             await asyncio.to_thread(store.submit, job_id, body, meta, time.time())
         except StoreError as exc:
             log.error("api %r: submit refused: %s", name, exc)
-            return await self._error(send, 503, f"The job was not stored: {exc}", rid, retry_after=True)
+            raise StoreUnavailable(f"The job was not stored: {exc}") from None
         worker = self.workers.get(name)
         if worker is not None:
             worker.wake.set()
         await send_reply(send, json_reply(200, {"id": job_id}), rid)
         return 200
 
-    async def _poll(self, name: str, job_id: str, send: Send, rid: str) -> int:
-        if not JOB_ID_RE.match(job_id):
-            message = (
-                f"Invalid job id {job_id!r}; expected the 32 lower-case hex characters that POST /{name} answered."
-            )
-            return await self._error(send, 400, message, rid)
+    def _store(self, name: str) -> JobStore:
         store = self.stores.get(name)
         if store is None:
-            return await self._error(send, 503, f"The job store of api {name!r} could not be opened; see the log.", rid)
+            raise StoreUnavailable(f"The job store of api {name!r} could not be opened; see the log.")
+        return store
+
+    async def _poll(self, name: str, job_id: str, send: Send, rid: str) -> int:
+        if not JOB_ID_RE.match(job_id):
+            raise RequestError(
+                f"Invalid job id {job_id!r}; expected the 32 lower-case hex characters that POST /{name} answered."
+            )
+        store = self._store(name)
         try:
             state = await asyncio.to_thread(store.state, job_id)
         except StoreError as exc:
-            return await self._error(send, 503, str(exc), rid, retry_after=True)
+            raise StoreUnavailable(str(exc)) from None
         if state is None:
             body = json.dumps({"id": job_id, "status": "not_found"}).encode()
         elif state.status == "completed" and state.result is not None and state.finished is not None:
@@ -240,33 +262,6 @@ class AsyncJobs:
         await send_reply(send, Reply(status=200, headers=[(b"content-type", b"application/json")], body=body), rid)
         return 200
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
-        """The whole body, or None when it is larger than ``max_body_size``."""
-        for key, value in scope["headers"]:
-            if key == b"content-length" and value.isdigit() and int(value) > self.max_body_size:
-                return None
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone("the client left before its body arrived")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_size:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
 
-    @staticmethod
-    async def _error(send: Send, status: int, message: str, rid: str, *, retry_after: bool = False) -> int:
-        headers = [(b"content-type", b"application/json")]
-        if retry_after:
-            headers.append((b"retry-after", b"1"))
-        await send_reply(send, Reply(status=status, headers=headers, body=error_body(message, rid)), rid)
-        return status
-
-
-def _loaded(rt: Any) -> bool:
-    return bool(rt.state == "ready")
+def _loaded(rt: ApiRuntime) -> bool:
+    return rt.state == "ready"

@@ -10,12 +10,10 @@ for them with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from localserve.engine.api import ApiRuntime
 from localserve.protocols.v2.codec import TensorSpec, datatype_of_name
-
-if TYPE_CHECKING:
-    from localserve.server.api import ApiRuntime
 
 PLATFORMS = {"onnx": "onnx_onnxv1", "tensorflow": "tensorflow_savedmodel"}
 VERSION = "1"  # localserve serves one version of each model

@@ -1,26 +1,39 @@
-"""The Open Inference Protocol's routes: a second front door onto the same engine as the native routes.
+"""The Open Inference Protocol's REST routes: a second front door onto the same engine as the native routes.
 
-``POST /v2/models/{m}/infer`` goes through the API's own ``Lifecycle`` (admission, deadline, client
-leaving, shutdown) and ``Pipeline`` (its queue, its threads, its batcher): the request is decoded
-into the model's feed on the API's threads (``Job.prepare``), so V2 and native requests share
-batches, and the outputs are encoded there too (``Job.finish``). Errors are ``{"error": "..."}``.
+``POST /v2/models/{m}/infer`` takes the same steps as a native request (``protocols.http.HttpDoor``:
+the API's admission, deadline, client leaving, shutdown, its queue, threads and batcher) and is
+counted once by the engine; the request is decoded into the model's feed on the API's threads
+(its own ``Stages``), so V2 and native requests share batches, and the outputs are encoded there
+too. Errors are ``{"error": "..."}``, rendered by ``protocols.http.render_error``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from starlette.routing import BaseRoute, Route
 
 from localserve import __version__
-from localserve.engine import error_reply, read_body
-from localserve.engine.lifecycle import THREAD_REPLY, Receive, Scope, Send, decode_content
-from localserve.errors import ClientGone, LocalServeError, NotFound, NotReady, Overloaded
+from localserve.config.options import ServeOptions
+from localserve.engine.api import ApiRuntime
+from localserve.engine.core import Engine
+from localserve.errors import LocalServeError, NotFound, NotReady
 from localserve.logs import access_log
+from localserve.protocols.http import (
+    HttpDoor,
+    Receive,
+    Scope,
+    Send,
+    decode_content,
+    request_id_of,
+    send_error,
+    send_reply,
+)
 from localserve.protocols.v2.codec import (
     HEADER_LENGTH,
     Decoded,
@@ -32,13 +45,9 @@ from localserve.protocols.v2.codec import (
 from localserve.protocols.v2.models import VERSION, V2Model, not_a_model, v2_model
 from localserve.protocols.v2.stats import model_stats
 from localserve.request import Request
-from localserve.response import Reply, error_message
+from localserve.response import Reply
 
 DECODE_ON_LOOP = 256 * 1024  # compressed bodies larger than this are decompressed off the event loop
-
-if TYPE_CHECKING:
-    from localserve.server.api import ApiRuntime
-    from localserve.server.app import App
 
 INFER_ROUTE = "/v2/models/{name}/infer"  # the same as localserve.server.pages.V2_INFER_ROUTE
 JSON = b"application/json"
@@ -71,13 +80,12 @@ class _Asgi:
 
 
 class V2Routes:
-    """The V2 routes of one replica's ``App``."""
+    """The V2 routes of one replica, onto its engine."""
 
-    def __init__(self, app: App) -> None:
-        from localserve.server.wire import request_id_of  # here: localserve.server imports this module
-
-        self.app = app
-        self.request_id_of = request_id_of
+    def __init__(self, engine: Engine, options: ServeOptions) -> None:
+        self.engine = engine
+        self.door = HttpDoor(max_body_size=options.max_body_size, hide_errors=options.hide_errors)
+        self.max_body_size = options.max_body_size
         self._models: dict[str, V2Model] = {}
 
     def routes(self) -> list[BaseRoute]:
@@ -104,21 +112,20 @@ class V2Routes:
     @property
     def extensions(self) -> list[str]:
         """The protocol extensions served (statistics only while metrics are on)."""
-        return [e for e in EXTENSIONS if e != "statistics" or self.app.metrics is not None]
+        return [e for e in EXTENSIONS if e != "statistics" or self.engine.metrics is not None]
 
     # -- models -------------------------------------------------------------------------------
     def names(self) -> list[str]:
         """The APIs that are V2 models (loaded or not)."""
-        return [name for name, rt in self.app.apis.items() if not_a_model(rt) is None]
+        return [name for name, rt in self.engine.apis.items() if not_a_model(rt) is None]
 
     def find(self, scope: Scope) -> tuple[ApiRuntime, V2Model]:
         """The API and its V2 model named in the path; NotFound (404) or NotReady (503) otherwise."""
         params = scope["path_params"]
         name = params["name"]
-        rt = self.app.apis.get(name)
+        rt = self.engine.apis.get(name)
         if rt is None:
-            listed = ", ".join(map(repr, self.names())) or "none"
-            raise NotFound(f"No model {name!r}; the models served over the Open Inference Protocol are: {listed}.")
+            raise self._no_model(name)
         why = not_a_model(rt)
         if why is not None:
             raise NotFound(why)
@@ -132,6 +139,10 @@ class V2Routes:
                 raise NotReady(name, rt.error)
             self._models[name] = model
         return rt, model
+
+    def _no_model(self, name: str) -> NotFound:
+        listed = ", ".join(map(repr, self.names())) or "none"
+        return NotFound(f"No model {name!r}; the models served over the Open Inference Protocol are: {listed}.")
 
     # -- GET routes -----------------------------------------------------------------------------
     async def server(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -151,7 +162,7 @@ class V2Routes:
         try:
             self.find(scope)
         except LocalServeError as exc:
-            await _send_error(send, exc, self.request_id_of(scope))
+            await send_error(send, exc, request_id_of(scope), v2=True)
             return
         await _send_json(send, 200, {"name": scope["path_params"]["name"], "ready": True})
 
@@ -164,71 +175,50 @@ class V2Routes:
         try:
             await _send_json(send, 200, {"model_stats": [self._stats(name) for name in self.names()]})
         except LocalServeError as exc:
-            await _send_error(send, exc, self.request_id_of(scope))
+            await send_error(send, exc, request_id_of(scope), v2=True)
 
     def _stats(self, name: str) -> dict[str, Any]:
-        if self.app.metrics is None:
+        if self.engine.metrics is None:
             raise NotFound("Statistics come from the server's metrics, which are off (--no-metrics).")
-        return model_stats(self.app.metrics, name, VERSION)
+        return model_stats(self.engine.metrics, name, VERSION)
 
     async def _get(self, scope: Scope, send: Send, answer: Callable[[ApiRuntime, V2Model], Any]) -> None:
         try:
             rt, model = self.find(scope)
             value = answer(rt, model)
         except LocalServeError as exc:
-            await _send_error(send, exc, self.request_id_of(scope))
+            await send_error(send, exc, request_id_of(scope), v2=True)
             return
         await _send_json(send, 200, value)
 
     # -- inference --------------------------------------------------------------------------------
     async def infer(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer one inference request; it is counted in the API's metrics like a native request."""
+        """Answer one inference request; it is counted by the engine like a native request."""
         start = time.perf_counter()
-        app = self.app
-        request_id = self.request_id_of(scope)
-        rt = app.apis.get(scope["path_params"]["name"])
-        if rt is None:
-            status = await self._answer(None, scope, receive, send, request_id)
-            if app.access_log:
+        request_id = request_id_of(scope)
+        engine = self.engine
+        rt = engine.apis.get(scope["path_params"]["name"])
+        if rt is None:  # no API to count it under: its access line alone
+            status = await send_error(send, self._no_model(scope["path_params"]["name"]), request_id, v2=True)
+            if engine.access_log:
                 access_log(scope["method"], scope["path"], None, status, time.perf_counter() - start, request_id)
             return
-        app.request_began(rt)
+        engine.began(rt)
         status = 500
         try:
-            status = await self._answer(rt, scope, receive, send, request_id)
-        finally:
-            app.request_ended(rt, scope, status, time.perf_counter() - start, request_id)
-
-    async def _answer(self, rt: ApiRuntime | None, scope: Scope, receive: Receive, send: Send, request_id: str) -> int:
-        try:
             try:
-                reply = await self._run(scope, receive, send, request_id)
+                _, model = self.find(scope)
             except LocalServeError as exc:
-                hide = self.app.options.hide_errors
-                reply = error_reply(exc, request_id, None if rt is None else rt.api.name, hide_errors=hide)
-                reply.body = orjson.dumps({"error": error_message(exc, hide)})
-            if reply.sent is not None:  # the API's thread wrote it (THREAD_REPLY): end the response here
-                scope[THREAD_REPLY].complete(reply.sent)
-            else:
-                await _send_reply(send, reply, request_id)
-            return reply.status
-        except ClientGone:
-            return 499
-
-    async def _run(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> Reply:
-        rt, model = self.find(scope)
-        lifecycle = rt.lifecycle
-        pipeline = rt.pipeline
-        state, error = lifecycle.status()
-        if state != "ready":
-            raise NotReady(rt.api.name, error)
-        if pipeline.full():  # answer before reading a large body for nothing
-            raise Overloaded(rt.api.name, pipeline.max_queue)
-        pipeline.reading += 1
-        try:
-            body = await read_body(scope, receive, lifecycle.max_body_size)
+                status = await send_error(send, exc, request_id, v2=True)
+                return
+            status, _ = await self.door.serve(
+                rt, scope, receive, send, request_id, prepare=functools.partial(self._prepare, model), v2=True
+            )
         finally:
-            pipeline.reading -= 1
+            engine.ended(rt, scope["method"], scope["path"], status, time.perf_counter() - start, request_id)
+
+    async def _prepare(self, model: V2Model, scope: Scope, body: bytes, request_id: str) -> tuple[Request, _Call]:
+        """The request and its own stages (decode the tensors, encode the outputs) from a V2 body."""
         length = coding = None
         for key, value in scope["headers"]:
             if key == HEADER_LENGTH:
@@ -237,14 +227,11 @@ class V2Routes:
                 coding = value
         if coding is not None:  # tritonclient's request_compression_algorithm: the header length is the decoded one
             if len(body) > DECODE_ON_LOOP:
-                body = await asyncio.to_thread(decode_content, body, coding, lifecycle.max_body_size)
+                body = await asyncio.to_thread(decode_content, body, coding, self.max_body_size)
             else:
-                body = decode_content(body, coding, lifecycle.max_body_size)
+                body = decode_content(body, coding, self.max_body_size)
         call = _Call(model, parse_header_length(length, len(body)))
-        request = Request("POST", scope["headers"], body, request_id=request_id, path=scope["path"])
-        del body
-        writer = scope.get(THREAD_REPLY)
-        return await lifecycle.run(request, receive, send, finish=call.finish, prepare=call.prepare, writer=writer)
+        return Request("POST", scope["headers"], body, request_id=request_id, path=scope["path"]), call
 
 
 class _Call:
@@ -277,21 +264,4 @@ class _Call:
 
 
 async def _send_json(send: Send, status: int, value: Any) -> None:
-    await _send_reply(send, Reply(status=status, headers=[(b"content-type", JSON)], body=orjson.dumps(value)), None)
-
-
-async def _send_error(send: Send, exc: LocalServeError, request_id: str) -> None:
-    headers = [(b"content-type", JSON)]
-    if exc.status_code == 503:
-        headers.append((b"retry-after", b"1"))
-    await _send_reply(
-        send, Reply(status=exc.status_code, headers=headers, body=orjson.dumps({"error": str(exc)})), request_id
-    )
-
-
-async def _send_reply(send: Send, reply: Reply, request_id: str | None) -> None:
-    headers = [*reply.headers, (b"content-length", str(len(reply.body)).encode())]
-    if request_id is not None:
-        headers.append((b"x-request-id", request_id.encode("latin-1")))
-    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-    await send({"type": "http.response.body", "body": reply.body})
+    await send_reply(send, Reply(status=status, headers=[(b"content-type", JSON)], body=orjson.dumps(value)), None)

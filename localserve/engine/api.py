@@ -1,4 +1,4 @@
-"""One API inside a replica (ApiRuntime) and the options of a replica (ServeOptions)."""
+"""One API inside a replica: its endpoint, its engine (pipeline and lifecycle), its state, its figures."""
 
 from __future__ import annotations
 
@@ -6,48 +6,19 @@ import asyncio
 import functools
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
-from localserve.engine import Hooks, Lifecycle, Pipeline
-from localserve.errors import LocalServeError
+from localserve.config.options import ServeOptions
+from localserve.engine.lifecycle import Lifecycle
+from localserve.engine.pipeline import Hooks, Pipeline
+from localserve.errors import HandlerLoadError, LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
 from localserve.metrics import Metrics
 from localserve.response import without_paths
 from localserve.runtimes import LoadOptions
 
 log = logging.getLogger("localserve")
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """How a replica serves (limits, metrics, logs, shutdown, API key): the CLI's flags, passed to the App."""
-
-    max_body_size: int = 100 * MiB
-    allow_cpu_fallback: bool = False
-    keep_going: bool = False  # a failed API answers 503 instead of stopping the start
-    access_log: bool = True  # one log line per request
-    metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
-    # Event loop and worker threads on one core once the models are loaded; None: where it helps (App.pin_by_default).
-    pin_threads: bool | None = False
-    port: int = 0  # the port served (with the replica's index, it picks the core to pin to)
-    graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
-    hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
-    api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
-    # Once every API is loaded: collect, then gc.freeze() what the process holds (App.freeze_heap).
-    # `localserve serve` sets it; an App in a test process leaves the test's heap alone.
-    freeze_heap: bool = False
-    # Given by the supervisor to each replica (one process: the defaults).
-    replica: int = 0  # this replica's index (--pin-threads picks the core by it and the port)
-    replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
-    metrics_dir: str | None = None  # prometheus_client's multiprocess folder of a serve with replicas
-    # A replacement replica while a sibling serves: take connections off the shared socket only once
-    # every API is loaded, so the port keeps answering 200 instead of "still loading" 503s.
-    accept_when_loaded: bool = False
-    log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
-    log_level: str = "info"  # --log-level
 
 
 class ApiRuntime:
@@ -82,9 +53,7 @@ class ApiRuntime:
             )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
         self.pipeline = Pipeline(api, self.endpoint, hooks)
-        self.lifecycle = Lifecycle(
-            self.pipeline, max_body_size=options.max_body_size, status=self._status, hide_errors=options.hide_errors
-        )
+        self.lifecycle = Lifecycle(self.pipeline, status=self._status)
         self.in_flight = 0  # requests of this API inside the server (reading, queued, running, sending); loop only
         self.counted = None if metrics is None else metrics.api(api.name)  # this API's request metrics
         self.write_in_flight = metrics is not None and metrics.multiprocess  # else the gauge reads in_flight
@@ -107,7 +76,7 @@ class ApiRuntime:
         except Exception as exc:
             self.state, self.error = "failed", without_paths(f"{type(exc).__name__}: {exc}", self.project)
             log.exception("api %r failed to load", self.api.name)
-            raise LocalServeError(f"api {self.api.name!r} failed to load: {self.error}") from exc
+            raise HandlerLoadError(f"api {self.api.name!r} failed to load: {self.error}") from exc
         self.state = "ready"
         seconds = time.perf_counter() - start
         if self.metrics is not None:

@@ -1,0 +1,351 @@
+"""The HTTP wire shared by every HTTP front door: the native routes (``server/``), V2 REST and AsyncAPI.
+
+One request's body is read here (413 past the limit, ``read_body``; ``decode_content`` for a
+compressed one), every answer leaves through ``send_reply``, and every error becomes a response
+in ONE renderer, ``render_error`` (statuses and extra headers come from the error classes; 503s
+carry ``Retry-After``). ``HttpClient`` is the engine's ``Client`` over ASGI, and ``fast_path``
+reads the typed extension our own HTTP/1.1 connection (``server/protocol.py``) puts in the scope.
+
+It sits in ``protocols/``, not ``server/``, because the layer contract puts ``protocols`` below
+``server``: the V2 and AsyncAPI front doors use it without importing the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+import zlib
+from collections.abc import Awaitable, Callable, MutableMapping
+from itertools import count
+from typing import Any, Protocol, cast
+
+from localserve.engine.api import ApiRuntime
+from localserve.engine.job import Stages
+from localserve.engine.ports import Headers, ReplyWriter
+from localserve.errors import (
+    ClientGone,
+    HandlerError,
+    LocalServeError,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    RequestError,
+    UnsupportedMediaType,
+)
+from localserve.request import Request
+from localserve.response import Reply, answer_headers, error_body, error_message
+
+log = logging.getLogger("localserve")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+MiB = 1024 * 1024
+JSON_HEADERS = ((b"content-type", b"application/json"),)
+FAST_PATH = "localserve.fast_path"  # the ASGI scope extension (scope["extensions"]) of server/protocol.py
+
+
+# -- request ids ----------------------------------------------------------------------------------
+_ID_PREFIX = uuid.uuid4().hex[:16]
+_id_counter = count(1)
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0A-\x1F\x7F]")  # what HTTP/1.1 refuses in a header value
+
+
+def request_id_of(scope: Scope) -> str:
+    """The client's X-Request-ID, or a new one: unique per process prefix + counter (no syscall per request).
+
+    A client's id holding control characters is replaced: it could not be sent back as a header.
+    """
+    for name, value in scope["headers"]:
+        if name == b"x-request-id" and value and not _BAD_VALUE.search(value):  # it is sent back as a header
+            return str(value.decode("latin-1")[:200])
+    return f"{_ID_PREFIX}{next(_id_counter):016x}"
+
+
+# -- the connection's fast path ---------------------------------------------------------------------
+class FastPath(Protocol):
+    """What our HTTP/1.1 connection offers one request (``server/protocol.py`` implements it)."""
+
+    def reply_now(self, status: int, headers: Headers, body: bytes) -> bool:
+        """Write a whole response at once from the loop; False when it cannot go this way (send through ASGI)."""
+
+    @property
+    def writer(self) -> ReplyWriter | None:
+        """The API's thread's writer of this request's answer, where the socket allows it."""
+
+
+def fast_path(scope: Scope) -> FastPath | None:
+    """The scope's fast path, when the request came through our own HTTP/1.1 connection (else None)."""
+    extensions = scope.get("extensions")
+    if extensions is None:
+        return None
+    return cast("FastPath | None", extensions.get(FAST_PATH))
+
+
+class HttpClient:
+    """The engine's ``Client`` over ASGI: the disconnect message, and a stream's messages."""
+
+    __slots__ = ("receive", "send")
+
+    def __init__(self, receive: Receive, send: Send) -> None:
+        self.receive = receive
+        self.send = send
+
+    async def left(self) -> None:
+        """Return once ASGI says the client disconnected."""
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+
+    async def stream_start(self, status: int, headers: Headers) -> None:
+        """The head of a streamed answer."""
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def stream_chunk(self, data: bytes, more: bool) -> None:
+        """One piece of a streamed answer."""
+        await self.send({"type": "http.response.body", "body": data, "more_body": more})
+
+
+# -- bodies -----------------------------------------------------------------------------------------
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body, or PayloadTooLarge (413) past ``limit`` bytes (before reading it when announced)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                raise RequestError(f"Invalid Content-Length header {value.decode('latin-1')!r}.") from None
+            if length > limit:
+                raise too_large(length, limit)
+    message = await receive()
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body"):
+        if message["type"] == "http.disconnect":
+            raise ClientGone("while sending its request")
+        if len(body) > limit:  # no Content-Length (chunked): counted as it comes
+            raise too_large(len(body), limit, at_least=True)
+        return body
+    chunks = [body]
+    size = len(body)
+    while message.get("more_body"):
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone("while sending its request")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large(size, limit, at_least=True)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def too_large(size: int, limit: int, *, at_least: bool = False) -> PayloadTooLarge:
+    """The 413 for a body of ``size`` bytes over ``limit`` (``at_least``: the size is a lower bound)."""
+    shown = (
+        f"{limit / MiB:g} MiB ({limit} bytes, --max-body-size)" if limit >= MiB else f"{limit} bytes (--max-body-size)"
+    )
+    got = f"at least {size}" if at_least else str(size)
+    log.warning("rejected a request body of %s bytes: over the limit of %s", got, shown)
+    return PayloadTooLarge(f"The request body is too large: {got} bytes; the limit is {shown}.")
+
+
+# Content-Encoding -> zlib's wbits: gzip, or zlib's format for deflate (what tritonclient sends).
+_CODINGS = {b"gzip": 16 + zlib.MAX_WBITS, b"x-gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
+
+
+def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
+    """A body sent with ``Content-Encoding: coding`` (gzip or deflate), decompressed to at most ``limit`` bytes.
+
+    Triton's HTTP endpoint takes both (``tritonclient``'s ``request_compression_algorithm``); any
+    other coding is a 415, a body that decompresses past ``limit`` a 413 (a small bomb cannot
+    expand in memory: at most ``limit`` + 1 bytes are made).
+    """
+    name = coding.strip().lower()
+    if name in (b"", b"identity"):
+        return body
+    wbits = _CODINGS.get(name)
+    shown = name.decode("latin-1")
+    if wbits is None:
+        raise UnsupportedMediaType(
+            f"Content-Encoding {shown!r} is not supported here; send the body with gzip, deflate or no encoding."
+        )
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise RequestError(f"The body is not valid {shown} data (Content-Encoding: {shown}): {exc}.") from None
+    if len(out) > limit:
+        log.warning("rejected a %s request body: it decompresses past the limit of %s bytes", shown, limit)
+        raise PayloadTooLarge(
+            f"The request body decompresses to more than {limit} bytes (--max-body-size); {len(body)} bytes were "
+            f"sent with Content-Encoding {shown}."
+        )
+    if not inflater.eof:
+        raise RequestError(f"The {shown} body ends before its compressed stream does (Content-Encoding: {shown}).")
+    return out
+
+
+# -- answers ----------------------------------------------------------------------------------------
+def render_error(
+    exc: LocalServeError,
+    request_id: str | None,
+    *,
+    api: str | None = None,
+    hide_errors: bool = False,
+    v2: bool = False,
+) -> Reply:
+    """THE renderer of an error as an HTTP answer: its status, its headers, a JSON body.
+
+    The body is ``{"error": ..., "request_id": ...}``, or ``{"error": ...}`` on the Open Inference
+    Protocol's routes (``v2``, as Triton and KServe answer). A 503 carries ``Retry-After``. Server
+    errors (500s, not 503/504) are logged with user code's traceback; with ``hide_errors``
+    (``--hide-errors``) a 500 tells the client only to look in the log.
+    """
+    status = exc.status_code
+    if status >= 500 and status not in (503, 504):
+        # The text, not the exception: a kept log record must not keep the request's frames alive.
+        if exc.details:
+            log.error("request %s to api %r failed: %s\n%s", request_id, api, str(exc), exc.details)
+        else:
+            log.error("request %s to api %r failed: %s", request_id, api, str(exc))
+    headers = [*JSON_HEADERS, *exc.headers]
+    if status == 503:
+        headers.append((b"retry-after", b"1"))
+    message = error_message(exc, hide_errors)
+    body = json.dumps({"error": message}).encode() if v2 or request_id is None else error_body(message, request_id)
+    return Reply(status=status, headers=headers, body=body)
+
+
+def json_reply(status: int, value: Any) -> Reply:
+    """A Reply with ``value`` as its JSON body."""
+    return Reply(status=status, headers=list(JSON_HEADERS), body=json.dumps(value).encode())
+
+
+async def send_reply(send: Send, reply: Reply, request_id: str | None, scope: Scope | None = None) -> None:
+    """Send ``reply`` as one response, with content-length and (given an id) x-request-id.
+
+    With the ``scope`` of our own HTTP connection the response is written at once, without ASGI's
+    two sends (``FastPath.reply_now``); any other server gets the two sends.
+    """
+    headers = answer_headers(reply, request_id)
+    if (
+        scope is not None
+        and (path := fast_path(scope)) is not None
+        and path.reply_now(reply.status, headers, reply.body)
+    ):
+        return
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+async def send_error(send: Send, exc: LocalServeError, request_id: str | None, *, v2: bool = False) -> int:
+    """Render ``exc`` (``render_error``) and send it; returns the status."""
+    reply = render_error(exc, request_id, v2=v2)
+    await send_reply(send, reply, request_id)
+    return reply.status
+
+
+async def answer_other_method(send: Send, method: str, path: str, allow: bytes, request_id: str) -> int:
+    """Answer a method a route does not serve: ``OPTIONS`` with 204 and ``Allow``, any other with a JSON 405
+    and ``Allow``; returns the status."""
+    if method == "OPTIONS":
+        await send_reply(send, Reply(status=204, headers=[(b"allow", allow)]), request_id)
+        return 204
+    return await send_error(send, MethodNotAllowed(method, path, allow.decode("latin-1")), request_id)
+
+
+async def send_user_response(
+    reply: Reply, scope: Scope, receive: Receive, send: Send, request_id: str, api: str, *, hide_errors: bool
+) -> None:
+    """Send a Starlette Response returned by user code; one that fails before its head (a FileResponse of
+    a file that is not there) is answered with our JSON 500 instead, one that fails after is cut short."""
+    started = False
+
+    async def watched(message: Message) -> None:
+        nonlocal started
+        started = started or message["type"] == "http.response.start"
+        await send(message)
+
+    response = reply.asgi
+    try:
+        response.headers["x-request-id"] = request_id
+        await response(scope, receive, watched)
+    except Exception as exc:
+        reply.status = 500
+        error = HandlerError(f"Sending the returned {type(response).__name__} failed: {type(exc).__name__}: {exc}")
+        log.error("request %s to api %r failed: %s", request_id, api, error, exc_info=exc)
+        if started:  # nothing more can be said on this one: the client sees it cut short
+            return
+        await send_reply(send, render_error(error, request_id, api=api, hide_errors=hide_errors), request_id)
+
+
+# -- one request of an API ---------------------------------------------------------------------------
+Prepare = Callable[[Scope, bytes, str], Awaitable[tuple[Request, Stages | None]]]
+
+
+class HttpDoor:
+    """The steps every HTTP front door takes with one request of an API, in one place.
+
+    Admission (``Lifecycle.admit``: 503 before the body is read), the body (413 past
+    ``max_body_size``), the request (a native ``Request``, or what the protocol's ``prepare`` makes
+    of the body: its own ``Stages``), ``Lifecycle.run`` with this connection as its ``Client`` and,
+    where it can, its ``ReplyWriter``; then the answer, whichever way it leaves: already written by
+    the API's thread, a Starlette Response of user code, a stream (sent by the engine), or a plain
+    Reply. Every error is rendered by ``render_error``.
+    """
+
+    __slots__ = ("hide_errors", "max_body_size")
+
+    def __init__(self, *, max_body_size: int, hide_errors: bool) -> None:
+        self.max_body_size = max_body_size
+        self.hide_errors = hide_errors
+
+    async def serve(
+        self,
+        rt: ApiRuntime,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        request_id: str,
+        *,
+        prepare: Prepare | None = None,
+        v2: bool = False,
+    ) -> tuple[int, Any]:
+        """Answer one request of ``rt``'s API; (status, the value user code returned) for the records. Never raises
+        but for the client leaving (then 499)."""
+        path = fast_path(scope)
+        writer = None if path is None else path.writer
+        try:
+            try:
+                with rt.lifecycle.admit():
+                    body = await read_body(scope, receive, self.max_body_size)
+                if prepare is None:
+                    request = Request(
+                        scope["method"],
+                        scope["headers"],
+                        body,
+                        query_string=scope["query_string"],
+                        request_id=request_id,
+                        path=scope["path"],
+                    )
+                    stages = None
+                else:
+                    request, stages = await prepare(scope, body, request_id)
+                del body
+                reply = await rt.lifecycle.run(request, HttpClient(receive, send), stages=stages, writer=writer)
+            except LocalServeError as exc:
+                reply = render_error(exc, request_id, api=rt.api.name, hide_errors=self.hide_errors, v2=v2)
+            if reply.sent is not None:  # the API's thread wrote it: end the response here
+                assert writer is not None
+                writer.complete(reply.sent)
+            elif reply.asgi is not None:  # a Starlette Response returned by user code
+                await send_user_response(
+                    reply, scope, receive, send, request_id, rt.api.name, hide_errors=self.hide_errors
+                )
+            elif reply.stream is None:  # (a stream was sent by the engine, through HttpClient)
+                await send_reply(send, reply, request_id, scope)
+            return reply.status, reply.value
+        except ClientGone:
+            return 499, None

@@ -1,0 +1,71 @@
+"""The native routes (ABEJA, Cortex): ``/<api>``, ``/<api>/predict``, and ``/`` and ``/predict`` with one API.
+
+A thin front door onto the engine: the route table is a dict (no per-request Starlette objects:
+on small models the server's own work is most of a request's cost), the request goes through
+``protocols.http.HttpDoor`` (admission, body, ``Lifecycle.run``, the answer) and is counted once
+by the engine.
+
+Which methods a route takes: a Cortex API answers ``POST`` (predict) on every route, and
+``GET``/``HEAD`` (describe) on ``/<api>`` and ``/``; ``/<api>/predict`` and ``/predict`` take
+``POST`` only, as Cortex's own server did. ``OPTIONS`` answers 204 with ``Allow``; any other
+method is 405 with ``Allow``, before the body is read or user code runs. ABEJA handlers receive
+every method (the platform passed ``http_method`` through), so none of this applies to them.
+"""
+
+from __future__ import annotations
+
+import time
+
+from localserve.config.options import ServeOptions
+from localserve.engine.api import ApiRuntime
+from localserve.engine.core import Engine
+from localserve.protocols.http import HttpDoor, Receive, Scope, Send, answer_other_method, json_reply, request_id_of
+from localserve.protocols.http import send_reply as send_answer
+
+DESCRIBE_ROUTE = b"GET, HEAD, POST, OPTIONS"
+PREDICT_ROUTE = b"POST, OPTIONS"
+Route = tuple[ApiRuntime, bool]  # the API, and whether the path is the /predict form
+
+
+class NativeRoutes:
+    """The native routes of every API of one replica."""
+
+    def __init__(self, engine: Engine, options: ServeOptions) -> None:
+        self.engine = engine
+        self.door = HttpDoor(max_body_size=options.max_body_size, hide_errors=options.hide_errors)
+        self.routes: dict[str, Route] = {}  # path -> route
+        for rt in engine.apis.values():
+            self.routes[f"/{rt.api.name}"] = (rt, False)
+            self.routes[f"/{rt.api.name}/predict"] = (rt, True)
+        if len(engine.apis) == 1:
+            only = next(iter(engine.apis.values()))
+            self.routes["/"] = (only, only.api.kind == "abeja")
+            self.routes["/predict"] = (only, True)
+
+    async def serve(self, route: Route, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a request on ``route``: predict, describe, or the method's refusal."""
+        rt, is_predict = route
+        method = scope["method"]
+        if method != "POST" and rt.api.kind != "abeja":
+            if method in ("GET", "HEAD") and not is_predict:  # uvicorn sends no body for HEAD
+                await send_answer(send, json_reply(200, rt.describe()), request_id_of(scope))
+            else:
+                allow = PREDICT_ROUTE if is_predict else DESCRIBE_ROUTE
+                await answer_other_method(send, method, scope["path"], allow, request_id_of(scope))
+        elif is_predict or method != "GET":
+            await self.predict(rt, scope, receive, send)
+        else:  # GET /<api> of an ABEJA handler describes it too
+            await send_answer(send, json_reply(200, rt.describe()), request_id_of(scope))
+
+    async def predict(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
+        """One request of ``rt``'s API, counted once by the engine: metrics, tracker, access log."""
+        start = time.perf_counter()
+        request_id = request_id_of(scope)
+        engine = self.engine
+        engine.began(rt)
+        status = 500
+        value = None
+        try:
+            status, value = await self.door.serve(rt, scope, receive, send, request_id)
+        finally:
+            engine.ended(rt, scope["method"], scope["path"], status, time.perf_counter() - start, request_id, value)
