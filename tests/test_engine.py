@@ -269,9 +269,9 @@ def test_a_model_api_with_one_thread_and_short_requests_is_pinned_by_default(
     request takes on its thread and pins the loop and the thread to one core (replica 0 on port 0: the
     first allowed core) when that is under ``PIN_BELOW``; requests that take longer (a JPEG decoded in
     pre_inference) and APIs with two threads keep every core."""
+    from localserve.engine.core import PIN_BELOW
     from localserve.engine.pipeline import Pipeline
     from localserve.server import ServeOptions
-    from localserve.engine.core import PIN_BELOW
 
     monkeypatch.setattr(Pipeline, "MEASURE_AFTER", 2)
     monkeypatch.setattr(Pipeline, "MEASURE_JOBS", 6)
