@@ -439,7 +439,7 @@ def test_check_names_the_package_of_a_missing_module(tmp_path: Path) -> None:
         "Error: command line: api 'proj': main imports 'lsfidelity_missing_zz', which is not installed; "
         "pip install lsfidelity_missing_zz, or add it to requirements.txt."
     )
-    from localserve.compat.imports import package_for
+    from localserve.probe import package_for
 
     assert (package_for("cv2"), package_for("PIL.Image"), package_for("dill")) == ("opencv-python", "Pillow", "dill")
 

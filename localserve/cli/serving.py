@@ -88,7 +88,7 @@ def run(
     # Imported after prepare: numpy starts threads, and /mnt/project's mount namespace needs none.
     from localserve.client import run_once
     from localserve.compat.hosts import install_api_hosts
-    from localserve.compat.peers import Peers
+    from localserve.peers import Peers
     from localserve.server import ServeOptions, create_app
 
     peers = Peers(replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode), flags.allow_cpu_fallback)

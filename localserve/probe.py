@@ -6,7 +6,7 @@ nothing the user's modules do at import time touches the ``check`` process; it e
 project as ``run`` would (working directory, sys.path, .env, the cached requirements, the
 /mnt/project redirection) and imports each module.
 
-Run as ``python -m localserve.compat.imports SPEC_JSON``; prints one JSON result per module.
+Run as ``python -m localserve.probe SPEC_JSON``; prints one JSON result per module.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def probe_imports(config: ServeConfig, cached_env: Path | None) -> list[dict[str
         "modules": user_modules(config),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "localserve.compat.imports", json.dumps(spec)],
+        [sys.executable, "-m", "localserve.probe", json.dumps(spec)],
         capture_output=True,
         text=True,
         timeout=PROBE_TIMEOUT,
