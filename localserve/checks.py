@@ -47,9 +47,9 @@ def check_project(config: ServeConfig) -> Iterator[str]:
 
 def _surroundings(config: ServeConfig) -> Iterator[str]:
     """What user code will not find as it did on the platform: excluded files, dependencies.sh, missing imports."""
-    from localserve.probe import CORTEX_PREINSTALLED, package_for, probe_imports, requirement_names
     from localserve.compat.platform import DEPENDENCIES_SCRIPT
     from localserve.compat.view import excluded_files
+    from localserve.probe import CORTEX_PREINSTALLED, package_for, probe_imports, requirement_names
     from localserve.project import cached_requirements
 
     if config.config_file is not None:
