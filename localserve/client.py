@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import MutableMapping
 from typing import Any
 
+from localserve.errors import HandlerError
+from localserve.protocols.http import render_error
 from localserve.server import App
 
 
@@ -63,8 +64,11 @@ async def call(
     await app(scope, receive, send)
     if not complete:  # a stream that failed: what a client would see as a response cut short
         size = sum(map(len, chunks))
-        message = f"The response was cut short after {size} bytes of its body: the stream failed (see the log)."
-        return 500, [("content-type", "application/json")], json.dumps({"error": message}).encode()
+        error = HandlerError(
+            f"The response was cut short after {size} bytes of its body: the stream failed (see the log)."
+        )
+        reply = render_error(error, None, logged=True)
+        return reply.status, [(k.decode("latin-1"), v.decode("latin-1")) for k, v in reply.headers], reply.body
     return status, response_headers, b"".join(chunks)
 
 

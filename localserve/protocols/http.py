@@ -195,16 +195,17 @@ def render_error(
     api: str | None = None,
     hide_errors: bool = False,
     v2: bool = False,
+    logged: bool = False,
 ) -> Reply:
     """THE renderer of an error as an HTTP answer: its status, its headers, a JSON body.
 
     The body is ``{"error": ..., "request_id": ...}``, or ``{"error": ...}`` on the Open Inference
     Protocol's routes (``v2``, as Triton and KServe answer). A 503 carries ``Retry-After``. Server
-    errors (500s, not 503/504) are logged with user code's traceback; with ``hide_errors``
+    errors (500s, not 503/504) are logged with user code's traceback (unless ``logged`` already); with ``hide_errors``
     (``--hide-errors``) a 500 tells the client only to look in the log.
     """
     status = exc.status_code
-    if status >= 500 and status not in (503, 504):
+    if status >= 500 and status not in (503, 504) and not logged:
         # The text, not the exception: a kept log record must not keep the request's frames alive.
         if exc.details:
             log.error("request %s to api %r failed: %s\n%s", request_id, api, str(exc), exc.details)
@@ -278,7 +279,7 @@ async def send_user_response(
         log.error("request %s to api %r failed: %s", request_id, api, error, exc_info=exc)
         if started:  # nothing more can be said on this one: the client sees it cut short
             return
-        await send_reply(send, render_error(error, request_id, api=api, hide_errors=hide_errors), request_id)
+        await send_reply(send, render_error(error, request_id, hide_errors=hide_errors, logged=True), request_id)
 
 
 # -- one request of an API ---------------------------------------------------------------------------

@@ -353,7 +353,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._write_refusal(status, message, request_id)
 
     def _write_refusal(self, status: int, message: str, request_id: str) -> None:
-        reply = render_error(RequestError(message, status_code=status), request_id)
+        reply = render_error(RequestError(message, status_code=status), request_id, logged=True)  # logged above
         head = [STATUS_LINE[status]]
         for name, value in (*answer_headers(reply, request_id), (b"connection", b"close")):
             head += (name, b": ", value, b"\r\n")
