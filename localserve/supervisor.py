@@ -32,11 +32,11 @@ from typing import IO, Any
 from localserve.compat import enter_replica
 from localserve.compat.hosts import serve_api_hosts
 from localserve.config import ServeConfig
+from localserve.config.options import HttpLimits
 from localserve.errors import LocalServeError
 from localserve.logs import capture_prints
 from localserve.metrics import MULTIPROC_ENV
 from localserve.server import ServeOptions, create_app
-from localserve.server.protocol import HttpLimits
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3
@@ -119,7 +119,7 @@ def _serve(
     import uvicorn
 
     from localserve.server.auth import require_api_key
-    from localserve.server.protocol import protocol_class
+    from localserve.server.connection.protocol import protocol_class
 
     fatal = [] if fatal is None else fatal
     server: uvicorn.Server | None = None

@@ -10,7 +10,9 @@ from typing import Any
 
 import uvicorn
 
-from localserve.server.protocol import HttpLimits, OneWrite, protocol_class
+from localserve.config.options import HttpLimits
+from localserve.server.connection.protocol import protocol_class
+from localserve.server.connection.writes import OneWrite
 
 
 class Recorder:

@@ -245,8 +245,8 @@ def serve(
     display_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     config = prepare(config, flags, quiet=False, url=f"http://{display_host}:{port}")
     # Imported after prepare: numpy starts threads, and /mnt/project's mount namespace needs none.
+    from localserve.config.options import HttpLimits
     from localserve.server import ServeOptions
-    from localserve.server.protocol import HttpLimits
     from localserve.supervisor import serve_forever
 
     options = ServeOptions(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MiB = 1024 * 1024
+KiB = 1024
+MiB = 1024 * KiB
 
 
 @dataclass(frozen=True)
@@ -34,3 +35,13 @@ class ServeOptions:
     accept_when_loaded: bool = False
     log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
     log_level: str = "info"  # --log-level
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Limits on what one request may send before the app sees it (``serve`` flags of the same names)."""
+
+    max_header_bytes: int = 64 * KiB  # request line + headers; 431 beyond
+    max_headers: int = 100  # header fields; 431 beyond
+    header_timeout: float = 10.0  # seconds for a whole request head; 408 beyond
+    body_timeout: float = 60.0  # seconds for a whole body once its head is in; 408 beyond

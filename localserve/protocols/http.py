@@ -4,7 +4,7 @@ One request's body is read here (413 past the limit, ``read_body``; ``decode_con
 compressed one), every answer leaves through ``send_reply``, and every error becomes a response
 in ONE renderer, ``render_error`` (statuses and extra headers come from the error classes; 503s
 carry ``Retry-After``). ``HttpClient`` is the engine's ``Client`` over ASGI, and ``fast_path``
-reads the typed extension our own HTTP/1.1 connection (``server/protocol.py``) puts in the scope.
+reads the typed extension our own HTTP/1.1 connection (``server/connection/``) puts in the scope.
 
 It sits in ``protocols/``, not ``server/``, because the layer contract puts ``protocols`` below
 ``server``: the V2 and AsyncAPI front doors use it without importing the server.
@@ -45,7 +45,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 MiB = 1024 * 1024
 JSON_HEADERS = ((b"content-type", b"application/json"),)
-FAST_PATH = "localserve.fast_path"  # the ASGI scope extension (scope["extensions"]) of server/protocol.py
+FAST_PATH = "localserve.fast_path"  # the ASGI scope extension (scope["extensions"]) of server/connection/protocol.py
 
 
 # -- request ids ----------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def request_id_of(scope: Scope) -> str:
 
 # -- the connection's fast path ---------------------------------------------------------------------
 class FastPath(Protocol):
-    """What our HTTP/1.1 connection offers one request (``server/protocol.py`` implements it)."""
+    """What our HTTP/1.1 connection offers one request (``server/connection/`` implements it)."""
 
     def reply_now(self, status: int, headers: Headers, body: bytes) -> bool:
         """Write a whole response at once from the loop; False when it cannot go this way (send through ASGI)."""

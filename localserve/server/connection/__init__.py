@@ -1,0 +1,9 @@
+"""The HTTP/1.1 connection under the app: every use of uvicorn's internals lives in this package.
+
+- ``protocol.py``: uvicorn's httptools protocol with limits on the request head (431), read
+  timeouts (408) and JSON refusals; it puts the fast path (``writes.FastReply``) in each scope;
+- ``writes.py``: answers written whole, by the loop in one write or by the API's thread.
+
+``tests/server/test_uvicorn_contract.py`` checks the internals these modules rely on, and
+``pyproject.toml`` bounds uvicorn and httptools to the versions those tests passed on.
+"""

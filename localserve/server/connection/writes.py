@@ -1,0 +1,149 @@
+"""Answers written whole: by the loop in one write (``OneWrite``, ``response_bytes``) or by the API's thread.
+
+``FastReply`` is one request's ``protocols.http.FastPath`` and the engine's ``ReplyWriter``: the
+thread that finishes a request writes its answer to the socket itself, where the connection
+allows it (docs/architecture.md, "The answer leaves from the API's thread").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING, Any
+
+from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE, RequestResponseCycle
+
+from localserve.engine.ports import Headers, ReplyWriter
+
+if TYPE_CHECKING:
+    from localserve.server.connection.protocol import LimitedHttpProtocol
+
+KiB = 1024
+THREAD_WRITE_LIMIT = 256 * KiB  # larger responses are written by the event loop
+
+
+def response_bytes(
+    cycle: RequestResponseCycle, status: int, headers: list[tuple[bytes, bytes]], body: bytes
+) -> bytes | None:
+    """A whole HTTP/1.1 response as uvicorn would write it (its checks, default headers, ``connection: close``).
+
+    None when a header name or value is invalid: uvicorn's ``send`` then refuses it as usual.
+    """
+    head = [STATUS_LINE[status]]
+    for name, value in (*cycle.default_headers, *headers):
+        if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
+            return None
+        head += (name, b": ", value, b"\r\n")
+    if not cycle.keep_alive:
+        head.append(b"connection: close\r\n")
+    head += (b"\r\n", body)
+    return b"".join(head)
+
+
+class FastReply:
+    """One request's fast path (``protocols.http.FastPath``) and, where the socket allows, its ``ReplyWriter``.
+
+    ``reply_now`` writes a whole answer from the loop in one write. As a writer, it lets the API's
+    thread that finished a request write its answer to the socket itself.
+
+    At concurrency 1 an answer written by the event loop costs a wake-up of the loop's thread
+    before the client sees a byte; written by the API's thread, the bytes leave at once and the
+    loop's bookkeeping (``complete``: the cycle, keep-alive, the next pipelined request, the
+    access line) runs while the client reads. The system call also leaves the loop's thread,
+    which under load is the busiest. The thread writes only when nothing else can: the response
+    not begun, the transport's buffer empty (so bytes stay in order), writing not paused, the
+    connection open (checked under ``thread_lock``, which ``connection_lost`` takes to close the
+    descriptor); whatever the socket does not take at once, the loop writes after it.
+    """
+
+    __slots__ = ("cycle", "protocol")
+
+    def __init__(self, protocol: LimitedHttpProtocol, cycle: RequestResponseCycle) -> None:
+        self.protocol = protocol
+        self.cycle = cycle
+
+    @property
+    def writer(self) -> ReplyWriter | None:
+        """This request's writer for the API's thread: itself, unless no descriptor could be duplicated."""
+        return self if self.protocol.thread_fd >= 0 else None
+
+    def reply_now(self, status: int, headers: Headers, body: bytes) -> bool:
+        """Write a whole answer from the loop at once (``LimitedHttpProtocol.reply_now``)."""
+        return self.protocol.reply_now(self.cycle, status, headers, body)
+
+    def write(self, status: int, headers: Headers, body: bytes) -> bytes | None:
+        """On an API thread: write the response; the bytes the loop must still write, or None if not written."""
+        cycle = self.cycle
+        if (
+            len(body) > THREAD_WRITE_LIMIT
+            or cycle.response_started
+            or cycle.disconnected
+            or cycle.flow.write_paused
+            or (data := response_bytes(cycle, status, headers, body)) is None
+        ):
+            return None
+        protocol = self.protocol
+        with protocol.thread_lock:
+            transport = protocol.transport
+            if protocol.thread_fd < 0 or transport.is_closing() or transport.get_write_buffer_size():
+                return None
+            cycle.response_started = True  # nothing else answers this request now
+            try:
+                written = os.write(protocol.thread_fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError:  # the client has gone; the loop learns it from the connection
+                return b""
+        return data[written:]
+
+    def complete(self, rest: bytes) -> None:
+        """On the event loop: write what the thread could not, and end the response."""
+        self.protocol.complete(self.cycle, rest)
+
+
+class OneWrite:
+    """The transport as one response's writer: the head waits for the body so both go in one write.
+
+    uvicorn writes a response's head and its body separately: two ``send`` system calls and two
+    TCP segments for every small answer. The first write of the response is held until the next
+    one (which comes in the same step of the app's task when the body follows at once) or, at the
+    latest, until the loop's next turn; either way the bytes go out in order. Everything but
+    ``write`` and ``close`` is the transport's own.
+    """
+
+    __slots__ = ("held", "loop", "state", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self.loop = loop
+        self.held = b""
+        self.state = 0  # 0: nothing written yet; 1: the first write is held; 2: writes go straight through
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Hold the first write for one turn of the loop; join it to the next."""
+        if self.state == 2:
+            self.transport.write(data)
+        elif self.state == 1:
+            self.state = 2
+            held, self.held = self.held, b""
+            self.transport.write(held + bytes(data))
+        else:
+            self.state = 1
+            self.held = bytes(data)
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what is held (the body did not follow in the same step)."""
+        if self.state == 1:
+            self.state = 2
+            held, self.held = self.held, b""
+            if not self.transport.is_closing():
+                self.transport.write(held)
+
+    def close(self) -> None:
+        """Close the transport after what is held."""
+        self.flush()
+        self.transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)

@@ -1,0 +1,92 @@
+"""The contract with uvicorn's internals: what ``localserve/server/connection/`` and the runners rely on.
+
+uvicorn's public API ends at ``Config``, ``Server.run`` and the ASGI interface; our connection
+subclasses its httptools protocol and completes its response cycles itself. These tests name
+every private name we use, so an upgrade that moves one fails here, with the name, before a
+request does. ``pyproject.toml`` bounds uvicorn and httptools to the versions these tests (and
+``tests/test_protocol.py``, which drives the real thing over sockets) passed on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+from uvicorn import Config, Server
+from uvicorn.protocols.http import httptools_impl
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+# HttpToolsProtocol's methods our LimitedHttpProtocol overrides or calls, with the parameters it passes.
+PROTOCOL_METHODS = {
+    "connection_made": ["transport"],
+    "connection_lost": ["exc"],
+    "eof_received": [],
+    "data_received": ["data"],
+    "on_message_begin": [],
+    "on_header": ["name", "value"],
+    "on_headers_complete": [],
+    "on_body": ["body"],
+    "on_message_complete": [],
+    "on_response_complete": [],
+    "send_400_response": ["msg"],
+}
+# What the protocol sets up per connection and per request, read or written by our code.
+PROTOCOL_ATTRIBUTES = ["cycle", "pipeline", "flow", "headers", "scope", "client", "transport", "loop"]
+CYCLE_ATTRIBUTES = [
+    "response_started",
+    "response_complete",
+    "disconnected",
+    "keep_alive",
+    "default_headers",
+    "message_event",
+    "on_response",
+    "flow",
+    "transport",
+    "waiting_for_100_continue",
+]
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOL_METHODS))
+def test_the_protocol_methods_we_override_keep_their_parameters(name: str) -> None:
+    method = getattr(HttpToolsProtocol, name, None)
+    assert method is not None, f"uvicorn's HttpToolsProtocol has no {name}() any more"
+    parameters = [p for p in inspect.signature(method).parameters if p != "self"]
+    assert parameters == PROTOCOL_METHODS[name], f"HttpToolsProtocol.{name}{inspect.signature(method)}"
+
+
+def test_the_protocol_and_cycle_attributes_we_use_are_set_in_their_constructors() -> None:
+    protocol_init = inspect.getsource(HttpToolsProtocol.__init__) + inspect.getsource(HttpToolsProtocol)
+    for name in PROTOCOL_ATTRIBUTES:
+        assert re.search(rf"self\.{name}\b", protocol_init), f"HttpToolsProtocol no longer sets self.{name}"
+    cycle = inspect.getsource(RequestResponseCycle)
+    for name in CYCLE_ATTRIBUTES:
+        assert re.search(rf"self\.{name}\b", cycle), f"RequestResponseCycle no longer sets self.{name}"
+    assert "write_paused" in inspect.getsource(httptools_impl.FlowControl)
+
+
+def test_the_status_lines_and_header_checks_we_reuse() -> None:
+    for status in (200, 204, 400, 401, 404, 405, 408, 413, 415, 431, 499, 500, 501, 503, 504):
+        line = httptools_impl.STATUS_LINE[status]
+        assert line.startswith(f"HTTP/1.1 {status}".encode()) and line.endswith(b"\r\n")
+    assert httptools_impl.HEADER_RE.search(b"bad name") and not httptools_impl.HEADER_RE.search(b"x-good")
+    assert httptools_impl.HEADER_VALUE_RE.search(b"a\x01") and not httptools_impl.HEADER_VALUE_RE.search(b"fine")
+
+
+def test_the_server_lifecycle_we_drive() -> None:
+    """supervisor.py overrides ``handle_exit`` and ``startup``; peers.py drives startup, main_loop and
+    shutdown by hand and reads ``servers``; both clear ``_captured_signals`` after a stop."""
+    for name, parameters in {
+        "handle_exit": ["sig", "frame"],
+        "startup": ["sockets"],
+        "main_loop": [],
+        "shutdown": ["sockets"],
+    }.items():
+        method = getattr(Server, name)
+        assert [p for p in inspect.signature(method).parameters if p != "self"] == parameters, name
+    server = Server(Config(app=lambda: None))
+    assert isinstance(server._captured_signals, list)
+    assert hasattr(server, "should_exit") and "self.servers" in inspect.getsource(Server.startup)
+    config = Config(app=lambda: None)
+    assert config.loaded is False and callable(config.load)
+    assert "lifespan_class" in inspect.getsource(Config.load)
