@@ -41,7 +41,7 @@ class HttpHeaders(Mapping[str, str | None]):
         values = self._values.get(name.lower())
         return values[-1] if values else None
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         """The last value of header ``name`` (any case), or ``default``."""
         values = self._values.get(name.lower())
         return values[-1] if values else default

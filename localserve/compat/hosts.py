@@ -38,7 +38,7 @@ def install_api_hosts(port_of: Callable[[str], int | None]) -> None:
     global _resolver
     with _lock:
         _resolver = port_of
-        socket.getaddrinfo = _getaddrinfo  # type: ignore[assignment]
+        socket.getaddrinfo = _getaddrinfo
 
 
 def _getaddrinfo(host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0) -> Any:

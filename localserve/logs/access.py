@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from json.encoder import encode_basestring  # type: ignore[attr-defined]  # the JSON formatter's own escaping
+from json.encoder import encode_basestring  # the JSON formatter's own escaping
 from typing import Any, TextIO
 
 from localserve import logs

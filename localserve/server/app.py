@@ -82,7 +82,7 @@ class App:
             # middleware parses the client's address on every request (serve runs uvicorn without it).
             middleware=[
                 Middleware(
-                    ProxyHeadersMiddleware,  # type: ignore[arg-type]  # uvicorn's stricter ASGI types
+                    ProxyHeadersMiddleware,
                     trusted_hosts=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"),
                 )
             ],
