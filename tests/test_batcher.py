@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from localserve.engine.batcher import Batcher, bucket_sizes, stack
+from localserve.engine.batcher import Batcher
+from localserve.engine.feeds import bucket_sizes, stack
 from localserve.errors import RequestError
 from localserve.runtimes import LoadOptions
 from localserve.runtimes.onnx import OnnxModel

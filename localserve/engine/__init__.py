@@ -12,12 +12,13 @@ See DESIGN.md, "Execution model".
 from __future__ import annotations
 
 from localserve.engine.api import ApiRuntime
-from localserve.engine.batcher import Batcher, bucket_sizes
+from localserve.engine.batcher import Batcher
 from localserve.engine.core import Engine
+from localserve.engine.feeds import bucket_sizes
 from localserve.engine.job import Stages
 from localserve.engine.lifecycle import Lifecycle
-from localserve.engine.pipeline import Hooks, Pipeline
-from localserve.engine.ports import Client, ReplyWriter
+from localserve.engine.pipeline import Pipeline
+from localserve.engine.ports import Client, Hooks, ReplyWriter
 
 __all__ = [
     "ApiRuntime",

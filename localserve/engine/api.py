@@ -11,7 +11,8 @@ from typing import Any
 from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.lifecycle import Lifecycle
-from localserve.engine.pipeline import Hooks, Pipeline
+from localserve.engine.pipeline import Pipeline
+from localserve.engine.ports import Hooks
 from localserve.errors import HandlerLoadError, LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
 from localserve.metrics import Metrics

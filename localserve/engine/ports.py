@@ -8,6 +8,7 @@ thread that finished a request writes the answer itself). Nothing here imports `
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 Headers = list[tuple[bytes, bytes]]
@@ -38,3 +39,17 @@ class ReplyWriter(Protocol):
 
     def complete(self, rest: bytes) -> None:
         """On the event loop: write ``rest`` and end the response."""
+
+
+class Hooks:
+    """What the pipeline reports to metrics; every hook is optional."""
+
+    def __init__(
+        self,
+        depth: Callable[[int], None] | None = None,
+        batch: Callable[[int], None] | None = None,
+        stage: Callable[[str, float], None] | None = None,
+    ) -> None:
+        self.depth = depth
+        self.batch = batch
+        self.stage = stage

@@ -1,0 +1,70 @@
+"""Answering finished jobs from the API's thread: written by the thread where it can, else settled on the loop.
+
+One wake-up of the event loop answers every job a thread finished (``settle``). Before it, a job
+whose front door gave a ``ReplyWriter`` has its answer written by this thread, so the client has
+it before the loop wakes up to end the response; a stream then holds this thread until its last
+chunk (``streams.pump``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from localserve.engine.job import Job, settle
+from localserve.engine.streams import open_stream, pump
+from localserve.errors import InternalError, LocalServeError
+from localserve.logs import request_id_var
+from localserve.response import Reply, answer_headers
+
+log = logging.getLogger("localserve")
+
+Done = list[tuple[Job, Any]]
+
+
+def answer(done: Done, flush: Callable[[], None] | None = None) -> None:
+    """Answer finished jobs: one wake-up of the loop for all of them; streams then hold this thread.
+
+    ``flush`` (the batcher's) reports a model call this thread made, once its answers are written.
+    """
+    if not done:
+        return
+    for job, reply in done:
+        writer = job.writer
+        if writer is not None and type(reply) is Reply and reply.stream is None and reply.asgi is None:
+            if not job.claim():
+                continue  # answered by the loop already (its deadline, shutdown)
+            headers = answer_headers(reply, job.request.request_id)
+            reply.sent = writer.write(reply.status, headers, reply.body)
+    if flush is not None:
+        flush()
+    streams = [(job, reply) for job, reply in done if isinstance(reply, Reply) and reply.stream is not None]
+    for job, _ in streams:
+        open_stream(job)
+    try:
+        done[0][0].loop.call_soon_threadsafe(settle, done)
+    except RuntimeError:  # the loop is closed: the server is gone
+        return
+    for job, reply in streams:
+        request_id_var.set(job.request.request_id)
+        pump(job, reply)
+
+
+def answer_quietly(done: Done) -> None:
+    """Settle ``done`` on the loop, if it still runs (after an internal error)."""
+    if done:
+        try:
+            done[0][0].loop.call_soon_threadsafe(settle, done)
+        except RuntimeError:
+            pass
+
+
+def as_error(exc: BaseException, api: str) -> BaseException:
+    """The exception to answer with, its traceback dropped (it would keep the request alive)."""
+    if isinstance(exc, LocalServeError):
+        exc.__context__ = exc.__cause__ = None  # chained exceptions' frames would keep the request alive
+        return exc.with_traceback(None)
+    # A bug of ours (or sys.exit in user code): never leave a client hanging.
+    log.error("internal error while serving api %r", api, exc_info=exc)
+    return InternalError(exc)

@@ -1,0 +1,103 @@
+"""The bounded queue of one API: what is admitted, queued, claimed, and still on its way to the model.
+
+The event loop submits and drops jobs; the API's threads take them off ``items`` and claim them
+as their first stage begins. Counts change under one lock, so a job is started or dropped, never
+both: a job dropped while it waited (deadline, client gone, shutdown) is skipped by the thread.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+from localserve.engine.job import DROPPED, QUEUED, RUNNING, Call, Job, Outputs
+from localserve.errors import Overloaded, ShuttingDown
+
+Item = Job | Outputs | Call | None  # None tells a thread to stop
+
+
+class JobQueue:
+    """The jobs of one API between admission and the model, and the work items of its threads."""
+
+    def __init__(self, name: str, max_queue: int, on_depth: Callable[[int], None] | None) -> None:
+        self.name = name
+        self.max_queue = max_queue
+        self.on_depth = on_depth  # told the depth when it changes (replicas write it to their metrics)
+        self.items: queue.SimpleQueue[Item] = queue.SimpleQueue()
+        self.reading = 0  # requests whose body is being read (event loop only)
+        self.depth = 0  # queued jobs neither started nor dropped
+        self.preparing = 0  # claimed jobs not yet handed to the model
+        self.closing = False
+        self._lock = threading.Lock()
+
+    # -- the event loop's side ----------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        """Queue a job, or raise Overloaded (503) at once when the queue is full."""
+        if self.closing:
+            raise ShuttingDown()
+        with self._lock:
+            if self.depth >= self.max_queue:
+                raise Overloaded(self.name, self.max_queue)
+            self.depth += 1
+            depth = self.depth
+        if self.on_depth is not None:
+            self.on_depth(depth)
+        self.items.put(job)
+
+    def drop(self, job: Job) -> bool:
+        """Withdraw a job that has not started (deadline, client gone, shutdown). True if it never runs."""
+        with self._lock:
+            if job.state != QUEUED:
+                return False
+            job.state = DROPPED
+            self.depth -= 1
+            depth = self.depth
+        job.request = None  # type: ignore[assignment]  # the body may be large; the job is skipped
+        if self.on_depth is not None:
+            self.on_depth(depth)
+        return True
+
+    def full(self) -> bool:
+        """Whether the queue holds ``max_queue`` requests (the next one is a 503)."""
+        return self.depth >= self.max_queue
+
+    # -- the threads' side --------------------------------------------------------------------
+    def upstream(self) -> int:
+        """Requests still on their way to the model: being read, queued, or being prepared."""
+        return self.reading + self.depth + self.preparing
+
+    def claim(self, jobs: list[Job]) -> list[Job]:
+        """Claim ``jobs`` at once (list batching: they start together); those not dropped meanwhile."""
+        claimed = []
+        with self._lock:
+            for job in jobs:
+                if job.state == QUEUED:
+                    job.state = RUNNING
+                    claimed.append(job)
+            self.depth -= len(claimed)
+            self.preparing += len(claimed)
+        return claimed
+
+    def start(self, job: Job) -> bool:
+        """Claim one drained job as its first stage begins; False when it was dropped meanwhile.
+
+        Jobs are claimed one by one, not when drained: a job whose deadline passes, or whose client
+        leaves, while the jobs drained before it run is dropped, never started (and answered 504
+        or not at all), not run for nobody.
+        """
+        with self._lock:
+            if job.state != QUEUED:
+                return False
+            job.state = RUNNING
+            self.depth -= 1
+            self.preparing += 1
+        return True
+
+    def prepared(self, count: int) -> None:
+        """``count`` claimed jobs reached the model (or their answer)."""
+        with self._lock:
+            self.preparing -= count
+            depth = self.depth
+        if self.on_depth is not None:
+            self.on_depth(depth)
