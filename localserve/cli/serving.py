@@ -100,7 +100,7 @@ def run(
                 from localserve.protocols.asyncapi import run_job_once
 
                 status, response_headers, response_body = run_job_once(
-                    app, api=api, headers=header_list, body=body, query_string=query
+                    app.apis[api or config.apis[0].name], headers=header_list, body=body, query_string=query
                 )
             else:
                 status, response_headers, response_body = run_once(

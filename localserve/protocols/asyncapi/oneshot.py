@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 from urllib.parse import parse_qsl
 
+from localserve.engine.api import ApiRuntime
 from localserve.errors import LocalServeError
 from localserve.protocols.asyncapi.store import Job, new_job_id
 from localserve.protocols.asyncapi.worker import execute
-from localserve.response import error_body
+from localserve.protocols.http import render_error
 
 
 def run_job_once(
-    app: Any, *, api: str, headers: list[tuple[str, str]], body: bytes, query_string: str = ""
+    rt: ApiRuntime, *, headers: list[tuple[str, str]], body: bytes, query_string: str = ""
 ) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Load ``api`` of ``app``, run one job through its predictor, and return (status, headers, body).
+    """Load the AsyncAPI ``rt``, run one job through its predictor, and return (status, headers, body).
 
     The body is the result as JSON (200), or ``{"error": ...}`` (500) when the job failed the way
     a served job would have.
     """
-    rt = app.apis[api]
     lowered = {k.lower(): v for k, v in headers}
     meta = {
         "content_type": lowered.get("content-type", ""),
@@ -36,7 +35,8 @@ def run_job_once(
             await rt.load()
             result: str = await asyncio.wrap_future(rt.pipeline.call(lambda: execute(rt.endpoint, job)))
         except LocalServeError as exc:
-            return 500, json_type, error_body(str(exc), job.id)
+            reply = render_error(exc, job.id, api=rt.api.name, logged=True)
+            return 500, json_type, reply.body
         finally:
             rt.pipeline.stop()
         return 200, json_type, result.encode()

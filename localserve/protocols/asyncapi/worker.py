@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from localserve.errors import LocalServeError
-from localserve.handlers import run_stage
+from localserve.errors import HandlerError, LocalServeError
+from localserve.handlers import Endpoint, run_stage
+from localserve.handlers.predictor import PredictorEndpoint
 from localserve.payload import decode_payload
 from localserve.protocols.asyncapi.store import Job, JobStore, StoreError, worker_id, worker_is_dead
 
@@ -27,7 +28,7 @@ HOUSEKEEPING = 5.0  # seconds between recoveries of dead workers' jobs (and purg
 PURGE_EVERY = 600.0
 
 
-def job_arguments(endpoint: Any, job: Job) -> dict[str, Any]:
+def job_arguments(endpoint: PredictorEndpoint, job: Job) -> dict[str, Any]:
     """The arguments ``predict`` declares, for ``job`` (``request_id`` is the job id)."""
     meta = job.meta
     values: dict[str, Any] = {}
@@ -43,15 +44,17 @@ def job_arguments(endpoint: Any, job: Job) -> dict[str, Any]:
     return values
 
 
-def execute(endpoint: Any, job: Job) -> str:
+def execute(endpoint: Endpoint, job: Job) -> str:
     """Run ``predict`` for ``job`` and return its result as JSON text; LocalServeError with the message otherwise."""
+    if not isinstance(endpoint, PredictorEndpoint):  # config validation allows AsyncAPIs with predictors only
+        raise HandlerError(f"api {endpoint.api.name!r} is an AsyncAPI without a predictor; its jobs cannot run.")
     kwargs = job_arguments(endpoint, job)
     name = f"{endpoint.predictor.class_name}.predict"
     result = run_stage(endpoint.options.observe, "predict", name, lambda: endpoint.instance.predict(**kwargs))
     try:
         return json.dumps(result, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise LocalServeError(
+        raise HandlerError(
             f"{name} returned {_kind(result)}, which is not JSON-serialisable ({exc}); an AsyncAPI's predict must "
             "return JSON-parseable objects (dict, list, str, int, float, bool, None)."
         ) from None
