@@ -1,7 +1,7 @@
-"""Triton's statistics extension (``GET /v2/models/{m}/stats``) from the figures ``GET /metrics`` shows.
+"""Triton's statistics extension (``GET /v2/models/{m}/stats``) from the server's metrics (``Metrics.figures()``).
 
-One function reads the Prometheus text the server already renders (every replica's figures), so
-the two can never disagree:
+The figures are those ``GET /metrics`` and ``/stats`` show (every replica's), read by the one reader
+of the metrics, so the views can never disagree:
 
 - ``inference_stats.success`` / ``fail``: requests answered 2xx / otherwise
   (``localserve_requests_total``); their ``ns`` share out the summed request latency
@@ -18,57 +18,37 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from prometheus_client.parser import text_string_to_metric_families
+from localserve.metrics import ApiFigures
 
 NS = 1e9
 STAGES = {"compute_input": "pre_inference", "compute_infer": "inference", "compute_output": "post_inference"}
 
 
-class Renders(Protocol):
-    """What the statistics are read from: the server's metrics (their /metrics text)."""
+class Figures(Protocol):
+    """What the statistics are read from: the server's metrics."""
 
-    def render(self) -> tuple[bytes, str]:
-        """The /metrics text and its content type."""
+    def figures(self) -> dict[str, ApiFigures]:
+        """Every API's figures (``localserve.metrics.Metrics.figures``)."""
         ...
 
 
-def model_stats(metrics: Renders, name: str, version: str) -> dict[str, Any]:
-    """Triton's ``model_stats`` entry of API ``name``, read from ``metrics.render()``."""
-    codes: dict[str, float] = {}
-    sums: dict[str, float] = {}  # histogram sums and counts: "duration_sum", "stage:inference_count", ...
-    body, _ = metrics.render()
-    for family in text_string_to_metric_families(body.decode("utf-8")):
-        for sample in family.samples:
-            if sample.labels.get("api") != name:
-                continue
-            if family.name == "localserve_requests" and sample.name.endswith("_total"):
-                code = sample.labels["code"]
-                codes[code] = codes.get(code, 0.0) + sample.value
-            elif sample.name.endswith(("_sum", "_count")):
-                kind = sample.name.rsplit("_", 1)[1]
-                key = {
-                    "localserve_request_duration_seconds": "duration",
-                    "localserve_batch_size": "rows",
-                    "localserve_stage_duration_seconds": f"stage:{sample.labels.get('stage')}",
-                }.get(family.name)
-                if key is not None:
-                    sums[f"{key}_{kind}"] = sums.get(f"{key}_{kind}", 0.0) + sample.value
-    success = sum(n for code, n in codes.items() if code.startswith("2"))
-    fail = sum(codes.values()) - success
-    total = success + fail
-    latency = sums.get("duration_sum", 0.0)
+def model_stats(metrics: Figures, name: str, version: str) -> dict[str, Any]:
+    """Triton's ``model_stats`` entry of API ``name``, read from ``metrics.figures()``."""
+    figures = metrics.figures().get(name) or ApiFigures()
+    success = figures.requests("2xx")
+    total = int(sum(figures.codes.values()))
+    latency = figures.latency.sum
 
-    def share(count: float) -> dict[str, int]:
-        return {"count": int(count), "ns": int(latency * NS * count / total) if total else 0}
+    def share(count: int) -> dict[str, int]:
+        return {"count": count, "ns": int(latency * NS * count / total) if total else 0}
 
     def stage(label: str) -> dict[str, int]:
-        return {
-            "count": int(sums.get(f"stage:{label}_count", 0.0)),
-            "ns": int(sums.get(f"stage:{label}_sum", 0.0) * NS),
-        }
+        found = figures.stages.get(label)
+        return {"count": int(found.count), "ns": int(found.sum * NS)} if found is not None else {"count": 0, "ns": 0}
 
-    executions = int(sums.get("stage:inference_count", 0.0))
-    rows = int(sums.get("rows_sum", 0.0)) if sums.get("rows_count") else executions
+    inference = figures.stages.get("inference")
+    executions = int(inference.count) if inference is not None else 0
+    rows = int(figures.batch_size.sum) if figures.batch_size.count else executions
     zero = {"count": 0, "ns": 0}
     return {
         "name": name,
@@ -78,7 +58,7 @@ def model_stats(metrics: Renders, name: str, version: str) -> dict[str, Any]:
         "execution_count": executions,
         "inference_stats": {
             "success": share(success),
-            "fail": share(fail),
+            "fail": share(total - success),
             "queue": dict(zero),
             **{key: stage(label) for key, label in STAGES.items()},
             "cache_hit": dict(zero),
