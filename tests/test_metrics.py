@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localserve.errors import ConfigError
 from localserve.metrics import (
+    PHASES,
     Metrics,
     MetricsClient,
     mark_process_dead,
@@ -131,7 +133,22 @@ def test_figures_are_what_the_text_says() -> None:
     assert iris.latency.buckets[-1] == (float("inf"), 3)
     assert (iris.stages["inference"].count, iris.stages["inference"].sum) == (2, pytest.approx(0.006))
     assert (iris.batch_size.count, iris.batch_size.sum) == (1, 3)
-    assert (idle.codes, idle.latency.count, idle.stages) == ({}, 0, {})
+    assert (idle.codes, idle.latency.count, idle.phases) == ({}, 0, {})
+
+
+def test_phases_are_observed_together_once_per_request() -> None:
+    metrics = Metrics(apis=["iris"])
+    observe = metrics.phase_observer("iris")
+    observe([10.0, 10.5, 11.0, 13.0, 13.25])  # queued, started, prepared, model's output, finished
+    observe([20.0, 21.0, 23.0])  # answered in its prepare stage (an ABEJA handler): no model, no finish
+    phases = metrics.figures()["iris"].phases
+    assert {name: (d.count, d.sum) for name, d in phases.items()} == {
+        "queue": (2, 1.5),
+        "prepare": (2, 2.5),
+        "model": (2, 2.0),
+        "finish": (2, 0.25),
+    }
+    assert list(phases) == list(PHASES)
 
 
 def test_nothing_in_the_package_reads_the_metrics_text_back() -> None:
@@ -234,6 +251,7 @@ WORKER = textwrap.dedent(
     metrics.observe_stage("iris", "inference", 0.002)
     metrics.observe_model_load("iris", float(sys.argv[2]))
     metrics.client("iris").increment("hits", tags={"kind": "x"})
+    metrics.phase_observer("iris")([0.0, 0.25, 0.5, 1.0, 1.125])
     print(os.getpid())
     os._exit(0)  # no clean-up of any kind: what was counted is in the files already
     """
@@ -247,6 +265,15 @@ RENDER = textwrap.dedent(
     for pid in sys.argv[1:]:
         mark_process_dead(int(pid), directory)
     sys.stdout.write(Metrics(directory=directory).render()[0].decode())
+    """
+)
+
+FIGURES = textwrap.dedent(
+    """
+    import dataclasses, json, os
+    from localserve.metrics import Metrics
+    figures = Metrics(directory=os.environ["PROMETHEUS_MULTIPROC_DIR"]).figures()
+    print(json.dumps({api: dataclasses.asdict(f) for api, f in figures.items()}))
     """
 )
 
@@ -285,6 +312,24 @@ def test_replicas_share_figures_through_the_metrics_dir(tmp_path: Path) -> None:
     assert s[key("localserve_model_load_seconds", api="iris")] == 3
     assert s[key("localserve_requests_total", api="iris", code="500", status_class="5xx")] == 5
     assert pid_a != pid_b
+
+
+def test_figures_add_up_the_replicas_as_the_text_does(tmp_path: Path) -> None:
+    metrics_dir = tmp_path / "metrics"
+    prepare_metrics_dir(str(metrics_dir))
+    _python(WORKER, metrics_dir, "200", "3")
+    _python(WORKER, metrics_dir, "500", "5")
+    iris = json.loads(_python(FIGURES, metrics_dir))["iris"]
+    assert iris["codes"] == {"200": 3, "500": 5}
+    assert (iris["in_flight"], iris["queue_depth"], iris["model_load"]) == (2, 8, 5)
+    assert (iris["latency"]["count"], iris["latency"]["sum"]) == (8, pytest.approx(0.016))
+    assert (iris["batch_size"]["count"], iris["batch_size"]["sum"]) == (2, 8)
+    assert {phase: (d["count"], d["sum"]) for phase, d in iris["phases"].items()} == {
+        "queue": (2, 0.5),
+        "prepare": (2, 0.5),
+        "model": (2, 1.0),
+        "finish": (2, 0.25),
+    }
 
 
 def test_a_metrics_dir_without_prometheus_clients_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,6 +37,7 @@ class Job:
         "started",
         "state",
         "stream_done",
+        "times",
         "writer",
     )
 
@@ -64,6 +65,8 @@ class Job:
         # Writes the answer from the API's thread (server/protocol.py's ThreadReply), where the server can.
         self.writer: Any = None
         self.claims = [True]  # one right to answer: the loop (deadline, shutdown) or a thread writing
+        # time.perf_counter() as it is queued, started, prepared, has the model's output, is finished (metrics' PHASES).
+        self.times: list[float] = []
 
     def claim(self) -> bool:
         """Take the one right to answer this request; False when it was taken (``list.pop`` is atomic)."""

@@ -54,10 +54,12 @@ class Hooks:
         depth: Callable[[int], None] | None = None,
         batch: Callable[[int], None] | None = None,
         stage: Callable[[str, float], None] | None = None,
+        phases: Callable[[list[float]], None] | None = None,
     ) -> None:
         self.depth = depth
         self.batch = batch
         self.stage = stage
+        self.phases = phases  # once per job answered 2xx, with its ``Job.times``
 
 
 class Pipeline:
@@ -185,6 +187,7 @@ class Pipeline:
             depth = self._depth
         if self.hooks.depth is not None:
             self.hooks.depth(depth)
+        job.times.append(time.perf_counter())
         self._queue.put(job)
 
     def drop(self, job: Job) -> bool:
@@ -278,6 +281,7 @@ class Pipeline:
             for job in jobs:
                 if job.state == QUEUED:
                     job.state = RUNNING
+                    job.times.append(time.perf_counter())
                     claimed.append(job)
             self._depth -= len(claimed)
             self._preparing += len(claimed)
@@ -296,6 +300,7 @@ class Pipeline:
             job.state = RUNNING
             self._depth -= 1
             self._preparing += 1
+        job.times.append(time.perf_counter())
         return True
 
     def _prepared(self, count: int) -> None:
@@ -326,8 +331,12 @@ class Pipeline:
                 self._enter(job)
                 try:
                     prepared = (job.prepare or endpoint.prepare)(job.request)
+                    job.times.append(time.perf_counter())
                     if not isinstance(prepared, Reply):
-                        prepared = (job.finish or endpoint.finish)(job.request, endpoint.infer(prepared))
+                        output = endpoint.infer(prepared)
+                        job.times.append(time.perf_counter())
+                        prepared = (job.finish or endpoint.finish)(job.request, output)
+                        job.times.append(time.perf_counter())
                 except BaseException as exc:
                     prepared = _error(exc, self.name)
                 done.append((job, prepared))
@@ -351,6 +360,7 @@ class Pipeline:
             except BaseException as exc:
                 done.append((job, _error(exc, self.name)))
                 continue
+            job.times.append(time.perf_counter())
             if isinstance(prepared, Reply):
                 done.append((job, prepared))
             else:
@@ -394,6 +404,8 @@ class Pipeline:
                 raise RuntimeError(f"{len(results)} results for {len(jobs)} requests")
         except BaseException as exc:
             results = [_error(exc, self.name)] * len(jobs)
+        for job in jobs:  # the whole batch is their prepare phase
+            job.times.append(time.perf_counter())
         done.extend(zip(jobs, results, strict=True))
 
     def _finish_all(self, outcomes: list[tuple[Job, Any]], done: Done) -> None:
@@ -405,9 +417,11 @@ class Pipeline:
 
     def _finish_one(self, job: Job, output: Any, done: Done) -> None:
         self._enter(job)
+        job.times.append(time.perf_counter())
         try:
             finish = job.finish or self.endpoint.finish
             done.append((job, finish(job.request, output)))
+            job.times.append(time.perf_counter())
         except BaseException as exc:
             done.append((job, _error(exc, self.name)))
 
@@ -426,6 +440,10 @@ class Pipeline:
         """
         if not done:
             return
+        if self.hooks.phases is not None:
+            for job, reply in done:
+                if type(reply) is Reply and 200 <= reply.status < 300:
+                    self.hooks.phases(job.times)
         for job, reply in done:
             writer = job.writer
             if writer is not None and type(reply) is Reply and reply.stream is None and reply.asgi is None:

@@ -29,6 +29,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    Summary,
     generate_latest,
 )
 from prometheus_client import multiprocess as _multiprocess
@@ -41,6 +42,7 @@ from localserve.metrics.names import (
     DURATION,
     IN_FLIGHT,
     MODEL_LOAD,
+    PHASE,
     QUEUE_DEPTH,
     REQUESTS,
     STAGE,
@@ -57,6 +59,7 @@ __all__ = [
     "BATCH_BUCKETS",
     "DURATION_BUCKETS",
     "MULTIPROC_ENV",
+    "PHASES",
     "STAGES",
     "USER_BUCKETS",
     "USER_PREFIX",
@@ -77,6 +80,11 @@ DURATION_BUCKETS = (
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+# Once per request its API's threads answered 2xx, in this order (the last one's count is the count of all):
+# queued → started (queue), → fed to the model or answered (prepare), → the model's output back (model),
+# → the answer made (finish). Triton's queue, compute_input, compute_infer and compute_output.
+PHASES = ("queue", "prepare", "model", "finish")
 
 
 class ApiMetrics:
@@ -126,6 +134,13 @@ class Metrics:
             "Time spent in each stage of a request (pre_inference, inference, post_inference, handler, predict).",
             ["api", "stage"],
             buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.phase = Summary(
+            PHASE,
+            "Time each request answered 2xx by its API's threads spent queued, preparing (decoding, pre_inference), "
+            "in the model (waiting for its batch and running) and finishing (post_inference, encoding).",
+            ["api", "phase"],
             registry=registry,
         )
         self.in_flight = Gauge(
@@ -225,6 +240,23 @@ class Metrics:
                 observers[stage] = self.api(api).stages[stage].observe
                 return
             found(seconds)
+
+        return observe
+
+    def phase_observer(self, api: str) -> Callable[[list[float]], None]:
+        """For the engine: ``observe(marks)`` once per request of ``api`` answered 2xx (see ``PHASES``).
+
+        ``marks`` are the request's ``time.perf_counter()`` readings as it was queued, started,
+        prepared, had its model's output and was finished; marks left out at the end (a handler that
+        answers in its prepare stage) make those phases 0. The phases are observed in order, so the
+        count of the last is never ahead of the others'.
+        """
+        observers = [self.phase.labels(api, phase).observe for phase in PHASES]
+
+        def observe(marks: list[float]) -> None:
+            end = len(marks) - 1
+            for index, record in enumerate(observers):
+                record(marks[min(index + 1, end)] - marks[min(index, end)])
 
         return observe
 

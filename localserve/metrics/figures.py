@@ -23,6 +23,7 @@ from localserve.metrics.names import (
     DURATION,
     IN_FLIGHT,
     MODEL_LOAD,
+    PHASE,
     QUEUE_DEPTH,
     REQUESTS,
     STAGE,
@@ -54,6 +55,7 @@ class ApiFigures:
     latency: Distribution = field(default_factory=Distribution)  # request durations, seconds
     batch_size: Distribution = field(default_factory=Distribution)  # samples per model call
     stages: dict[str, Distribution] = field(default_factory=dict)  # pre_inference, inference, ...: seconds
+    phases: dict[str, Distribution] = field(default_factory=dict)  # queue, prepare, model, finish: seconds
     classes: dict[str, float] = field(default_factory=dict)  # the tracker's classes (classification)
     values: Distribution = field(default_factory=Distribution)  # the tracker's values (regression), no sum
     values_total: float = 0.0
@@ -139,6 +141,7 @@ _READ: dict[str, Callable[[ApiFigures, str, dict[str, str], float], None]] = {
     DURATION: _distribution("latency"),
     BATCH_SIZE: _distribution("batch_size"),
     STAGE: _labelled("stages", "stage"),
+    PHASE: _labelled("phases", "phase"),
     IN_FLIGHT: _value("in_flight"),
     QUEUE_DEPTH: _value("queue_depth"),
     MODEL_LOAD: _value("model_load"),

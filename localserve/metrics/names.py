@@ -5,6 +5,7 @@ from __future__ import annotations
 REQUESTS = "localserve_requests"
 DURATION = "localserve_request_duration_seconds"
 STAGE = "localserve_stage_duration_seconds"
+PHASE = "localserve_request_phase_seconds"
 IN_FLIGHT = "localserve_requests_in_flight"
 QUEUE_DEPTH = "localserve_queue_depth"
 BATCH_SIZE = "localserve_batch_size"

@@ -6,22 +6,26 @@ of the metrics, so the views can never disagree:
 - ``inference_stats.success`` / ``fail``: requests answered 2xx / otherwise
   (``localserve_requests_total``); their ``ns`` share out the summed request latency
   (``localserve_request_duration_seconds``, which has no status label) by count;
-- ``compute_input`` / ``compute_infer`` / ``compute_output``: the ``pre_inference`` /
-  ``inference`` / ``post_inference`` stages (``localserve_stage_duration_seconds``);
+- ``queue``, ``compute_input``, ``compute_infer``, ``compute_output``: the phases the engine
+  observes together once per request its API's threads answer 2xx, native and V2 alike
+  (``localserve_request_phase_seconds``: queue, prepare, model, finish). As in Triton, the four
+  have one count; it is read from the phase observed last, so a scrape in the middle of a request's
+  observations cannot show counts that differ (perf_analyzer stops on that);
 - ``execution_count``: model calls (the ``inference`` stage's count); ``inference_count``: rows
   the model ran for requests (``localserve_batch_size``'s sum, padding excluded; model calls when
   the API does not batch);
-- ``queue``, ``last_inference``, cache hits and misses: localserve keeps no such figures; 0.
+- ``last_inference``, cache hits and misses: localserve keeps no such figures; 0.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from localserve.metrics import ApiFigures
+from localserve.metrics import PHASES, ApiFigures
 
 NS = 1e9
-STAGES = {"compute_input": "pre_inference", "compute_infer": "inference", "compute_output": "post_inference"}
+# Triton's name of each of the engine's phases (localserve.metrics.PHASES, in order).
+COMPUTE = dict(zip(("queue", "compute_input", "compute_infer", "compute_output"), PHASES, strict=True))
 
 
 class Figures(Protocol):
@@ -42,9 +46,12 @@ def model_stats(metrics: Figures, name: str, version: str) -> dict[str, Any]:
     def share(count: int) -> dict[str, int]:
         return {"count": count, "ns": int(latency * NS * count / total) if total else 0}
 
-    def stage(label: str) -> dict[str, int]:
-        found = figures.stages.get(label)
-        return {"count": int(found.count), "ns": int(found.sum * NS)} if found is not None else {"count": 0, "ns": 0}
+    last = figures.phases.get(PHASES[-1])
+    count = int(last.count) if last is not None else 0
+
+    def phase(label: str) -> dict[str, int]:
+        found = figures.phases.get(label)
+        return {"count": count, "ns": int(found.sum * NS) if found is not None and count else 0}
 
     inference = figures.stages.get("inference")
     executions = int(inference.count) if inference is not None else 0
@@ -59,8 +66,7 @@ def model_stats(metrics: Figures, name: str, version: str) -> dict[str, Any]:
         "inference_stats": {
             "success": share(success),
             "fail": share(total - success),
-            "queue": dict(zero),
-            **{key: stage(label) for key, label in STAGES.items()},
+            **{key: phase(label) for key, label in COMPUTE.items()},
             "cache_hit": dict(zero),
             "cache_miss": dict(zero),
         },
