@@ -363,11 +363,14 @@ def test_concurrent_updates_from_worker_threads_are_exact() -> None:
     try:
         barrier = threading.Barrier(5)
 
+        phases = metrics.phase_observer("iris")
+
         def worker() -> None:
             barrier.wait()
             for _ in range(20_000):
                 metrics.observe_stage("iris", "inference", 0.002)
                 metrics.observe_stage("iris", "pre_inference", 0.0001)
+                phases([0.0, 0.5, 1.0, 1.5, 2.0])
 
         threads = [threading.Thread(target=worker) for _ in range(4)]
         for thread in threads:
@@ -390,3 +393,6 @@ def test_concurrent_updates_from_worker_threads_are_exact() -> None:
     assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 20_000
     assert s[key("localserve_request_duration_seconds_count", api="iris")] == 20_000
     assert s[key("localserve_requests_in_flight", api="iris")] == 0
+    for phase in PHASES:
+        assert s[key("localserve_request_phase_seconds_count", api="iris", phase=phase)] == 80_000
+        assert s[key("localserve_request_phase_seconds_sum", api="iris", phase=phase)] == 40_000

@@ -29,7 +29,6 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    Summary,
     generate_latest,
 )
 from prometheus_client import multiprocess as _multiprocess
@@ -42,7 +41,6 @@ from localserve.metrics.names import (
     DURATION,
     IN_FLIGHT,
     MODEL_LOAD,
-    PHASE,
     QUEUE_DEPTH,
     REQUESTS,
     STAGE,
@@ -52,6 +50,7 @@ from localserve.metrics.names import (
     TRACKER_TOTAL,
     TRACKER_VALUE,
 )
+from localserve.metrics.phases import PHASES, Phases
 from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
 from localserve.tracker import REGRESSION_BOUNDS
 
@@ -80,11 +79,6 @@ DURATION_BUCKETS = (
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-
-# Once per request its API's threads answered 2xx, in this order (the last one's count is the count of all):
-# queued → started (queue), → fed to the model or answered (prepare), → the model's output back (model),
-# → the answer made (finish). Triton's queue, compute_input, compute_infer and compute_output.
-PHASES = ("queue", "prepare", "model", "finish")
 
 
 class ApiMetrics:
@@ -136,13 +130,6 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
-        self.phase = Summary(
-            PHASE,
-            "Time each request answered 2xx by its API's threads spent queued, preparing (decoding, pre_inference), "
-            "in the model (waiting for its batch and running) and finishing (post_inference, encoding).",
-            ["api", "phase"],
-            registry=registry,
-        )
         self.in_flight = Gauge(
             IN_FLIGHT, "Requests being served.", ["api"], multiprocess_mode="livesum", registry=registry
         )
@@ -183,6 +170,7 @@ class Metrics:
             TRACKER_TOTAL, "Tracker: sum of the predicted values.", ["api"], multiprocess_mode="sum", registry=registry
         )
         self._user = UserMetrics(registry)
+        self._phases = Phases(registry, multiprocess=directory is not None)
         self.apis: dict[str, ApiMetrics] = {}
         for api in apis:
             self.api(api)
@@ -244,21 +232,8 @@ class Metrics:
         return observe
 
     def phase_observer(self, api: str) -> Callable[[list[float]], None]:
-        """For the engine: ``observe(marks)`` once per request of ``api`` answered 2xx (see ``PHASES``).
-
-        ``marks`` are the request's ``time.perf_counter()`` readings as it was queued, started,
-        prepared, had its model's output and was finished; marks left out at the end (a handler that
-        answers in its prepare stage) make those phases 0. The phases are observed in order, so the
-        count of the last is never ahead of the others'.
-        """
-        observers = [self.phase.labels(api, phase).observe for phase in PHASES]
-
-        def observe(marks: list[float]) -> None:
-            end = len(marks) - 1
-            for index, record in enumerate(observers):
-                record(marks[min(index + 1, end)] - marks[min(index, end)])
-
-        return observe
+        """For the engine: ``observe(marks)`` once per request of ``api`` answered 2xx (``localserve.metrics.phases``)."""
+        return self._phases.observer(api)
 
     @property
     def multiprocess(self) -> bool:
