@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localserve.errors import ConfigError
 from localserve.metrics import (
+    PHASES,
     Metrics,
     MetricsClient,
     mark_process_dead,
@@ -101,6 +103,62 @@ def test_a_stage_observer_counts_into_the_same_series_and_adds_none_before_use()
     assert s[key("localserve_stage_duration_seconds_sum", api="iris", stage="inference")] == pytest.approx(0.007)
     assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="post_inference")] == 1
     assert key("localserve_stage_duration_seconds_count", api="iris", stage="pre_inference") not in s
+
+
+def test_figures_are_what_the_text_says() -> None:
+    metrics = Metrics(apis=["iris", "idle"])
+    for status, seconds in [(200, 0.001), (200, 0.003), (404, 0.0002)]:
+        metrics.request_started("iris")
+        metrics.request_finished("iris", status, seconds)
+    metrics.request_started("iris")
+    metrics.observe_stage("iris", "inference", 0.002)
+    metrics.observe_stage("iris", "inference", 0.004)
+    metrics.observe_batch("iris", 3)
+    metrics.observe_model_load("iris", 1.5)
+    metrics.set_queue_depth("iris", 2)
+
+    figures = metrics.figures()
+    iris, idle = figures["iris"], figures["idle"]
+    assert iris.codes == {"200": 2, "404": 1}
+    assert (iris.requests("2xx"), iris.requests("4xx"), iris.requests("5xx")) == (2, 1, 0)
+    assert (iris.in_flight, iris.queue_depth, iris.model_load) == (1, 2, 1.5)
+    assert (iris.latency.count, iris.latency.sum) == (3, pytest.approx(0.0042))
+    s = scrape(metrics.render()[0])
+    text_buckets = sorted(
+        (float(dict(labels)["le"]), value)
+        for (name, labels), value in s.items()
+        if name == "localserve_request_duration_seconds_bucket" and dict(labels)["api"] == "iris"
+    )
+    assert iris.latency.buckets == text_buckets
+    assert iris.latency.buckets[-1] == (float("inf"), 3)
+    assert (iris.stages["inference"].count, iris.stages["inference"].sum) == (2, pytest.approx(0.006))
+    assert (iris.batch_size.count, iris.batch_size.sum) == (1, 3)
+    assert (idle.codes, idle.latency.count, idle.phases) == ({}, 0, {})
+
+
+def test_phases_are_observed_together_once_per_request() -> None:
+    metrics = Metrics(apis=["iris"])
+    observe = metrics.phase_observer("iris")
+    observe([10.0, 10.5, 11.0, 13.0, 13.25])  # queued, started, prepared, model's output, finished
+    observe([20.0, 21.0, 23.0])  # answered in its prepare stage (an ABEJA handler): no model, no finish
+    phases = metrics.figures()["iris"].phases
+    assert {name: (d.count, d.sum) for name, d in phases.items()} == {
+        "queue": (2, 1.5),
+        "prepare": (2, 2.5),
+        "model": (2, 2.0),
+        "finish": (2, 0.25),
+    }
+    assert list(phases) == list(PHASES)
+
+
+def test_nothing_in_the_package_reads_the_metrics_text_back() -> None:
+    # One reader of the figures (localserve.metrics.figures over collect()); the text is for scrapers.
+    readers = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "localserve").rglob("*.py"))
+        if "prometheus_client.parser" in path.read_text() or "text_string_to_metric_families" in path.read_text()
+    ]
+    assert readers == []
 
 
 def test_two_instances_in_one_process_do_not_clash() -> None:
@@ -193,6 +251,7 @@ WORKER = textwrap.dedent(
     metrics.observe_stage("iris", "inference", 0.002)
     metrics.observe_model_load("iris", float(sys.argv[2]))
     metrics.client("iris").increment("hits", tags={"kind": "x"})
+    metrics.phase_observer("iris")([0.0, 0.25, 0.5, 1.0, 1.125])
     print(os.getpid())
     os._exit(0)  # no clean-up of any kind: what was counted is in the files already
     """
@@ -206,6 +265,15 @@ RENDER = textwrap.dedent(
     for pid in sys.argv[1:]:
         mark_process_dead(int(pid), directory)
     sys.stdout.write(Metrics(directory=directory).render()[0].decode())
+    """
+)
+
+FIGURES = textwrap.dedent(
+    """
+    import dataclasses, json, os
+    from localserve.metrics import Metrics
+    figures = Metrics(directory=os.environ["PROMETHEUS_MULTIPROC_DIR"]).figures()
+    print(json.dumps({api: dataclasses.asdict(f) for api, f in figures.items()}))
     """
 )
 
@@ -246,6 +314,24 @@ def test_replicas_share_figures_through_the_metrics_dir(tmp_path: Path) -> None:
     assert pid_a != pid_b
 
 
+def test_figures_add_up_the_replicas_as_the_text_does(tmp_path: Path) -> None:
+    metrics_dir = tmp_path / "metrics"
+    prepare_metrics_dir(str(metrics_dir))
+    _python(WORKER, metrics_dir, "200", "3")
+    _python(WORKER, metrics_dir, "500", "5")
+    iris = json.loads(_python(FIGURES, metrics_dir))["iris"]
+    assert iris["codes"] == {"200": 3, "500": 5}
+    assert (iris["in_flight"], iris["queue_depth"], iris["model_load"]) == (2, 8, 5)
+    assert (iris["latency"]["count"], iris["latency"]["sum"]) == (8, pytest.approx(0.016))
+    assert (iris["batch_size"]["count"], iris["batch_size"]["sum"]) == (2, 8)
+    assert {phase: (d["count"], d["sum"]) for phase, d in iris["phases"].items()} == {
+        "queue": (2, 0.5),
+        "prepare": (2, 0.5),
+        "model": (2, 1.0),
+        "finish": (2, 0.25),
+    }
+
+
 def test_a_metrics_dir_without_prometheus_clients_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     with pytest.raises(ConfigError) as caught:
@@ -277,11 +363,14 @@ def test_concurrent_updates_from_worker_threads_are_exact() -> None:
     try:
         barrier = threading.Barrier(5)
 
+        phases = metrics.phase_observer("iris")
+
         def worker() -> None:
             barrier.wait()
             for _ in range(20_000):
                 metrics.observe_stage("iris", "inference", 0.002)
                 metrics.observe_stage("iris", "pre_inference", 0.0001)
+                phases([0.0, 0.5, 1.0, 1.5, 2.0])
 
         threads = [threading.Thread(target=worker) for _ in range(4)]
         for thread in threads:
@@ -304,3 +393,6 @@ def test_concurrent_updates_from_worker_threads_are_exact() -> None:
     assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 20_000
     assert s[key("localserve_request_duration_seconds_count", api="iris")] == 20_000
     assert s[key("localserve_requests_in_flight", api="iris")] == 0
+    for phase in PHASES:
+        assert s[key("localserve_request_phase_seconds_count", api="iris", phase=phase)] == 80_000
+        assert s[key("localserve_request_phase_seconds_sum", api="iris", phase=phase)] == 40_000

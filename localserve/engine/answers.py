@@ -23,13 +23,20 @@ log = logging.getLogger("localserve")
 Done = list[tuple[Job, Any]]
 
 
-def answer(done: Done, flush: Callable[[], None] | None = None) -> None:
+def answer(
+    done: Done, flush: Callable[[], None] | None = None, phases: Callable[[list[float]], None] | None = None
+) -> None:
     """Answer finished jobs: one wake-up of the loop for all of them; streams then hold this thread.
 
-    ``flush`` (the batcher's) reports a model call this thread made, once its answers are written.
+    ``flush`` (the batcher's) reports a model call this thread made, once its answers are written;
+    ``phases`` (the metrics') gets the ``Job.times`` of every job answered 2xx.
     """
     if not done:
         return
+    if phases is not None:
+        for job, reply in done:
+            if type(reply) is Reply and 200 <= reply.status < 300:
+                phases(job.times)
     for job, reply in done:
         writer = job.writer
         if writer is not None and type(reply) is Reply and reply.stream is None and reply.asgi is None:

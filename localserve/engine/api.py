@@ -51,6 +51,7 @@ class ApiRuntime:
                 depth=functools.partial(metrics.set_queue_depth, api.name) if metrics.multiprocess else None,
                 batch=metrics.api(api.name).batch_size.observe,  # the child itself: once per model call
                 stage=endpoint_options.observe,
+                phases=metrics.phase_observer(api.name),  # Triton's queue and compute statistics (V2)
             )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
         self.pipeline = Pipeline(api, self.endpoint, hooks)

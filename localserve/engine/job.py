@@ -50,6 +50,7 @@ class Job:
         "started",
         "state",
         "stream_done",
+        "times",
         "writer",
     )
 
@@ -69,6 +70,8 @@ class Job:
         self.stream_done: concurrent.futures.Future[int | None] | None = None
         self.writer: ReplyWriter | None = None  # writes the answer from the API's thread, where the transport can
         self.claims = [True]  # one right to answer: the loop (deadline, shutdown) or a thread writing
+        # time.perf_counter() as it is queued, started, prepared, has the model's output, is finished (metrics' PHASES).
+        self.times: list[float] = []
 
     def claim(self) -> bool:
         """Take the one right to answer this request; False when it was taken (``list.pop`` is atomic)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from localserve.engine.job import DROPPED, QUEUED, RUNNING, Call, Job, Outputs
@@ -43,6 +44,7 @@ class JobQueue:
             depth = self.depth
         if self.on_depth is not None:
             self.on_depth(depth)
+        job.times.append(time.perf_counter())
         self.items.put(job)
 
     def drop(self, job: Job) -> bool:
@@ -74,6 +76,7 @@ class JobQueue:
             for job in jobs:
                 if job.state == QUEUED:
                     job.state = RUNNING
+                    job.times.append(time.perf_counter())
                     claimed.append(job)
             self.depth -= len(claimed)
             self.preparing += len(claimed)
@@ -92,6 +95,7 @@ class JobQueue:
             job.state = RUNNING
             self.depth -= 1
             self.preparing += 1
+        job.times.append(time.perf_counter())
         return True
 
     def prepared(self, count: int) -> None:

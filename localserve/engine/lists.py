@@ -73,4 +73,6 @@ class ListBatches:
                 raise RuntimeError(f"{len(results)} results for {len(jobs)} requests")
         except BaseException as exc:
             results = [as_error(exc, self.name)] * len(jobs)
+        for job in jobs:  # the whole batch is their prepare phase
+            job.times.append(time.perf_counter())
         done.extend(zip(jobs, results, strict=True))

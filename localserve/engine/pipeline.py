@@ -211,7 +211,7 @@ class Pipeline:
                 item.run()
         if fresh:
             self._begin(fresh, done)
-        answer(done, self._flush)
+        answer(done, self._flush, self.hooks.phases)
         return stop
 
     def _begin(self, jobs: list[Job], done: Done) -> None:
@@ -235,15 +235,19 @@ class Pipeline:
             self._enter(job)
             try:
                 prepared = (job.prepare or endpoint.prepare)(job.request)
+                job.times.append(time.perf_counter())
                 if not isinstance(prepared, Reply):
-                    prepared = (job.finish or endpoint.finish)(job.request, endpoint.infer(prepared))
+                    output = endpoint.infer(prepared)
+                    job.times.append(time.perf_counter())
+                    prepared = (job.finish or endpoint.finish)(job.request, output)
+                    job.times.append(time.perf_counter())
             except BaseException as exc:
                 prepared = as_error(exc, self.name)
             done.append((job, prepared))
             if time.perf_counter() > answer_by:  # slow work: answer what is done before going on
                 self._prepared(started)
                 started = 0
-                answer(done[:], self._flush)  # the event loop gets its own list
+                answer(done[:], self._flush, self.hooks.phases)  # the event loop gets its own list
                 done.clear()
                 answer_by = time.perf_counter() + ANSWER_AFTER
         self._prepared(started)
@@ -263,6 +267,7 @@ class Pipeline:
             except BaseException as exc:
                 done.append((job, as_error(exc, self.name)))
                 continue
+            job.times.append(time.perf_counter())
             if isinstance(prepared, Reply):
                 done.append((job, prepared))
             else:
@@ -282,9 +287,11 @@ class Pipeline:
 
     def _finish_one(self, job: Job, output: Any, done: Done) -> None:
         self._enter(job)
+        job.times.append(time.perf_counter())
         try:
             finish = job.finish or self.endpoint.finish
             done.append((job, finish(job.request, output)))
+            job.times.append(time.perf_counter())
         except BaseException as exc:
             done.append((job, as_error(exc, self.name)))
 

@@ -49,7 +49,9 @@ class Hooks:
         depth: Callable[[int], None] | None = None,
         batch: Callable[[int], None] | None = None,
         stage: Callable[[str, float], None] | None = None,
+        phases: Callable[[list[float]], None] | None = None,
     ) -> None:
         self.depth = depth
         self.batch = batch
         self.stage = stage
+        self.phases = phases  # once per job answered 2xx, with its ``Job.times``

@@ -12,8 +12,9 @@ With several replicas, prometheus_client's multiprocess mode adds them up: the s
 fresh folder per serve and sets ``PROMETHEUS_MULTIPROC_DIR`` to it in each replica's environment
 when it spawns the replica (the one place localserve sets that variable: prometheus_client reads it
 when it is imported); ``Metrics(directory=...)`` then reads every replica's files on ``render()``.
-``/stats``, ``localserve get`` and the dashboard are derived from these same figures
-(``localserve.metrics.summary``); the tracker's figures are metrics too (``localserve.tracker``).
+``/stats``, ``localserve get``, the dashboard and the Open Inference Protocol's statistics are derived
+from these same figures by one reader over ``collect()`` (``localserve.metrics.figures``); the
+tracker's figures are metrics too (``localserve.tracker``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,22 @@ from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.metrics_core import Metric
 
 from localserve.errors import ConfigError
+from localserve.metrics.figures import ApiFigures, Distribution, read_figures
+from localserve.metrics.names import (
+    BATCH_SIZE,
+    DURATION,
+    IN_FLIGHT,
+    MODEL_LOAD,
+    QUEUE_DEPTH,
+    REQUESTS,
+    STAGE,
+    TRACKER_CLASS,
+    TRACKER_MAX,
+    TRACKER_MIN,
+    TRACKER_TOTAL,
+    TRACKER_VALUE,
+)
+from localserve.metrics.phases import PHASES, Phases
 from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
 from localserve.tracker import REGRESSION_BOUNDS
 
@@ -41,14 +58,18 @@ __all__ = [
     "BATCH_BUCKETS",
     "DURATION_BUCKETS",
     "MULTIPROC_ENV",
+    "PHASES",
     "STAGES",
     "USER_BUCKETS",
     "USER_PREFIX",
+    "ApiFigures",
     "ApiMetrics",
+    "Distribution",
     "Metrics",
     "MetricsClient",
     "mark_process_dead",
     "prepare_metrics_dir",
+    "read_figures",
 ]
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -58,20 +79,6 @@ DURATION_BUCKETS = (
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-
-REQUESTS = "localserve_requests"
-DURATION = "localserve_request_duration_seconds"
-STAGE = "localserve_stage_duration_seconds"
-IN_FLIGHT = "localserve_requests_in_flight"
-QUEUE_DEPTH = "localserve_queue_depth"
-BATCH_SIZE = "localserve_batch_size"
-MODEL_LOAD = "localserve_model_load_seconds"
-TRACKER_CLASS = "localserve_tracker_class"
-TRACKER_VALUE = "localserve_tracker_value"
-TRACKER_MIN = "localserve_tracker_value_min"
-TRACKER_MAX = "localserve_tracker_value_max"
-# The histogram has negative bounds, so prometheus_client (as OpenMetrics asks) writes no `_sum` for it.
-TRACKER_TOTAL = "localserve_tracker_value_total"
 
 
 class ApiMetrics:
@@ -163,6 +170,7 @@ class Metrics:
             TRACKER_TOTAL, "Tracker: sum of the predicted values.", ["api"], multiprocess_mode="sum", registry=registry
         )
         self._user = UserMetrics(registry)
+        self._phases = Phases(registry, multiprocess=directory is not None)
         self.apis: dict[str, ApiMetrics] = {}
         for api in apis:
             self.api(api)
@@ -223,6 +231,10 @@ class Metrics:
 
         return observe
 
+    def phase_observer(self, api: str) -> Callable[[list[float]], None]:
+        """For the engine: ``observe(marks)`` once per request of ``api`` answered 2xx (``localserve.metrics.phases``)."""
+        return self._phases.observer(api)
+
     @property
     def multiprocess(self) -> bool:
         """Whether values must be written as they change (replicas); alone, gauges are read at scrape time."""
@@ -254,6 +266,10 @@ class Metrics:
     def collect(self) -> list[Metric]:
         """Every metric family, all replicas' figures added up in multiprocess mode."""
         return list(self._scrape.collect())
+
+    def figures(self) -> dict[str, ApiFigures]:
+        """Every API's figures, read once from ``collect()`` (``read_figures``): what every view derives from."""
+        return read_figures(self.collect())
 
     def render(self) -> tuple[bytes, str]:
         """The body and content type of ``GET /metrics``; all replicas' figures in multiprocess mode."""

@@ -7,8 +7,8 @@ Example::
     summary.api_json("iris")   # the body of GET /iris/stats; stats_json() for GET /stats
 
 There is one source of figures: the prometheus_client metrics that ``GET /metrics`` serves (all
-replicas' in multiprocess mode). The counts are those of ``localserve_requests_total`` by status
-class, the latency's mean is sum / count of ``localserve_request_duration_seconds`` and its p50 and
+replicas' in multiprocess mode), read by ``Metrics.figures()``. The counts are those of
+``localserve_requests_total`` by status class, the latency's mean is sum / count of ``localserve_request_duration_seconds`` and its p50 and
 p99 are interpolated in its buckets as Prometheus's ``histogram_quantile`` does; the tracker's
 figures are its ``localserve_tracker_*`` metrics.
 """
@@ -18,19 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from prometheus_client.metrics_core import Metric
-
 from localserve.errors import NotFound
-from localserve.metrics import (
-    DURATION,
-    REQUESTS,
-    TRACKER_CLASS,
-    TRACKER_MAX,
-    TRACKER_MIN,
-    TRACKER_TOTAL,
-    TRACKER_VALUE,
-    Metrics,
-)
+from localserve.metrics import ApiFigures, Metrics
 from localserve.tracker import Tracker, histogram
 
 STATUS_CLASSES = ("2xx", "4xx", "5xx")
@@ -71,116 +60,33 @@ class StatsSummary:
 
     def stats_json(self) -> list[dict[str, Any]]:
         """The body of ``GET /stats``: every API's figures, added up over all replicas."""
-        read = _read(self.metrics.collect())
-        return [self._api_json(name, read) for name in self.apis]
+        figures = self.metrics.figures()
+        return [self._api_json(name, figures) for name in self.apis]
 
     def api_json(self, api: str) -> dict[str, Any]:
         """The body of ``GET /<api>/stats``: one API's figures, added up over all replicas."""
         if api not in self.apis:
             raise NotFound(f"No API named '{api}'; the server has: {', '.join(self.apis) or 'no APIs'}.")
-        return self._api_json(api, _read(self.metrics.collect()))
+        return self._api_json(api, self.metrics.figures())
 
-    def _api_json(self, name: str, read: dict[str, _ApiRead]) -> dict[str, Any]:
-        figures = read.get(name) or _ApiRead()
-        count = figures.count
+    def _api_json(self, name: str, every: dict[str, ApiFigures]) -> dict[str, Any]:
+        figures = every.get(name) or ApiFigures()
+        duration = figures.latency
         latency: dict[str, float | None] = {"mean": None, "p50": None, "p99": None}
-        if count:
+        if duration.count:
             latency = {
-                "mean": round(figures.sum / count, 9),
-                "p50": round(bucket_quantile(0.5, figures.buckets), 9),
-                "p99": round(bucket_quantile(0.99, figures.buckets), 9),
+                "mean": round(duration.sum / duration.count, 9),
+                "p50": round(bucket_quantile(0.5, duration.buckets), 9),
+                "p99": round(bucket_quantile(0.99, duration.buckets), 9),
             }
         tracker = self.trackers.get(name)
         return {
             "api": name,
             "status": self.status(name),
-            "requests": {c: int(figures.requests.get(c, 0)) for c in STATUS_CLASSES},
+            "requests": {c: figures.requests(c) for c in STATUS_CLASSES},
             "latency": latency,
             "tracker": None if tracker is None else _tracker_json(tracker, figures),
         }
-
-
-class _ApiRead:
-    """What one API's families hold, read once per ``/stats`` answer."""
-
-    def __init__(self) -> None:
-        self.requests: dict[str, float] = {}
-        self.buckets: list[tuple[float, float]] = []  # (upper bound, cumulative count), +Inf last
-        self.count = 0.0
-        self.sum = 0.0
-        self.classes: dict[str, float] = {}
-        self.values = 0.0
-        self.values_sum = 0.0
-        self.value_buckets: list[tuple[float, float]] = []  # the regression histogram, as ``buckets``
-        self.min: float | None = None
-        self.max: float | None = None
-
-
-def _read(families: Sequence[Metric]) -> dict[str, _ApiRead]:
-    apis: dict[str, _ApiRead] = {}
-    for family in families:
-        if family.name not in _READ:
-            continue
-        for sample in family.samples:
-            api = sample.labels.get("api")
-            if api is None:
-                continue
-            read = apis.get(api) or apis.setdefault(api, _ApiRead())
-            _READ[family.name](read, sample.name, sample.labels, sample.value)
-    for read in apis.values():
-        read.buckets.sort()
-        read.value_buckets.sort()
-    return apis
-
-
-def _requests(read: _ApiRead, name: str, labels: dict[str, str], value: float) -> None:
-    if name == REQUESTS + "_total":
-        status_class = labels["status_class"]
-        read.requests[status_class] = read.requests.get(status_class, 0.0) + value
-
-
-def _duration(read: _ApiRead, name: str, labels: dict[str, str], value: float) -> None:
-    if name == DURATION + "_bucket":
-        read.buckets.append((float(labels["le"]), value))
-    elif name == DURATION + "_count":
-        read.count = value
-    elif name == DURATION + "_sum":
-        read.sum = value
-
-
-def _classes(read: _ApiRead, name: str, labels: dict[str, str], value: float) -> None:
-    if name == TRACKER_CLASS + "_total":
-        read.classes[labels["class"]] = read.classes.get(labels["class"], 0.0) + value
-
-
-def _values(read: _ApiRead, name: str, labels: dict[str, str], value: float) -> None:
-    if name == TRACKER_VALUE + "_bucket":
-        read.value_buckets.append((float(labels["le"]), value))
-    elif name == TRACKER_VALUE + "_count":
-        read.values = value
-
-
-def _total(read: _ApiRead, name: str, labels: dict[str, str], value: float) -> None:
-    read.values_sum = value
-
-
-def _min(read: _ApiRead, name: str, labels: dict[str, str], value: float) -> None:
-    read.min = value
-
-
-def _max(read: _ApiRead, name: str, labels: dict[str, str], value: float) -> None:
-    read.max = value
-
-
-_READ: dict[str, Callable[[_ApiRead, str, dict[str, str], float], None]] = {
-    REQUESTS: _requests,
-    DURATION: _duration,
-    TRACKER_CLASS: _classes,
-    TRACKER_VALUE: _values,
-    TRACKER_MIN: _min,
-    TRACKER_MAX: _max,
-    TRACKER_TOTAL: _total,
-}
 
 
 def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
@@ -205,17 +111,17 @@ def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
     return lower + (upper - lower) * (rank - below) / inside
 
 
-def _tracker_json(tracker: Tracker, read: _ApiRead) -> dict[str, Any]:
+def _tracker_json(tracker: Tracker, figures: ApiFigures) -> dict[str, Any]:
     if tracker.model_type == "classification":
-        classes = {label: int(n) for label, n in read.classes.items()}
+        classes = {label: int(n) for label, n in figures.classes.items()}
         return {"model_type": "classification", "key": tracker.key, "classes": classes}
-    count = int(read.values)
+    count = int(figures.values.count)
     return {
         "model_type": "regression",
         "key": tracker.key,
         "count": count,
-        "min": read.min if count else None,
-        "max": read.max if count else None,
-        "mean": read.values_sum / count if count else None,
-        "histogram": histogram(read.value_buckets),
+        "min": figures.values_min if count else None,
+        "max": figures.values_max if count else None,
+        "mean": figures.values_total / count if count else None,
+        "histogram": histogram(figures.values.buckets),
     }

@@ -5,14 +5,16 @@ Example::
     app = App(config)
     Starlette(routes=[..., *Pages(app).routes()])
 
-The dashboard's figures are read from the very text ``GET /metrics`` serves (``read_figures``), so
-the page and a Prometheus scrape cannot disagree; the tracker comes from ``/stats``.
+The dashboard's figures come from the metrics ``GET /metrics`` serves, through their one reader
+(``Metrics.figures()``), so the page and a Prometheus scrape cannot disagree; the tracker comes
+from ``/stats``.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import mimetypes
 import time
 from functools import cache
@@ -20,7 +22,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.parser import text_string_to_metric_families
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -31,7 +32,7 @@ from localserve.server.openapi import ApiDoc, add_v2_paths, openapi_document
 
 if TYPE_CHECKING:
     from localserve.engine.api import ApiRuntime
-    from localserve.metrics import Metrics
+    from localserve.metrics import Distribution, Metrics
     from localserve.server.app import App
 
 STATIC = "static"  # beside this module, package data
@@ -49,62 +50,32 @@ PAGE_PATHS = frozenset(
 )
 
 
-def read_figures(metrics: Metrics | None) -> dict[str, dict[str, Any]]:
-    """Every API's figures as ``GET /metrics`` shows them (all replicas): the dashboard's one source.
+def dashboard_figures(metrics: Metrics | None) -> dict[str, dict[str, Any]]:
+    """Every API's figures as ``Metrics.figures()`` reads them (all replicas), in the dashboard's JSON.
 
     ``{api: {"codes": {"200": n}, "in_flight": n, "queue_depth": n, "model_load": s,
     "latency": {"buckets": [[le, cumulative count], ...], "count": n, "sum": s},
-    "batch_size": {...same...}}}``; empty when metrics are off (``--no-metrics``).
+    "batch_size": {...same...}}}`` (``le`` None for +Inf); empty when metrics are off (``--no-metrics``).
     """
     if metrics is None:
         return {}
-    body, _ = metrics.render()
-    figures: dict[str, dict[str, Any]] = {}
-
-    def api(name: str) -> dict[str, Any]:
-        return figures.setdefault(
-            name,
-            {
-                "codes": {},
-                "in_flight": 0.0,
-                "queue_depth": 0.0,
-                "model_load": 0.0,
-                "latency": {"buckets": [], "count": 0.0, "sum": 0.0},
-                "batch_size": {"buckets": [], "count": 0.0, "sum": 0.0},
-            },
-        )
-
-    histograms = {"localserve_request_duration_seconds": "latency", "localserve_batch_size": "batch_size"}
-    gauges = {
-        "localserve_requests_in_flight": "in_flight",
-        "localserve_queue_depth": "queue_depth",
-        "localserve_model_load_seconds": "model_load",
+    return {
+        name: {
+            "codes": dict(figures.codes),
+            "in_flight": figures.in_flight,
+            "queue_depth": figures.queue_depth,
+            "model_load": figures.model_load,
+            "latency": _histogram(figures.latency),
+            "batch_size": _histogram(figures.batch_size),
+        }
+        for name, figures in metrics.figures().items()
     }
-    for family in text_string_to_metric_families(body.decode("utf-8")):
-        for sample in family.samples:
-            name = sample.labels.get("api")
-            if name is None:
-                continue
-            if family.name == "localserve_requests" and sample.name.endswith("_total"):
-                codes = api(name)["codes"]
-                codes[sample.labels["code"]] = codes.get(sample.labels["code"], 0.0) + sample.value
-            elif family.name in gauges:
-                api(name)[gauges[family.name]] = sample.value
-            elif family.name in histograms:
-                histogram = api(name)[histograms[family.name]]
-                if sample.name.endswith("_bucket"):
-                    histogram["buckets"].append([_bound(sample.labels["le"]), sample.value])
-                elif sample.name.endswith("_count"):
-                    histogram["count"] = sample.value
-                elif sample.name.endswith("_sum"):
-                    histogram["sum"] = sample.value
-    return figures
 
 
-def _bound(le: str) -> float | None:
-    """A bucket's upper bound; ``None`` for +Inf (JSON has no infinity)."""
-    value = float(le)
-    return None if value == float("inf") else value
+def _histogram(distribution: Distribution) -> dict[str, Any]:
+    """A histogram for JSON: +Inf's bound is ``None`` (JSON has no infinity)."""
+    buckets = [[None if math.isinf(le) else le, n] for le, n in distribution.buckets]
+    return {"buckets": buckets, "count": distribution.count, "sum": distribution.sum}
 
 
 class Pages:
@@ -185,8 +156,8 @@ class Pages:
         return JSONResponse(self.data())
 
     def data(self) -> dict[str, Any]:
-        """The dashboard's figures: ``read_figures`` per API, with status, device and tracker."""
-        figures = read_figures(self.app.metrics)
+        """The dashboard's figures: ``dashboard_figures`` per API, with status, device and tracker."""
+        figures = dashboard_figures(self.app.metrics)
         stats = {entry["api"]: entry for entry in self.app.stats.stats_json()}
         apis = []
         for name, rt in self.app.apis.items():

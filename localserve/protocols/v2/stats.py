@@ -1,74 +1,61 @@
-"""Triton's statistics extension (``GET /v2/models/{m}/stats``) from the figures ``GET /metrics`` shows.
+"""Triton's statistics extension (``GET /v2/models/{m}/stats``) from the server's metrics (``Metrics.figures()``).
 
-One function reads the Prometheus text the server already renders (every replica's figures), so
-the two can never disagree:
+The figures are those ``GET /metrics`` and ``/stats`` show (every replica's), read by the one reader
+of the metrics, so the views can never disagree:
 
 - ``inference_stats.success`` / ``fail``: requests answered 2xx / otherwise
   (``localserve_requests_total``); their ``ns`` share out the summed request latency
   (``localserve_request_duration_seconds``, which has no status label) by count;
-- ``compute_input`` / ``compute_infer`` / ``compute_output``: the ``pre_inference`` /
-  ``inference`` / ``post_inference`` stages (``localserve_stage_duration_seconds``);
+- ``queue``, ``compute_input``, ``compute_infer``, ``compute_output``: the phases the engine
+  observes together once per request its API's threads answer 2xx, native and V2 alike
+  (``localserve_request_phase_seconds``: queue, prepare, model, finish). As in Triton, the four
+  have one count; it is read from the phase observed last, so a scrape in the middle of a request's
+  observations cannot show counts that differ (perf_analyzer stops on that);
 - ``execution_count``: model calls (the ``inference`` stage's count); ``inference_count``: rows
   the model ran for requests (``localserve_batch_size``'s sum, padding excluded; model calls when
   the API does not batch);
-- ``queue``, ``last_inference``, cache hits and misses: localserve keeps no such figures; 0.
+- ``last_inference``, cache hits and misses: localserve keeps no such figures; 0.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from prometheus_client.parser import text_string_to_metric_families
+from localserve.metrics import PHASES, ApiFigures
 
 NS = 1e9
-STAGES = {"compute_input": "pre_inference", "compute_infer": "inference", "compute_output": "post_inference"}
+# Triton's name of each of the engine's phases (localserve.metrics.PHASES, in order).
+COMPUTE = dict(zip(("queue", "compute_input", "compute_infer", "compute_output"), PHASES, strict=True))
 
 
-class Renders(Protocol):
-    """What the statistics are read from: the server's metrics (their /metrics text)."""
+class Figures(Protocol):
+    """What the statistics are read from: the server's metrics."""
 
-    def render(self) -> tuple[bytes, str]:
-        """The /metrics text and its content type."""
+    def figures(self) -> dict[str, ApiFigures]:
+        """Every API's figures (``localserve.metrics.Metrics.figures``)."""
         ...
 
 
-def model_stats(metrics: Renders, name: str, version: str) -> dict[str, Any]:
-    """Triton's ``model_stats`` entry of API ``name``, read from ``metrics.render()``."""
-    codes: dict[str, float] = {}
-    sums: dict[str, float] = {}  # histogram sums and counts: "duration_sum", "stage:inference_count", ...
-    body, _ = metrics.render()
-    for family in text_string_to_metric_families(body.decode("utf-8")):
-        for sample in family.samples:
-            if sample.labels.get("api") != name:
-                continue
-            if family.name == "localserve_requests" and sample.name.endswith("_total"):
-                code = sample.labels["code"]
-                codes[code] = codes.get(code, 0.0) + sample.value
-            elif sample.name.endswith(("_sum", "_count")):
-                kind = sample.name.rsplit("_", 1)[1]
-                key = {
-                    "localserve_request_duration_seconds": "duration",
-                    "localserve_batch_size": "rows",
-                    "localserve_stage_duration_seconds": f"stage:{sample.labels.get('stage')}",
-                }.get(family.name)
-                if key is not None:
-                    sums[f"{key}_{kind}"] = sums.get(f"{key}_{kind}", 0.0) + sample.value
-    success = sum(n for code, n in codes.items() if code.startswith("2"))
-    fail = sum(codes.values()) - success
-    total = success + fail
-    latency = sums.get("duration_sum", 0.0)
+def model_stats(metrics: Figures, name: str, version: str) -> dict[str, Any]:
+    """Triton's ``model_stats`` entry of API ``name``, read from ``metrics.figures()``."""
+    figures = metrics.figures().get(name) or ApiFigures()
+    success = figures.requests("2xx")
+    total = int(sum(figures.codes.values()))
+    latency = figures.latency.sum
 
-    def share(count: float) -> dict[str, int]:
-        return {"count": int(count), "ns": int(latency * NS * count / total) if total else 0}
+    def share(count: int) -> dict[str, int]:
+        return {"count": count, "ns": int(latency * NS * count / total) if total else 0}
 
-    def stage(label: str) -> dict[str, int]:
-        return {
-            "count": int(sums.get(f"stage:{label}_count", 0.0)),
-            "ns": int(sums.get(f"stage:{label}_sum", 0.0) * NS),
-        }
+    last = figures.phases.get(PHASES[-1])
+    count = int(last.count) if last is not None else 0
 
-    executions = int(sums.get("stage:inference_count", 0.0))
-    rows = int(sums.get("rows_sum", 0.0)) if sums.get("rows_count") else executions
+    def phase(label: str) -> dict[str, int]:
+        found = figures.phases.get(label)
+        return {"count": count, "ns": int(found.sum * NS) if found is not None and count else 0}
+
+    inference = figures.stages.get("inference")
+    executions = int(inference.count) if inference is not None else 0
+    rows = int(figures.batch_size.sum) if figures.batch_size.count else executions
     zero = {"count": 0, "ns": 0}
     return {
         "name": name,
@@ -78,9 +65,8 @@ def model_stats(metrics: Renders, name: str, version: str) -> dict[str, Any]:
         "execution_count": executions,
         "inference_stats": {
             "success": share(success),
-            "fail": share(fail),
-            "queue": dict(zero),
-            **{key: stage(label) for key, label in STAGES.items()},
+            "fail": share(total - success),
+            **{key: phase(label) for key, label in COMPUTE.items()},
             "cache_hit": dict(zero),
             "cache_miss": dict(zero),
         },

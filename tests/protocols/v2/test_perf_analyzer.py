@@ -1,0 +1,68 @@
+"""NVIDIA's perf_analyzer, unmodified, against ``localserve serve`` with default flags.
+
+perf_analyzer reads the statistics extension around each measurement window: it picks the model's
+version by the one whose ``queue`` count grew, and stops with "Server side statistics compute counts
+must be the same" unless ``compute_input``, ``compute_infer`` and ``compute_output`` grow together.
+Both models are served by the engine's two paths: ``single`` without batching (the API's thread
+runs the model), ``batched`` through the batcher. perf_analyzer comes from scripts/perf_analyzer.sh
+(PyPI's wheel, run through Debian 13's C libraries); the test is skipped only when that script
+cannot install it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.models import onnx_linear
+from tests.test_e2e import server
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = ROOT / "scripts" / "perf_analyzer.sh"
+CONFIG = """\
+- kind: api
+  name: single
+  model: single.onnx
+- kind: api
+  name: batched
+  model: batched.onnx
+  batching: {max_batch_size: 8}
+"""
+
+
+@pytest.fixture(scope="module")
+def perf_analyzer() -> str:
+    """The launcher scripts/perf_analyzer.sh installed (or had in its cache)."""
+    done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        pytest.skip(f"scripts/perf_analyzer.sh could not install perf_analyzer: {done.stderr.strip()[-500:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    project = tmp_path_factory.mktemp("perf_analyzer")
+    (project / "cortex.yaml").write_text(CONFIG)
+    onnx_linear(project / "single.onnx", fixed_batch=1)  # dims [1, 4]: perf_analyzer needs no --shape
+    onnx_linear(project / "batched.onnx")  # [batch, 4], served with max_batch_size 8
+    with server(cwd=project) as (address, _):
+        yield address
+
+
+@pytest.mark.parametrize("model", ["single", "batched"])
+def test_perf_analyzer_runs_unchanged(perf_analyzer: str, url: str, model: str, tmp_path: Path) -> None:
+    # Short windows; a stability band wide enough that a busy machine cannot fail the run (the test is
+    # about the server's answers and statistics, never about how fast they come).
+    command = [perf_analyzer, "-m", model, "-u", url.removeprefix("http://"), "-i", "http"]
+    command += ["--measurement-interval", "500", "--stability-percentage", "1000", "--max-trials", "10"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}:\n{output}"
+    assert "Concurrency: 1, throughput:" in output, output
+    assert "Server side statistics" not in output, output
+    assert "Successful request count:" in output, output  # the server's side was read and reported
