@@ -28,7 +28,9 @@ class V2Model:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]  # the tensor outputs (an ONNX sequence or map has no V2 datatype)
     output_order: tuple[str, ...]  # every output's name, in the order a list-returning runtime (ONNX) gives them
-    max_batch_size: int  # the engine's batching (Triton's meaning: 0 = no batching, dims are whole shapes)
+    # Triton's meaning: the rows one request may carry on a free first dimension (0: dims are whole shapes).
+    max_batch_size: int
+    dynamic_batching: bool  # the API batches requests together (its ``batching``)
     keep_bytes: bool  # BYTES stay bytes (TensorFlow) or are decoded as UTF-8 (onnxruntime)
 
     def metadata(self) -> dict[str, Any]:
@@ -61,7 +63,7 @@ class V2Model:
             "max_batch_size": self.max_batch_size,
             "input": [tensor(spec) for spec in self.inputs],
             "output": [tensor(spec) for spec in self.outputs],
-            **({"dynamic_batching": {}} if batched else {}),
+            **({"dynamic_batching": {}} if self.dynamic_batching else {}),
         }
 
 
@@ -89,6 +91,12 @@ def not_a_model(rt: ApiRuntime) -> str | None:
     return None
 
 
+# What Triton's auto-completed configuration says of a model whose every first dimension is free and
+# that has no configured batching (its --backend-config default-max-batch-size): perf_analyzer then
+# profiles it unchanged, rows on the first dimension.
+DEFAULT_MAX_BATCH_SIZE = 4
+
+
 def v2_model(rt: ApiRuntime) -> V2Model | None:
     """The V2 view of a loaded API (None before it is loaded, or when it is no V2 model)."""
     model = getattr(rt.endpoint, "model", None)
@@ -100,13 +108,15 @@ def v2_model(rt: ApiRuntime) -> V2Model | None:
     outputs = tuple(spec for spec in every if spec.datatype)
     batching = rt.api.batching
     batchable = all(spec.shape is not None and spec.shape and spec.shape[0] == -1 for spec in inputs + outputs)
+    rows = batching.max_batch_size if batching is not None else DEFAULT_MAX_BATCH_SIZE
     return V2Model(
         name=rt.api.name,
         platform=PLATFORMS[model.format],
         inputs=inputs,
         outputs=outputs,
         output_order=tuple(spec.name for spec in every),
-        max_batch_size=batching.max_batch_size if batching is not None and batchable else 0,
+        max_batch_size=rows if batchable else 0,
+        dynamic_batching=batching is not None and batchable,
         keep_bytes=model.format == "tensorflow",
     )
 

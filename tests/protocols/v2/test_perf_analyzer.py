@@ -3,8 +3,10 @@
 perf_analyzer reads the statistics extension around each measurement window: it picks the model's
 version by the one whose ``queue`` count grew, and stops with "Server side statistics compute counts
 must be the same" unless ``compute_input``, ``compute_infer`` and ``compute_output`` grow together.
-Both models are served by the engine's two paths: ``single`` without batching (the API's thread
-runs the model), ``batched`` through the batcher. perf_analyzer comes from scripts/perf_analyzer.sh
+The models are served by the engine's two paths: ``single`` (a fixed shape) and ``free`` (a free
+first dimension, like the bundled iris example, which Triton's auto-completed configuration gives a
+``max_batch_size`` of 4) without batching (the API's thread runs the model), ``batched`` through
+the batcher. perf_analyzer comes from scripts/perf_analyzer.sh
 (PyPI's wheel, run through Debian 13's C libraries); the test is skipped only when that script
 cannot install it.
 """
@@ -32,6 +34,9 @@ CONFIG = """\
   name: batched
   model: batched.onnx
   batching: {max_batch_size: 8}
+- kind: api
+  name: free
+  model: batched.onnx
 """
 
 
@@ -49,12 +54,12 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     project = tmp_path_factory.mktemp("perf_analyzer")
     (project / "cortex.yaml").write_text(CONFIG)
     onnx_linear(project / "single.onnx", fixed_batch=1)  # dims [1, 4]: perf_analyzer needs no --shape
-    onnx_linear(project / "batched.onnx")  # [batch, 4], served with max_batch_size 8
+    onnx_linear(project / "batched.onnx")  # [batch, 4]: with max_batch_size 8, and as "free" without batching
     with server(cwd=project) as (address, _):
         yield address
 
 
-@pytest.mark.parametrize("model", ["single", "batched"])
+@pytest.mark.parametrize("model", ["single", "batched", "free"])
 def test_perf_analyzer_runs_unchanged(perf_analyzer: str, url: str, model: str, tmp_path: Path) -> None:
     # Short windows; a stability band wide enough that a busy machine cannot fail the run (the test is
     # about the server's answers and statistics, never about how fast they come).
