@@ -482,7 +482,7 @@ def test_a_coding_other_than_gzip_or_deflate_is_a_415(running: tuple[str, Path])
 
 def test_decoding_stops_at_the_body_limit() -> None:
     from localserve.errors import RequestError
-    from localserve.protocols.http import decode_content
+    from localserve.protocols.bodies import decode_content
 
     bomb = gzip.compress(b"\0" * 10_000)
     assert decode_content(bomb, b"GZIP", 10_000) == b"\0" * 10_000

@@ -37,13 +37,13 @@ from localserve.protocols.asyncapi.store import (
     rfc3339,
 )
 from localserve.protocols.asyncapi.worker import AsyncWorker, execute
+from localserve.protocols.bodies import read_body
 from localserve.protocols.http import (
     Receive,
     Scope,
     Send,
     answer_other_method,
     json_reply,
-    read_body,
     render_error,
     request_id_of,
     send_reply,

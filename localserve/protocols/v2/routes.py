@@ -24,12 +24,12 @@ from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, NotFound, NotReady
 from localserve.logs import access_log
+from localserve.protocols.bodies import decode_content
 from localserve.protocols.http import (
     HttpDoor,
     Receive,
     Scope,
     Send,
-    decode_content,
     request_id_of,
     send_error,
     send_reply,
