@@ -22,13 +22,12 @@ import sys
 import threading
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from localserve.config.options import HttpLimits
-from localserve.errors import RequestError
-from localserve.protocols.http import FAST_PATH, render_error, request_id_of
-from localserve.response import answer_headers
-from localserve.server.connection.writes import FastReply, OneWrite, response_bytes
+from localserve.protocols.http import FAST_PATH, request_id_of
+from localserve.server.connection.refusals import cut_body_message, header_refusal, write_refusal
+from localserve.server.connection.writes import FastReply, OneWrite
 
 log = logging.getLogger("localserve")
 
@@ -102,7 +101,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             cycle = self.cycle
             if not self.in_head:  # the body was cut short
                 if (cycle is None or not cycle.response_started) and not self.pipeline:  # and it has no answer yet
-                    self._refuse(400, self._cut_body_message())
+                    self._refuse(400, cut_body_message(self.headers or [], self.body_received))
             elif self.head_bytes and (cycle is None or cycle.response_complete) and not self.pipeline:
                 self._refuse(
                     400,
@@ -110,14 +109,6 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                     "the headers.",
                 )
         super().eof_received()
-
-    def _cut_body_message(self) -> str:
-        length = next((value for name, value in self.headers or [] if name == b"content-length"), None)
-        if length is not None:
-            announced = f"of the {length.decode('latin-1')} bytes its Content-Length announced"
-        else:
-            announced = "of its chunked body, before the last (zero-size) chunk"
-        return f"The request body ended early: the connection was closed after {self.body_received} bytes {announced}."
 
     def data_received(self, data: bytes) -> None:
         """Feed bytes to the parser, answering a request over the limits with its 4xx."""
@@ -174,26 +165,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self.header_count > self.limits.max_headers:
             self.refusal = (431, f"The request has more than {self.limits.max_headers} headers (--max-headers).")
             raise _Refused
-        if len(name) == 17 and name.lower() == b"transfer-encoding" and value.strip().lower() != b"chunked":
-            # llhttp takes any codings before a final "chunked" and would pass the body on undecoded.
-            coding = value.decode("latin-1")
-            self.refusal = (
-                501,
-                f"Transfer-Encoding {coding!r} is not supported; send the body with Content-Length or with "
-                "Transfer-Encoding: chunked alone.",
-            )
-            raise _Refused
-        if len(name) == 12 and name.lower() == b"content-type":
-            # One body has one type: which of two differing headers a handler would see is a guess
-            # (Starlette reads the first, a dict of headers the last), so neither is taken.
-            if self.content_type is not None and self.content_type.strip().lower() != value.strip().lower():
-                first, second = self.content_type.decode("latin-1"), value.decode("latin-1")
-                self.refusal = (
-                    400,
-                    f"The request has two Content-Type headers that disagree ({first!r} and {second!r}); send one.",
-                )
+        if len(name) in (12, 17):  # Content-Type, Transfer-Encoding: checked (the others cost one comparison)
+            self.refusal = header_refusal(name, value, self.content_type)
+            if self.refusal is not None:
                 raise _Refused
-            self.content_type = value
+            if name.lower() == b"content-type":
+                self.content_type = value
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
@@ -225,35 +202,6 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.body_timer = None
         super().on_message_complete()
 
-    def reply_now(self, cycle: Any, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
-        """Write a whole response (head and body, ``content-length`` among ``headers``) in one write.
-
-        What uvicorn's ``send`` does for an ``http.response.start`` and a last ``http.response.body``,
-        in one call instead of two awaited ones: the same checks of names and values, its default
-        headers, ``connection: close`` when the connection ends, then the cycle is complete and the
-        connection ready for its next request. False when the response cannot go this way (the
-        client left, writing is paused, a response was begun, a header is invalid): the caller then
-        sends through ASGI as usual, which deals with each of these.
-        """
-        if cycle is not self.cycle or cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
-            return False
-        data = response_bytes(cycle, status, headers, body)
-        if data is None:
-            return False
-        self.complete(cycle, data)
-        return True
-
-    def complete(self, cycle: Any, rest: bytes) -> None:
-        """End ``cycle``'s response on the loop: write ``rest`` of it, then ready the connection for the next."""
-        cycle.response_started = cycle.response_complete = True
-        cycle.waiting_for_100_continue = False
-        if rest and not self.transport.is_closing():
-            self.transport.write(rest)
-        cycle.message_event.set()
-        if not cycle.keep_alive:
-            self.transport.close()
-        cycle.on_response()
-
     def _open_thread_fd(self) -> None:
         transport = self.transport
         sock = transport.get_extra_info("socket")
@@ -284,7 +232,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             return
         self.deferred = None
         if not self.transport.is_closing():
-            self._write_refusal(*deferred)
+            write_refusal(self.transport, *deferred)
 
     # -- refusals -------------------------------------------------------------------------------
     def _head_timed_out(self) -> None:
@@ -338,15 +286,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 self.transport.close()
                 return
             cycle.response_complete = True
-        self._write_refusal(status, message, request_id)
-
-    def _write_refusal(self, status: int, message: str, request_id: str) -> None:
-        reply = render_error(RequestError(message, status_code=status), request_id, logged=True)  # logged above
-        head = [STATUS_LINE[status]]
-        for name, value in (*answer_headers(reply, request_id), (b"connection", b"close")):
-            head += (name, b": ", value, b"\r\n")
-        self.transport.write(b"".join((*head, b"\r\n", reply.body)))
-        self.transport.close()
+        write_refusal(self.transport, status, message, request_id)
 
     def _cancel_timers(self) -> None:
         for timer in (self.head_timer, self.body_timer):

@@ -68,8 +68,26 @@ class FastReply:
         return self if self.protocol.thread_fd >= 0 else None
 
     def reply_now(self, status: int, headers: Headers, body: bytes) -> bool:
-        """Write a whole answer from the loop at once (``LimitedHttpProtocol.reply_now``)."""
-        return self.protocol.reply_now(self.cycle, status, headers, body)
+        """Write a whole response (head and body, ``content-length`` among ``headers``) in one write, on the loop.
+
+        What uvicorn's ``send`` does for an ``http.response.start`` and a last ``http.response.body``,
+        in one call instead of two awaited ones: the same checks of names and values, its default
+        headers, ``connection: close`` when the connection ends, then the cycle is complete and the
+        connection ready for its next request. False when the response cannot go this way (the
+        client left, writing is paused, a response was begun, a header is invalid): the caller then
+        sends through ASGI as usual, which deals with each of these.
+        """
+        cycle = self.cycle
+        if (
+            cycle is not self.protocol.cycle
+            or cycle.response_started
+            or cycle.disconnected
+            or cycle.flow.write_paused
+            or (data := response_bytes(cycle, status, headers, body)) is None
+        ):
+            return False
+        self.complete(data)
+        return True
 
     def write(self, status: int, headers: Headers, body: bytes) -> bytes | None:
         """On an API thread: write the response; the bytes the loop must still write, or None if not written."""
@@ -97,8 +115,17 @@ class FastReply:
         return data[written:]
 
     def complete(self, rest: bytes) -> None:
-        """On the event loop: write what the thread could not, and end the response."""
-        self.protocol.complete(self.cycle, rest)
+        """On the event loop: write ``rest`` of the answer (what the thread could not), then ready the
+        connection for its next request."""
+        cycle, transport = self.cycle, self.protocol.transport
+        cycle.response_started = cycle.response_complete = True
+        cycle.waiting_for_100_continue = False
+        if rest and not transport.is_closing():
+            transport.write(rest)
+        cycle.message_event.set()
+        if not cycle.keep_alive:
+            transport.close()
+        cycle.on_response()
 
 
 class OneWrite:
