@@ -27,6 +27,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from localserve.engine.job import QUEUED, Job, Stages
+from localserve.engine.jobqueue import JobQueue
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Client, ReplyWriter
 from localserve.errors import ClientGone, NotReady, Overloaded, ShuttingDown, Timeout
@@ -41,18 +42,18 @@ WATCH_AFTER = 0.02  # seconds a request waits before a task listens for its clie
 class Admission:
     """An admitted request whose body is being read: counted against the queue until it is queued."""
 
-    __slots__ = ("pipeline",)
+    __slots__ = ("queue",)
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self.pipeline = pipeline
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
 
     def __enter__(self) -> None:
-        self.pipeline.reading += 1
+        self.queue.reading += 1
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self.pipeline.reading -= 1
+        self.queue.reading -= 1
 
 
 class Lifecycle:
@@ -67,7 +68,7 @@ class Lifecycle:
         self.watch_after = min(WATCH_AFTER, self.timeout)
         self.tick = max(0.001, min(WATCH_AFTER, self.timeout / 2))  # how often _sweep looks at them
         self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop whose timer runs _sweep, if any
-        self._admission = Admission(pipeline)
+        self._admission = Admission(pipeline.queue)
 
     def admit(self) -> Admission:
         """Admit one request: NotReady or Overloaded (503) at once, else an ``Admission`` to read its body in."""

@@ -157,15 +157,6 @@ class Pipeline:
         """How many requests are queued: admitted, neither started nor dropped."""
         return self.queue.depth
 
-    @property
-    def reading(self) -> int:
-        """Requests of this API whose body is being read."""
-        return self.queue.reading
-
-    @reading.setter
-    def reading(self, count: int) -> None:
-        self.queue.reading = count
-
     # -- the worker threads -------------------------------------------------------------------
     def _work(self) -> None:
         api_var.set(self.name)  # log records of this thread name the API
