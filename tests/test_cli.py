@@ -346,3 +346,43 @@ def test_export_kubernetes_and_dockerignore_commands() -> None:
     assert documents[2]["metadata"]["name"] == "api-iris" and documents[2]["spec"]["ports"][0]["port"] == 8888
     ignore = cli("export", "dockerignore", "-p", str(EXAMPLES / "iris_onnx"))
     assert ignore.stdout.splitlines()[1:3] == ["cortex.yaml", "**/.*"]
+
+
+def test_every_flag_is_also_a_localserve_variable_named_after_it() -> None:
+    serve_help = cli("serve", "--help").output
+    for name in (
+        "LOCALSERVE_PORT",
+        "LOCALSERVE_HOST",
+        "LOCALSERVE_CONFIG",
+        "LOCALSERVE_MAX_BODY_SIZE",
+        "LOCALSERVE_METRICS",
+    ):
+        assert f"env var: {name}" in " ".join(serve_help.split()), name
+    assert "LOCALSERVE_SERVE_" not in serve_help and "LOCALSERVE_CONFIG_FILE" not in serve_help
+    assert "env var: LOCALSERVE_INPUT" in " ".join(cli("run", "--help").output.split())
+    assert "env var: LOCALSERVE_IMAGE" in " ".join(cli("export", "kubernetes", "--help").output.split())
+
+
+@pytest.mark.slow
+def test_serve_listens_on_the_port_and_host_of_the_environment() -> None:
+    import httpx
+
+    from tests.conftest import free_port, wait_ready
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localserve", "serve", "--handler", "main:handler"],
+        cwd=EXAMPLES / "json_tax",
+        env=cli_env(LOCALSERVE_PORT=str(port), LOCALSERVE_HOST="127.0.0.1", LOCALSERVE_LOG_FORMAT="text"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", proc)
+        response = httpx.post(f"http://127.0.0.1:{port}/predict", json={"total_without_tax": 100})
+        assert (response.status_code, response.json()) == (200, {"total": 108.0})
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert f"at http://127.0.0.1:{port} (/json-tax)".encode() in stderr, stderr
