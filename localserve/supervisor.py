@@ -277,9 +277,8 @@ class ReplicaProcess:
         self.process.kill()
 
 
-def visible_gpus() -> list[str]:
-    """GPU ids replicas may be spread over: CUDA_VISIBLE_DEVICES, else what nvidia-smi lists."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+def visible_gpus(visible: str | None) -> list[str]:
+    """GPU ids replicas may be spread over: ``visible`` (the CLI's CUDA_VISIBLE_DEVICES), else what nvidia-smi lists."""
     if visible is not None:
         return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
     import shutil
@@ -327,7 +326,9 @@ class Supervisor:
         self.restarts = [0] * replicas
         self.stopping = False
         self.failure: str | None = None
-        self.gpus = visible_gpus() if any(api.compute.gpu > 0 for api in config.apis) else []
+        self.gpus = (
+            visible_gpus(options.cuda_visible_devices) if any(api.compute.gpu > 0 for api in config.apis) else []
+        )
         self.metrics_dir = ""  # made by run(): one fresh folder per serve
 
     def replica_options(self, index: int) -> ServeOptions:

@@ -246,10 +246,12 @@ def test_replicas_share_figures_through_the_metrics_dir(tmp_path: Path) -> None:
     assert pid_a != pid_b
 
 
-def test_a_metrics_dir_without_prometheus_clients_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+def test_a_metrics_dir_without_prometheus_clients_variable_is_refused() -> None:
+    from localserve.metrics import check_multiprocess_dir
+
+    check_multiprocess_dir("/tmp/m", {"PROMETHEUS_MULTIPROC_DIR": "/tmp/m"})
     with pytest.raises(ConfigError) as caught:
-        Metrics(apis=["iris"], directory="/tmp/m")
+        check_multiprocess_dir("/tmp/m", {"HOME": "/root"})
     assert str(caught.value) == (
         "The metrics folder '/tmp/m' needs PROMETHEUS_MULTIPROC_DIR=/tmp/m in the process's environment before "
         "prometheus_client is imported (got None); the supervisor sets it when it spawns a replica."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,7 @@ class ApiFlags:
     raw_project: bool
     system_deps: bool
     async_store: str | None
+    cache_dir: Path | None
 
 
 _HANDLER_HELP = 'ABEJA handler "module:function", e.g. main:handler (no config file needed).'
@@ -118,6 +119,12 @@ _API_OPTIONS = [
         "--async-store",
         metavar="URL",
         help="Job store of the AsyncAPIs: redis://HOST:PORT/DB or sqlite:///PATH (default: SQLite in the cache folder).",
+    ),
+    click.option(
+        "--cache-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Where installed requirements, downloaded models and AsyncAPI jobs are kept "
+        "(default: $XDG_CACHE_HOME/localserve, else ~/.cache/localserve).",
     ),
 ]
 
@@ -248,8 +255,42 @@ def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | Non
             )
     run_dependencies_script(config.project, allowed=flags.system_deps)
     if not flags.no_install:
-        install_requirements(config.project, quiet=quiet)
+        install_requirements(config.project, cache_of(flags), quiet=quiet)
     return replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
+
+
+def cache_of(flags: ApiFlags) -> Path:
+    """``--cache-dir`` (``LOCALSERVE_CACHE_DIR``), else the default folder."""
+    from localserve.project import default_cache_dir
+
+    return flags.cache_dir or default_cache_dir()
+
+
+S3_ENDPOINT_VARIABLE = "LOCALSERVE_S3_ENDPOINT"  # deprecated: botocore reads AWS_ENDPOINT_URL_S3 itself
+
+
+def environment_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings of ServeOptions that come from the environment rather than a flag (read here, never below).
+
+    ``LOCALSERVE_S3_ENDPOINT`` still works, with a warning: botocore's own ``AWS_ENDPOINT_URL_S3``
+    replaces it (and wins when both are set).
+    """
+    s3_endpoint = environ.get(S3_ENDPOINT_VARIABLE) or None
+    if s3_endpoint is not None:
+        import logging
+
+        logging.getLogger("localserve").warning(
+            "%s is deprecated: set AWS_ENDPOINT_URL_S3 instead (botocore reads it itself)%s",
+            S3_ENDPOINT_VARIABLE,
+            "; AWS_ENDPOINT_URL_S3 is set too, and wins" if environ.get("AWS_ENDPOINT_URL_S3") else "",
+        )
+        if environ.get("AWS_ENDPOINT_URL_S3"):
+            s3_endpoint = None
+    return {
+        "on_kubernetes": bool(environ.get("KUBERNETES_SERVICE_HOST")),
+        "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
+        "s3_endpoint": s3_endpoint,
+    }
 
 
 def setup_logging(flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None) -> None:

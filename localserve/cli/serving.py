@@ -15,6 +15,7 @@ import click
 from localserve.cli.options import (
     ApiFlags,
     api_options,
+    environment_settings,
     fail_on_errors,
     load,
     prepare,
@@ -91,9 +92,12 @@ def run(
     from localserve.compat.peers import Peers
     from localserve.server import ServeOptions, create_app
 
-    peers = Peers(replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode), flags.allow_cpu_fallback)
+    options = ServeOptions(
+        allow_cpu_fallback=flags.allow_cpu_fallback, cache_dir=flags.cache_dir, **environment_settings(os.environ)
+    )
+    peers = Peers(replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode), options)
     install_api_hosts(peers.port_of)
-    app = create_app(config, ServeOptions(allow_cpu_fallback=flags.allow_cpu_fallback))
+    app = create_app(config, options)
     try:
         with capture_prints() as real_stdout:  # what user code prints is logged, never mixed with the body
             if config.apis[0].is_async:  # an AsyncAPI's job runs now, and its result is printed
@@ -215,6 +219,13 @@ def _split_header(item: str) -> tuple[str, str]:
     envvar="LOCALSERVE_API_KEY",
     help="Require 'Authorization: Bearer <key>' on every route but /healthz and /readyz (401 otherwise).",
 )
+@click.option(
+    "--forwarded-allow-ips",
+    envvar=["LOCALSERVE_FORWARDED_ALLOW_IPS", "FORWARDED_ALLOW_IPS"],
+    default="127.0.0.1,::1",
+    show_default=True,
+    help="Comma-separated addresses (or *) of the proxies whose X-Forwarded-For/-Proto the server trusts, as uvicorn's.",
+)
 @fail_on_errors
 def serve(
     project: Path,
@@ -236,6 +247,7 @@ def serve(
     body_timeout: float,
     hide_errors: bool,
     api_key: str | None,
+    forwarded_allow_ips: str,
 ) -> None:
     """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
     setup_logging(flags)
@@ -262,6 +274,9 @@ def serve(
         freeze_heap=True,
         log_format=flags.log_format,
         log_level=flags.log_level,
+        forwarded_allow_ips=forwarded_allow_ips,
+        cache_dir=flags.cache_dir,
+        **environment_settings(os.environ),
     )
     limits = HttpLimits(
         max_header_bytes=max_header_bytes,

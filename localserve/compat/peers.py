@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from localserve.config import ServeConfig
+
+if TYPE_CHECKING:
+    from localserve.server import ServeOptions
 
 log = logging.getLogger("localserve")
 LOAD_WAIT_SECONDS = 600.0
@@ -23,9 +26,9 @@ LOAD_WAIT_SECONDS = 600.0
 class Peers:
     """Loopback servers for the APIs of ``config`` other than the one ``run`` calls, started on first use."""
 
-    def __init__(self, config: ServeConfig, allow_cpu_fallback: bool = False) -> None:
+    def __init__(self, config: ServeConfig, options: ServeOptions) -> None:
         self.config = config
-        self.allow_cpu_fallback = allow_cpu_fallback
+        self.options = options  # run's; each peer serves with keep_going and no metrics
         self.names = {api.name for api in config.apis}
         self._lock = threading.Lock()
         self._ports: dict[str, int] = {}
@@ -41,14 +44,13 @@ class Peers:
             return self._ports[name]
 
     def _start(self, name: str) -> int:
+        from dataclasses import replace
+
         import uvicorn
 
-        from localserve.server import ServeOptions, create_app
+        from localserve.server import create_app
 
-        app = create_app(
-            self.config.only([name]),
-            ServeOptions(allow_cpu_fallback=self.allow_cpu_fallback, keep_going=True, metrics=False),
-        )
+        app = create_app(self.config.only([name]), replace(self.options, keep_going=True, metrics=False))
         server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on")
         )

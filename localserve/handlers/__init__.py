@@ -32,7 +32,7 @@ def _no_stage(stage: str, seconds: float) -> None:
     pass
 
 
-@dataclass
+@dataclass(frozen=True)
 class EndpointOptions:
     """What the server hands every endpoint besides its ApiConfig."""
 
@@ -40,6 +40,8 @@ class EndpointOptions:
     load: LoadOptions = field(default_factory=LoadOptions)
     observe: Callable[[str, float], None] = _no_stage  # stage timings -> metrics
     metrics_client: Any = None  # MetricsClient for predictors
+    cache_dir: Path | None = None  # --cache-dir: downloaded models go under it (None: the default folder)
+    s3_endpoint: str | None = None  # the S3 endpoint of s3:// models (None: botocore's own choice)
 
 
 class Endpoint(Protocol):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
@@ -48,6 +50,16 @@ class ServeOptions:
     accept_when_loaded: bool = False
     log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
     log_level: str = "info"  # --log-level
+    # Read from the environment by the CLI, never below it:
+    forwarded_allow_ips: str = "127.0.0.1,::1"  # --forwarded-allow-ips: proxies whose X-Forwarded-* are applied
+    on_kubernetes: bool = False  # KUBERNETES_SERVICE_HOST is set: pods of a node share its cores (no pinning default)
+    cache_dir: Path | None = (
+        None  # --cache-dir (LOCALSERVE_CACHE_DIR); None: $XDG_CACHE_HOME/localserve or ~/.cache/localserve
+    )
+    s3_endpoint: str | None = None  # LOCALSERVE_S3_ENDPOINT (deprecated); None: botocore's own (AWS_ENDPOINT_URL_S3)
+    cuda_visible_devices: str | None = (
+        None  # CUDA_VISIBLE_DEVICES: the GPUs replicas are spread over (None: nvidia-smi's)
+    )
 
 
 class ApiRuntime:
@@ -69,11 +81,14 @@ class ApiRuntime:
             api_threads=api.threads_per_process,
             batch_interval=api.batching.batch_interval if api.batching else 0.0,
         )
-        endpoint_options = EndpointOptions(project=config.project, load=load)
+        endpoint_options = EndpointOptions(
+            project=config.project, load=load, cache_dir=options.cache_dir, s3_endpoint=options.s3_endpoint
+        )
         hooks = Hooks()
         if metrics is not None:
-            endpoint_options.observe = metrics.stage_observer(api.name)
-            endpoint_options.metrics_client = metrics.client(api.name)
+            endpoint_options = dataclasses.replace(
+                endpoint_options, observe=metrics.stage_observer(api.name), metrics_client=metrics.client(api.name)
+            )
             hooks = Hooks(
                 # Alone, the queue depth is read at scrape time (read_live below); replicas write it.
                 depth=functools.partial(metrics.set_queue_depth, api.name) if metrics.multiprocess else None,

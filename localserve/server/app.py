@@ -27,6 +27,7 @@ from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log, flush_access_log
 from localserve.metrics import Metrics
 from localserve.metrics.summary import StatsSummary
+from localserve.project import default_cache_dir
 from localserve.protocols.asyncapi import AsyncJobs
 from localserve.protocols.v2.routes import V2Routes, infer_params
 from localserve.response import error_body
@@ -76,7 +77,10 @@ class App:
             self.routes["/"] = (only, only.api.kind == "abeja")
             self.routes["/predict"] = (only, True)
         self.jobs = AsyncJobs(  # kind: AsyncAPI: POST /<api> submits, GET /<api>/<id> polls
-            self.apis, project=config.project, max_body_size=self.options.max_body_size
+            self.apis,
+            project=config.project,
+            max_body_size=self.options.max_body_size,
+            cache=self.options.cache_dir or default_cache_dir(),
         )
         self.loading: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -104,7 +108,7 @@ class App:
             middleware=[
                 Middleware(
                     ProxyHeadersMiddleware,  # type: ignore[arg-type]  # uvicorn's stricter ASGI types
-                    trusted_hosts=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"),
+                    trusted_hosts=self.options.forwarded_allow_ips,
                 )
             ],
         )
@@ -204,7 +208,7 @@ class App:
         (``KUBERNETES_SERVICE_HOST``) the other pods of the node see the same cores and would
         pin to the same one, so the default is off there.
         """
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if self.options.on_kubernetes:
             return False
         try:
             if len(os.sched_getaffinity(0)) < 2:
