@@ -36,7 +36,6 @@ from localserve.errors import LocalServeError
 from localserve.logs import capture_prints
 from localserve.metrics import MULTIPROC_ENV
 from localserve.server import ServeOptions, create_app
-from localserve.server.protocol import HttpLimits
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3
@@ -47,38 +46,15 @@ THREADS_EXIT_WAIT = 1.0  # seconds the API's threads get to end once the server 
 START_ATTEMPTS = 3  # deaths in a row before ever being ready that stop the start
 
 
-def serve_forever(
-    config: ServeConfig,
-    options: ServeOptions,
-    *,
-    host: str,
-    port: int,
-    replicas: int | None = None,
-    graceful_timeout: float = 30.0,
-    limits: HttpLimits | None = None,
-) -> int:
-    """Serve until SIGTERM/SIGINT; returns the process exit code."""
-    count = replicas or default_replicas(config)
-    limits = limits or HttpLimits()
-    if count == 1:
+def serve_forever(config: ServeConfig, options: ServeOptions) -> int:
+    """Serve until SIGTERM/SIGINT with ``options.replicas`` processes; returns the process exit code."""
+    if options.replicas == 1:
         fatal: list[str] = []
-        code = _serve(
-            config,
-            options,
-            host=host,
-            port=port,
-            graceful_timeout=graceful_timeout,
-            sock=None,
-            fatal=fatal,
-            limits=limits,
-        )
+        code = _serve(config, options, sock=None, fatal=fatal)
         if fatal:
             raise LocalServeError(f"The server stopped: {fatal[0]}")
         return code
-    supervisor = Supervisor(
-        config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout, limits=limits
-    )
-    return supervisor.run()
+    return Supervisor(config, options).run()
 
 
 GPU_CORES_PER_REPLICA = 4
@@ -108,12 +84,8 @@ def _serve(
     config: ServeConfig,
     options: ServeOptions,
     *,
-    host: str,
-    port: int,
-    graceful_timeout: float,
     sock: socket.socket | None,
     fatal: list[str] | None = None,
-    limits: HttpLimits | None = None,
     on_ready: Callable[[], None] | None = None,
 ) -> int:
     import uvicorn
@@ -129,7 +101,6 @@ def _serve(
         if server is not None:
             server.should_exit = True
 
-    options = dataclasses.replace(options, graceful_timeout=graceful_timeout)
     app = create_app(config, options, on_fatal)
 
     class Server(uvicorn.Server):
@@ -144,6 +115,7 @@ def _serve(
             if on_ready is not None and app.loading is not None:
                 app.loading.add_done_callback(lambda _: on_ready() if app.ready else None)
 
+    host, port = options.host, options.port
     app.host_names = serve_api_hosts(config, port, sock, lambda: server)  # seed 001
     server = Server(
         uvicorn.Config(
@@ -153,10 +125,10 @@ def _serve(
             log_config=None,
             access_log=False,
             lifespan="on",
-            http=protocol_class(limits or HttpLimits()),
+            http=protocol_class(options.limits),
             # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
             # later, would answer plain-text 500s and leave queued work to run.
-            timeout_graceful_shutdown=math.ceil(graceful_timeout) + 2,
+            timeout_graceful_shutdown=math.ceil(options.graceful_timeout) + 2,
             server_header=False,
             proxy_headers=False,  # the App's Starlette routes apply them; the prediction routes never read them
         )
@@ -195,11 +167,7 @@ class ReplicaStart:
     """Everything a replica process needs, sent to it through a pipe (see ``localserve.replica``)."""
 
     config: ServeConfig
-    options: ServeOptions  # with the replica's index and count, the metrics folder, the log settings
-    host: str
-    port: int
-    graceful_timeout: float
-    limits: HttpLimits
+    options: ServeOptions  # the serve's, with the replica's index and count and the metrics folder
 
 
 def run_replica(start: ReplicaStart, sock: socket.socket, ready: IO[bytes]) -> None:
@@ -217,16 +185,7 @@ def run_replica(start: ReplicaStart, sock: socket.socket, ready: IO[bytes]) -> N
         except OSError:  # the supervisor is gone
             pass
 
-    code = _serve(
-        config,
-        options,
-        host=start.host,
-        port=start.port,
-        graceful_timeout=start.graceful_timeout,
-        sock=sock,
-        limits=start.limits,
-        on_ready=on_ready,
-    )
+    code = _serve(config, options, sock=sock, on_ready=on_ready)
     sys.exit(code)
 
 
@@ -301,24 +260,10 @@ class Supervisor:
     restarting forever while the port answers nothing.
     """
 
-    def __init__(
-        self,
-        config: ServeConfig,
-        options: ServeOptions,
-        *,
-        host: str,
-        port: int,
-        replicas: int,
-        graceful_timeout: float,
-        limits: HttpLimits | None = None,
-    ) -> None:
+    def __init__(self, config: ServeConfig, options: ServeOptions) -> None:
         self.config = config
         self.options = options
-        self.host = host
-        self.port = port
-        self.replicas = replicas
-        self.graceful_timeout = graceful_timeout
-        self.limits = limits or HttpLimits()
+        self.replicas = replicas = options.replicas
         self.processes: list[ReplicaProcess | None] = [None] * replicas
         self.ready_since: list[float | None] = [None] * replicas
         self.deaths = [0] * replicas  # deaths in a row (reset once a replica stays ready STABLE_AFTER)
@@ -345,7 +290,6 @@ class Supervisor:
         return dataclasses.replace(
             self.options,
             replica=index,
-            replicas=self.replicas,
             metrics_dir=self.metrics_dir or None,
             accept_when_loaded=sibling_ready,
         )
@@ -361,9 +305,7 @@ class Supervisor:
 
     def start(self, index: int, sock: socket.socket) -> None:
         """Start replica ``index`` on the shared socket, its settings sent through a pipe."""
-        start = ReplicaStart(
-            self.config, self.replica_options(index), self.host, self.port, self.graceful_timeout, self.limits
-        )
+        start = ReplicaStart(self.config, self.replica_options(index))
         settings_r, settings_w = os.pipe()
         ready_r, ready_w = os.pipe()
         try:
@@ -419,8 +361,9 @@ class Supervisor:
 
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
-        sock = bind_socket(self.host, self.port)
-        log.info("serving %s at http://%s:%d with %d replicas", self.config.source, self.host, self.port, self.replicas)
+        host, port = self.options.host, self.options.port
+        sock = bind_socket(host, port)
+        log.info("serving %s at http://%s:%d with %d replicas", self.config.source, host, port, self.replicas)
 
         def stop(signum: int, frame: Any) -> None:
             self.stopping = True
@@ -488,7 +431,7 @@ class Supervisor:
         for process in alive:
             if process.pid is not None:
                 os.kill(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.graceful_timeout + 5
+        deadline = time.monotonic() + self.options.graceful_timeout + 5
         for process in alive:
             process.join(max(0.0, deadline - time.monotonic()))
             if process.is_alive():

@@ -117,3 +117,22 @@ def test_nothing_below_the_cli_reads_localserves_settings_from_the_environment()
         "project.py": {"XDG_CACHE_HOME", "PYTHONPATH", "<key>"},
         "runtimes/__init__.py": {"TF_CPP_MIN_LOG_LEVEL"},
     }
+
+
+def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
+    """Each flag of `serve` is a field of ServeOptions (or of HttpLimits inside it) by the same name."""
+    import dataclasses
+
+    from localserve.cli import main
+    from localserve.server import HttpLimits, ServeOptions
+    from localserve.supervisor import ReplicaStart
+
+    fields = {f.name for f in dataclasses.fields(ServeOptions)} | {f.name for f in dataclasses.fields(HttpLimits)}
+    serve = main.commands["serve"]
+    # What shapes the APIs (the config's keys) and what picks the project are not serving settings.
+    apis = {"project", "config_file", "api_names", "handler", "context_json", "environment", "no_install"}
+    apis |= {"threads_per_process", "max_queue", "timeout", "max_batch_size", "batch_interval", "raw_project"}
+    apis |= {"system_deps", "async_store"}
+    assert {p.name for p in serve.params} - apis - fields == set()
+    # A replica gets the config and these options, nothing beside them.
+    assert [f.name for f in dataclasses.fields(ReplicaStart)] == ["config", "options"]

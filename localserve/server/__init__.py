@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from localserve.config import ServeConfig
-from localserve.server.api import ApiRuntime, ServeOptions
+from localserve.server.api import ApiRuntime
 from localserve.server.app import App
+from localserve.server.settings import HttpLimits, ServeOptions
 
-__all__ = ["ApiRuntime", "App", "ServeOptions", "create_app"]
+__all__ = ["ApiRuntime", "App", "HttpLimits", "ServeOptions", "create_app"]
 
 
 def create_app(

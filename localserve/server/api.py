@@ -1,65 +1,23 @@
-"""One API inside a replica (ApiRuntime) and the options of a replica (ServeOptions)."""
+"""One API inside a replica (ApiRuntime): its endpoint, its engine, its state."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.engine import Hooks, Lifecycle, Pipeline
 from localserve.errors import LocalServeError
-from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
+from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
 from localserve.metrics import Metrics
 from localserve.response import without_paths
 from localserve.runtimes import LoadOptions
+from localserve.server.settings import ServeOptions
 
 log = logging.getLogger("localserve")
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """How a replica serves (limits, metrics, logs, shutdown, API key): the CLI's flags, passed to the App."""
-
-    max_body_size: int = 100 * MiB
-    allow_cpu_fallback: bool = False
-    keep_going: bool = False  # a failed API answers 503 instead of stopping the start
-    access_log: bool = True  # one log line per request
-    metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
-    # Event loop and worker threads on one core once the models are loaded; None: where it helps (App.pin_by_default).
-    pin_threads: bool | None = False
-    port: int = 0  # the port served (with the replica's index, it picks the core to pin to)
-    graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
-    hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
-    api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
-    # Once every API is loaded: collect, then gc.freeze() what the process holds (App.freeze_heap).
-    # `localserve serve` sets it; an App in a test process leaves the test's heap alone.
-    freeze_heap: bool = False
-    # Given by the supervisor to each replica (one process: the defaults).
-    replica: int = 0  # this replica's index (--pin-threads picks the core by it and the port)
-    replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
-    metrics_dir: str | None = None  # prometheus_client's multiprocess folder of a serve with replicas
-    # A replacement replica while a sibling serves: take connections off the shared socket only once
-    # every API is loaded, so the port keeps answering 200 instead of "still loading" 503s.
-    accept_when_loaded: bool = False
-    log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
-    log_level: str = "info"  # --log-level
-    # Read from the environment by the CLI, never below it:
-    forwarded_allow_ips: str = "127.0.0.1,::1"  # --forwarded-allow-ips: proxies whose X-Forwarded-* are applied
-    on_kubernetes: bool = False  # KUBERNETES_SERVICE_HOST is set: pods of a node share its cores (no pinning default)
-    cache_dir: Path | None = (
-        None  # --cache-dir (LOCALSERVE_CACHE_DIR); None: $XDG_CACHE_HOME/localserve or ~/.cache/localserve
-    )
-    s3_endpoint: str | None = None  # LOCALSERVE_S3_ENDPOINT (deprecated); None: botocore's own (AWS_ENDPOINT_URL_S3)
-    cuda_visible_devices: str | None = (
-        None  # CUDA_VISIBLE_DEVICES: the GPUs replicas are spread over (None: nvidia-smi's)
-    )
 
 
 class ApiRuntime:
@@ -81,19 +39,22 @@ class ApiRuntime:
             api_threads=api.threads_per_process,
             batch_interval=api.batching.batch_interval if api.batching else 0.0,
         )
+        observe = metrics.stage_observer(api.name) if metrics is not None else no_stage
         endpoint_options = EndpointOptions(
-            project=config.project, load=load, cache_dir=options.cache_dir, s3_endpoint=options.s3_endpoint
+            project=config.project,
+            load=load,
+            observe=observe,
+            metrics_client=metrics.client(api.name) if metrics is not None else None,
+            cache_dir=options.cache_dir,
+            s3_endpoint=options.s3_endpoint,
         )
         hooks = Hooks()
         if metrics is not None:
-            endpoint_options = dataclasses.replace(
-                endpoint_options, observe=metrics.stage_observer(api.name), metrics_client=metrics.client(api.name)
-            )
             hooks = Hooks(
                 # Alone, the queue depth is read at scrape time (read_live below); replicas write it.
                 depth=functools.partial(metrics.set_queue_depth, api.name) if metrics.multiprocess else None,
                 batch=metrics.api(api.name).batch_size.observe,  # the child itself: once per model call
-                stage=endpoint_options.observe,
+                stage=observe,
             )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
         self.pipeline = Pipeline(api, self.endpoint, hooks)

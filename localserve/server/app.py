@@ -31,9 +31,10 @@ from localserve.project import default_cache_dir
 from localserve.protocols.asyncapi import AsyncJobs
 from localserve.protocols.v2.routes import V2Routes, infer_params
 from localserve.response import error_body
-from localserve.server.api import ApiRuntime, ServeOptions, state_of
+from localserve.server.api import ApiRuntime, state_of
 from localserve.server.methods import answer_method
 from localserve.server.pages import Pages
+from localserve.server.settings import ServeOptions
 from localserve.server.wire import request_id_of
 
 log = logging.getLogger("localserve")
