@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from localserve.errors import ConfigError, ProjectError
 
@@ -232,7 +233,7 @@ def _pip_install(name: str, args: list[str], target: Path, *, quiet: bool, cwd: 
         proc = subprocess.run(
             command,
             cwd=cwd,
-            stdout=subprocess.PIPE if quiet else sys.stderr,
+            stdout=subprocess.PIPE if quiet else stderr_for_children(),
             stderr=subprocess.PIPE,
             text=True,
             check=False,
@@ -244,13 +245,26 @@ def _pip_install(name: str, args: list[str], target: Path, *, quiet: bool, cwd: 
         shutil.rmtree(staging, ignore_errors=True)
         stderr = proc.stderr or ""
         raise ProjectError(f"Installing {name} failed: {_pip_failure(stderr)}\n{stderr.strip()[-2000:]}")
-    if proc.stderr and not quiet:
-        sys.stderr.write(proc.stderr)
+    if not quiet:
+        sys.stderr.write((proc.stdout or "") + (proc.stderr or ""))
     (staging / ".complete").write_text(" ".join(args))
     try:
         staging.rename(target)
     except OSError:  # another process finished the same install first
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def stderr_for_children() -> Any:
+    """Where a child process's output goes: our stderr (stdout carries `run`'s body), or a pipe.
+
+    A pipe when stderr is not a file (click's ``CliRunner`` in a test): its output is then written
+    to stderr once the child has ended.
+    """
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.PIPE
+    return sys.stderr
 
 
 def _pip_failure(stderr: str) -> str:

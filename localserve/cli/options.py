@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Callable, Mapping
@@ -258,3 +259,12 @@ def setup_logging(flags: ApiFlags, *, quiet: bool = False, default_format: str |
     from localserve.logs import configure_logging
 
     configure_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)
+
+
+def logging_configured(
+    flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None
+) -> contextlib.AbstractContextManager[object]:
+    """``setup_logging`` for the time of a command: what it replaced is back afterwards (``CliRunner``)."""
+    from localserve.logs import configured_logging
+
+    return configured_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)

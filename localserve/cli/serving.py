@@ -20,6 +20,7 @@ from localserve.cli.options import (
     environment_settings,
     fail_on_errors,
     load,
+    logging_configured,
     project_options,
     project_settings,
     run_api_options,
@@ -55,20 +56,7 @@ if TYPE_CHECKING:
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but the response body.")
 @fail_on_errors
-def run(
-    project: Path,
-    config_file: Path | None,
-    flags: ApiFlags,
-    api_name: str | None,
-    input_path: str | None,
-    image: str | None,
-    content_type: str | None,
-    method: str,
-    headers: tuple[str, ...],
-    query: str,
-    output: Path | None,
-    quiet: bool,
-) -> None:
+def run(project: Path, config_file: Path | None, flags: ApiFlags, quiet: bool, **request: Any) -> None:
     """Send one request to the handler in-process and print the response body.
 
     -h is --handler and -i is --image, as in ABEJA's run-local; help is --help.
@@ -77,9 +65,28 @@ def run(
     localserve run -h main:handler -i abeja/all-cpu:19.04 --input cat.jpg --quiet > flipped.jpg
     localserve run --config cortex.yaml --api iris --input sample.json
     """
+    # ``request``: --api, --input, --image, --content-type, --method, --header, --query, --output.
+    with logging_configured(flags, quiet=quiet, default_format="text"):
+        _run(project, config_file, flags, quiet, **request)
+
+
+def _run(
+    project: Path,
+    config_file: Path | None,
+    flags: ApiFlags,
+    quiet: bool,
+    *,
+    api_name: str | None,
+    input_path: str | None,
+    image: str | None,
+    content_type: str | None,
+    method: str,
+    headers: tuple[str, ...],
+    query: str,
+    output: Path | None,
+) -> None:
     from localserve.logs import capture_prints
 
-    setup_logging(flags, quiet=quiet, default_format="text")
     body, guessed = _read_input(input_path)
     header_list = [_split_header(h) for h in headers]
     if not any(k.lower() == "content-type" for k, _ in header_list) and (content_type or guessed):

@@ -10,11 +10,11 @@ namespace needs a single-threaded process, so this comes before anything starts 
 Python's file functions are redirected); the project entered (cwd, ``sys.path``, ``.env``,
 ``--environment``, the platform's defaults); each predictor's ``python_path``, ``env`` and
 ``log_level``; ``dependencies.sh`` (``--system-deps``); the requirements installed. While inside,
-``resolve_api_hosts`` makes ``api-<name>`` resolve to this machine. On exit the working directory,
+``compat.hosts`` may make ``api-<name>`` resolve to this machine. On exit the working directory,
 ``sys.path``, the environment, the resolver, Python's file functions and the logger's level are
 what they were, so a command can run twice in one process (click's ``CliRunner``). What cannot be
-undone in a process stays: a mount namespace once entered, modules user code imported, the
-packaged view (removed when the process exits).
+undone in a process stays: a mount namespace once entered, the packaged view (removed when the
+process exits). Modules imported from the folders it put on ``sys.path`` are let go.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -73,16 +73,11 @@ class Project:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._restore()
 
-    def resolve_api_hosts(self, port_of: Callable[[str], int | None]) -> None:
-        """``api-<name>`` resolves to 127.0.0.1 and the port ``port_of(name)`` gives, until the exit."""
-        from localserve.compat.hosts import install_api_hosts
-
-        install_api_hosts(port_of)
-
     def _save(self) -> None:
         self._saved = {
             "cwd": os.getcwd(),
             "sys.path": list(sys.path),
+            "modules": set(sys.modules),
             "environ": dict(os.environ),
             "getaddrinfo": socket.getaddrinfo,
             "open": (builtins.open, io.open),
@@ -99,6 +94,7 @@ class Project:
             setattr(os, name, func)
         socket.getaddrinfo = saved["getaddrinfo"]  # type: ignore[assignment]
         os.chdir(saved["cwd"])
+        self._forget_user_modules(saved["modules"], [p for p in sys.path if p and p not in saved["sys.path"]])
         sys.path[:] = saved["sys.path"]
         environ = saved["environ"]
         for key in [key for key in os.environ if key not in environ]:
@@ -106,6 +102,23 @@ class Project:
         os.environ.update(environ)
         logging.getLogger(USER_LOGGER).setLevel(saved["level"])
         self._saved = {}
+
+    @staticmethod
+    def _forget_user_modules(before: set[str], added: list[str]) -> None:
+        """Modules imported from the folders the context put on sys.path (user code, its requirements) are let go.
+
+        A module belongs to the sys.path folder nearest its file, so a virtualenv inside the project
+        keeps its packages. The next entry imports user code afresh, as a new process would.
+        """
+        if not added:
+            return
+        folders = sorted({os.path.join(folder, "") for folder in sys.path if folder}, key=len, reverse=True)
+        ours = {os.path.join(folder, "") for folder in added}
+        for name in [name for name in sys.modules if name not in before]:
+            file = getattr(sys.modules[name], "__file__", None) or ""
+            nearest = next((folder for folder in folders if file.startswith(folder)), None)
+            if nearest in ours:
+                del sys.modules[name]
 
     def _enter(self) -> ServeConfig:
         from localserve.compat.mnt import provide_mnt_project
