@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import pickle
 import shutil
@@ -35,7 +34,8 @@ from localserve.config import ServeConfig
 from localserve.errors import LocalServeError
 from localserve.logs import capture_prints
 from localserve.metrics import MULTIPROC_ENV
-from localserve.server import ServeOptions, create_app
+from localserve.server import ServeOptions
+from localserve.server.runner import Runner
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3
@@ -88,60 +88,23 @@ def _serve(
     fatal: list[str] | None = None,
     on_ready: Callable[[], None] | None = None,
 ) -> int:
-    import uvicorn
-
-    from localserve.server.auth import require_api_key
-    from localserve.server.protocol import protocol_class
-
+    """Serve ``config`` in this process until stopped (on ``sock``, a replica's); the exit code."""
     fatal = [] if fatal is None else fatal
-    server: uvicorn.Server | None = None
-
-    def on_fatal(message: str) -> None:
-        fatal.append(message)
-        if server is not None:
-            server.should_exit = True
-
-    app = create_app(config, options, on_fatal)
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            super().handle_exit(sig, frame)
-            # uvicorn re-raises the signal after its graceful shutdown; a clean stop exits 0.
-            self._captured_signals.clear()
-            app.begin_shutdown()
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            if on_ready is not None and app.loading is not None:
-                app.loading.add_done_callback(lambda _: on_ready() if app.ready else None)
-
-    host, port = options.host, options.port
-    app.host_names = serve_api_hosts(config, port, sock, lambda: server)  # seed 001
-    server = Server(
-        uvicorn.Config(
-            require_api_key(app, options.api_key),
-            host=host,
-            port=port,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            http=protocol_class(options.limits),
-            # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
-            # later, would answer plain-text 500s and leave queued work to run.
-            timeout_graceful_shutdown=math.ceil(options.graceful_timeout) + 2,
-            server_header=False,
-            proxy_headers=False,  # the App's Starlette routes apply them; the prediction routes never read them
-        )
-    )
+    runner = Runner(config, options)
+    app = runner.app
+    server = runner.http_server(on_loaded=(lambda: on_ready() if app.ready else None) if on_ready else None)
+    app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)  # seed 001
     if sock is None:
         names = ", ".join(f"/{name}" for name in app.apis)
-        log.info("serving %s at http://%s:%d (%s)", config.source, host, port, names)
+        log.info("serving %s at http://%s:%d (%s)", config.source, options.host, options.port, names)
     stopped: int | None = None
     try:
         with capture_prints():  # what handlers print becomes log lines with their request id
             server.run(sockets=[sock] if sock is not None else None)
     except SystemExit as exc:  # uvicorn's own exit: the address could not be bound (STARTUP_FAILURE, 3)
         stopped = exc.code if isinstance(exc.code, int) else 1
+    if runner.failure is not None:
+        fatal.append(str(runner.failure))
     code = stopped if stopped is not None else EXIT_LOAD_FAILED if fatal else 0
     busy = app.join_threads(THREADS_EXIT_WAIT)
     leftover = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]

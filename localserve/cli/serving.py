@@ -140,22 +140,21 @@ def _send_one(
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.client import run_once
+    from localserve.client import peer_starter, run_job_once, run_once
     from localserve.compat.hosts import install_api_hosts
     from localserve.compat.peers import Peers
-    from localserve.server import ServeOptions, create_app
+    from localserve.server import ServeOptions
+    from localserve.server.runner import Runner
 
-    options = ServeOptions(**fields)
-    api = config.apis[0].name
-    peers = Peers(full, options)
+    options = ServeOptions(**fields, async_jobs=False)  # an AsyncAPI's one job runs at once, without its store
+    api = config.apis[0]
+    peers = Peers((a.name for a in full.apis), peer_starter(full, options))
     install_api_hosts(peers.port_of)  # undone with the rest of the Project context
-    app = create_app(config, options)
+    runner = Runner(config, options)
     try:
-        if config.apis[0].is_async:  # an AsyncAPI's job runs now, and its result is printed
-            from localserve.protocols.asyncapi import run_job_once
-
-            return run_job_once(app, api=api, headers=headers, body=body, query_string=query_string)
-        return run_once(app, api=api, method=method, headers=headers, body=body, query_string=query_string)
+        if api.is_async:  # an AsyncAPI's job runs now, and its result is printed
+            return run_job_once(runner, api=api.name, headers=headers, body=body, query_string=query_string)
+        return run_once(runner, api=api.name, method=method, headers=headers, body=body, query_string=query_string)
     finally:
         peers.close()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from localserve.config import ServeConfig
+from localserve.errors import LocalServeError
 from localserve.server.api import ApiRuntime
 from localserve.server.app import App
 from localserve.server.settings import HttpLimits, ServeOptions
@@ -25,7 +26,9 @@ __all__ = ["ApiRuntime", "App", "HttpLimits", "ServeOptions", "create_app"]
 
 
 def create_app(
-    config: ServeConfig, options: ServeOptions | None = None, on_fatal: Callable[[str], None] | None = None
+    config: ServeConfig,
+    options: ServeOptions | None = None,
+    on_fatal: Callable[[LocalServeError], None] | None = None,
 ) -> App:
     """The ASGI app serving every API of ``config``."""
     return App(config, options, on_fatal)

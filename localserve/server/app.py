@@ -57,7 +57,7 @@ class App:
         self,
         config: ServeConfig,
         options: ServeOptions | None = None,
-        on_fatal: Callable[[str], None] | None = None,
+        on_fatal: Callable[[LocalServeError], None] | None = None,
     ) -> None:
         self.config = config
         self.options = options or ServeOptions()
@@ -154,7 +154,8 @@ class App:
         """Start the workers and load every API (in the background unless ``wait``)."""
         for rt in self.apis.values():
             rt.pipeline.start()
-        self.jobs.start()
+        if self.options.async_jobs:
+            self.jobs.start()
         self.loop = asyncio.get_running_loop()
         self.loading = self.loop.create_task(self._load_all())
         if wait:
@@ -169,7 +170,7 @@ class App:
                 if not self.options.keep_going:
                     if self.on_fatal is None:
                         raise
-                    self.on_fatal(str(exc))
+                    self.on_fatal(exc)
                     return
         if self.options.freeze_heap:
             self.freeze_heap()

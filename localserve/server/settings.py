@@ -44,6 +44,8 @@ class ServeOptions:
     # Once every API is loaded: collect, then gc.freeze() what the process holds (App.freeze_heap).
     # `localserve serve` sets it; an App in a test process leaves the test's heap alone.
     freeze_heap: bool = False
+    # AsyncAPIs open their job store and run what it holds; off for `run`, which runs its one job itself.
+    async_jobs: bool = True
     log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
     log_level: str = "info"  # --log-level
     forwarded_allow_ips: str = "127.0.0.1,::1"  # --forwarded-allow-ips: proxies whose X-Forwarded-* are applied
