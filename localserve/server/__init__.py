@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from localserve.config import ServeConfig
+from localserve.config.options import HttpLimits, ServeOptions
 from localserve.errors import LocalServeError
 from localserve.server.api import ApiRuntime
 from localserve.server.app import App
-from localserve.server.settings import HttpLimits, ServeOptions
 
 __all__ = ["ApiRuntime", "App", "HttpLimits", "ServeOptions", "create_app"]
 

@@ -9,13 +9,13 @@ import time
 from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
+from localserve.config.options import ServeOptions
 from localserve.engine import Hooks, Lifecycle, Pipeline
 from localserve.errors import LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
 from localserve.metrics import Metrics
 from localserve.response import without_paths
 from localserve.runtimes import LoadOptions
-from localserve.server.settings import ServeOptions
 
 log = logging.getLogger("localserve")
 

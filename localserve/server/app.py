@@ -21,6 +21,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from localserve.compat.hosts import route_by_host
 from localserve.config import ServeConfig
+from localserve.config.options import ServeOptions
 from localserve.engine import json_reply, send_reply
 from localserve.engine.lifecycle import Receive, Scope, Send
 from localserve.errors import LocalServeError, NotFound
@@ -34,7 +35,6 @@ from localserve.response import error_body
 from localserve.server.api import ApiRuntime, state_of
 from localserve.server.methods import answer_method
 from localserve.server.pages import Pages
-from localserve.server.settings import ServeOptions
 from localserve.server.wire import request_id_of
 
 log = logging.getLogger("localserve")

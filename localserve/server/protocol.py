@@ -22,27 +22,17 @@ import logging
 import os
 import sys
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE, HttpToolsProtocol
 
+from localserve.config.options import HttpLimits
 from localserve.engine.lifecycle import REPLY_NOW, THREAD_REPLY
 from localserve.server.wire import request_id_of
 
 log = logging.getLogger("localserve")
 KiB = 1024
 THREAD_WRITE_LIMIT = 256 * KiB  # larger responses are written by the event loop
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    """Limits on what one request may send before the app sees it (``serve`` flags of the same names)."""
-
-    max_header_bytes: int = 64 * KiB  # request line + headers; 431 beyond
-    max_headers: int = 100  # header fields; 431 beyond
-    header_timeout: float = 10.0  # seconds for a whole request head; 408 beyond
-    body_timeout: float = 60.0  # seconds for a whole body once its head is in; 408 beyond
 
 
 class _Refused(Exception):

@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 import uvicorn
 
 from localserve.config import ServeConfig
+from localserve.config.options import ServeOptions
 from localserve.errors import LocalServeError
 from localserve.server.app import App
 from localserve.server.auth import require_api_key
 from localserve.server.protocol import protocol_class
-from localserve.server.settings import ServeOptions
 
 __all__ = ["Runner"]
 

@@ -1,4 +1,4 @@
-"""ServeOptions: every setting of a serve, one frozen tree built by the CLI and read by whoever needs it.
+"""How a server serves: the settings of ``serve`` and ``run`` that are not the API config's, as one frozen tree.
 
 Example::
 
@@ -17,11 +17,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localserve.server.protocol import HttpLimits
-
 __all__ = ["HttpLimits", "ServeOptions"]
 
-MiB = 1024 * 1024
+KiB = 1024
+MiB = 1024 * KiB
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Limits on what one request may send before the app sees it (``serve`` flags of the same names)."""
+
+    max_header_bytes: int = 64 * KiB  # request line + headers; 431 beyond
+    max_headers: int = 100  # header fields; 431 beyond
+    header_timeout: float = 10.0  # seconds for a whole request head; 408 beyond
+    body_timeout: float = 60.0  # seconds for a whole body once its head is in; 408 beyond
 
 
 @dataclass(frozen=True)
