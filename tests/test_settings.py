@@ -1,4 +1,5 @@
-"""Settings travel in option objects: importing localserve changes no environment variable."""
+"""Settings travel in one frozen tree built by the CLI: nothing below it reads the environment for them,
+and importing localserve changes no environment variable."""
 
 from __future__ import annotations
 
