@@ -388,7 +388,7 @@ def test_serve_listens_on_the_port_and_host_of_the_environment() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "localserve", "serve", "--handler", "main:handler"],
         cwd=EXAMPLES / "json_tax",
-        env=cli_env(LOCALSERVE_PORT=str(port), LOCALSERVE_HOST="127.0.0.1", LOCALSERVE_LOG_FORMAT="text"),
+        env=cli_env(LOCALSERVE_PORT=str(port), LOCALSERVE_HOST="0.0.0.0", LOCALSERVE_LOG_FORMAT="text"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -400,4 +400,4 @@ def test_serve_listens_on_the_port_and_host_of_the_environment() -> None:
         proc.terminate()
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0
-    assert f"at http://127.0.0.1:{port} (/json-tax)".encode() in stderr, stderr
+    assert f"at http://0.0.0.0:{port} (/json-tax)".encode() in stderr, stderr
