@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from localserve.config import ServeConfig
 from localserve.errors import ConfigError
 
 
-def check_project(config: ServeConfig) -> Iterator[str]:
+def check_project(config: ServeConfig, cache: Path) -> Iterator[str]:
     """Yield one line per API; raise ConfigError at the first missing file."""
     for api in config.apis:
         where = f"{config.source}: api {api.name!r}"
@@ -41,11 +42,11 @@ def check_project(config: ServeConfig) -> Iterator[str]:
             store = api.async_store or "SQLite in the cache folder"
             desc += f" (kind: AsyncAPI: POST /{api.name} submits a job, GET /{api.name}/<id> polls it; jobs in {store})"
         yield f"ok  {api.name}: {desc}"
-    yield from _surroundings(config)
+    yield from _surroundings(config, cache)
     yield f"{config.source}: {len(config.apis)} API(s) valid."
 
 
-def _surroundings(config: ServeConfig) -> Iterator[str]:
+def _surroundings(config: ServeConfig, cache: Path) -> Iterator[str]:
     """What user code will not find as it did on the platform: excluded files, dependencies.sh, missing imports."""
     from localserve.compat.platform import DEPENDENCIES_SCRIPT
     from localserve.compat.view import excluded_files
@@ -58,7 +59,7 @@ def _surroundings(config: ServeConfig) -> Iterator[str]:
             yield f"not packaged (user code cannot read them; --raw-project to allow): {', '.join(excluded)}"
     if (config.project / DEPENDENCIES_SCRIPT).is_file():
         yield f"{DEPENDENCIES_SCRIPT}: runs at start only with --system-deps (the Docker image passes it)"
-    cached = cached_requirements(config.project)
+    cached = cached_requirements(config.project, cache)
     listed = requirement_names(config.project) if cached is None else set()
     problems = []
     for result in probe_imports(config, cached):

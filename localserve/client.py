@@ -1,14 +1,19 @@
-"""Send one request through the app in-process, with no socket: the engine of ``localserve run``."""
+"""``localserve run``'s engine: one request through the app in-process, with no socket; the peer APIs on call."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
+from dataclasses import replace
 from typing import Any
 
-from localserve.errors import HandlerError
+from localserve.config import ServeConfig
+from localserve.errors import HandlerError, LocalServeError
 from localserve.protocols.http import render_error
-from localserve.server import App
+from localserve.server import App, ServeOptions
+from localserve.server.runner import Runner
+
+PEER_LOAD_WAIT = 600.0  # seconds a call to another API waits for it to load
 
 
 async def call(
@@ -73,7 +78,7 @@ async def call(
 
 
 def run_once(
-    app: App,
+    runner: Runner,
     *,
     api: str | None,
     method: str,
@@ -81,14 +86,29 @@ def run_once(
     body: bytes,
     query_string: str = "",
 ) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Load every API of ``app``, send one request to ``api`` (the only one when None), shut down."""
-    name = api or next(iter(app.apis))
+    """Load every API of the runner's app, send one request to ``api`` (the only one when None), stop."""
+    name = api or next(iter(runner.app.apis))
+    return runner.call(lambda app: call(app, method, f"/{name}/predict", headers, body, query_string))
 
-    async def main() -> tuple[int, list[tuple[str, str]], bytes]:
-        await app.startup(wait=True)
-        try:
-            return await call(app, method, f"/{name}/predict", headers, body, query_string)
-        finally:
-            await app.shutdown()
 
-    return asyncio.run(main())
+def run_job_once(
+    runner: Runner, *, api: str, headers: list[tuple[str, str]], body: bytes, query_string: str = ""
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """An AsyncAPI's job, run at once: load ``api``, run one job through its predictor, stop; the result as JSON."""
+    from localserve.protocols.asyncapi import job_failed, one_shot_job, run_job
+
+    job = one_shot_job(headers, body, query_string)
+    try:
+        return runner.call(lambda app: run_job(app.apis[api], job))
+    except LocalServeError as exc:  # the API failed to load: the job failed, as a served one would have
+        return job_failed(exc, job)
+
+
+def peer_starter(config: ServeConfig, options: ServeOptions) -> Callable[[str], tuple[int, Callable[[], None]]]:
+    """For ``Peers``: start API ``name`` of ``config`` on a loopback port; its port and how to stop it."""
+
+    def start(name: str) -> tuple[int, Callable[[], None]]:
+        runner = Runner(config.only([name]), replace(options, keep_going=True, metrics=False, async_jobs=True))
+        return runner.start_in_thread(PEER_LOAD_WAIT), runner.stop_thread
+
+    return start

@@ -2,34 +2,32 @@
 
 ``run`` loads only the API it sends the request to, so a broken API elsewhere in the config
 cannot stop it. When that API's code calls ``http://api-<other>:8888/...``, the resolver
-(``compat.hosts``) asks here for ``<other>``'s port: the first time, a loopback server for that
-one API starts on a free port in a background thread and the call waits until it has loaded
-(or failed to load, in which case it answers 503 with the reason).
+(``compat.hosts``) asks here for ``<other>``'s port: the first time, ``start`` serves that one
+API on a loopback port (the server's Runner, from a background thread) and the call waits until
+it has loaded (or failed to load, in which case it answers 503 with the reason).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
-from typing import Any
-
-from localserve.config import ServeConfig
+from collections.abc import Callable, Iterable
 
 log = logging.getLogger("localserve")
-LOAD_WAIT_SECONDS = 600.0
 
 
 class Peers:
-    """Loopback servers for the APIs of ``config`` other than the one ``run`` calls, started on first use."""
+    """Loopback servers for the APIs ``names``, each started by ``start(name)`` on first use.
 
-    def __init__(self, config: ServeConfig, allow_cpu_fallback: bool = False) -> None:
-        self.config = config
-        self.allow_cpu_fallback = allow_cpu_fallback
-        self.names = {api.name for api in config.apis}
+    ``start`` returns the port the API answers on and the function that stops it.
+    """
+
+    def __init__(self, names: Iterable[str], start: Callable[[str], tuple[int, Callable[[], None]]]) -> None:
+        self.names = set(names)
+        self.start = start
         self._lock = threading.Lock()
         self._ports: dict[str, int] = {}
-        self._servers: list[tuple[Any, threading.Thread]] = []
+        self._stops: list[Callable[[], None]] = []
 
     def port_of(self, name: str) -> int | None:
         """The loopback port of the API ``name`` (its server started on first use); None for a name that is no API."""
@@ -37,54 +35,13 @@ class Peers:
             return None
         with self._lock:
             if name not in self._ports:
-                self._ports[name] = self._start(name)
+                log.info("api %r is called by the api being run: starting it on a loopback port", name)
+                port, stop = self.start(name)
+                self._stops.append(stop)
+                self._ports[name] = port
             return self._ports[name]
-
-    def _start(self, name: str) -> int:
-        import uvicorn
-
-        from localserve.server import ServeOptions, create_app
-
-        app = create_app(
-            self.config.only([name]),
-            ServeOptions(allow_cpu_fallback=self.allow_cpu_fallback, keep_going=True, metrics=False),
-        )
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on")
-        )
-        loaded = threading.Event()
-        port: list[int] = []
-
-        async def main() -> None:
-            config = server.config
-            if not config.loaded:
-                config.load()
-            server.lifespan = config.lifespan_class(config)
-            await server.startup()
-            port.append(server.servers[0].sockets[0].getsockname()[1])
-            if app.loading is not None:
-                await asyncio.wait([app.loading])
-            loaded.set()
-            await server.main_loop()
-            await server.shutdown()
-
-        def target() -> None:
-            try:
-                asyncio.run(main())
-            finally:
-                loaded.set()
-
-        log.info("api %r is called by the api being run: starting it on a loopback port", name)
-        thread = threading.Thread(target=target, name=f"localserve-peer-{name}", daemon=True)
-        thread.start()
-        loaded.wait(LOAD_WAIT_SECONDS)
-        self._servers.append((server, thread))
-        if not port:
-            raise OSError(f"api {name!r} could not be started for the call to api-{name}")
-        return port[0]
 
     def close(self) -> None:
         """Stop the servers started for the peers."""
-        for server, thread in self._servers:
-            server.should_exit = True
-            thread.join(10)
+        for stop in self._stops:
+            stop()

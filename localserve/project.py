@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from localserve.errors import ConfigError, ProjectError
 
@@ -20,11 +21,11 @@ ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TRAINING_RESULT_DIR = "abejainc_training_result"
 
 
-def cache_dir() -> Path:
-    """Root of localserve's caches: $LOCALSERVE_CACHE_DIR, else $XDG_CACHE_HOME/localserve, else ~/.cache/localserve."""
-    explicit = os.environ.get("LOCALSERVE_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
+def default_cache_dir() -> Path:
+    """Root of localserve's caches when ``--cache-dir`` (``LOCALSERVE_CACHE_DIR``) is not given.
+
+    ``$XDG_CACHE_HOME/localserve``, else ``~/.cache/localserve``: the freedesktop convention, not a setting of ours.
+    """
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "localserve"
 
@@ -175,31 +176,31 @@ def _pipfile_requirement(pipfile: Path, name: str, spec: object) -> str:
     return requirement
 
 
-def _requirements_target(project: Path) -> tuple[str, list[str], Path] | None:
+def _requirements_target(project: Path, cache: Path) -> tuple[str, list[str], Path] | None:
     spec = requirements_spec(project)
     if spec is None:
         return None
     name, args = spec
     source = (project / name).read_bytes()
     key = hashlib.sha256(source + sys.version.encode() + "\0".join(args[2:] if name == "Pipfile" else []).encode())
-    return name, args, cache_dir() / "envs" / key.hexdigest()[:24]
+    return name, args, cache / "envs" / key.hexdigest()[:24]
 
 
-def cached_requirements(project: Path) -> Path | None:
-    """The folder where the project's requirements are already installed, if they are."""
-    found = _requirements_target(project)
+def cached_requirements(project: Path, cache: Path) -> Path | None:
+    """The folder under ``cache`` where the project's requirements are already installed, if they are."""
+    found = _requirements_target(project, cache)
     if found is None or not (found[2] / ".complete").is_file():
         return None
     return found[2]
 
 
-def install_requirements(project: Path, *, quiet: bool = False) -> Path | None:
+def install_requirements(project: Path, cache: Path, *, quiet: bool = False) -> Path | None:
     """Install requirements.txt (or a Pipfile) into ``<cache>/envs/<hash>`` once; put it on sys.path.
 
     The folder is keyed by the file's content and the Python version, so a second start with the
     same requirements installs nothing.
     """
-    found = _requirements_target(project)
+    found = _requirements_target(project, cache)
     if found is None:
         return None
     name, args, target = found
@@ -232,7 +233,7 @@ def _pip_install(name: str, args: list[str], target: Path, *, quiet: bool, cwd: 
         proc = subprocess.run(
             command,
             cwd=cwd,
-            stdout=subprocess.PIPE if quiet else sys.stderr,
+            stdout=subprocess.PIPE if quiet else stderr_for_children(),
             stderr=subprocess.PIPE,
             text=True,
             check=False,
@@ -244,13 +245,26 @@ def _pip_install(name: str, args: list[str], target: Path, *, quiet: bool, cwd: 
         shutil.rmtree(staging, ignore_errors=True)
         stderr = proc.stderr or ""
         raise ProjectError(f"Installing {name} failed: {_pip_failure(stderr)}\n{stderr.strip()[-2000:]}")
-    if proc.stderr and not quiet:
-        sys.stderr.write(proc.stderr)
+    if not quiet:
+        sys.stderr.write((proc.stdout or "") + (proc.stderr or ""))
     (staging / ".complete").write_text(" ".join(args))
     try:
         staging.rename(target)
     except OSError:  # another process finished the same install first
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def stderr_for_children() -> Any:
+    """Where a child process's output goes: our stderr (stdout carries `run`'s body), or a pipe.
+
+    A pipe when stderr is not a file (click's ``CliRunner`` in a test): its output is then written
+    to stderr once the child has ended.
+    """
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.PIPE
+    return sys.stderr
 
 
 def _pip_failure(stderr: str) -> str:

@@ -19,6 +19,10 @@ def main(argv: list[str]) -> None:
     with os.fdopen(settings_fd, "rb") as settings:
         sys.path[:] = pickle.load(settings)
         start = pickle.load(settings)
+    if start.options.metrics_dir is not None:  # the process's edge: its environment is read here, not below
+        from localserve.metrics import check_multiprocess_dir
+
+        check_multiprocess_dir(start.options.metrics_dir, os.environ)
     sock = socket.socket(fileno=socket_fd)
     ready = os.fdopen(ready_fd, "wb", buffering=0)
     from localserve.supervisor import run_replica

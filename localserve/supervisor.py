@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import pickle
 import shutil
@@ -32,11 +31,11 @@ from typing import IO, Any
 from localserve.compat import enter_replica
 from localserve.compat.hosts import serve_api_hosts
 from localserve.config import ServeConfig
-from localserve.config.options import HttpLimits
-from localserve.errors import LocalServeError
+from localserve.errors import StartError
 from localserve.logs import capture_prints
 from localserve.metrics import MULTIPROC_ENV
-from localserve.server import ServeOptions, create_app
+from localserve.server import ServeOptions
+from localserve.server.runner import Runner
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3
@@ -47,38 +46,15 @@ THREADS_EXIT_WAIT = 1.0  # seconds the API's threads get to end once the server 
 START_ATTEMPTS = 3  # deaths in a row before ever being ready that stop the start
 
 
-def serve_forever(
-    config: ServeConfig,
-    options: ServeOptions,
-    *,
-    host: str,
-    port: int,
-    replicas: int | None = None,
-    graceful_timeout: float = 30.0,
-    limits: HttpLimits | None = None,
-) -> int:
-    """Serve until SIGTERM/SIGINT; returns the process exit code."""
-    count = replicas or default_replicas(config)
-    limits = limits or HttpLimits()
-    if count == 1:
+def serve_forever(config: ServeConfig, options: ServeOptions) -> int:
+    """Serve until SIGTERM/SIGINT with ``options.replicas`` processes; returns the process exit code."""
+    if options.replicas == 1:
         fatal: list[str] = []
-        code = _serve(
-            config,
-            options,
-            host=host,
-            port=port,
-            graceful_timeout=graceful_timeout,
-            sock=None,
-            fatal=fatal,
-            limits=limits,
-        )
+        code = _serve(config, options, sock=None, fatal=fatal)
         if fatal:
-            raise LocalServeError(f"The server stopped: {fatal[0]}")
+            raise StartError(f"The server stopped: {fatal[0]}")
         return code
-    supervisor = Supervisor(
-        config, options, host=host, port=port, replicas=count, graceful_timeout=graceful_timeout, limits=limits
-    )
-    return supervisor.run()
+    return Supervisor(config, options).run()
 
 
 GPU_CORES_PER_REPLICA = 4
@@ -108,68 +84,27 @@ def _serve(
     config: ServeConfig,
     options: ServeOptions,
     *,
-    host: str,
-    port: int,
-    graceful_timeout: float,
     sock: socket.socket | None,
     fatal: list[str] | None = None,
-    limits: HttpLimits | None = None,
     on_ready: Callable[[], None] | None = None,
 ) -> int:
-    import uvicorn
-
-    from localserve.server.auth import require_api_key
-    from localserve.server.connection.protocol import protocol_class
-
+    """Serve ``config`` in this process until stopped (on ``sock``, a replica's); the exit code."""
     fatal = [] if fatal is None else fatal
-    server: uvicorn.Server | None = None
-
-    def on_fatal(message: str) -> None:
-        fatal.append(message)
-        if server is not None:
-            server.should_exit = True
-
-    options = dataclasses.replace(options, graceful_timeout=graceful_timeout)
-    app = create_app(config, options, on_fatal)
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            super().handle_exit(sig, frame)
-            # uvicorn re-raises the signal after its graceful shutdown; a clean stop exits 0.
-            self._captured_signals.clear()
-            app.begin_shutdown()
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            if on_ready is not None and app.loading is not None:
-                app.loading.add_done_callback(lambda _: on_ready() if app.ready else None)
-
-    app.host_names = serve_api_hosts(config, port, sock, lambda: server)  # seed 001
-    server = Server(
-        uvicorn.Config(
-            require_api_key(app, options.api_key),
-            host=host,
-            port=port,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            http=protocol_class(limits or HttpLimits()),
-            # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
-            # later, would answer plain-text 500s and leave queued work to run.
-            timeout_graceful_shutdown=math.ceil(graceful_timeout) + 2,
-            server_header=False,
-            proxy_headers=False,  # the App's Starlette routes apply them; the prediction routes never read them
-        )
-    )
+    runner = Runner(config, options)
+    app = runner.app
+    server = runner.http_server(on_loaded=(lambda: on_ready() if app.ready else None) if on_ready else None)
+    app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)  # seed 001
     if sock is None:
         names = ", ".join(f"/{name}" for name in app.apis)
-        log.info("serving %s at http://%s:%d (%s)", config.source, host, port, names)
+        log.info("serving %s at http://%s:%d (%s)", config.source, options.host, options.port, names)
     stopped: int | None = None
     try:
         with capture_prints():  # what handlers print becomes log lines with their request id
             server.run(sockets=[sock] if sock is not None else None)
     except SystemExit as exc:  # uvicorn's own exit: the address could not be bound (STARTUP_FAILURE, 3)
         stopped = exc.code if isinstance(exc.code, int) else 1
+    if runner.failure is not None:
+        fatal.append(str(runner.failure))
     code = stopped if stopped is not None else EXIT_LOAD_FAILED if fatal else 0
     busy = app.join_threads(THREADS_EXIT_WAIT)
     leftover = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
@@ -195,11 +130,7 @@ class ReplicaStart:
     """Everything a replica process needs, sent to it through a pipe (see ``localserve.replica``)."""
 
     config: ServeConfig
-    options: ServeOptions  # with the replica's index and count, the metrics folder, the log settings
-    host: str
-    port: int
-    graceful_timeout: float
-    limits: HttpLimits
+    options: ServeOptions  # the serve's, with the replica's index and count and the metrics folder
 
 
 def run_replica(start: ReplicaStart, sock: socket.socket, ready: IO[bytes]) -> None:
@@ -217,16 +148,7 @@ def run_replica(start: ReplicaStart, sock: socket.socket, ready: IO[bytes]) -> N
         except OSError:  # the supervisor is gone
             pass
 
-    code = _serve(
-        config,
-        options,
-        host=start.host,
-        port=start.port,
-        graceful_timeout=start.graceful_timeout,
-        sock=sock,
-        limits=start.limits,
-        on_ready=on_ready,
-    )
+    code = _serve(config, options, sock=sock, on_ready=on_ready)
     sys.exit(code)
 
 
@@ -277,9 +199,8 @@ class ReplicaProcess:
         self.process.kill()
 
 
-def visible_gpus() -> list[str]:
-    """GPU ids replicas may be spread over: CUDA_VISIBLE_DEVICES, else what nvidia-smi lists."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+def visible_gpus(visible: str | None) -> list[str]:
+    """GPU ids replicas may be spread over: ``visible`` (the CLI's CUDA_VISIBLE_DEVICES), else what nvidia-smi lists."""
     if visible is not None:
         return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
     import shutil
@@ -302,24 +223,10 @@ class Supervisor:
     restarting forever while the port answers nothing.
     """
 
-    def __init__(
-        self,
-        config: ServeConfig,
-        options: ServeOptions,
-        *,
-        host: str,
-        port: int,
-        replicas: int,
-        graceful_timeout: float,
-        limits: HttpLimits | None = None,
-    ) -> None:
+    def __init__(self, config: ServeConfig, options: ServeOptions) -> None:
         self.config = config
         self.options = options
-        self.host = host
-        self.port = port
-        self.replicas = replicas
-        self.graceful_timeout = graceful_timeout
-        self.limits = limits or HttpLimits()
+        self.replicas = replicas = options.replicas
         self.processes: list[ReplicaProcess | None] = [None] * replicas
         self.ready_since: list[float | None] = [None] * replicas
         self.deaths = [0] * replicas  # deaths in a row (reset once a replica stays ready STABLE_AFTER)
@@ -327,7 +234,9 @@ class Supervisor:
         self.restarts = [0] * replicas
         self.stopping = False
         self.failure: str | None = None
-        self.gpus = visible_gpus() if any(api.compute.gpu > 0 for api in config.apis) else []
+        self.gpus = (
+            visible_gpus(options.cuda_visible_devices) if any(api.compute.gpu > 0 for api in config.apis) else []
+        )
         self.metrics_dir = ""  # made by run(): one fresh folder per serve
 
     def replica_options(self, index: int) -> ServeOptions:
@@ -344,7 +253,6 @@ class Supervisor:
         return dataclasses.replace(
             self.options,
             replica=index,
-            replicas=self.replicas,
             metrics_dir=self.metrics_dir or None,
             accept_when_loaded=sibling_ready,
         )
@@ -360,9 +268,7 @@ class Supervisor:
 
     def start(self, index: int, sock: socket.socket) -> None:
         """Start replica ``index`` on the shared socket, its settings sent through a pipe."""
-        start = ReplicaStart(
-            self.config, self.replica_options(index), self.host, self.port, self.graceful_timeout, self.limits
-        )
+        start = ReplicaStart(self.config, self.replica_options(index))
         settings_r, settings_w = os.pipe()
         ready_r, ready_w = os.pipe()
         try:
@@ -418,8 +324,9 @@ class Supervisor:
 
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
-        sock = bind_socket(self.host, self.port)
-        log.info("serving %s at http://%s:%d with %d replicas", self.config.source, self.host, self.port, self.replicas)
+        host, port = self.options.host, self.options.port
+        sock = bind_socket(host, port)
+        log.info("serving %s at http://%s:%d with %d replicas", self.config.source, host, port, self.replicas)
 
         def stop(signum: int, frame: Any) -> None:
             self.stopping = True
@@ -471,7 +378,7 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if self.failure is not None:
-            raise LocalServeError(f"The server stopped: {self.failure}.")
+            raise StartError(f"The server stopped: {self.failure}.")
         return 0
 
     def _forget(self, process: ReplicaProcess) -> None:
@@ -487,7 +394,7 @@ class Supervisor:
         for process in alive:
             if process.pid is not None:
                 os.kill(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.graceful_timeout + 5
+        deadline = time.monotonic() + self.options.graceful_timeout + 5
         for process in alive:
             process.join(max(0.0, deadline - time.monotonic()))
             if process.is_alive():
@@ -514,7 +421,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise LocalServeError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+        raise StartError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock

@@ -1,4 +1,4 @@
-"""``localserve run`` (a real process: it enters the project) / ``check`` / ``export`` / ``--help``."""
+"""``localserve run`` (in this process: the Project context undoes what it does) / ``check`` / ``export`` / ``--help``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import base64
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -34,20 +35,34 @@ def localserve(
     )
 
 
+def in_process(
+    *args: str, cwd: Path | None = None, stdin: bytes | None = None, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    """``localserve`` run by click's CliRunner in this process, answering like ``localserve()``'s process."""
+    before = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, list(args), input=stdin, env=env, catch_exceptions=False)
+    finally:
+        os.chdir(before)
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout_bytes, result.stderr_bytes)
+
+
 def cli(*args: str) -> Result:
     """A command that needs no process of its own (it enters no project), run in this one."""
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def test_run_json_tax_prints_the_body() -> None:
-    done = localserve(
+    done = in_process(
         "run", "--handler", "main:handler", "--input", "request.json", "--quiet", cwd=EXAMPLES / "json_tax"
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, b'{"total":108.0}', b"")
 
 
 def test_run_error_status_exits_1_with_status_and_body_on_stderr() -> None:
-    done = localserve("run", "--handler", "main:handler", "--input", "bad_request.json", cwd=EXAMPLES / "json_tax")
+    done = in_process("run", "--handler", "main:handler", "--input", "bad_request.json", cwd=EXAMPLES / "json_tax")
     assert done.returncode == 1
     assert done.stdout == b""
     assert b'Error: the handler answered 400:\n{"message":"total_without_tax is need"}' in done.stderr
@@ -70,7 +85,7 @@ def test_run_exits_1_when_a_streamed_body_fails(make_project) -> None:
         }
     )
     for name in ("raise.txt", "exit.txt"):
-        done = localserve("run", "--handler", "main:handler", "--input", name, cwd=project)
+        done = in_process("run", "--handler", "main:handler", "--input", name, cwd=project)
         assert (done.returncode, done.stdout) == (1, b""), done.stderr
         assert (
             b'Error: the handler answered 500:\n{"error": "The response was cut short after 1 bytes of its body: the '
@@ -80,7 +95,7 @@ def test_run_exits_1_when_a_streamed_body_fails(make_project) -> None:
 
 def test_run_image_flip_writes_the_mirrored_jpeg(tmp_path: Path) -> None:
     project = EXAMPLES / "image_flip"
-    done = localserve(
+    done = in_process(
         "run",
         "--project",
         str(project),
@@ -96,7 +111,7 @@ def test_run_image_flip_writes_the_mirrored_jpeg(tmp_path: Path) -> None:
     flipped = np.asarray(Image.open(io.BytesIO(done.stdout))).astype(int)
     assert np.abs(flipped - original[:, ::-1]).mean() < 3
     out = tmp_path / "out.jpg"
-    done = localserve(
+    done = in_process(
         "run",
         "-p",
         str(project),
@@ -134,7 +149,7 @@ def handler(request, context):
 
 def test_run_flags_env_and_project(make_project) -> None:
     project = make_project({"main.py": ECHO, ".env": "FROM_DOTENV=dot\nOVERRIDE=dotenv\n# comment\n"})
-    done = localserve(
+    done = in_process(
         "run",
         "-p",
         str(project),
@@ -167,7 +182,7 @@ def test_run_flags_env_and_project(make_project) -> None:
     }
     assert seen["cwd"] == str(project)
     assert b"printed by the handler" in done.stderr and b"printed by the handler" not in done.stdout
-    quiet = localserve(
+    quiet = in_process(
         "run", "-p", str(project), "--handler", "main:handler", "--method", "GET", "--query", "a=1", "-q"
     )
     assert json.loads(quiet.stdout)["body"] == "a=1" and quiet.stderr == b""
@@ -220,7 +235,7 @@ def test_run_flags_env_and_project(make_project) -> None:
 )
 def test_load_errors_are_precise(make_project, files, args, message) -> None:
     project = make_project(files)
-    done = localserve("run", "-p", str(project), *args)
+    done = in_process("run", "-p", str(project), *args)
     assert done.returncode == 1
     stderr = done.stderr.decode().replace("command line", "localserve.yaml")
     assert message in stderr, stderr
@@ -230,8 +245,8 @@ LSDEMO_HANDLER = "import lsdemo\n\ndef handler(request, context):\n    return {'
 
 
 def run_offline(project: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    """`localserve run` of main:handler with its own cache and no package index (installs must be local)."""
-    return localserve(
+    """`localserve run` of main:handler with its own cache and no package index (installs must be local), in process."""
+    return in_process(
         "run", "-p", str(project), "--handler", "main:handler", *args, LOCALSERVE_CACHE_DIR=str(cache), PIP_NO_INDEX="1"
     )
 
@@ -346,3 +361,43 @@ def test_export_kubernetes_and_dockerignore_commands() -> None:
     assert documents[2]["metadata"]["name"] == "api-iris" and documents[2]["spec"]["ports"][0]["port"] == 8888
     ignore = cli("export", "dockerignore", "-p", str(EXAMPLES / "iris_onnx"))
     assert ignore.stdout.splitlines()[1:3] == ["cortex.yaml", "**/.*"]
+
+
+def test_every_flag_is_also_a_localserve_variable_named_after_it() -> None:
+    serve_help = cli("serve", "--help").output
+    for name in (
+        "LOCALSERVE_PORT",
+        "LOCALSERVE_HOST",
+        "LOCALSERVE_CONFIG",
+        "LOCALSERVE_MAX_BODY_SIZE",
+        "LOCALSERVE_METRICS",
+    ):
+        assert f"env var: {name}" in " ".join(serve_help.split()), name
+    assert "LOCALSERVE_SERVE_" not in serve_help and "LOCALSERVE_CONFIG_FILE" not in serve_help
+    assert "env var: LOCALSERVE_INPUT" in " ".join(cli("run", "--help").output.split())
+    assert "env var: LOCALSERVE_IMAGE" in " ".join(cli("export", "kubernetes", "--help").output.split())
+
+
+@pytest.mark.slow
+def test_serve_listens_on_the_port_and_host_of_the_environment() -> None:
+    import httpx
+
+    from tests.conftest import free_port, wait_ready
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localserve", "serve", "--handler", "main:handler"],
+        cwd=EXAMPLES / "json_tax",
+        env=cli_env(LOCALSERVE_PORT=str(port), LOCALSERVE_HOST="0.0.0.0", LOCALSERVE_LOG_FORMAT="text"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", proc)
+        response = httpx.post(f"http://127.0.0.1:{port}/predict", json={"total_without_tax": 100})
+        assert (response.status_code, response.json()) == (200, {"total": 108.0})
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert f"at http://0.0.0.0:{port} (/json-tax)".encode() in stderr, stderr

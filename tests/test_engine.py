@@ -298,11 +298,10 @@ def test_a_model_api_in_a_kubernetes_pod_is_not_pinned_by_default(serve, make_pr
     """Every pod of a node sees the node's cores and would pick the same one: off in a pod."""
     from localserve.server import ServeOptions
 
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     config = "- kind: api\n  name: m\n  model: m.onnx\n  request_handler: h.py\n"
     project = make_project({"localserve.yaml": config, "h.py": AFFINITY_HANDLER})
     onnx_identity(project / "m.onnx")
-    with serve(project, ServeOptions(pin_threads=None)) as client:
+    with serve(project, ServeOptions(pin_threads=None, on_kubernetes=True)) as client:
         assert client.app.engine.pin_by_default() is False
         cpus = client.post("/m", json={"x": [[1.0, 2.0, 3.0, 4.0]]}).json()["cpus"]
     assert cpus == sorted(os.sched_getaffinity(0))

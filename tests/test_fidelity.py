@@ -20,6 +20,7 @@ from localserve.config import load_config
 from localserve.errors import ConfigError
 from localserve.request import Request
 from tests.conftest import EXAMPLES, cli_env, free_port, wait_ready
+from tests.test_cli import in_process
 
 SEEDS = Path(__file__).parent / "seeds"
 IRIS_SAMPLE = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}
@@ -51,7 +52,7 @@ def test_seed_004_run_local_command_line_writes_the_flipped_jpeg(tmp_path: Path)
     project = tmp_path / "image_flip"
     shutil.copytree(EXAMPLES / "image_flip", project)
     # $ abeja model run-local -h main:handler -i abeja/all-cpu:19.04 --input cat.jpg --quiet > flipped_cat.jpg
-    done = localserve(
+    done = in_process(
         "run", "-h", "main:handler", "-i", "abeja/all-cpu:19.04", "--input", "cat.jpg", "--quiet", cwd=project
     )
     assert done.returncode == 0, done.stderr
@@ -59,7 +60,7 @@ def test_seed_004_run_local_command_line_writes_the_flipped_jpeg(tmp_path: Path)
     flipped = np.asarray(Image.open(io.BytesIO(done.stdout))).astype(int)
     assert np.abs(flipped - original[:, ::-1]).mean() < 3
     # Without --quiet the log says that the image is not used.
-    done = localserve("run", "-h", "main:handler", "--image", "abeja/all-cpu:19.04", "--input", "cat.jpg", cwd=project)
+    done = in_process("run", "-h", "main:handler", "--image", "abeja/all-cpu:19.04", "--input", "cat.jpg", cwd=project)
     assert done.returncode == 0, done.stderr
     assert (
         b"--image abeja/all-cpu:19.04: localserve runs the handler in the current Python environment, not in that image"
@@ -88,7 +89,7 @@ def test_seed_004_multipart_request_is_a_dict_with_the_bare_media_type(tmp_path:
     project.mkdir()
     (project / "main.py").write_text(seed("seed004_multipart.py"))
     (project / "body.bin").write_bytes(MULTIPART)
-    done = localserve(
+    done = in_process(
         "run", "-h", "main:handler", "--input", "body.bin", "--content-type", "multipart/form-data; boundary=XyZ",
         "--no-install", "-e", "TRAINING_JOB_ID:42", cwd=project,
     )  # fmt: skip
@@ -302,7 +303,7 @@ def cortex_project(root: Path) -> Path:
 @pytest.mark.slow
 def test_run_seed_000_reads_mnt_project_and_run_api_loads_only_that_api(tmp_path: Path) -> None:
     project = cortex_project(tmp_path / "proj")
-    done = localserve("run", "--api", "iris", "--input", "sample.json", "--log-format", "json", cwd=project)
+    done = in_process("run", "--api", "iris", "--input", "sample.json", "--log-format", "json", cwd=project)
     assert done.returncode == 0, done.stderr  # the broken API is never loaded
     assert json.loads(done.stdout)["class_label"] == "iris-setosa"
     messages = [line["message"] for line in json_lines(done.stderr)]
@@ -325,7 +326,7 @@ def test_run_seed_000_reads_mnt_project_and_run_api_loads_only_that_api(tmp_path
 def test_run_seed_001_calls_another_api_by_its_cortex_host_name(tmp_path: Path) -> None:
     project = cortex_project(tmp_path / "proj")
     (project / "payload.json").write_text("{}")
-    done = localserve("run", "--api", "caller", "--input", "payload.json", "--log-format", "json", cwd=project)
+    done = in_process("run", "--api", "caller", "--input", "payload.json", "--log-format", "json", cwd=project)
     assert done.returncode == 0, done.stderr
     received = [line for line in json_lines(done.stderr) if line["message"] == "received payload"]
     assert [(line["payload"], line["levelname"]) for line in received] == [({"text": "machine learning is"}, "INFO")]
@@ -410,12 +411,12 @@ def test_packaged_view_dependencies_sh_and_raw_project(tmp_path: Path) -> None:
     (project / ".cortexignore").write_text("# not packaged\nvalues.json\n")
     (project / "dependencies.sh").write_text('echo "system deps ran" > "$MARKER"\n')
     marker = tmp_path / "marker"
-    done = localserve("run", "--no-install", cwd=project, MARKER=str(marker))
+    done = in_process("run", "--no-install", cwd=project, MARKER=str(marker))
     assert done.returncode == 1
     assert b"FileNotFoundError: [Errno 2] No such file or directory: 'values.json'" in done.stderr
     assert f"{project / 'dependencies.sh'} is not run: it installs system packages".encode() in done.stderr
     assert not marker.exists()
-    done = localserve("run", "--no-install", "--raw-project", "--system-deps", cwd=project, MARKER=str(marker))
+    done = in_process("run", "--no-install", "--raw-project", "--system-deps", cwd=project, MARKER=str(marker))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"v": 1}
     assert marker.read_text() == "system deps ran\n"
@@ -451,7 +452,7 @@ def test_asyncapi_runs_its_job_at_once_with_run(tmp_path: Path) -> None:
     (tmp_path / "cortex.yaml").write_text(
         "- name: jobs\n  kind: AsyncAPI\n  predictor: {type: python, path: predictor.py}\n"
     )
-    done = localserve("run", "--no-install", "-q", cwd=tmp_path)
+    done = in_process("run", "--no-install", "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     assert list(json.loads(done.stdout)) == ["id"]  # the job's id, given to predict as request_id
 

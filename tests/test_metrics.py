@@ -332,10 +332,12 @@ def test_figures_add_up_the_replicas_as_the_text_does(tmp_path: Path) -> None:
     }
 
 
-def test_a_metrics_dir_without_prometheus_clients_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+def test_a_metrics_dir_without_prometheus_clients_variable_is_refused() -> None:
+    from localserve.metrics import check_multiprocess_dir
+
+    check_multiprocess_dir("/tmp/m", {"PROMETHEUS_MULTIPROC_DIR": "/tmp/m"})
     with pytest.raises(ConfigError) as caught:
-        Metrics(apis=["iris"], directory="/tmp/m")
+        check_multiprocess_dir("/tmp/m", {"HOME": "/root"})
     assert str(caught.value) == (
         "The metrics folder '/tmp/m' needs PROMETHEUS_MULTIPROC_DIR=/tmp/m in the process's environment before "
         "prometheus_client is imported (got None); the supervisor sets it when it spawns a replica."

@@ -1,4 +1,5 @@
-"""Settings travel in option objects: importing localserve changes no environment variable."""
+"""Settings travel in one frozen tree built by the CLI: nothing below it reads the environment for them,
+and importing localserve changes no environment variable."""
 
 from __future__ import annotations
 
@@ -47,3 +48,92 @@ def test_tensorflow_logs_are_quieted_at_load_unless_the_user_chose(
     import os
 
     assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == expected
+
+
+def test_environment_settings_are_read_by_the_cli(caplog: pytest.LogCaptureFixture) -> None:
+    from localserve.cli.options import environment_settings
+
+    assert environment_settings({}) == {"on_kubernetes": False, "cuda_visible_devices": None, "s3_endpoint": None}
+    found = environment_settings(
+        {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "CUDA_VISIBLE_DEVICES": "1,2", "LOCALSERVE_S3_ENDPOINT": "http://s3:9"}
+    )
+    assert found == {"on_kubernetes": True, "cuda_visible_devices": "1,2", "s3_endpoint": "http://s3:9"}
+    assert caplog.messages == [
+        "LOCALSERVE_S3_ENDPOINT is deprecated: set AWS_ENDPOINT_URL_S3 instead (botocore reads it itself)"
+    ]
+    caplog.clear()
+    both = environment_settings({"LOCALSERVE_S3_ENDPOINT": "http://s3:9", "AWS_ENDPOINT_URL_S3": "http://aws:9"})
+    assert both["s3_endpoint"] is None  # botocore's own variable wins, read by botocore itself
+    assert caplog.messages == [
+        "LOCALSERVE_S3_ENDPOINT is deprecated: set AWS_ENDPOINT_URL_S3 instead (botocore reads it itself); "
+        "AWS_ENDPOINT_URL_S3 is set too, and wins"
+    ]
+
+
+def _environment_reads(path: Path) -> set[str]:
+    """The variables a module reads from os.environ (``os.environ[X]``, ``.get(X)``, ``X in os.environ``, getenv)."""
+    import ast
+
+    tree = ast.parse(path.read_text(), str(path))
+    constants = {
+        target.id: node.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def is_environ(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+    def name_of(node: ast.AST) -> str:
+        if isinstance(node, ast.Constant):
+            return str(node.value)
+        if isinstance(node, ast.Name):
+            return constants.get(node.id, f"<{node.id}>")
+        return "<expression>"
+
+    reads = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and is_environ(node.value) and isinstance(node.ctx, ast.Load):
+            reads.add(name_of(node.slice))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if (node.func.attr == "get" and is_environ(node.func.value)) or node.func.attr == "getenv":
+                reads.add(name_of(node.args[0]))
+        elif isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
+            reads.add(name_of(node.left))
+    return reads
+
+
+def test_nothing_below_the_cli_reads_localserves_settings_from_the_environment() -> None:
+    package = Path(__file__).resolve().parent.parent / "localserve"
+    reads = {
+        str(path.relative_to(package)): found
+        for path in sorted(package.rglob("*.py"))
+        if path.relative_to(package).parts[0] != "cli" and (found := _environment_reads(path))
+    }
+    # Other programs' variables only: the freedesktop cache folder, TensorFlow's log level (set
+    # only when unset), the PYTHONPATH replicas inherit, and user code's own .env and `env` keys.
+    assert reads == {
+        "project.py": {"XDG_CACHE_HOME", "PYTHONPATH", "<key>"},
+        "runtimes/__init__.py": {"TF_CPP_MIN_LOG_LEVEL"},
+    }
+
+
+def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
+    """Each flag of `serve` is a field of ServeOptions (or of HttpLimits inside it) by the same name."""
+    import dataclasses
+
+    from localserve.cli import main
+    from localserve.server import HttpLimits, ServeOptions
+    from localserve.supervisor import ReplicaStart
+
+    fields = {f.name for f in dataclasses.fields(ServeOptions)} | {f.name for f in dataclasses.fields(HttpLimits)}
+    serve = main.commands["serve"]
+    # What shapes the APIs (the config's keys) and what picks the project are not serving settings.
+    apis = {"project", "config_file", "api_names", "handler", "context_json", "environment", "no_install"}
+    apis |= {"threads_per_process", "max_queue", "timeout", "max_batch_size", "batch_interval", "raw_project"}
+    apis |= {"system_deps", "async_store"}
+    assert {p.name for p in serve.params} - apis - fields == set()
+    # A replica gets the config and these options, nothing beside them.
+    assert [f.name for f in dataclasses.fields(ReplicaStart)] == ["config", "options"]

@@ -13,11 +13,9 @@ from tests.conftest import cli_env
 
 def test_replicas_are_spread_over_visible_gpus(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n  compute: {gpu: 1}\n")
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
-    assert visible_gpus() == ["2", "5"]
-    supervisor = Supervisor(
-        load_config(tmp_path), ServeOptions(), host="127.0.0.1", port=0, replicas=3, graceful_timeout=1
-    )
+    assert visible_gpus("2,5") == ["2", "5"]
+    assert visible_gpus("-1") == []
+    supervisor = Supervisor(load_config(tmp_path), ServeOptions(cuda_visible_devices="2,5", replicas=3))
     envs = [supervisor.replica_env(i) for i in range(3)]
     assert envs == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "5"}, {"CUDA_VISIBLE_DEVICES": "2"}]
     options = [supervisor.replica_options(i) for i in range(3)]
@@ -29,10 +27,7 @@ def test_replicas_are_spread_over_visible_gpus(tmp_path: Path, monkeypatch) -> N
 
 def test_cpu_apis_get_no_device(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    supervisor = Supervisor(
-        load_config(tmp_path), ServeOptions(), host="127.0.0.1", port=0, replicas=2, graceful_timeout=1
-    )
+    supervisor = Supervisor(load_config(tmp_path), ServeOptions(cuda_visible_devices="0", replicas=2))
     assert "CUDA_VISIBLE_DEVICES" not in supervisor.replica_env(1)
 
 
@@ -57,9 +52,7 @@ def test_a_replacement_accepts_connections_only_once_loaded_while_a_sibling_serv
         def is_alive(self) -> bool:
             return True
 
-    supervisor = Supervisor(
-        load_config(tmp_path), ServeOptions(), host="127.0.0.1", port=0, replicas=2, graceful_timeout=1
-    )
+    supervisor = Supervisor(load_config(tmp_path), ServeOptions(replicas=2, graceful_timeout=1))
     assert not supervisor.replica_options(1).accept_when_loaded  # the first start answers probes while loading
     supervisor.processes[0] = Running()  # type: ignore[assignment]
     assert not supervisor.replica_options(1).accept_when_loaded  # replica 0 runs but is not ready yet

@@ -1,18 +1,22 @@
-"""Options shared by the commands, and the steps run and serve share: load the config, enter the project."""
+"""Options shared by the commands, and what run and serve share: the config loaded, the settings built."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from localserve.config import ServeConfig
 from localserve.errors import ConfigError, LocalServeError
+
+if TYPE_CHECKING:
+    from localserve.compat.context import ProjectSettings
 
 F = Callable[..., Any]
 
@@ -76,6 +80,7 @@ class ApiFlags:
     raw_project: bool
     system_deps: bool
     async_store: str | None
+    cache_dir: Path | None
 
 
 _HANDLER_HELP = 'ABEJA handler "module:function", e.g. main:handler (no config file needed).'
@@ -118,6 +123,12 @@ _API_OPTIONS = [
         "--async-store",
         metavar="URL",
         help="Job store of the AsyncAPIs: redis://HOST:PORT/DB or sqlite:///PATH (default: SQLite in the cache folder).",
+    ),
+    click.option(
+        "--cache-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Where installed requirements, downloaded models and AsyncAPI jobs are kept "
+        "(default: $XDG_CACHE_HOME/localserve, else ~/.cache/localserve).",
     ),
 ]
 
@@ -183,73 +194,64 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
     return config
 
 
-def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | None) -> ServeConfig:
-    """Recreate the platform around user code, in this order, and return the config that records it.
+def project_settings(flags: ApiFlags, *, quiet: bool, url: str | None) -> ProjectSettings:
+    """How the Project context recreates the platform around user code, from the flags."""
+    from localserve.compat.context import ProjectSettings
+    from localserve.project import parse_environment
 
-    Build the packaged view of the project; provide
-    ``/mnt/project`` (a mount namespace needs a single-threaded process, so this comes before
-    anything starts a thread); enter the project (cwd, sys.path, .env, --environment, defaults);
-    apply each predictor's ``python_path``, ``env`` and ``log_level``; run ``dependencies.sh``
-    (``--system-deps``); install requirements.
+    return ProjectSettings(
+        cache_dir=cache_of(flags),
+        environment=parse_environment(flags.environment),
+        raw_project=flags.raw_project,
+        system_deps=flags.system_deps,
+        install=not flags.no_install,
+        quiet=quiet,
+        url=url,
+    )
+
+
+def api_settings(flags: ApiFlags) -> dict[str, Any]:
+    """The fields of ServeOptions that ``run`` and ``serve`` share, from their flags."""
+    return {
+        "allow_cpu_fallback": flags.allow_cpu_fallback,
+        "cache_dir": flags.cache_dir,
+        "log_format": flags.log_format,
+        "log_level": flags.log_level,
+    }
+
+
+def cache_of(flags: ApiFlags) -> Path:
+    """``--cache-dir`` (``LOCALSERVE_CACHE_DIR``), else the default folder."""
+    from localserve.project import default_cache_dir
+
+    return flags.cache_dir or default_cache_dir()
+
+
+S3_ENDPOINT_VARIABLE = "LOCALSERVE_S3_ENDPOINT"  # deprecated: botocore reads AWS_ENDPOINT_URL_S3 itself
+
+
+def environment_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings of ServeOptions that come from the environment rather than a flag (read here, never below).
+
+    ``LOCALSERVE_S3_ENDPOINT`` still works, with a warning: botocore's own ``AWS_ENDPOINT_URL_S3``
+    replaces it (and wins when both are set).
     """
-    import logging
-    import os
-    import sys
-    from dataclasses import replace
+    s3_endpoint = environ.get(S3_ENDPOINT_VARIABLE) or None
+    if s3_endpoint is not None:
+        import logging
 
-    from localserve.compat.mnt import provide_mnt_project
-    from localserve.compat.platform import ABEJA_LOCAL_VALUES, run_dependencies_script
-    from localserve.compat.view import packaged_view
-    from localserve.project import TRAINING_RESULT_DIR, enter_project, install_requirements, parse_environment
-
-    env = parse_environment(flags.environment)
-    workdir = config.project
-    if not flags.raw_project and config.config_file is not None:
-        workdir = packaged_view(config.project, config.config_file)
-    mnt_mode = provide_mnt_project(workdir)
-    defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
-    handlers = [api.handler for api in config.apis if api.handler]
-    if handlers:
-        defaults.update(ABEJA_LOCAL_VALUES)
-    if len(handlers) == 1:
-        defaults["HANDLER"] = handlers[0]
-    if url:
-        defaults["LOCALSERVE_URL"] = url
-    enter_project(workdir, env, defaults, dotenv=config.project / ".env")
-    api_env: dict[str, tuple[str, str]] = {}
-    levels = []
-    for api in config.apis:
-        predictor = api.predictor
-        if predictor is None:
-            continue
-        if predictor.python_path:
-            folder = str((workdir / predictor.python_path).resolve())
-            if folder not in sys.path:
-                sys.path.insert(1, folder)
-        for key, value in predictor.env.items():
-            if key in api_env and api_env[key][1] != value:
-                raise ConfigError(
-                    f"{config.source}: apis {api_env[key][0]!r} and {api.name!r} set {key!r} to different values "
-                    f"in 'env', but they share one process here; serve them apart with --api NAME."
-                )
-            api_env[key] = (api.name, value)
-        if predictor.log_level:
-            levels.append(getattr(logging, predictor.log_level.upper()))
-    os.environ.update({key: value for key, (_, value) in api_env.items() if key not in env})
-    if levels:
-        from localserve.logs import logger
-
-        logger.setLevel(min(levels))
-    for api in config.apis:
-        image = api.predictor.image if api.predictor else None
-        if image:
-            logging.getLogger("localserve").info(
-                "api %r: image %s is not pulled; the current Python environment runs the predictor", api.name, image
-            )
-    run_dependencies_script(config.project, allowed=flags.system_deps)
-    if not flags.no_install:
-        install_requirements(config.project, quiet=quiet)
-    return replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
+        logging.getLogger("localserve").warning(
+            "%s is deprecated: set AWS_ENDPOINT_URL_S3 instead (botocore reads it itself)%s",
+            S3_ENDPOINT_VARIABLE,
+            "; AWS_ENDPOINT_URL_S3 is set too, and wins" if environ.get("AWS_ENDPOINT_URL_S3") else "",
+        )
+        if environ.get("AWS_ENDPOINT_URL_S3"):
+            s3_endpoint = None
+    return {
+        "on_kubernetes": bool(environ.get("KUBERNETES_SERVICE_HOST")),
+        "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
+        "s3_endpoint": s3_endpoint,
+    }
 
 
 def setup_logging(flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None) -> None:
@@ -257,3 +259,12 @@ def setup_logging(flags: ApiFlags, *, quiet: bool = False, default_format: str |
     from localserve.logs import configure_logging
 
     configure_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)
+
+
+def logging_configured(
+    flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None
+) -> contextlib.AbstractContextManager[object]:
+    """``setup_logging`` for the time of a command: what it replaced is back afterwards (``CliRunner``)."""
+    from localserve.logs import configured_logging
+
+    return configured_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)

@@ -9,20 +9,28 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from localserve.cli.options import (
     ApiFlags,
     api_options,
+    api_settings,
+    environment_settings,
     fail_on_errors,
     load,
-    prepare,
+    logging_configured,
     project_options,
+    project_settings,
     run_api_options,
     setup_logging,
 )
+from localserve.compat.context import Project
 from localserve.errors import ConfigError
+
+if TYPE_CHECKING:
+    from localserve.config import ServeConfig
 
 
 @click.command(context_settings={"help_option_names": ["--help"]})
@@ -48,20 +56,7 @@ from localserve.errors import ConfigError
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but the response body.")
 @fail_on_errors
-def run(
-    project: Path,
-    config_file: Path | None,
-    flags: ApiFlags,
-    api_name: str | None,
-    input_path: str | None,
-    image: str | None,
-    content_type: str | None,
-    method: str,
-    headers: tuple[str, ...],
-    query: str,
-    output: Path | None,
-    quiet: bool,
-) -> None:
+def run(project: Path, config_file: Path | None, flags: ApiFlags, quiet: bool, **request: Any) -> None:
     """Send one request to the handler in-process and print the response body.
 
     -h is --handler and -i is --image, as in ABEJA's run-local; help is --help.
@@ -70,9 +65,28 @@ def run(
     localserve run -h main:handler -i abeja/all-cpu:19.04 --input cat.jpg --quiet > flipped.jpg
     localserve run --config cortex.yaml --api iris --input sample.json
     """
+    # ``request``: --api, --input, --image, --content-type, --method, --header, --query, --output.
+    with logging_configured(flags, quiet=quiet, default_format="text"):
+        _run(project, config_file, flags, quiet, **request)
+
+
+def _run(
+    project: Path,
+    config_file: Path | None,
+    flags: ApiFlags,
+    quiet: bool,
+    *,
+    api_name: str | None,
+    input_path: str | None,
+    image: str | None,
+    content_type: str | None,
+    method: str,
+    headers: tuple[str, ...],
+    query: str,
+    output: Path | None,
+) -> None:
     from localserve.logs import capture_prints
 
-    setup_logging(flags, quiet=quiet, default_format="text")
     body, guessed = _read_input(input_path)
     header_list = [_split_header(h) for h in headers]
     if not any(k.lower() == "content-type" for k, _ in header_list) and (content_type or guessed):
@@ -83,36 +97,25 @@ def run(
         )
     full = load(project, config_file, flags)
     api = full.api(api_name).name
+    fields = {**api_settings(flags), **environment_settings(os.environ)}  # of ServeOptions
+    settings = project_settings(flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
+    real_stdout = sys.stdout  # what user code prints is logged, never mixed with the body
     # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
-    config = prepare(full.only([api]), flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
-    # Imported after prepare: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.client import run_once
-    from localserve.compat.hosts import install_api_hosts
-    from localserve.peers import Peers
-    from localserve.server import ServeOptions, create_app
-
-    peers = Peers(replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode), flags.allow_cpu_fallback)
-    install_api_hosts(peers.port_of)
-    app = create_app(config, ServeOptions(allow_cpu_fallback=flags.allow_cpu_fallback))
-    try:
-        with capture_prints() as real_stdout:  # what user code prints is logged, never mixed with the body
-            if config.apis[0].is_async:  # an AsyncAPI's job runs now, and its result is printed
-                from localserve.protocols.asyncapi import run_job_once
-
-                status, response_headers, response_body = run_job_once(
-                    app.apis[api or config.apis[0].name], headers=header_list, body=body, query_string=query
-                )
-            else:
-                status, response_headers, response_body = run_once(
-                    app, api=api, method=method, headers=header_list, body=body, query_string=query
-                )
-    finally:
-        peers.close()
+    with Project(full.only([api]), settings) as config, capture_prints():
+        status, response_headers, response_body = _send_one(
+            config,
+            replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode),
+            fields,
+            method=method,
+            headers=header_list,
+            body=body,
+            query_string=query,
+        )
     if status >= 400:
         click.echo(f"Error: the handler answered {status}:", err=True)
         click.echo(response_body.decode("utf-8", "replace"), err=True)
         sys.exit(1)
-    if output is not None:
+    if output is not None:  # relative to where run was started, not to the project
         output.write_bytes(response_body)
         return
     response_type = next((v for k, v in response_headers if k == "content-type"), "")
@@ -123,6 +126,37 @@ def run(
             pass
     real_stdout.buffer.write(response_body)
     real_stdout.buffer.flush()
+
+
+def _send_one(
+    config: ServeConfig,
+    full: ServeConfig,
+    fields: dict[str, Any],
+    *,
+    method: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    query_string: str,
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call."""
+    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
+    from localserve.client import peer_starter, run_job_once, run_once
+    from localserve.compat.hosts import install_api_hosts
+    from localserve.peers import Peers
+    from localserve.server import ServeOptions
+    from localserve.server.runner import Runner
+
+    options = ServeOptions(**fields, async_jobs=False)  # an AsyncAPI's one job runs at once, without its store
+    api = config.apis[0]
+    peers = Peers((a.name for a in full.apis), peer_starter(full, options))
+    install_api_hosts(peers.port_of)  # undone with the rest of the Project context
+    runner = Runner(config, options)
+    try:
+        if api.is_async:  # an AsyncAPI's job runs now, and its result is printed
+            return run_job_once(runner, api=api.name, headers=headers, body=body, query_string=query_string)
+        return run_once(runner, api=api.name, method=method, headers=headers, body=body, query_string=query_string)
+    finally:
+        peers.close()
 
 
 def _read_input(input_path: str | None) -> tuple[bytes, str | None]:
@@ -215,68 +249,50 @@ def _split_header(item: str) -> tuple[str, str]:
     envvar="LOCALSERVE_API_KEY",
     help="Require 'Authorization: Bearer <key>' on every route but /healthz and /readyz (401 otherwise).",
 )
+@click.option(
+    "--forwarded-allow-ips",
+    envvar=["LOCALSERVE_FORWARDED_ALLOW_IPS", "FORWARDED_ALLOW_IPS"],
+    default="127.0.0.1,::1",
+    show_default=True,
+    help="Comma-separated addresses (or *) of the proxies whose X-Forwarded-For/-Proto the server trusts, as uvicorn's.",
+)
 @fail_on_errors
 def serve(
     project: Path,
     config_file: Path | None,
     flags: ApiFlags,
     api_names: tuple[str, ...],
-    host: str,
-    port: int,
-    max_body_size: int,
-    replicas: int | None,
-    graceful_timeout: float,
-    keep_going: bool,
-    access_log: bool,
-    metrics: bool,
-    pin_threads: bool | None,
-    max_header_bytes: int,
-    max_headers: int,
-    header_timeout: float,
-    body_timeout: float,
-    hide_errors: bool,
-    api_key: str | None,
+    **settings: Any,
 ) -> None:
     """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
+    # ``settings``: the other flags, named as the fields of ServeOptions and HttpLimits (--host, --port, ...).
     setup_logging(flags)
     config = load(project, config_file, flags)
     if api_names:
         config = config.only(api_names)
+    host, port = settings["host"], settings["port"]
     display_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    config = prepare(config, flags, quiet=False, url=f"http://{display_host}:{port}")
-    # Imported after prepare: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.config.options import HttpLimits
-    from localserve.server import ServeOptions
-    from localserve.supervisor import serve_forever
-
-    options = ServeOptions(
-        max_body_size=max_body_size,
-        allow_cpu_fallback=flags.allow_cpu_fallback,
-        keep_going=keep_going,
-        access_log=access_log,
-        metrics=metrics,
-        pin_threads=pin_threads,
-        port=port,
-        hide_errors=hide_errors,
-        api_key=api_key or None,
-        freeze_heap=True,
-        log_format=flags.log_format,
-        log_level=flags.log_level,
-    )
-    limits = HttpLimits(
-        max_header_bytes=max_header_bytes,
-        max_headers=max_headers,
-        header_timeout=header_timeout,
-        body_timeout=body_timeout,
-    )
-    code = serve_forever(
-        config,
-        options,
-        host=host,
-        port=port,
-        replicas=replicas,
-        graceful_timeout=graceful_timeout,
-        limits=limits,
-    )
+    with Project(config, project_settings(flags, quiet=False, url=f"http://{display_host}:{port}")) as config:
+        code = _serve(config, flags, settings)
     if code:
         sys.exit(code)
+
+
+def _serve(config: ServeConfig, flags: ApiFlags, settings: dict[str, Any]) -> int:
+    """Inside the project: the settings tree built, then serve until stopped; the exit code."""
+    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
+    from localserve.server import HttpLimits, ServeOptions
+    from localserve.supervisor import default_replicas, serve_forever
+
+    limits = HttpLimits(**{name: settings.pop(name) for name in HttpLimits.__dataclass_fields__})
+    api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas") or default_replicas(config)
+    options = ServeOptions(
+        **settings,
+        limits=limits,
+        api_key=api_key,
+        replicas=replicas,
+        freeze_heap=True,
+        **api_settings(flags),
+        **environment_settings(os.environ),
+    )
+    return serve_forever(config, options)

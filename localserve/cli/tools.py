@@ -14,14 +14,20 @@ from localserve.errors import LocalServeError
 @click.command()
 @project_options
 @click.option("--handler", help='ABEJA handler "module:function".')
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where `run` and `serve` install the requirements (default: $XDG_CACHE_HOME/localserve, else ~/.cache/localserve).",
+)
 @fail_on_errors
-def check(project: Path, config_file: Path | None, handler: str | None) -> None:
+def check(project: Path, config_file: Path | None, handler: str | None, cache_dir: Path | None) -> None:
     """Validate the project's config and files without serving it."""
     from localserve.checks import check_project
     from localserve.config import load_config
+    from localserve.project import default_cache_dir
 
     config = load_config(project, config_file, handler=handler)
-    for line in check_project(config):
+    for line in check_project(config, cache_dir or default_cache_dir()):
         click.echo(line)
 
 

@@ -1,5 +1,7 @@
 """The platforms' surroundings that seed code relies on, recreated on one machine.
 
+- ``context``: ``Project``, the one context that makes all of them for the process that serves
+  (``run``, ``serve``) and undoes them on exit; ``enter_replica`` below is a replica's share.
 - ``mnt``: the project at ``/mnt/project`` (seed 000), by a private mount namespace when the
   OS allows it, else by a narrow redirection of Python's file functions.
 - ``view``: the project as the platform packaged it (ignore rules applied, seed 001).

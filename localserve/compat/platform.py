@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from localserve.errors import ProjectError
+from localserve.project import stderr_for_children
 
 log = logging.getLogger("localserve")
 
@@ -44,9 +45,11 @@ def run_dependencies_script(project: Path, *, allowed: bool) -> None:
     log.info("running %s", script)
     try:
         # its output goes to stderr: stdout carries `run`'s response body
-        done = subprocess.run(["bash", str(script)], cwd=project, stdout=sys.stderr, check=False)
+        done = subprocess.run(["bash", str(script)], cwd=project, stdout=stderr_for_children(), check=False, text=True)
     except OSError as exc:
         raise ProjectError(f"Could not run {DEPENDENCIES_SCRIPT}: {exc}.") from None
+    if done.stdout:  # stderr is not a file (click's CliRunner): the output comes once the script has ended
+        sys.stderr.write(done.stdout)
     if done.returncode != 0:
         raise ProjectError(
             f"{DEPENDENCIES_SCRIPT} exited with status {done.returncode}; fix the script (its output is above) "

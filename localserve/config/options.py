@@ -1,40 +1,26 @@
-"""How a replica serves: the settings of ``serve`` and ``run`` that are not the API config's."""
+"""How a server serves: the settings of ``serve`` and ``run`` that are not the API config's, as one frozen tree.
+
+Example::
+
+    options = ServeOptions(port=9000, graceful_timeout=5.0, limits=HttpLimits(max_headers=50))
+    serve_forever(config, options)          # the supervisor, the replicas and the App all read it
+
+The CLI builds it from the flags (each also a ``LOCALSERVE_*`` variable) and the few variables
+only the environment gives; nothing below the CLI reads the environment for these. A setting
+lives here once: the supervisor hands each replica a copy with its place among them (``replica``,
+``replicas``, ``metrics_dir``, ``accept_when_loaded``), and the lower layers receive the pieces
+they use (``LoadOptions``, ``EndpointOptions``, a body limit), derived from it when an API is built.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["HttpLimits", "ServeOptions"]
 
 KiB = 1024
 MiB = 1024 * KiB
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """How a replica serves (limits, metrics, logs, shutdown, API key): the CLI's flags, passed to the App."""
-
-    max_body_size: int = 100 * MiB
-    allow_cpu_fallback: bool = False
-    keep_going: bool = False  # a failed API answers 503 instead of stopping the start
-    access_log: bool = True  # one log line per request
-    metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
-    # Event loop and worker threads on one core once the models are loaded; None: where it helps (App.pin_by_default).
-    pin_threads: bool | None = False
-    port: int = 0  # the port served (with the replica's index, it picks the core to pin to)
-    graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
-    hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
-    api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
-    # Once every API is loaded: collect, then gc.freeze() what the process holds (App.freeze_heap).
-    # `localserve serve` sets it; an App in a test process leaves the test's heap alone.
-    freeze_heap: bool = False
-    # Given by the supervisor to each replica (one process: the defaults).
-    replica: int = 0  # this replica's index (--pin-threads picks the core by it and the port)
-    replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
-    metrics_dir: str | None = None  # prometheus_client's multiprocess folder of a serve with replicas
-    # A replacement replica while a sibling serves: take connections off the shared socket only once
-    # every API is loaded, so the port keeps answering 200 instead of "still loading" 503s.
-    accept_when_loaded: bool = False
-    log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
-    log_level: str = "info"  # --log-level
 
 
 @dataclass(frozen=True)
@@ -45,3 +31,42 @@ class HttpLimits:
     max_headers: int = 100  # header fields; 431 beyond
     header_timeout: float = 10.0  # seconds for a whole request head; 408 beyond
     body_timeout: float = 60.0  # seconds for a whole body once its head is in; 408 beyond
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How this server serves: where, with which limits, metrics, logs, shutdown and API key."""
+
+    host: str = "127.0.0.1"  # --host
+    port: int = 0  # --port (0: any free port); with the replica's index, it picks the core to pin to
+    limits: HttpLimits = field(default_factory=HttpLimits)  # --max-header-bytes, --max-headers, --*-timeout
+    max_body_size: int = 100 * MiB  # --max-body-size; 413 beyond
+    allow_cpu_fallback: bool = False  # --allow-cpu-fallback
+    keep_going: bool = False  # a failed API answers 503 instead of stopping the start
+    access_log: bool = True  # one log line per request
+    metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
+    # Event loop and worker threads on one core once the models are loaded; None: where it helps (App.pin_by_default).
+    pin_threads: bool | None = False
+    graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
+    hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
+    api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
+    # Once every API is loaded: collect, then gc.freeze() what the process holds (App.freeze_heap).
+    # `localserve serve` sets it; an App in a test process leaves the test's heap alone.
+    freeze_heap: bool = False
+    # AsyncAPIs open their job store and run what it holds; off for `run`, which runs its one job itself.
+    async_jobs: bool = True
+    log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
+    log_level: str = "info"  # --log-level
+    forwarded_allow_ips: str = "127.0.0.1,::1"  # --forwarded-allow-ips: proxies whose X-Forwarded-* are applied
+    cache_dir: Path | None = None  # --cache-dir; None: $XDG_CACHE_HOME/localserve, else ~/.cache/localserve
+    # Read from the environment by the CLI (cli.options.environment_settings), never below it.
+    on_kubernetes: bool = False  # KUBERNETES_SERVICE_HOST is set: a node's pods share its cores (no pinning default)
+    s3_endpoint: str | None = None  # LOCALSERVE_S3_ENDPOINT (deprecated); None: botocore's own (AWS_ENDPOINT_URL_S3)
+    cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES: the GPUs to spread replicas over (None: nvidia-smi)
+    # The replicas: their count (--replicas, or the config's), then each one's place, given by the supervisor.
+    replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
+    replica: int = 0  # this replica's index (--pin-threads picks the core by it and the port)
+    metrics_dir: str | None = None  # prometheus_client's multiprocess folder of a serve with replicas
+    # A replacement replica while a sibling serves: take connections off the shared socket only once
+    # every API is loaded, so the port keeps answering 200 instead of "still loading" 503s.
+    accept_when_loaded: bool = False

@@ -14,7 +14,7 @@ from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Hooks
 from localserve.errors import HandlerLoadError, LocalServeError
-from localserve.handlers import Endpoint, EndpointOptions, create_endpoint
+from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
 from localserve.metrics import Metrics
 from localserve.response import without_paths
 from localserve.runtimes import LoadOptions
@@ -41,16 +41,22 @@ class ApiRuntime:
             api_threads=api.threads_per_process,
             batch_interval=api.batching.batch_interval if api.batching else 0.0,
         )
-        endpoint_options = EndpointOptions(project=config.project, load=load)
+        observe = metrics.stage_observer(api.name) if metrics is not None else no_stage
+        endpoint_options = EndpointOptions(
+            project=config.project,
+            load=load,
+            observe=observe,
+            metrics_client=metrics.client(api.name) if metrics is not None else None,
+            cache_dir=options.cache_dir,
+            s3_endpoint=options.s3_endpoint,
+        )
         hooks = Hooks()
         if metrics is not None:
-            endpoint_options.observe = metrics.stage_observer(api.name)
-            endpoint_options.metrics_client = metrics.client(api.name)
             hooks = Hooks(
                 # Alone, the queue depth is read at scrape time (read_live below); replicas write it.
                 depth=functools.partial(metrics.set_queue_depth, api.name) if metrics.multiprocess else None,
                 batch=metrics.api(api.name).batch_size.observe,  # the child itself: once per model call
-                stage=endpoint_options.observe,
+                stage=observe,
                 phases=metrics.phase_observer(api.name),  # Triton's queue and compute statistics (V2)
             )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)

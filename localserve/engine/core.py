@@ -46,7 +46,7 @@ class Engine:
     """The APIs of one replica and the one place their requests are counted."""
 
     def __init__(
-        self, config: ServeConfig, options: ServeOptions, on_fatal: Callable[[str], None] | None = None
+        self, config: ServeConfig, options: ServeOptions, on_fatal: Callable[[LocalServeError], None] | None = None
     ) -> None:
         self.config = config
         self.options = options
@@ -105,7 +105,7 @@ class Engine:
                 if not self.options.keep_going:
                     if self.on_fatal is None:
                         raise
-                    self.on_fatal(str(exc))
+                    self.on_fatal(exc)
                     return
         if self.options.freeze_heap:
             self.freeze_heap()
@@ -142,10 +142,10 @@ class Engine:
         and predictors may start thread pools of their own later (torch does at its first call),
         which would inherit the one core, and several threads per API are there to use more
         cores: those are left alone unless ``--pin-threads`` asks. In a Kubernetes pod
-        (``KUBERNETES_SERVICE_HOST``) the other pods of the node see the same cores and would
+        (``ServeOptions.on_kubernetes``: the CLI saw ``KUBERNETES_SERVICE_HOST``) the other pods of the node see the same cores and would
         pin to the same one, so the default is off there.
         """
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if self.options.on_kubernetes:
             return False
         try:
             if len(os.sched_getaffinity(0)) < 2:

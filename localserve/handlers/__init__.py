@@ -28,18 +28,20 @@ ENDPOINTS = {
 log = logging.getLogger("localserve")
 
 
-def _no_stage(stage: str, seconds: float) -> None:
-    pass
+def no_stage(stage: str, seconds: float) -> None:
+    """The stage observer when nothing is measured (metrics off)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class EndpointOptions:
     """What the server hands every endpoint besides its ApiConfig."""
 
     project: Path
     load: LoadOptions = field(default_factory=LoadOptions)
-    observe: Callable[[str, float], None] = _no_stage  # stage timings -> metrics
+    observe: Callable[[str, float], None] = no_stage  # stage timings -> metrics
     metrics_client: Any = None  # MetricsClient for predictors
+    cache_dir: Path | None = None  # --cache-dir: downloaded models go under it (None: the default folder)
+    s3_endpoint: str | None = None  # the S3 endpoint of s3:// models (None: botocore's own choice)
 
 
 class Endpoint(Protocol):

@@ -31,7 +31,7 @@ def load_api_model(api: ApiConfig, options: EndpointOptions) -> Model:
 
     location = api.model_location
     assert location is not None and api.model_format is not None
-    path = resolve_model(location, options.project)
+    path = resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)
     start = time.perf_counter()
     model = load_model(api.model_format, path, options.load)
     log.info(

@@ -23,8 +23,10 @@ capture), ``access`` (the access log and its buffer); the context and ``configur
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import TextIO
 
@@ -35,6 +37,7 @@ __all__ = [
     "api_var",
     "capture_prints",
     "configure_logging",
+    "configured_logging",
     "flush_access_log",
     "logger",
     "request_id_var",
@@ -77,6 +80,23 @@ def configure_logging(log_format: str | None, level: str = "info", stream: TextI
     logging.getLogger("localserve").setLevel(level.upper())
     _handler = handler
     return handler
+
+
+@contextlib.contextmanager
+def configured_logging(log_format: str | None, level: str = "info") -> Iterator[logging.Handler]:
+    """``configure_logging`` for a while: the root's handlers and the levels it replaced are back afterwards."""
+    global _handler
+    root, ours = logging.getLogger(), logging.getLogger("localserve")
+    handlers, root_level, our_level, previous = list(root.handlers), root.level, ours.level, _handler
+    handler = configure_logging(log_format, level)
+    try:
+        yield handler
+    finally:
+        flush_access_log()
+        root.handlers[:] = handlers
+        root.setLevel(root_level)
+        ours.setLevel(our_level)
+        _handler = previous
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -20,7 +20,7 @@ tracker's figures are metrics too (``localserve.tracker``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from glob import glob
 
 from prometheus_client import (
@@ -67,6 +67,7 @@ __all__ = [
     "Distribution",
     "Metrics",
     "MetricsClient",
+    "check_multiprocess_dir",
     "mark_process_dead",
     "prepare_metrics_dir",
     "read_figures",
@@ -105,12 +106,6 @@ class Metrics:
     """
 
     def __init__(self, apis: Iterable[str] = (), *, directory: str | None = None) -> None:
-        if directory is not None and os.environ.get(MULTIPROC_ENV) != directory:
-            raise ConfigError(
-                f"The metrics folder {directory!r} needs {MULTIPROC_ENV}={directory} in the process's environment "
-                f"before prometheus_client is imported (got {os.environ.get(MULTIPROC_ENV)!r}); the supervisor sets "
-                "it when it spawns a replica."
-            )
         self.directory = directory
         self.registry = registry = CollectorRegistry()
         self.requests = Counter(
@@ -274,6 +269,16 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         """The body and content type of ``GET /metrics``; all replicas' figures in multiprocess mode."""
         return generate_latest(self._scrape), CONTENT_TYPE_LATEST
+
+
+def check_multiprocess_dir(directory: str, environment: Mapping[str, str]) -> None:
+    """Refuse a metrics folder that prometheus_client was not told of: ``environment`` is the process's, at start."""
+    if environment.get(MULTIPROC_ENV) != directory:
+        raise ConfigError(
+            f"The metrics folder {directory!r} needs {MULTIPROC_ENV}={directory} in the process's environment "
+            f"before prometheus_client is imported (got {environment.get(MULTIPROC_ENV)!r}); the supervisor sets "
+            "it when it spawns a replica."
+        )
 
 
 def prepare_metrics_dir(directory: str) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from localserve.errors import ModelLoadError
-from localserve.project import cache_dir
+from localserve.project import default_cache_dir
 
 __all__ = ["extract_zip", "resolve_model"]
 
@@ -48,16 +48,19 @@ def resolve_model(
     *,
     cache_root: Path | None = None,
     progress: bool | None = None,
+    s3_endpoint: str | None = None,
 ) -> Path:
     """A local path to the model at ``location``, fetching and extracting it into the cache when needed.
 
     ``progress``: True draws a progress bar on stderr, False logs one line per download, None
-    draws the bar only when stderr is a terminal.
+    draws the bar only when stderr is a terminal. ``cache_root``: ``--cache-dir`` (None: the default
+    folder). ``s3_endpoint``: the S3 endpoint URL (None: botocore's own choice, ``AWS_ENDPOINT_URL_S3``
+    included).
     """
-    models = (cache_root if cache_root is not None else cache_dir()) / "models"
+    models = (cache_root if cache_root is not None else default_cache_dir()) / "models"
     show_bar = sys.stderr.isatty() if progress is None else progress
     if location.startswith("s3://"):
-        path = _fetch_s3(location, models, show_bar)
+        path = _fetch_s3(location, models, show_bar, s3_endpoint)
     elif location.startswith(("http://", "https://")):
         path = _fetch_http(location, models, show_bar)
     else:
@@ -106,7 +109,7 @@ def _model_root(folder: Path) -> Path:
 # S3
 
 
-def _fetch_s3(location: str, models: Path, show_bar: bool) -> Path:
+def _fetch_s3(location: str, models: Path, show_bar: bool, endpoint: str | None) -> Path:
     bucket, _, key = location[len("s3://") :].partition("/")
     if not bucket:
         raise ModelLoadError(f"Invalid model location {location!r}: expected s3://<bucket>/<key>.")
@@ -119,7 +122,6 @@ def _fetch_s3(location: str, models: Path, show_bar: bool) -> Path:
         ResponseStreamingError,
     )
 
-    endpoint = os.environ.get("LOCALSERVE_S3_ENDPOINT") or None
     try:
         # A fresh session per call: a session caches the credentials it first found.
         client = boto3.session.Session().client("s3", endpoint_url=endpoint)

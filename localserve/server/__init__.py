@@ -17,14 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from localserve.config import ServeConfig
-from localserve.config.options import ServeOptions
+from localserve.config.options import HttpLimits, ServeOptions
+from localserve.errors import LocalServeError
 from localserve.server.app import App
 
-__all__ = ["App", "ServeOptions", "create_app"]
+__all__ = ["App", "HttpLimits", "ServeOptions", "create_app"]
 
 
 def create_app(
-    config: ServeConfig, options: ServeOptions | None = None, on_fatal: Callable[[str], None] | None = None
+    config: ServeConfig,
+    options: ServeOptions | None = None,
+    on_fatal: Callable[[LocalServeError], None] | None = None,
 ) -> App:
     """The ASGI app serving every API of ``config``."""
     return App(config, options, on_fatal)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
@@ -25,8 +24,9 @@ from localserve.config import ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.api import state_of
 from localserve.engine.core import Engine
-from localserve.errors import MethodNotAllowed, NotFound
+from localserve.errors import LocalServeError, MethodNotAllowed, NotFound
 from localserve.logs import flush_access_log
+from localserve.project import default_cache_dir
 from localserve.protocols.asyncapi import AsyncJobs
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
 from localserve.protocols.v2.routes import V2Routes, infer_params
@@ -48,7 +48,7 @@ class App:
         self,
         config: ServeConfig,
         options: ServeOptions | None = None,
-        on_fatal: Callable[[str], None] | None = None,
+        on_fatal: Callable[[LocalServeError], None] | None = None,
     ) -> None:
         self.config = config
         self.options = options = options or ServeOptions()
@@ -59,7 +59,11 @@ class App:
         self.native = NativeRoutes(engine, options)
         self.routes = self.native.routes
         self.jobs = AsyncJobs(  # kind: AsyncAPI: POST /<api> submits, GET /<api>/<id> polls
-            engine, project=config.project, max_body_size=options.max_body_size, hide_errors=options.hide_errors
+            engine,
+            project=config.project,
+            max_body_size=options.max_body_size,
+            hide_errors=options.hide_errors,
+            cache=options.cache_dir or default_cache_dir(),
         )
         self.v2 = V2Routes(engine, options)
         self.starlette = Starlette(
@@ -83,7 +87,7 @@ class App:
             middleware=[
                 Middleware(
                     ProxyHeadersMiddleware,
-                    trusted_hosts=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"),
+                    trusted_hosts=options.forwarded_allow_ips,
                 )
             ],
         )
@@ -123,7 +127,8 @@ class App:
     async def startup(self, *, wait: bool) -> None:
         """Start the workers and the AsyncAPI stores, and load every API (in the background unless ``wait``)."""
         await self.engine.startup(wait=False)
-        self.jobs.start()
+        if self.options.async_jobs:
+            self.jobs.start()
         if wait and self.engine.loading is not None:
             await self.engine.loading
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from localserve.cli import main
 from tests.conftest import EXAMPLES
-from tests.test_cli import localserve
+from tests.test_cli import in_process
 from tests.test_export import K8S_VERSION
 
 
@@ -22,7 +22,7 @@ def test_run_prints_the_result_of_the_job(async_project: Callable[..., Path], tm
     sample = tmp_path / "sample.json"
     sample.write_text('{"n": 7}')
     args = ["run", "--project", str(project), "--input", str(sample), "--query", "mode=x", "-H", "X-Agent: cli", "-q"]
-    done = localserve(*args)  # a real process: `run` enters the project (cwd, sys.path, /mnt/project)
+    done = in_process(*args)  # in this process: the Project context undoes what `run` does
     assert done.returncode == 0, done.stderr.decode()
     out = json.loads(done.stdout)
     job_id = out.pop("id")
@@ -34,7 +34,7 @@ def test_run_prints_the_result_of_the_job(async_project: Callable[..., Path], tm
 def test_run_reports_a_failed_job_as_an_error(async_project: Callable[..., Path], tmp_path: Path) -> None:
     sample = tmp_path / "sample.json"
     sample.write_text('{"fail": "cli"}')
-    done = localserve("run", "--project", str(async_project()), "--input", str(sample), "-q")
+    done = in_process("run", "--project", str(async_project()), "--input", str(sample), "-q")
     assert done.returncode == 1
     lines = done.stderr.decode().splitlines()
     assert lines[-2] == "Error: the handler answered 500:"

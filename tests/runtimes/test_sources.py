@@ -245,21 +245,24 @@ def test_s3_no_credentials(bucket: Any, tmp_path: Path, cache: Path, monkeypatch
     )
 
 
-def test_s3_localserve_endpoint_variable(
+def test_s3_endpoint_given_by_the_cli(
     bucket: Any, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The deprecated LOCALSERVE_S3_ENDPOINT, read by the CLI (cli.options.environment_settings), arrives here."""
     bucket.put_object(Key="m.onnx", Body=b"via LOCALSERVE_S3_ENDPOINT")
-    monkeypatch.setenv("LOCALSERVE_S3_ENDPOINT", os.environ.pop("AWS_ENDPOINT_URL_S3"))
+    endpoint = os.environ.pop("AWS_ENDPOINT_URL_S3")
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
-    path = resolve_model(f"s3://{bucket.name}/m.onnx", tmp_path, cache_root=cache, progress=False)
+    path = resolve_model(f"s3://{bucket.name}/m.onnx", tmp_path, cache_root=cache, progress=False, s3_endpoint=endpoint)
     assert path.read_bytes() == b"via LOCALSERVE_S3_ENDPOINT"
 
 
-def test_cache_root_defaults_to_project_cache_dir(bucket: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOCALSERVE_CACHE_DIR", str(tmp_path / "env-cache"))
+def test_cache_root_defaults_to_the_xdg_cache_folder(
+    bucket: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     bucket.put_object(Key="m.onnx", Body=b"x")
     path = resolve_model(f"s3://{bucket.name}/m.onnx", tmp_path, progress=False)
-    assert path.is_relative_to(tmp_path / "env-cache" / "models")
+    assert path.is_relative_to(tmp_path / "xdg" / "localserve" / "models")
 
 
 # --- HTTP ----------------------------------------------------------------------------------------

@@ -6,8 +6,18 @@ machines), survive ``kill -9`` (at-least-once), and are shared safely by the rep
 
 from __future__ import annotations
 
-from localserve.protocols.asyncapi.oneshot import run_job_once
+from localserve.protocols.asyncapi.oneshot import job_failed, one_shot_job, run_job
 from localserve.protocols.asyncapi.routes import AsyncJobs
 from localserve.protocols.asyncapi.store import Job, JobState, JobStore, StoreError, open_store
 
-__all__ = ["AsyncJobs", "Job", "JobState", "JobStore", "StoreError", "open_store", "run_job_once"]
+__all__ = [
+    "AsyncJobs",
+    "Job",
+    "JobState",
+    "JobStore",
+    "StoreError",
+    "job_failed",
+    "one_shot_job",
+    "open_store",
+    "run_job",
+]

@@ -11,34 +11,33 @@ from localserve.protocols.asyncapi.store import Job, new_job_id
 from localserve.protocols.asyncapi.worker import execute
 from localserve.protocols.http import render_error
 
+JSON_TYPE = [("content-type", "application/json")]
 
-def run_job_once(
-    rt: ApiRuntime, *, headers: list[tuple[str, str]], body: bytes, query_string: str = ""
-) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Load the AsyncAPI ``rt``, run one job through its predictor, and return (status, headers, body).
 
-    The body is the result as JSON (200), or ``{"error": ...}`` (500) when the job failed the way
-    a served job would have.
-    """
+def one_shot_job(headers: list[tuple[str, str]], body: bytes, query_string: str = "") -> Job:
+    """The job a submit of ``body`` with ``headers`` would have stored (credentials left out)."""
     lowered = {k.lower(): v for k, v in headers}
     meta = {
         "content_type": lowered.get("content-type", ""),
         "query_params": dict(parse_qsl(query_string)),
         "headers": {k: v for k, v in lowered.items() if k not in ("authorization", "proxy-authorization")},
     }
-    job = Job(new_job_id(), body, meta)
-    json_type = [("content-type", "application/json")]
+    return Job(new_job_id(), body, meta)
 
-    async def main() -> tuple[int, list[tuple[str, str]], bytes]:
-        rt.pipeline.start()
-        try:
-            await rt.load()
-            result: str = await asyncio.wrap_future(rt.pipeline.call(lambda: execute(rt.endpoint, job)))
-        except LocalServeError as exc:
-            reply = render_error(exc, job.id, api=rt.api.name, logged=True)
-            return 500, json_type, reply.body
-        finally:
-            rt.pipeline.stop()
-        return 200, json_type, result.encode()
 
-    return asyncio.run(main())
+async def run_job(rt: ApiRuntime, job: Job) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Run ``job`` through the loaded API ``rt``'s predictor, on its thread: (status, headers, body).
+
+    The body is the result as JSON (200), or ``{"error": ...}`` (500) when the job failed the way
+    a served job would have.
+    """
+    try:
+        result: str = await asyncio.wrap_future(rt.pipeline.call(lambda: execute(rt.endpoint, job)))
+    except LocalServeError as exc:
+        return job_failed(exc, job)
+    return 200, JSON_TYPE, result.encode()
+
+
+def job_failed(exc: LocalServeError, job: Job) -> tuple[int, list[tuple[str, str]], bytes]:
+    """What ``run`` prints for a job that failed (or whose API failed to load): a 500 naming the job."""
+    return 500, JSON_TYPE, render_error(exc, job.id, logged=True).body

@@ -60,11 +60,12 @@ POLL_ROUTE = b"GET, HEAD, OPTIONS"
 class AsyncJobs:
     """Submit and poll routes, stores and workers of the AsyncAPIs among the engine's APIs."""
 
-    def __init__(self, engine: Engine, *, project: Path, max_body_size: int, hide_errors: bool) -> None:
+    def __init__(self, engine: Engine, *, project: Path, max_body_size: int, hide_errors: bool, cache: Path) -> None:
         self.engine = engine
         runtimes = engine.apis
         self.runtimes = {name: rt for name, rt in runtimes.items() if rt.api.is_async}
         self.project = project
+        self.cache = cache  # --cache-dir: the default SQLite stores live under it
         self.max_body_size = max_body_size
         self.hide_errors = hide_errors
         self.stores: dict[str, JobStore] = {}
@@ -82,11 +83,9 @@ class AsyncJobs:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         """Open each API's store and start its worker (it claims jobs once the API is loaded)."""
-        from localserve.project import cache_dir
-
         for name, rt in self.runtimes.items():
             try:
-                store = open_store(rt.api.async_store, cache=cache_dir(), project=self.project, api=name)
+                store = open_store(rt.api.async_store, cache=self.cache, project=self.project, api=name)
             except StoreError as exc:
                 log.error("api %r: %s", name, exc)
                 continue  # /readyz says why; submits answer 503

@@ -1,0 +1,179 @@
+"""Project: the platform around user code, made on entry and undone on exit (``with Project(...) as config:``).
+
+Example::
+
+    with Project(config, ProjectSettings(environment={"K": "v"}, cache_dir=cache)) as config:
+        app = create_app(config, options)       # user code runs in the project, as on the platform
+
+On entry, in this order: the packaged view of the project; ``/mnt/project`` (a private mount
+namespace needs a single-threaded process, so this comes before anything starts a thread, else
+Python's file functions are redirected); the project entered (cwd, ``sys.path``, ``.env``,
+``--environment``, the platform's defaults); each predictor's ``python_path``, ``env`` and
+``log_level``; ``dependencies.sh`` (``--system-deps``); the requirements installed. While inside,
+``compat.hosts`` may make ``api-<name>`` resolve to this machine. On exit the working directory,
+``sys.path``, the environment, the resolver, Python's file functions and the logger's level are
+what they were, so a command can run twice in one process (click's ``CliRunner``). What cannot be
+undone in a process stays: a mount namespace once entered, the packaged view (removed when the
+process exits). Modules imported from the folders it put on ``sys.path`` are let go.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import logging
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from localserve.config import ServeConfig
+from localserve.errors import ConfigError
+
+log = logging.getLogger("localserve")
+USER_LOGGER = "localserve.user"  # `from localserve import logger`: a predictor's log_level sets its level
+
+# What compat.mnt's redirect replaces (builtins.open and io.open, and these of os).
+_REDIRECTED_OS = ("open", "stat", "lstat", "access", "listdir", "scandir")
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """How to recreate the platform around user code: the flags of ``run`` and ``serve`` that shape it."""
+
+    cache_dir: Path  # requirements are installed under it
+    environment: Mapping[str, str] = field(default_factory=dict)  # --environment KEY:VALUE, parsed
+    raw_project: bool = False  # --raw-project: user code sees the folder as it is, not as packaged
+    system_deps: bool = False  # --system-deps: run dependencies.sh
+    install: bool = True  # not --no-install
+    quiet: bool = False  # pip's output hidden (run --quiet)
+    url: str | None = None  # LOCALSERVE_URL for user code: where this server answers
+
+
+class Project:
+    """The platform's surroundings of user code, entered by the process that serves (see the module doc)."""
+
+    def __init__(self, config: ServeConfig, settings: ProjectSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self) -> ServeConfig:
+        self._save()
+        try:
+            return self._enter()
+        except BaseException:
+            self._restore()
+            raise
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._restore()
+
+    def _save(self) -> None:
+        self._saved = {
+            "cwd": os.getcwd(),
+            "sys.path": list(sys.path),
+            "modules": set(sys.modules),
+            "environ": dict(os.environ),
+            "getaddrinfo": socket.getaddrinfo,
+            "open": (builtins.open, io.open),
+            "os": {name: getattr(os, name) for name in _REDIRECTED_OS},
+            "level": logging.getLogger(USER_LOGGER).level,
+        }
+
+    def _restore(self) -> None:
+        saved = self._saved
+        if not saved:
+            return
+        builtins.open, io.open = saved["open"]
+        for name, func in saved["os"].items():
+            setattr(os, name, func)
+        socket.getaddrinfo = saved["getaddrinfo"]
+        os.chdir(saved["cwd"])
+        self._forget_user_modules(saved["modules"], [p for p in sys.path if p and p not in saved["sys.path"]])
+        sys.path[:] = saved["sys.path"]
+        environ = saved["environ"]
+        for key in [key for key in os.environ if key not in environ]:
+            del os.environ[key]
+        os.environ.update(environ)
+        logging.getLogger(USER_LOGGER).setLevel(saved["level"])
+        self._saved = {}
+
+    @staticmethod
+    def _forget_user_modules(before: set[str], added: list[str]) -> None:
+        """Modules imported from the folders the context put on sys.path (user code, its requirements) are let go.
+
+        A module belongs to the sys.path folder nearest its file, so a virtualenv inside the project
+        keeps its packages. The next entry imports user code afresh, as a new process would.
+        """
+        if not added:
+            return
+        folders = sorted({os.path.join(folder, "") for folder in sys.path if folder}, key=len, reverse=True)
+        ours = {os.path.join(folder, "") for folder in added}
+        for name in [name for name in sys.modules if name not in before]:
+            file = getattr(sys.modules[name], "__file__", None) or ""
+            nearest = next((folder for folder in folders if file.startswith(folder)), None)
+            if nearest in ours:
+                del sys.modules[name]
+
+    def _enter(self) -> ServeConfig:
+        from localserve.compat.mnt import provide_mnt_project
+        from localserve.compat.platform import ABEJA_LOCAL_VALUES, run_dependencies_script
+        from localserve.compat.view import packaged_view
+        from localserve.project import TRAINING_RESULT_DIR, enter_project, install_requirements
+
+        config, settings = self.config, self.settings
+        workdir = config.project
+        if not settings.raw_project and config.config_file is not None:
+            workdir = packaged_view(config.project, config.config_file)
+        mnt_mode = provide_mnt_project(workdir)
+        defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
+        handlers = [api.handler for api in config.apis if api.handler]
+        if handlers:
+            defaults.update(ABEJA_LOCAL_VALUES)
+        if len(handlers) == 1:
+            defaults["HANDLER"] = handlers[0]
+        if settings.url:
+            defaults["LOCALSERVE_URL"] = settings.url
+        enter_project(workdir, settings.environment, defaults, dotenv=config.project / ".env")
+        self._enter_predictors(workdir)
+        for api in config.apis:
+            image = api.predictor.image if api.predictor else None
+            if image:
+                log.info(
+                    "api %r: image %s is not pulled; the current Python environment runs the predictor", api.name, image
+                )
+        run_dependencies_script(config.project, allowed=settings.system_deps)
+        if settings.install:
+            install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)
+        return replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
+
+    def _enter_predictors(self, workdir: Path) -> None:
+        """Each predictor's ``python_path`` on sys.path, its ``env`` exported, the most verbose ``log_level``."""
+        config = self.config
+        api_env: dict[str, tuple[str, str]] = {}
+        levels = []
+        for api in config.apis:
+            predictor = api.predictor
+            if predictor is None:
+                continue
+            if predictor.python_path:
+                folder = str((workdir / predictor.python_path).resolve())
+                if folder not in sys.path:
+                    sys.path.insert(1, folder)
+            for key, value in predictor.env.items():
+                if key in api_env and api_env[key][1] != value:
+                    raise ConfigError(
+                        f"{config.source}: apis {api_env[key][0]!r} and {api.name!r} set {key!r} to different values "
+                        f"in 'env', but they share one process here; serve them apart with --api NAME."
+                    )
+                api_env[key] = (api.name, value)
+            if predictor.log_level:
+                levels.append(getattr(logging, predictor.log_level.upper()))
+        os.environ.update({key: value for key, (_, value) in api_env.items() if key not in self.settings.environment})
+        if levels:
+            logging.getLogger(USER_LOGGER).setLevel(min(levels))

@@ -1,0 +1,136 @@
+"""Runner: one App, started and stopped one way, whoever asks.
+
+Example::
+
+    runner = Runner(config, options)
+    status, headers, body = runner.call(lambda app: call(app, "POST", "/iris", [], b"{}"))  # run
+
+Four users, one owner of the App's start and stop: a replica serves it behind uvicorn until a
+signal (``serve``), ``run`` loads it, sends one request and stops it (``call``), the AsyncAPI
+one-shot runs one job the same way, and the peer APIs of ``run --api X`` serve it on a loopback
+port from a thread (``start_in_thread``). A load failure stops the start: ``call`` raises it, a
+server exits (``failure`` says why) unless ``keep_going``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import socket
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import uvicorn
+
+from localserve.config import ServeConfig
+from localserve.config.options import ServeOptions
+from localserve.errors import LocalServeError
+from localserve.server.app import App
+from localserve.server.auth import require_api_key
+from localserve.server.connection.protocol import protocol_class
+
+__all__ = ["Runner"]
+
+log = logging.getLogger("localserve")
+T = TypeVar("T")
+
+
+class Runner:
+    """Builds the App of ``config`` with ``options``, and starts and stops it (see the module doc)."""
+
+    def __init__(self, config: ServeConfig, options: ServeOptions) -> None:
+        self.config = config
+        self.options = options
+        self.failure: LocalServeError | None = None  # the load failure that stopped the start
+        self.server: uvicorn.Server | None = None  # while served over HTTP
+        self._thread: threading.Thread | None = None
+        self.app = App(config, options, self._on_fatal)
+
+    def _on_fatal(self, exc: LocalServeError) -> None:
+        self.failure = exc
+        if self.server is not None:
+            self.server.should_exit = True
+
+    def call(self, fn: Callable[[App], Awaitable[T]]) -> T:
+        """Load every API, await ``fn(app)``, stop: in a fresh event loop; a load failure is raised."""
+
+        async def main() -> T:
+            try:
+                await self.app.startup(wait=True)
+                if self.failure is not None:
+                    raise self.failure
+                return await fn(self.app)
+            finally:
+                await self.app.shutdown()
+
+        return asyncio.run(main())
+
+    def http_server(self, *, on_loaded: Callable[[], None] | None = None) -> uvicorn.Server:
+        """The uvicorn server of the App (not started): SIGTERM/SIGINT begin the App's graceful shutdown.
+
+        ``on_loaded``: called on the event loop once loading has ended (loaded, failed or cancelled).
+        """
+        app, options = self.app, self.options
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                super().handle_exit(sig, frame)
+                # uvicorn re-raises the signal after its graceful shutdown; a clean stop exits 0.
+                self._captured_signals.clear()
+                app.begin_shutdown()
+
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                if on_loaded is not None and app.loading is not None:
+                    app.loading.add_done_callback(lambda _: on_loaded())
+
+        self.server = Server(
+            uvicorn.Config(
+                require_api_key(app, options.api_key),
+                host=options.host,
+                port=options.port,
+                log_config=None,
+                access_log=False,
+                lifespan="on",
+                http=protocol_class(options.limits),
+                # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
+                # later, would answer plain-text 500s and leave queued work to run.
+                timeout_graceful_shutdown=math.ceil(options.graceful_timeout) + 2,
+                server_header=False,
+                proxy_headers=False,  # the App's Starlette routes apply them; the prediction routes never read them
+            )
+        )
+        return self.server
+
+    def port(self) -> int | None:
+        """The port the App is served on, once it listens."""
+        servers = getattr(self.server, "servers", None) or []
+        return int(servers[0].sockets[0].getsockname()[1]) if servers else None
+
+    def start_in_thread(self, wait: float) -> int:
+        """Serve the App from a background thread; its port once every API has loaded (or failed to)."""
+        loaded = threading.Event()
+        server = self.http_server(on_loaded=loaded.set)
+
+        def target() -> None:
+            try:
+                server.run()  # no signal handlers outside the main thread
+            finally:
+                loaded.set()  # it could not start (uvicorn exits when the port cannot be bound)
+
+        self._thread = threading.Thread(target=target, name="localserve-peer", daemon=True)
+        self._thread.start()
+        loaded.wait(wait)
+        port = self.port()
+        if port is None:
+            raise OSError(f"{self.config.source}: the server of {', '.join(self.app.apis)} could not start")
+        return port
+
+    def stop_thread(self) -> None:
+        """Stop the server ``start_in_thread`` started, and wait for it (10 s at most)."""
+        if self.server is not None:
+            self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)

@@ -1,0 +1,65 @@
+"""compat.context.Project: the platform around user code, made on entry and undone on exit."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from localserve.compat.context import Project, ProjectSettings
+from localserve.compat.hosts import install_api_hosts
+from localserve.config import load_config
+from localserve.errors import ConfigError
+
+PREDICTOR = "class PythonPredictor:\n    def __init__(self, config):\n        pass\n"
+
+
+def test_the_project_is_entered_and_every_change_undone(make_project, tmp_path: Path) -> None:
+    project = make_project(
+        {
+            "cortex.yaml": "- name: p\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: predictor.py\n"
+            "    python_path: lib\n    env: {FROM_PREDICTOR: p}\n",
+            "predictor.py": PREDICTOR,
+            "lib/helper_ctx.py": "VALUE = 1\n",
+            ".env": "FROM_DOTENV_CTX=dot\n",
+        }
+    )
+    cwd, path, environ, resolver, opener = os.getcwd(), list(sys.path), dict(os.environ), socket.getaddrinfo, open
+    settings = ProjectSettings(cache_dir=tmp_path / "cache", environment={"FROM_FLAG_CTX": "f"}, url="http://x:1")
+    with Project(load_config(project), settings) as config:
+        assert config.workdir is not None and os.getcwd() == str(config.workdir)  # the packaged view
+        assert sys.path[0] == str(config.workdir) and str(config.workdir / "lib") in sys.path
+        seen = {k: os.environ.get(k) for k in ("FROM_DOTENV_CTX", "FROM_FLAG_CTX", "FROM_PREDICTOR", "LOCALSERVE_URL")}
+        assert seen == {
+            "FROM_DOTENV_CTX": "dot",
+            "FROM_FLAG_CTX": "f",
+            "FROM_PREDICTOR": "p",
+            "LOCALSERVE_URL": "http://x:1",
+        }
+        import helper_ctx  # noqa: F401  (user code's own module, from its python_path)
+
+        install_api_hosts(lambda name: 4242 if name == "other" else None)
+        assert socket.getaddrinfo("api-other", 8888)[0][4][1] == 4242
+    assert (os.getcwd(), sys.path, dict(os.environ)) == (cwd, path, environ)
+    assert (socket.getaddrinfo, builtins.open) == (resolver, opener)
+    assert "helper_ctx" not in sys.modules  # the next entry imports user code afresh
+
+
+def test_a_failed_entry_undoes_what_it_had_done(make_project, tmp_path: Path) -> None:
+    two = "  predictor:\n    type: python\n    path: predictor.py\n"
+    project = make_project(
+        {
+            "cortex.yaml": f"- name: a\n  kind: RealtimeAPI\n{two}    env: {{K: '1'}}\n"
+            f"- name: b\n  kind: RealtimeAPI\n{two}    env: {{K: '2'}}\n",
+            "predictor.py": PREDICTOR,
+        }
+    )
+    cwd, path, environ = os.getcwd(), list(sys.path), dict(os.environ)
+    entering = Project(load_config(project), ProjectSettings(cache_dir=tmp_path / "cache"))
+    with pytest.raises(ConfigError, match="apis 'a' and 'b' set 'K' to different values"), entering:
+        pass  # pragma: no cover
+    assert (os.getcwd(), sys.path, dict(os.environ)) == (cwd, path, environ)
