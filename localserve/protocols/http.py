@@ -24,6 +24,7 @@ from typing import Any, Protocol, cast
 from localserve.engine.api import ApiRuntime
 from localserve.engine.job import Stages
 from localserve.engine.ports import Headers, ReplyWriter
+from localserve.error_text import error_body, error_message
 from localserve.errors import (
     ClientGone,
     HandlerError,
@@ -34,7 +35,7 @@ from localserve.errors import (
     UnsupportedMediaType,
 )
 from localserve.request import Request
-from localserve.response import Reply, answer_headers, error_body, error_message
+from localserve.response import Reply, answer_headers
 
 log = logging.getLogger("localserve")
 

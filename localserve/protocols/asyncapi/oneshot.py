@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 from urllib.parse import parse_qsl
 
+from localserve.error_text import error_body
 from localserve.errors import LocalServeError
 from localserve.protocols.asyncapi.store import Job, new_job_id
 from localserve.protocols.asyncapi.worker import execute
-from localserve.response import error_body
 
 
 def run_job_once(
