@@ -37,7 +37,7 @@ from localserve.config.schema import (
     TrackerConfig,
 )
 from localserve.config.validate import infer_model_format, parse_api
-from localserve.config.values import _describe, _suggest, parse_duration
+from localserve.config.values import describe, parse_duration, suggest
 from localserve.errors import ConfigError
 
 __all__ = [
@@ -91,7 +91,7 @@ class ServeConfig:
                 return api
         raise ConfigError(
             f"{self.source}: no API named {name!r}; the APIs are: {', '.join(a.name for a in self.apis)}."
-            + _suggest(name, [a.name for a in self.apis])
+            + suggest(name, [a.name for a in self.apis])
         )
 
     def only(self, names: tuple[str, ...] | list[str]) -> ServeConfig:
@@ -163,7 +163,7 @@ def _read_file(config_file: Path) -> tuple[Path, list[Any]]:
     if isinstance(raw, dict):
         raw = [raw]
     if not isinstance(raw, list):
-        raise ConfigError(f"{source}: expected a list of '- kind: api' entries, got {_describe(raw)}.")
+        raise ConfigError(f"{source}: expected a list of '- kind: api' entries, got {describe(raw)}.")
     return path, raw
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from localserve.config.schema import LOG_LEVELS, PREDICTOR_CLASSES, PREDICTOR_KEYS, PredictorConfig
-from localserve.config.values import _check_keys, _describe, _opt_str, _suggest
+from localserve.config.values import check_keys, describe, opt_str, suggest
 from localserve.errors import ConfigError
 
 REALTIME_ONLY = {
@@ -19,31 +19,32 @@ REALTIME_ONLY = {
 """Keys of the predictor that only the kind: RealtimeAPI form rewrites, and what 'kind: api' uses instead."""
 
 
-def _parse_predictor(raw: Any, where: str) -> PredictorConfig | None:
+def parse_predictor(raw: Any, where: str) -> PredictorConfig | None:
+    """The ``predictor`` section (a mapping, or a python predictor's file name); None when absent."""
     if raw is None:
         return None
     if isinstance(raw, str):  # "predictor: predictor.py" — a python predictor
         raw = {"type": "python", "path": raw}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: 'predictor' must be a mapping with 'type' and 'path', got {_describe(raw)}.")
-    _check_keys(raw, PREDICTOR_KEYS, where, "predictor")
+        raise ConfigError(f"{where}: 'predictor' must be a mapping with 'type' and 'path', got {describe(raw)}.")
+    check_keys(raw, PREDICTOR_KEYS, where, "predictor")
     ptype = raw.get("type", "python")
     if ptype not in PREDICTOR_CLASSES:
         raise ConfigError(
             f"{where}: invalid value {ptype!r} for 'type' in 'predictor'; expected one of 'python', 'onnx', 'tensorflow'."
-            + _suggest(str(ptype), list(PREDICTOR_CLASSES))
+            + suggest(str(ptype), list(PREDICTOR_CLASSES))
         )
     path = raw.get("path")
     if not isinstance(path, str) or not path:
         raise ConfigError(f"{where}: 'path' in 'predictor' is required (the file holding {PREDICTOR_CLASSES[ptype]}).")
     model_path = raw.get("model_path")
     if model_path is not None and not isinstance(model_path, str):
-        raise ConfigError(f"{where}: 'model_path' in 'predictor' must be a string, got {_describe(model_path)}.")
+        raise ConfigError(f"{where}: 'model_path' in 'predictor' must be a string, got {describe(model_path)}.")
     config = raw.get("config") or {}
     if not isinstance(config, dict):
-        raise ConfigError(f"{where}: 'config' in 'predictor' must be a mapping, got {_describe(config)}.")
+        raise ConfigError(f"{where}: 'config' in 'predictor' must be a mapping, got {describe(config)}.")
     _refuse_realtime_keys(raw, where)
-    python_path = _opt_str(raw, "python_path", where)
+    python_path = opt_str(raw, "python_path", where)
     env = _env(raw, where)
     log_level = _log_level(raw, where)
     image = raw.get("image") or raw.get("tensorflow_serving_image")
@@ -71,7 +72,7 @@ def _refuse_realtime_keys(raw: dict[str, Any], where: str) -> None:
 def _env(raw: dict[str, Any], where: str) -> dict[str, str]:
     env = raw.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
-        raise ConfigError(f"{where}: 'env' in 'predictor' must be a mapping of names to values, got {_describe(env)}.")
+        raise ConfigError(f"{where}: 'env' in 'predictor' must be a mapping of names to values, got {describe(env)}.")
     return {k: "" if v is None else str(v) for k, v in env.items()}
 
 

@@ -15,7 +15,7 @@ from localserve.config.schema import (
     REALTIME_KEYS,
     UPDATE_STRATEGY_KEYS,
 )
-from localserve.config.values import _at, _check_keys, _describe, _int, _opt_str, parse_duration
+from localserve.config.values import at_line, check_keys, describe, integer, opt_str, parse_duration
 from localserve.errors import ConfigError
 
 API_ONLY = {
@@ -28,13 +28,13 @@ API_ONLY = {
 """Keys of 'kind: api' that the later generation does not take, and what it uses instead."""
 
 
-def _realtime_entry(entry: dict[str, Any], name: str, kind: str, where: str) -> dict[str, Any]:
+def realtime_entry(entry: dict[str, Any], name: str, kind: str, where: str) -> dict[str, Any]:
     """A ``kind: RealtimeAPI / AsyncAPI`` entry (Cortex 0.25-0.33) rewritten as the keys of ``kind: api``."""
     _check_entry_keys(entry, kind, where)
     predictor = entry.get("predictor")
     if not isinstance(predictor, dict):
         raise ConfigError(
-            f"{where}: 'kind: {kind}' needs a 'predictor' mapping with 'type' and 'path', got {_describe(predictor)}."
+            f"{where}: 'kind: {kind}' needs a 'predictor' mapping with 'type' and 'path', got {describe(predictor)}."
         )
     out: dict[str, Any] = {k: v for k, v in entry.items() if k in API_KEYS and k != "kind"}
     pred = dict(predictor)
@@ -43,7 +43,7 @@ def _realtime_entry(entry: dict[str, Any], name: str, kind: str, where: str) -> 
             value = pred.pop(key)
             if target not in entry:  # a top-level key (or its command-line flag) wins
                 out[target] = value
-    pred.pop("processes_per_replica", None)  # read by _realtime_fields
+    pred.pop("processes_per_replica", None)  # read by realtime_fields
     _flatten_models(pred, where)
     signature_key = pred.pop("signature_key", None)
     if signature_key is not None:
@@ -62,13 +62,13 @@ def _check_entry_keys(entry: dict[str, Any], kind: str, where: str) -> None:
             raise ConfigError(
                 f"{where}: {key!r} belongs to 'kind: api' (Cortex 0.8-0.11); with 'kind: {kind}' use {API_ONLY[key]}."
             )
-    _check_keys(entry, REALTIME_KEYS, where, None)
+    check_keys(entry, REALTIME_KEYS, where, None)
     for section, keys in (("networking", NETWORKING_KEYS), ("update_strategy", UPDATE_STRATEGY_KEYS)):
         raw = entry.get(section)
         if raw is not None:
             if not isinstance(raw, dict):
-                raise ConfigError(f"{where}: {section!r} must be a mapping, got {_describe(raw)}.")
-            _check_keys(raw, keys, where, section)
+                raise ConfigError(f"{where}: {section!r} must be a mapping, got {describe(raw)}.")
+            check_keys(raw, keys, where, section)
 
 
 def _flatten_models(pred: dict[str, Any], where: str) -> None:
@@ -77,12 +77,12 @@ def _flatten_models(pred: dict[str, Any], where: str) -> None:
     if models is None:
         return
     if not isinstance(models, dict):
-        raise ConfigError(f"{where}: 'models' in 'predictor' must be a mapping, got {_describe(models)}.")
-    _check_keys(models, MODELS_KEYS, where, "models")
+        raise ConfigError(f"{where}: 'models' in 'predictor' must be a mapping, got {describe(models)}.")
+    check_keys(models, MODELS_KEYS, where, "models")
     for many in ("paths", "dir"):
         if models.get(many) is not None:
             raise ConfigError(
-                f"{_at(models, many, where)}: 'models: {{{many}: ...}}' serves several models from one API "
+                f"{at_line(models, many, where)}: 'models: {{{many}: ...}}' serves several models from one API "
                 "(Cortex's multi-model caching), which localserve does not do; give each model its own API "
                 "with 'models: {path: ...}'."
             )
@@ -97,8 +97,8 @@ def _flatten_models(pred: dict[str, Any], where: str) -> None:
 def _apply_autoscaling(entry: dict[str, Any], autoscaling: Any, out: dict[str, Any], where: str) -> None:
     """``autoscaling``'s replica counts moved into ``compute``, its ``max_replica_concurrency`` into ``max_queue``."""
     if not isinstance(autoscaling, dict):
-        raise ConfigError(f"{where}: 'autoscaling' must be a mapping, got {_describe(autoscaling)}.")
-    _check_keys(autoscaling, AUTOSCALING_KEYS, where, "autoscaling")
+        raise ConfigError(f"{where}: 'autoscaling' must be a mapping, got {describe(autoscaling)}.")
+    check_keys(autoscaling, AUTOSCALING_KEYS, where, "autoscaling")
     raw_compute = entry.get("compute")
     compute = dict(raw_compute) if isinstance(raw_compute, dict) else ({} if raw_compute is None else raw_compute)
     if isinstance(compute, dict):
@@ -114,11 +114,11 @@ def _apply_autoscaling(entry: dict[str, Any], autoscaling: Any, out: dict[str, A
         out["max_queue"] = autoscaling["max_replica_concurrency"]
 
 
-def _realtime_fields(entry: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
+def realtime_fields(entry: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
     """The ApiConfig fields only this generation sets: processes, concurrency, the AsyncAPI store."""
     autoscaling = entry.get("autoscaling") or {}
-    processes = _int(entry["predictor"], "processes_per_replica", where, 1, minimum=1)
-    max_conc = _int(autoscaling, "max_replica_concurrency", where, None, minimum=1)
+    processes = integer(entry["predictor"], "processes_per_replica", where, 1, minimum=1)
+    max_conc = integer(autoscaling, "max_replica_concurrency", where, None, minimum=1)
     target = autoscaling.get("target_replica_concurrency")
     if target is not None and (isinstance(target, bool) or not isinstance(target, int | float) or target <= 0):
         raise ConfigError(
@@ -149,7 +149,7 @@ def _parse_async(entry: dict[str, Any], kind: str, where: str) -> tuple[str | No
             f"{where}: batching does not apply to 'kind: AsyncAPI' (each job runs predict once with its own "
             "payload); remove 'batching' / 'server_side_batching', or use 'kind: RealtimeAPI'."
         )
-    store = _opt_str(entry, "async_store", where)
+    store = opt_str(entry, "async_store", where)
     if store is not None and store.partition("://")[0].lower() not in ("sqlite", "redis", "rediss", "unix"):
         raise ConfigError(
             f"{where}: invalid value {store!r} for 'async_store'; expected sqlite:///ABSOLUTE/PATH or "
@@ -164,7 +164,7 @@ def _parse_async(entry: dict[str, Any], kind: str, where: str) -> tuple[str | No
             retention = 0.0
         if retention <= 0:
             raise ConfigError(
-                f"{_at(entry, 'async_retention', where)}: invalid value {raw!r} for 'async_retention'; "
+                f"{at_line(entry, 'async_retention', where)}: invalid value {raw!r} for 'async_retention'; "
                 "expected a duration above 0 such as 7d, 12h or 30m."
             )
     return store, retention

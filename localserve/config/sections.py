@@ -16,16 +16,17 @@ from localserve.config.schema import (
     ComputeConfig,
     TrackerConfig,
 )
-from localserve.config.values import _at, _check_keys, _describe, _duration, _int
+from localserve.config.values import at_line, check_keys, describe, duration, integer
 from localserve.errors import ConfigError
 
 
-def _parse_tracker(raw: Any, where: str) -> TrackerConfig | None:
+def parse_tracker(raw: Any, where: str) -> TrackerConfig | None:
+    """The ``tracker`` section: what to track (``key``) and how (``model_type``); None when absent."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: 'tracker' must be a mapping with 'key' and 'model_type', got {_describe(raw)}.")
-    _check_keys(raw, TRACKER_KEYS, where, "tracker")
+        raise ConfigError(f"{where}: 'tracker' must be a mapping with 'key' and 'model_type', got {describe(raw)}.")
+    check_keys(raw, TRACKER_KEYS, where, "tracker")
     model_type = raw.get("model_type")
     if model_type not in ("classification", "regression"):
         raise ConfigError(
@@ -34,20 +35,21 @@ def _parse_tracker(raw: Any, where: str) -> TrackerConfig | None:
         )
     key = raw.get("key")
     if key is not None and not isinstance(key, str):
-        raise ConfigError(f"{where}: 'key' in 'tracker' must be a string, got {_describe(key)}.")
+        raise ConfigError(f"{where}: 'key' in 'tracker' must be a string, got {describe(key)}.")
     return TrackerConfig(model_type=model_type, key=key)
 
 
-def _parse_compute(raw: Any, where: str) -> ComputeConfig:
+def parse_compute(raw: Any, where: str) -> ComputeConfig:
+    """The ``compute`` section: replicas, CPU, GPU and memory, with the defaults when absent."""
     if raw is None:
         return ComputeConfig()
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: 'compute' must be a mapping, got {_describe(raw)}.")
-    _check_keys(raw, COMPUTE_KEYS, where, "compute")
+        raise ConfigError(f"{where}: 'compute' must be a mapping, got {describe(raw)}.")
+    check_keys(raw, COMPUTE_KEYS, where, "compute")
     ctx = f"{where}: compute"
-    min_r = _int(raw, "min_replicas", ctx, 1, minimum=1)
-    max_r = _int(raw, "max_replicas", ctx, max(100, min_r), minimum=1)
-    init_r = _int(raw, "init_replicas", ctx, None, minimum=1)
+    min_r = integer(raw, "min_replicas", ctx, 1, minimum=1)
+    max_r = integer(raw, "max_replicas", ctx, max(100, min_r), minimum=1)
+    init_r = integer(raw, "init_replicas", ctx, None, minimum=1)
     if max_r < min_r:
         raise ConfigError(f"{where}: 'max_replicas' in 'compute' ({max_r}) is below 'min_replicas' ({min_r}).")
     if init_r is not None and not min_r <= init_r <= max_r:
@@ -55,7 +57,7 @@ def _parse_compute(raw: Any, where: str) -> ComputeConfig:
             f"{where}: invalid value {init_r} for 'init_replicas' in 'compute'; expected between "
             f"min_replicas ({min_r}) and max_replicas ({max_r})."
         )
-    target = _int(raw, "target_cpu_utilization", ctx, 80, minimum=1)
+    target = integer(raw, "target_cpu_utilization", ctx, 80, minimum=1)
     if target > 100:
         raise ConfigError(
             f"{where}: invalid value {target} for 'target_cpu_utilization' in 'compute'; expected a percentage 1-100."
@@ -66,11 +68,11 @@ def _parse_compute(raw: Any, where: str) -> ComputeConfig:
         raise ConfigError(
             f"{where}: invalid value {cpu_raw!r} for 'cpu' in 'compute'; expected a number of cores like 1, 0.5 or '200m'."
         )
-    gpu = _int(raw, "gpu", ctx, 0, minimum=0)
-    inf = _int(raw, "inf", ctx, 0, minimum=0)
+    gpu = integer(raw, "gpu", ctx, 0, minimum=0)
+    inf = integer(raw, "inf", ctx, 0, minimum=0)
     if inf:
         raise ConfigError(
-            f"{_at(raw, 'inf', where)}: 'inf: {inf}' in 'compute' asks for AWS Inferentia chips, which no local "
+            f"{at_line(raw, 'inf', where)}: 'inf: {inf}' in 'compute' asks for AWS Inferentia chips, which no local "
             "machine has; remove 'inf' (the model runs on CPU, or on a GPU with 'gpu: 1')."
         )
     mem_raw = raw.get("mem")
@@ -82,18 +84,19 @@ def _parse_compute(raw: Any, where: str) -> ComputeConfig:
     return ComputeConfig(min_r, max_r, init_r, target, cpu, gpu, mem)
 
 
-def _parse_batching(raw: Any, where: str) -> BatchingConfig | None:
+def parse_batching(raw: Any, where: str) -> BatchingConfig | None:
+    """The ``batching`` section: the batch size, interval and bucket sizes; None when absent."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise ConfigError(
-            f"{where}: 'batching' must be a mapping with 'max_batch_size' and 'batch_interval', got {_describe(raw)}."
+            f"{where}: 'batching' must be a mapping with 'max_batch_size' and 'batch_interval', got {describe(raw)}."
         )
-    _check_keys(raw, BATCHING_KEYS, where, "batching")
+    check_keys(raw, BATCHING_KEYS, where, "batching")
     if "max_batch_size" not in raw:
         raise ConfigError(f"{where}: 'max_batch_size' in 'batching' is required.")
-    size = _int(raw, "max_batch_size", f"{where}: batching", 1, minimum=1)
-    interval = _duration(raw.get("batch_interval", 0.005), "batch_interval", where, "batching")
+    size = integer(raw, "max_batch_size", f"{where}: batching", 1, minimum=1)
+    interval = duration(raw.get("batch_interval", 0.005), "batch_interval", where, "batching")
     sizes = raw.get("batch_sizes")
     if sizes is not None:
         if (
@@ -112,12 +115,13 @@ def _parse_batching(raw: Any, where: str) -> BatchingConfig | None:
     return BatchingConfig(max_batch_size=size, batch_interval=interval, batch_sizes=tuple(sizes) if sizes else None)
 
 
-def _parse_cuda_options(raw: Any, where: str) -> dict[str, str]:
+def parse_cuda_options(raw: Any, where: str) -> dict[str, str]:
+    """The ``cuda_options`` section as the option strings onnxruntime takes."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: 'cuda_options' must be a mapping of onnxruntime CUDA provider options.")
-    _check_keys(raw, CUDA_OPTION_KEYS, where, "cuda_options")
+    check_keys(raw, CUDA_OPTION_KEYS, where, "cuda_options")
     return {str(key): _cuda_option(str(key), value, where) for key, value in raw.items()}
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from localserve.config.predictor import _parse_predictor
-from localserve.config.realtime import _realtime_entry, _realtime_fields
+from localserve.config.predictor import parse_predictor
+from localserve.config.realtime import realtime_entry, realtime_fields
 from localserve.config.schema import (
     API_KEYS,
     ASYNC_KEYS,
@@ -24,8 +24,8 @@ from localserve.config.schema import (
     ApiConfig,
     PredictorConfig,
 )
-from localserve.config.sections import _parse_batching, _parse_compute, _parse_cuda_options, _parse_tracker
-from localserve.config.values import _at, _check_keys, _describe, _duration, _int, _opt_mapping, _opt_str, _suggest
+from localserve.config.sections import parse_batching, parse_compute, parse_cuda_options, parse_tracker
+from localserve.config.values import at_line, check_keys, describe, duration, integer, opt_mapping, opt_str, suggest
 from localserve.errors import ConfigError
 
 
@@ -36,23 +36,23 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
     if kind not in KINDS:
         raise ConfigError(
             f"{where}: invalid value {kind!r} for 'kind'; expected one of {', '.join(map(repr, KINDS))}."
-            + _suggest(str(kind), KINDS)
+            + suggest(str(kind), KINDS)
         )
     if kind != "api":
         return _parse_realtime(entry, name, kind, where)
     _refuse_realtime_keys(entry, where)
-    _check_keys(entry, API_KEYS, where, None)
+    check_keys(entry, API_KEYS, where, None)
 
-    handler = _opt_str(entry, "handler", where)
+    handler = opt_str(entry, "handler", where)
     if handler is not None and not HANDLER_RE.match(handler):
         raise ConfigError(
             f"{where}: invalid value {handler!r} for 'handler'; it must look like \"<module>:<function>\", "
             'e.g. "main:handler".'
         )
-    request_handler = _opt_str(entry, "request_handler", where)
-    model = _opt_str(entry, "model", where)
-    predictor = _parse_predictor(entry.get("predictor"), where)
-    model_format = _opt_str(entry, "model_format", where)
+    request_handler = opt_str(entry, "request_handler", where)
+    model = opt_str(entry, "model", where)
+    predictor = parse_predictor(entry.get("predictor"), where)
+    model_format = opt_str(entry, "model_format", where)
     if model_format is not None and model_format not in ("onnx", "tensorflow"):
         raise ConfigError(
             f"{where}: invalid value {model_format!r} for 'model_format'; expected 'onnx' or 'tensorflow'."
@@ -60,7 +60,7 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
     _check_served(entry, handler, request_handler, model, predictor, where)
     model_format = _model_format(entry, model, predictor, model_format, where)
 
-    tf_signature_key = _opt_str(entry, "tf_signature_key", where)
+    tf_signature_key = opt_str(entry, "tf_signature_key", where)
     if tf_signature_key is not None and model_format != "tensorflow":
         raise ConfigError(f"{where}: 'tf_signature_key' only applies to TensorFlow models (model_format: tensorflow).")
 
@@ -72,16 +72,16 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
         handler=handler,
         predictor=predictor,
         tf_signature_key=tf_signature_key,
-        tracker=_parse_tracker(entry.get("tracker"), where),
-        compute=_parse_compute(entry.get("compute"), where),
-        metadata=_opt_mapping(entry, "metadata", where),
-        context=_opt_mapping(entry, "context", where),
-        batching=_parse_batching(entry.get("batching"), where),
-        threads_per_process=_int(entry, "threads_per_process", where, 1, minimum=1),
-        max_queue=_int(entry, "max_queue", where, 100, minimum=1),
-        timeout=_duration(entry.get("timeout", 60.0), "timeout", where, positive=True),
-        model_threads=_int(entry, "model_threads", where, None, minimum=1),
-        cuda_options=_parse_cuda_options(entry.get("cuda_options"), where),
+        tracker=parse_tracker(entry.get("tracker"), where),
+        compute=parse_compute(entry.get("compute"), where),
+        metadata=opt_mapping(entry, "metadata", where),
+        context=opt_mapping(entry, "context", where),
+        batching=parse_batching(entry.get("batching"), where),
+        threads_per_process=integer(entry, "threads_per_process", where, 1, minimum=1),
+        max_queue=integer(entry, "max_queue", where, 100, minimum=1),
+        timeout=duration(entry.get("timeout", 60.0), "timeout", where, positive=True),
+        model_threads=integer(entry, "model_threads", where, None, minimum=1),
+        cuda_options=parse_cuda_options(entry.get("cuda_options"), where),
     )
 
 
@@ -105,10 +105,10 @@ def _name(entry: Any, source: str, index: int) -> tuple[str, str]:
     """The API's name, and the place errors name from then on (``<file>: api '<name>'``)."""
     where = f"{source}: api #{index + 1}"
     if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: expected a mapping with 'kind: api' and 'name', got {_describe(entry)}.")
+        raise ConfigError(f"{where}: expected a mapping with 'kind: api' and 'name', got {describe(entry)}.")
     name = entry.get("name")
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"{where}: 'name' is required and must be a string, got {_describe(name)}.")
+        raise ConfigError(f"{where}: 'name' is required and must be a string, got {describe(name)}.")
     where = f"{source}: api {name!r}"
     if not NAME_RE.match(name):
         raise ConfigError(
@@ -192,7 +192,7 @@ def _model_format(
         if model_format is None:
             key = "model" if model is not None else "predictor"
             raise ConfigError(
-                f"{_at(entry, key, where)}: cannot tell the format of the model {location!r} from its name "
+                f"{at_line(entry, key, where)}: cannot tell the format of the model {location!r} from its name "
                 "('.onnx' is ONNX; a folder or a '.zip' is a TensorFlow SavedModel); set 'model_format: onnx' "
                 "or 'model_format: tensorflow'."
             )
@@ -203,6 +203,6 @@ def _model_format(
 
 def _parse_realtime(entry: dict[str, Any], name: str, kind: str, where: str) -> ApiConfig:
     """A ``kind: RealtimeAPI / AsyncAPI`` entry: its ``kind: api`` rewrite validated, then the fields only it has."""
-    flat = _realtime_entry(entry, name, kind, where)
+    flat = realtime_entry(entry, name, kind, where)
     api = parse_api({"kind": "api", "name": name, **flat}, where.split(": api ")[0])
-    return replace(api, **_realtime_fields(entry, kind, where))
+    return replace(api, **realtime_fields(entry, kind, where))

@@ -12,7 +12,7 @@ from localserve.config.schema import _DURATION_UNITS, DURATION_RE
 from localserve.errors import ConfigError
 
 
-def _at(raw: Any, key: str, where: str) -> str:
+def at_line(raw: Any, key: str, where: str) -> str:
     """``where`` with the line of ``key`` in the YAML file, when the loader recorded it."""
     lines = getattr(raw, "key_lines", None)
     if lines and key in lines:
@@ -36,19 +36,22 @@ def parse_duration(value: Any) -> float:
     raise ValueError(value)
 
 
-def _check_keys(raw: Mapping[str, Any], valid: tuple[str, ...], where: str, section: str | None) -> None:
+def check_keys(raw: Mapping[str, Any], valid: tuple[str, ...], where: str, section: str | None) -> None:
+    """Refuse a key of ``raw`` that is not in ``valid``, naming the nearest valid key."""
     for key in raw:
         if key not in valid:
             place = f" in {section!r}" if section else ""
-            raise ConfigError(f"{where}: unknown key {key!r}{place}." + _suggest(str(key), valid))
+            raise ConfigError(f"{where}: unknown key {key!r}{place}." + suggest(str(key), valid))
 
 
-def _suggest(word: str, options: list[str] | tuple[str, ...]) -> str:
+def suggest(word: str, options: list[str] | tuple[str, ...]) -> str:
+    """The hint " Did you mean 'option'?" for the option closest to ``word``; nothing when none is close."""
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
-def _opt_str(raw: Mapping[str, Any], key: str, where: str) -> str | None:
+def opt_str(raw: Mapping[str, Any], key: str, where: str) -> str | None:
+    """``raw[key]`` as a non-empty string, or None when it is not set."""
     value = raw.get(key)
     if value is None:
         return None
@@ -57,7 +60,8 @@ def _opt_str(raw: Mapping[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def _opt_mapping(raw: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+def opt_mapping(raw: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``raw[key]`` as a mapping, or an empty dict when it is not set."""
     value = raw.get(key)
     if value is None:
         return {}
@@ -66,7 +70,8 @@ def _opt_mapping(raw: Mapping[str, Any], key: str, where: str) -> dict[str, Any]
     return value
 
 
-def _int(raw: Mapping[str, Any], key: str, where: str, default: Any, *, minimum: int) -> Any:
+def integer(raw: Mapping[str, Any], key: str, where: str, default: Any, *, minimum: int) -> Any:
+    """``raw[key]`` (or ``default``) as an integer from ``minimum`` to its maximum in MAXIMUMS."""
     value = raw.get(key, default)
     if value is None:
         return None
@@ -94,7 +99,8 @@ MAXIMUMS = {
 """The largest value each integer key takes."""
 
 
-def _duration(value: Any, key: str, where: str, section: str | None = None, *, positive: bool = False) -> float:
+def duration(value: Any, key: str, where: str, section: str | None = None, *, positive: bool = False) -> float:
+    """``value`` as a finite number of seconds (above 0 with ``positive``)."""
     place = f" in {section!r}" if section else ""
     try:
         seconds = parse_duration(value)
@@ -112,7 +118,8 @@ def _duration(value: Any, key: str, where: str, section: str | None = None, *, p
     return seconds
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """A value as an error message names it: its type and repr ("nothing" for None)."""
     if value is None:
         return "nothing"
     return f"{type(value).__name__} {value!r}" if not isinstance(value, list | dict) else type(value).__name__

@@ -14,7 +14,7 @@ import numpy as np
 
 from localserve.errors import RequestError
 from localserve.runtimes import Feed, summarize_value
-from localserve.runtimes.lists import _NARROW_LIMITS, _float_list, _holds_bool
+from localserve.runtimes.lists import NARROW_LIMITS, float_list, holds_bool
 
 STRING = np.dtype(object)
 """The numpy dtype of string tensors (elements are ``str`` or ``bytes``)."""
@@ -110,7 +110,7 @@ def _matches(actual: tuple[int, ...], shape: Sequence[int | None]) -> bool:
 
 def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
     if dtype.kind == "f" and type(value) is list:
-        array = _float_list(value, dtype)
+        array = float_list(value, dtype)
         if array is not None:
             return array
     if dtype == STRING:
@@ -147,7 +147,7 @@ def _number_kind(value: Any, raw: np.ndarray[Any, Any], dtype: np.dtype[Any], pr
     kind: str = raw.dtype.kind
     if kind in "US":
         _fail(prefix, raw, 0, "is a string, not a number")
-    if kind in "iuf" and dtype.kind != "b" and isinstance(value, list | tuple) and _holds_bool(value):
+    if kind in "iuf" and dtype.kind != "b" and isinstance(value, list | tuple) and holds_bool(value):
         # numpy turned [true, 2.5] into [1.0, 2.5]: name the boolean instead
         items = np.asarray(value, dtype=object)
         first = next(i for i, item in enumerate(items.flat) if isinstance(item, bool | np.bool_))
@@ -179,7 +179,7 @@ def _to_float(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> n
     """``raw`` (numbers) as the float ``dtype``; a finite value that becomes infinite is refused."""
     if raw.dtype == dtype:
         return raw
-    limit = _NARROW_LIMITS.get(dtype)
+    limit = NARROW_LIMITS.get(dtype)
     if limit is not None and raw.dtype.kind == "f" and raw.size and np.abs(raw).max() <= limit:
         # The common case in one reduction: every value finite and in range, so the cast cannot overflow.
         return raw.astype(dtype)

@@ -23,7 +23,7 @@ logger = logging.getLogger("localserve")
 CHUNK = 1024 * 1024
 
 
-def _model_root(folder: Path) -> Path:
+def model_root(folder: Path) -> Path:
     """The folder itself, or its single sub-folder when that one is a SavedModel (zips often wrap one)."""
     if (folder / "saved_model.pb").is_file():
         return folder
@@ -33,7 +33,7 @@ def _model_root(folder: Path) -> Path:
     return folder
 
 
-def _download(read: Callable[[int], bytes], target: Path, total: int | None, label: str, show_bar: bool) -> None:
+def download(read: Callable[[int], bytes], target: Path, total: int | None, label: str, show_bar: bool) -> None:
     """Stream ``read`` into ``target`` atomically; a short or broken stream raises and leaves nothing behind."""
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     tmp = Path(tmp_name)
@@ -87,7 +87,7 @@ class _Truncated(Exception):
 
 
 @contextmanager
-def _staging_dir(parent: Path, target: Path) -> Iterator[Path]:
+def staging_dir(parent: Path, target: Path) -> Iterator[Path]:
     """A temporary folder beside ``target``, renamed to it on success and removed on failure."""
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=parent))
     try:
@@ -126,11 +126,13 @@ class _Bar:
         self.stream.flush()
 
 
-def _digest(*parts: str) -> str:
+def cache_key(*parts: str) -> str:
+    """A cache folder's key: a digest of the location and its validator (ETag, Last-Modified)."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
+    """A remote file's name fit for the cache folder ("model" when it is empty or a path)."""
     return name if name not in ("", ".", "..") and "/" not in name and "\\" not in name else "model"
 
 

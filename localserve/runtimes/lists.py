@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 
-def _float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
+def float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
     """The common case, a JSON list (of lists) of numbers for a float input, in one numpy call; else None.
 
     Every level is checked in C (map, set, chain) before numpy sees it: only ints and floats at
@@ -25,7 +25,7 @@ def _float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] 
         if not types <= _SEQUENCES:
             return None
         leaves = list(itertools.chain.from_iterable(leaves))
-    limit = _NARROW_LIMITS.get(dtype)
+    limit = NARROW_LIMITS.get(dtype)
     if limit is not None and len(leaves) > _SHORT:
         return None  # the general path checks a long list in numpy
     # Past a few dozen leaves one numpy reduction checks the range faster than Python's min and max.
@@ -45,13 +45,13 @@ def _float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] 
 
 _NUMBERS = frozenset({float, int})
 _FEW = 32  # up to this many leaves, Python's min and max check the range; past it, numpy does
-_SHORT = 4096  # leaves checked by _float_list; longer lists are checked by the general path
+_SHORT = 4096  # leaves checked by float_list; longer lists are checked by the general path
 
 # The largest finite value of each narrow float dtype: a float64 array within it casts without overflow.
-_NARROW_LIMITS = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32)}
+NARROW_LIMITS = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32)}
 
 
-def _holds_bool(value: list[Any] | tuple[Any, ...]) -> bool:
+def holds_bool(value: list[Any] | tuple[Any, ...]) -> bool:
     """Whether nested lists hold a bool; type checks run in C (map, set, chain), a level at a time."""
     items: Any = value
     while True:

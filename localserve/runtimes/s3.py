@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from localserve.errors import ModelLoadError
-from localserve.runtimes.cache import _digest, _download, _model_root, _safe_name, _staging_dir
+from localserve.runtimes.cache import cache_key, download, model_root, safe_name, staging_dir
 
 logger = logging.getLogger("localserve")
 
@@ -19,7 +19,8 @@ NO_CREDENTIALS_HINT = (
 )
 
 
-def _fetch_s3(location: str, models: Path, show_bar: bool) -> Path:
+def fetch_s3(location: str, models: Path, show_bar: bool) -> Path:
+    """A local path to the S3 object or prefix at ``location``, downloaded into ``models`` once."""
     bucket, _, key = location[len("s3://") :].partition("/")
     if not bucket:
         raise ModelLoadError(f"Invalid model location {location!r}: expected s3://<bucket>/<key>.")
@@ -96,8 +97,8 @@ def _fetch_s3_object(
     client: Any, location: str, bucket: str, key: str, head: dict[str, Any], models: Path, show_bar: bool
 ) -> Path:
     etag = str(head.get("ETag", "")).strip('"')
-    name = _safe_name(key.rsplit("/", 1)[-1])
-    folder = models / f"s3-{_digest(location, etag)}"
+    name = safe_name(key.rsplit("/", 1)[-1])
+    folder = models / f"s3-{cache_key(location, etag)}"
     target = folder / name
     if target.is_file():
         logger.debug("Using cached %s for %s (ETag %s)", target, location, etag)
@@ -105,7 +106,7 @@ def _fetch_s3_object(
     folder.mkdir(parents=True, exist_ok=True)
     body = client.get_object(Bucket=bucket, Key=key, IfMatch=head["ETag"])["Body"]
     try:
-        _download(body.read, target, int(head["ContentLength"]), location, show_bar)
+        download(body.read, target, int(head["ContentLength"]), location, show_bar)
     finally:
         body.close()
     return target
@@ -121,12 +122,12 @@ def _fetch_s3_prefix(
     show_bar: bool,
 ) -> Path:
     validators = "\n".join(f"{obj['Key']} {obj.get('ETag', '')}" for obj in sorted(objects, key=lambda o: o["Key"]))
-    target = models / f"s3-{_digest(location, validators)}"
+    target = models / f"s3-{cache_key(location, validators)}"
     if target.is_dir():
         logger.debug("Using cached %s for %s", target, location)
-        return _model_root(target)
+        return model_root(target)
     models.mkdir(parents=True, exist_ok=True)
-    with _staging_dir(models, target) as staging:
+    with staging_dir(models, target) as staging:
         for obj in objects:
             relative = obj["Key"][len(prefix) :]
             dest = (staging / relative).resolve()
@@ -135,7 +136,7 @@ def _fetch_s3_prefix(
             dest.parent.mkdir(parents=True, exist_ok=True)
             body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"]
             try:
-                _download(body.read, dest, int(obj["Size"]), f"s3://{bucket}/{obj['Key']}", show_bar)
+                download(body.read, dest, int(obj["Size"]), f"s3://{bucket}/{obj['Key']}", show_bar)
             finally:
                 body.close()
-    return _model_root(target)
+    return model_root(target)

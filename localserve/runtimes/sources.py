@@ -24,8 +24,8 @@ from pathlib import Path
 
 from localserve.errors import ModelLoadError
 from localserve.project import cache_dir
-from localserve.runtimes.cache import CHUNK, _digest, _download, _model_root, _safe_name, _staging_dir
-from localserve.runtimes.s3 import _fetch_s3
+from localserve.runtimes.cache import CHUNK, cache_key, download, model_root, safe_name, staging_dir
+from localserve.runtimes.s3 import fetch_s3
 
 __all__ = ["extract_zip", "resolve_model"]
 
@@ -47,7 +47,7 @@ def resolve_model(
     models = (cache_root if cache_root is not None else cache_dir()) / "models"
     show_bar = sys.stderr.isatty() if progress is None else progress
     if location.startswith("s3://"):
-        path = _fetch_s3(location, models, show_bar)
+        path = fetch_s3(location, models, show_bar)
     elif location.startswith(("http://", "https://")):
         path = _fetch_http(location, models, show_bar)
     else:
@@ -73,13 +73,13 @@ def extract_zip(archive: Path, models: Path) -> Path:
     target = models / f"zip-{digest.hexdigest()}"
     if not target.is_dir():
         models.mkdir(parents=True, exist_ok=True)
-        with _staging_dir(models, target) as staging:
+        with staging_dir(models, target) as staging:
             try:
                 with zipfile.ZipFile(archive) as zf:
                     zf.extractall(staging)  # zipfile drops absolute paths and '..' parts of member names
             except zipfile.BadZipFile as exc:
                 raise ModelLoadError(f"Model archive {archive} is not a valid zip file ({exc}).") from None
-    return _model_root(target)
+    return model_root(target)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def extract_zip(archive: Path, models: Path) -> Path:
 
 def _fetch_http(url: str, models: Path, show_bar: bool) -> Path:
     shown = redact(url)  # logs and errors never carry a signed query or a password
-    name = _safe_name(urllib.parse.unquote(urllib.parse.urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "model")
+    name = safe_name(urllib.parse.unquote(urllib.parse.urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "model")
     url, headers = _credentials(url)
     validator = ""
     try:
@@ -99,7 +99,7 @@ def _fetch_http(url: str, models: Path, show_bar: bool) -> Path:
             raise _http_error(shown, exc) from None
     except (urllib.error.URLError, OSError) as exc:
         raise ModelLoadError(f"Cannot download the model {shown}: {getattr(exc, 'reason', exc)}.") from None
-    folder = models / f"http-{_digest(redact(url), validator)}"  # a re-signed URL (new query) reuses the cache
+    folder = models / f"http-{cache_key(redact(url), validator)}"  # a re-signed URL (new query) reuses the cache
     target = folder / name
     if validator and target.is_file():
         logger.debug("Using cached %s for %s (%s)", target, shown, validator)
@@ -108,7 +108,7 @@ def _fetch_http(url: str, models: Path, show_bar: bool) -> Path:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as response:
             length = response.headers.get("Content-Length")
-            _download(response.read, target, int(length) if length else None, shown, show_bar)
+            download(response.read, target, int(length) if length else None, shown, show_bar)
     except urllib.error.HTTPError as exc:
         raise _http_error(shown, exc) from None
     except urllib.error.URLError as exc:

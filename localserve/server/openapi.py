@@ -112,7 +112,8 @@ def fits_inputs(value: Any, inputs: Sequence[dict[str, Any]]) -> bool:
     return isinstance(value, list) and len(inputs) == 1
 
 
-def _error_responses(*codes: int) -> dict[str, Any]:
+def error_responses(*codes: int) -> dict[str, Any]:
+    """The documented error responses for ``codes`` (each a JSON Error)."""
     reasons = {
         400: "The request does not fit what the API expects.",
         404: "No such route or API.",
@@ -174,7 +175,7 @@ def api_paths(api: ApiDoc) -> dict[str, Any]:
         "requestBody": _api_request_body(api),
         "responses": {
             "200": {"description": "What the API returned.", "content": {"*/*": {"schema": {}}}},
-            **_error_responses(400, 413, 500, 503, 504),
+            **error_responses(400, 413, 500, 503, 504),
         },
     }
     describe = {
@@ -209,13 +210,14 @@ def api_paths(api: ApiDoc) -> dict[str, Any]:
     return paths
 
 
-def _get(summary: str, tag: str, operation_id: str, content: dict[str, Any], *errors: int) -> dict[str, Any]:
+def get_route(summary: str, tag: str, operation_id: str, content: dict[str, Any], *errors: int) -> dict[str, Any]:
+    """A path item answering GET with ``content`` (and the errors ``errors``)."""
     return {
         "get": {
             "summary": summary,
             "operationId": operation_id,
             "tags": [tag],
-            "responses": {"200": {"description": summary, "content": content}, **_error_responses(*errors)},
+            "responses": {"200": {"description": summary, "content": content}, **error_responses(*errors)},
         }
     }
 
@@ -225,22 +227,22 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
     status = {JSON: {"schema": {"$ref": "#/components/schemas/Status"}}}
     ready = {JSON: {"schema": {"$ref": "#/components/schemas/Ready"}}}
     paths = {
-        "/healthz": _get("The server is alive", "health", "healthz", status),
-        "/health_check": _get("The server is alive (ABEJA's path)", "health", "health_check", status),
-        "/readyz": _get("Every API is loaded", "health", "readyz", ready, 503),
-        "/v2/health/live": _get("The server is alive (Open Inference Protocol)", "v2", "v2_live", status),
-        "/v2/health/ready": _get("Every API is loaded (Open Inference Protocol)", "v2", "v2_ready", ready, 503),
-        "/metrics": _get("Prometheus metrics", "observability", "metrics", {"text/plain": {"schema": {}}}, 404),
-        "/stats": _get(
+        "/healthz": get_route("The server is alive", "health", "healthz", status),
+        "/health_check": get_route("The server is alive (ABEJA's path)", "health", "health_check", status),
+        "/readyz": get_route("Every API is loaded", "health", "readyz", ready, 503),
+        "/v2/health/live": get_route("The server is alive (Open Inference Protocol)", "v2", "v2_live", status),
+        "/v2/health/ready": get_route("Every API is loaded (Open Inference Protocol)", "v2", "v2_ready", ready, 503),
+        "/metrics": get_route("Prometheus metrics", "observability", "metrics", {"text/plain": {"schema": {}}}, 404),
+        "/stats": get_route(
             "Request counts, latency and tracker of every API",
             "observability",
             "stats",
             {JSON: {"schema": {"type": "array"}}},
         ),
-        "/openapi.json": _get("This document", "pages", "openapi", {JSON: {"schema": {"type": "object"}}}),
-        "/docs": _get("Try the APIs from a browser", "pages", "docs", {"text/html": {"schema": {}}}),
-        "/dashboard": _get("A live dashboard of every API", "pages", "dashboard", {"text/html": {"schema": {}}}),
-        "/dashboard/data": _get(
+        "/openapi.json": get_route("This document", "pages", "openapi", {JSON: {"schema": {"type": "object"}}}),
+        "/docs": get_route("Try the APIs from a browser", "pages", "docs", {"text/html": {"schema": {}}}),
+        "/dashboard": get_route("A live dashboard of every API", "pages", "dashboard", {"text/html": {"schema": {}}}),
+        "/dashboard/data": get_route(
             "The dashboard's figures (from /metrics and /stats)",
             "pages",
             "dashboard_data",

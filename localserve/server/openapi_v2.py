@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from localserve.server.openapi import JSON, ApiDoc, _error_responses, _get, tensor_example
+from localserve.server.openapi import JSON, ApiDoc, error_responses, get_route, tensor_example
 
 _V2_DATATYPES = {
     "bool": "BOOL",
@@ -36,11 +36,11 @@ def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
     """Add the Open Inference Protocol's routes for the ``apis`` that are V2 models (a model run by localserve)."""
     document["components"]["schemas"].update(_v2_schemas())
     paths = document["paths"]
-    paths["/v2"] = _get("Server metadata (Open Inference Protocol)", "v2", "v2_server", {JSON: {"schema": {}}})
+    paths["/v2"] = get_route("Server metadata (Open Inference Protocol)", "v2", "v2_server", {JSON: {"schema": {}}})
     any_json = {JSON: {"schema": {"type": "object"}}}
     models = [api for api in apis if api.model_format is not None and api.kind == "request_handler"]
     if models:
-        paths["/v2/models/stats"] = _get(
+        paths["/v2/models/stats"] = get_route(
             "Statistics of every model (Triton's extension)", "v2", "v2_stats", any_json, 404
         )
     for api in models:
@@ -83,11 +83,11 @@ def _v2_model_paths(api: ApiDoc, any_json: dict[str, Any]) -> dict[str, Any]:
         ("config", f"Triton's model configuration of {api.name!r}", "v2_config"),
         ("stats", f"Statistics of {api.name!r} (Triton's extension)", "v2_stats"),
     ):
-        paths[f"/v2/models/{api.name}/{tail}"] = _get(summary, "v2", f"{operation}_{api.name}", any_json, 404, 503)
+        paths[f"/v2/models/{api.name}/{tail}"] = get_route(summary, "v2", f"{operation}_{api.name}", any_json, 404, 503)
     example = {
         "inputs": [{**_v2_tensor(i, concrete=True), "data": tensor_example(i["type"], i["shape"])} for i in api.inputs],
     }
-    paths[f"/v2/models/{api.name}"] = _get(
+    paths[f"/v2/models/{api.name}"] = get_route(
         f"Metadata of {api.name!r}: inputs and outputs with datatypes and shapes",
         "v2",
         f"v2_metadata_{api.name}",
@@ -105,7 +105,7 @@ def _v2_model_paths(api: ApiDoc, any_json: dict[str, Any]) -> dict[str, Any]:
             },
             "responses": {
                 "200": {"description": "The outputs.", "content": {JSON: {"schema": {}}}},
-                **_error_responses(400, 404, 503),
+                **error_responses(400, 404, 503),
             },
         }
     }

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from localserve.errors import RequestError
-from localserve.protocols.v2.tensors import DATATYPES, TensorSpec, _count_error
+from localserve.protocols.v2.tensors import DATATYPES, TensorSpec, count_error
 
 HEADER_LENGTH = b"inference-header-content-length"
 _LENGTH = struct.Struct("<I")
@@ -53,9 +53,10 @@ def binary_size(parameters: Mapping[str, Any], name: str) -> int | None:
     return size
 
 
-def _from_binary(
+def from_binary(
     spec: TensorSpec, shape: tuple[int, ...], data: memoryview, *, keep_bytes: bool
 ) -> np.ndarray[Any, Any]:
+    """An input's array from its bytes of the binary part, their count checked against its shape."""
     count = math.prod(shape)
     if spec.datatype == "BYTES":
         return _bytes_elements(spec.name, shape, count, data, keep_bytes=keep_bytes)
@@ -80,7 +81,7 @@ def _bytes_elements(
     name: str, shape: tuple[int, ...], count: int, data: memoryview, *, keep_bytes: bool
 ) -> np.ndarray[Any, Any]:
     if count * _LENGTH.size > len(data):  # each element takes at least its 4-byte length
-        raise RequestError(_count_error(name, shape, count, f"{len(data)} bytes, room for at most {len(data) // 4}"))
+        raise RequestError(count_error(name, shape, count, f"{len(data)} bytes, room for at most {len(data) // 4}"))
     elements: list[Any] = []
     position = 0
     while position < len(data):
@@ -112,13 +113,14 @@ def _bytes_elements(
             break
     if len(elements) != count:
         got = f"{len(elements)} or more elements" if len(elements) > count else f"{len(elements)} elements"
-        raise RequestError(_count_error(name, shape, count, got))
+        raise RequestError(count_error(name, shape, count, got))
     array = np.empty(count, dtype=object)
     array[:] = elements
     return array.reshape(shape)
 
 
-def _binary_of(array: np.ndarray[Any, Any], datatype: str) -> bytes:
+def binary_of(array: np.ndarray[Any, Any], datatype: str) -> bytes:
+    """An output's bytes for the binary part (BYTES elements each after its 4-byte length)."""
     if datatype != "BYTES":
         return np.ascontiguousarray(array, dtype=DATATYPES[datatype]).tobytes()
     parts: list[bytes] = []

@@ -17,8 +17,8 @@ import numpy as np
 import orjson
 
 from localserve.errors import RequestError
-from localserve.protocols.v2.binary import _binary_of, _from_binary, binary_size
-from localserve.protocols.v2.tensors import DATATYPES, Requested, TensorSpec, _count_error, datatype_of
+from localserve.protocols.v2.binary import binary_of, binary_size, from_binary
+from localserve.protocols.v2.tensors import DATATYPES, Requested, TensorSpec, count_error, datatype_of
 from localserve.runtimes.arrays import to_array
 
 MAX_DIM = 2**63 - 1  # numpy's and onnxruntime's dimensions are int64
@@ -96,7 +96,7 @@ def _feed(
                 f"Input {name!r} has binary_data_size {size}, past the end of the body: {len(binary) - offset} bytes "
                 "of binary data are left after the JSON header and the inputs before it."
             )
-        feed[name] = _from_binary(spec, shape, binary[offset : offset + size], keep_bytes=keep_bytes)
+        feed[name] = from_binary(spec, shape, binary[offset : offset + size], keep_bytes=keep_bytes)
         offset += size
     missing = [spec.name for spec in inputs if spec.name not in feed]
     if missing:
@@ -197,7 +197,7 @@ def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: Any, *, keep_byte
     if not isinstance(data, list):
         data = [data]  # a lone scalar
     if len(data) > count:  # a cheap early answer for flat data (nested data is counted below)
-        raise RequestError(_count_error(spec.name, shape, count, f"{len(data)} or more elements"))
+        raise RequestError(count_error(spec.name, shape, count, f"{len(data)} or more elements"))
     if spec.datatype != "BYTES" and str in set(map(type, data)):  # name the string itself, not its row
         index = next(i for i, item in enumerate(data) if isinstance(item, str))
         raise RequestError(
@@ -206,7 +206,7 @@ def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: Any, *, keep_byte
         )
     array = to_array(spec.name, data, DATATYPES[spec.datatype], None, keep_bytes=keep_bytes)
     if array.size != count:
-        raise RequestError(_count_error(spec.name, shape, count, f"{array.size} elements"))
+        raise RequestError(count_error(spec.name, shape, count, f"{array.size} elements"))
     return array.reshape(shape)
 
 
@@ -231,7 +231,7 @@ def encode_response(
             )
         entry: dict[str, Any] = {"name": requested.name, "datatype": datatype, "shape": list(array.shape)}
         if requested.binary:
-            chunk = _binary_of(array, datatype)
+            chunk = binary_of(array, datatype)
             entry["parameters"] = {"binary_data_size": len(chunk)}
             chunks.append(chunk)
         else:

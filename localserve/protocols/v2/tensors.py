@@ -64,5 +64,6 @@ class Requested:
     binary: bool
 
 
-def _count_error(name: str, shape: tuple[int, ...], count: int, got: str) -> str:
+def count_error(name: str, shape: tuple[int, ...], count: int, got: str) -> str:
+    """The message for data whose element count is not what the shape holds."""
     return f"Input {name!r} has shape {list(shape)}, which holds {count} elements, but its data has {got}."
