@@ -5,45 +5,53 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from localserve.config import ServeConfig
+from localserve.config import ApiConfig, ServeConfig
 from localserve.errors import ConfigError
 
 
 def check_project(config: ServeConfig, cache: Path) -> Iterator[str]:
     """Yield one line per API; raise ConfigError at the first missing file."""
     for api in config.apis:
-        where = f"{config.source}: api {api.name!r}"
-        files = []
-        if api.request_handler:
-            files.append(("request_handler", api.request_handler))
-        if api.predictor:
-            files.append(("path in 'predictor'", api.predictor.path))
-        if api.handler:
-            module = api.handler.partition(":")[0].replace(".", "/")
-            if not (config.project / f"{module}.py").is_file() and not (config.project / module).is_dir():
-                raise ConfigError(
-                    f"{where}: handler module {module}.py is not in the project directory {config.project}."
-                )
-        location = api.model_location
-        if location and "://" not in location:
-            files.append(("model", location))
-        for key, path in files:
-            if not (config.project / path).exists():
-                raise ConfigError(f"{where}: {key} {path!r} does not exist in the project directory {config.project}.")
-        if api.handler:
-            desc = f"ABEJA handler {api.handler}"
-        elif api.predictor:
-            desc = f"{api.predictor.class_name} in {api.predictor.path}"
-            desc += f" with {api.model_format} model {api.model_location}" if api.model_location else ""
-        else:
-            desc = f"{api.model_format} model {api.model}"
-            desc += f" with request handler {api.request_handler}" if api.request_handler else ""
-        if api.is_async:
-            store = api.async_store or "SQLite in the cache folder"
-            desc += f" (kind: AsyncAPI: POST /{api.name} submits a job, GET /{api.name}/<id> polls it; jobs in {store})"
-        yield f"ok  {api.name}: {desc}"
+        _check_files(config, api)
+        yield f"ok  {api.name}: {_summary(api)}"
     yield from _surroundings(config, cache)
     yield f"{config.source}: {len(config.apis)} API(s) valid."
+
+
+def _check_files(config: ServeConfig, api: ApiConfig) -> None:
+    """The API's handler module, request handler, predictor file and local model exist in the project."""
+    where = f"{config.source}: api {api.name!r}"
+    files = []
+    if api.request_handler:
+        files.append(("request_handler", api.request_handler))
+    if api.predictor:
+        files.append(("path in 'predictor'", api.predictor.path))
+    if api.handler:
+        module = api.handler.partition(":")[0].replace(".", "/")
+        if not (config.project / f"{module}.py").is_file() and not (config.project / module).is_dir():
+            raise ConfigError(f"{where}: handler module {module}.py is not in the project directory {config.project}.")
+    location = api.model_location
+    if location and "://" not in location:
+        files.append(("model", location))
+    for key, path in files:
+        if not (config.project / path).exists():
+            raise ConfigError(f"{where}: {key} {path!r} does not exist in the project directory {config.project}.")
+
+
+def _summary(api: ApiConfig) -> str:
+    """What the API serves, in one line (and how an AsyncAPI is used)."""
+    if api.handler:
+        desc = f"ABEJA handler {api.handler}"
+    elif api.predictor:
+        desc = f"{api.predictor.class_name} in {api.predictor.path}"
+        desc += f" with {api.model_format} model {api.model_location}" if api.model_location else ""
+    else:
+        desc = f"{api.model_format} model {api.model}"
+        desc += f" with request handler {api.request_handler}" if api.request_handler else ""
+    if api.is_async:
+        store = api.async_store or "SQLite in the cache folder"
+        desc += f" (kind: AsyncAPI: POST /{api.name} submits a job, GET /{api.name}/<id> polls it; jobs in {store})"
+    return desc
 
 
 def _surroundings(config: ServeConfig, cache: Path) -> Iterator[str]:

@@ -58,58 +58,17 @@ def parse_multipart(content_type: str, body: bytes) -> list[Content]:
             f"Malformed multipart body: Content-Type {content_type!r} has no boundary parameter; "
             "expected e.g. 'multipart/form-data; boundary=...'."
         )
-    parts: list[Content] = []
-    state: dict[str, Any] = {"ended": False}
-    header_field = bytearray()
-    header_value = bytearray()
-    headers: dict[bytes, bytes] = {}
-    data = bytearray()
-
-    def on_part_begin() -> None:
-        headers.clear()
-        data.clear()
-
-    def on_header_field(buf: bytes, start: int, end: int) -> None:
-        header_field.extend(buf[start:end])
-
-    def on_header_value(buf: bytes, start: int, end: int) -> None:
-        header_value.extend(buf[start:end])
-
-    def on_header_end() -> None:
-        headers[bytes(header_field).lower()] = bytes(header_value)
-        header_field.clear()
-        header_value.clear()
-
-    def on_part_data(buf: bytes, start: int, end: int) -> None:
-        data.extend(buf[start:end])
-
-    def on_part_end() -> None:
-        _, options = parse_options_header(headers.get(b"content-disposition", b""))
-        part_type = headers.get(b"content-type")
-        name = options.get(b"name")
-        filename = options.get(b"filename")
-        parts.append(
-            Content(
-                part_type.decode("latin-1") if part_type else None,
-                name.decode("utf-8", "replace") if name is not None else None,
-                filename.decode("utf-8", "replace") if filename is not None else None,
-                bytes(data),
-            )
-        )
-
-    def on_end() -> None:
-        state["ended"] = True
-
+    collected = _Parts()
     parser = MultipartParser(
         boundary,
         {
-            "on_part_begin": on_part_begin,
-            "on_header_field": on_header_field,
-            "on_header_value": on_header_value,
-            "on_header_end": on_header_end,
-            "on_part_data": on_part_data,
-            "on_part_end": on_part_end,
-            "on_end": on_end,
+            "on_part_begin": collected.on_part_begin,
+            "on_header_field": collected.on_header_field,
+            "on_header_value": collected.on_header_value,
+            "on_header_end": collected.on_header_end,
+            "on_part_data": collected.on_part_data,
+            "on_part_end": collected.on_part_end,
+            "on_end": collected.on_end,
         },
         max_header_count=MAX_HEADER_COUNT,
         max_header_size=MAX_HEADER_SIZE,
@@ -120,12 +79,61 @@ def parse_multipart(content_type: str, body: bytes) -> list[Content]:
         parser.finalize()
     except Exception as exc:  # python-multipart raises MultipartParseError and friends
         raise RequestError(_malformed(exc, boundary.decode("latin-1"), body)) from None
-    if not state["ended"]:
+    if not collected.ended:
         raise RequestError(
             f"Malformed multipart body: the closing boundary '--{boundary.decode('latin-1')}--' was not found "
-            f"({len(parts)} complete part(s) read)."
+            f"({len(collected.parts)} complete part(s) read)."
         )
-    return parts
+    return collected.parts
+
+
+class _Parts:
+    """python-multipart's callbacks for one body: each part's headers and data, collected as a Content."""
+
+    def __init__(self) -> None:
+        self.parts: list[Content] = []
+        self.ended = False
+        self._header_field = bytearray()
+        self._header_value = bytearray()
+        self._headers: dict[bytes, bytes] = {}
+        self._data = bytearray()
+
+    def on_part_begin(self) -> None:
+        self._headers.clear()
+        self._data.clear()
+
+    def on_header_field(self, buf: bytes, start: int, end: int) -> None:
+        self._header_field.extend(buf[start:end])
+
+    def on_header_value(self, buf: bytes, start: int, end: int) -> None:
+        self._header_value.extend(buf[start:end])
+
+    def on_header_end(self) -> None:
+        self._headers[bytes(self._header_field).lower()] = bytes(self._header_value)
+        self._header_field.clear()
+        self._header_value.clear()
+
+    def on_part_data(self, buf: bytes, start: int, end: int) -> None:
+        self._data.extend(buf[start:end])
+
+    def on_part_end(self) -> None:
+        from python_multipart.multipart import parse_options_header
+
+        _, options = parse_options_header(self._headers.get(b"content-disposition", b""))
+        part_type = self._headers.get(b"content-type")
+        name = options.get(b"name")
+        filename = options.get(b"filename")
+        self.parts.append(
+            Content(
+                part_type.decode("latin-1") if part_type else None,
+                name.decode("utf-8", "replace") if name is not None else None,
+                filename.decode("utf-8", "replace") if filename is not None else None,
+                bytes(self._data),
+            )
+        )
+
+    def on_end(self) -> None:
+        self.ended = True
 
 
 # python-multipart's messages, in the words of someone who wrote the body (its own name bytes by

@@ -36,48 +36,9 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
         return body
     lowered = content_type.lower()
     if lowered.startswith("application/json"):
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            if exc.msg.startswith("depth limit exceeded"):  # orjson's limit: the standard library would recurse
-                raise RequestError(
-                    f"The body is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels "
-                    f"(at char {exc.pos})."
-                ) from None
-            # else the standard library accepts a little more (NaN, Infinity) and words the error
-        try:
-            return json.loads(body, parse_float=_finite_float)
-        except UnicodeDecodeError as exc:
-            if body[:2] == b"\x1f\x8b":
-                raise RequestError(
-                    "The body is not valid JSON: it is gzip-compressed. A Cortex API gets its body as sent "
-                    "(Content-Encoding is not decoded, as on Cortex); send the JSON uncompressed."
-                ) from None
-            raise RequestError(
-                f"The body is not valid JSON: it is not UTF-8 ({exc.reason} at byte {exc.start})."
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise RequestError(
-                f"The body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})."
-            ) from None
-        except RecursionError:
-            raise RequestError(
-                f"The body is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels."
-            ) from None
-        except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
-            raise RequestError(f"The body is not valid JSON: {_int_limit(exc)}.") from None
+        return _json(body)
     if lowered.startswith("text/plain"):
-        charset = _param(content_type, "charset") or "utf-8"
-        try:
-            return body.decode(charset)
-        except LookupError:
-            raise RequestError(
-                f"Unknown charset {charset!r} in Content-Type {content_type!r}.", status_code=415
-            ) from None
-        except UnicodeDecodeError as exc:
-            raise RequestError(
-                f"The text body is not valid {charset}: byte {body[exc.start]:#04x} at position {exc.start}."
-            ) from None
+        return _text(content_type, body)
     if lowered.startswith("multipart/form-data"):
         return form_from_parts(parse_multipart(content_type, body))
     if lowered.startswith("application/x-www-form-urlencoded"):
@@ -86,17 +47,67 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
         fields: list[tuple[str, str | Any]] = list(parse_qsl(body.decode("latin-1"), keep_blank_values=True))
         return FormData(fields)
     if lowered.startswith(MSGPACK_TYPES):
-        import msgpack
-
-        try:
-            return msgpack.unpackb(body, raw=False)
-        except (RecursionError, msgpack.StackError):
-            raise RequestError(
-                f"The body is not valid msgpack: arrays and maps are nested deeper than {MSGPACK_DEPTH} levels."
-            ) from None
-        except Exception as exc:  # msgpack raises several unrelated types
-            raise RequestError(f"The body is not valid msgpack: {_msgpack_reason(exc, body)}.") from None
+        return _msgpack(body)
     return body
+
+
+def _json(body: bytes) -> Any:
+    """A JSON body (orjson first; the standard library for what only it takes and for the error's words)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if exc.msg.startswith("depth limit exceeded"):  # orjson's limit: the standard library would recurse
+            raise RequestError(
+                f"The body is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels "
+                f"(at char {exc.pos})."
+            ) from None
+        # else the standard library accepts a little more (NaN, Infinity) and words the error
+    try:
+        return json.loads(body, parse_float=_finite_float)
+    except UnicodeDecodeError as exc:
+        if body[:2] == b"\x1f\x8b":
+            raise RequestError(
+                "The body is not valid JSON: it is gzip-compressed. A Cortex API gets its body as sent "
+                "(Content-Encoding is not decoded, as on Cortex); send the JSON uncompressed."
+            ) from None
+        raise RequestError(f"The body is not valid JSON: it is not UTF-8 ({exc.reason} at byte {exc.start}).") from None
+    except json.JSONDecodeError as exc:
+        raise RequestError(
+            f"The body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})."
+        ) from None
+    except RecursionError:
+        raise RequestError(
+            f"The body is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels."
+        ) from None
+    except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise RequestError(f"The body is not valid JSON: {_int_limit(exc)}.") from None
+
+
+def _text(content_type: str, body: bytes) -> str:
+    """A text body decoded with its charset (UTF-8 when it names none)."""
+    charset = _param(content_type, "charset") or "utf-8"
+    try:
+        return body.decode(charset)
+    except LookupError:
+        raise RequestError(f"Unknown charset {charset!r} in Content-Type {content_type!r}.", status_code=415) from None
+    except UnicodeDecodeError as exc:
+        raise RequestError(
+            f"The text body is not valid {charset}: byte {body[exc.start]:#04x} at position {exc.start}."
+        ) from None
+
+
+def _msgpack(body: bytes) -> Any:
+    """A msgpack body; every way it can be wrong said in words."""
+    import msgpack
+
+    try:
+        return msgpack.unpackb(body, raw=False)
+    except (RecursionError, msgpack.StackError):
+        raise RequestError(
+            f"The body is not valid msgpack: arrays and maps are nested deeper than {MSGPACK_DEPTH} levels."
+        ) from None
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise RequestError(f"The body is not valid msgpack: {_msgpack_reason(exc, body)}.") from None
 
 
 def _msgpack_reason(exc: Exception, body: bytes) -> str:

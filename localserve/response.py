@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import csv
-import datetime
-import decimal
 import difflib
-import enum
 import io
-import json
 import logging
-import math
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
+from localserve.encoding import dump_json, dump_msgpack, wants_msgpack
 from localserve.errors import HandlerError
 
 JSON_TYPE = b"application/json"
@@ -29,8 +22,6 @@ MSGPACK_TYPE = "application/msgpack"
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/x-jsonlines")
 SERVER_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "content-type", "x-request-id"})
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-ABEJA_KEYS = frozenset({"status_code", "content_type", "content", "metadata"})
-HIDDEN_ERROR = "Internal error: the server log has the details under this request id (--hide-errors)."
 log = logging.getLogger("localserve")
 
 
@@ -60,135 +51,6 @@ def answer_headers(reply: Reply, request_id: str | None) -> list[tuple[bytes, by
     return headers
 
 
-def json_default(value: Any) -> Any:
-    """json.dumps hook: numpy arrays and scalars, datetimes, decimals, sets, bytes, enums."""
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind in "SO":
-            return [json_default(v) if isinstance(v, bytes | np.ndarray) else v for v in value.tolist()]
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    if isinstance(value, bytes | bytearray):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            pass
-    if isinstance(value, enum.Enum):
-        return value.value
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def dump_json(value: Any) -> bytes:
-    """Compact UTF-8 JSON, byte for byte as the standard library writes it (as the platforms did).
-
-    (orjson writes most of it, see ``_dumps``.)
-    NaN and ±Infinity are not JSON: they are written as ``null`` and a warning names where
-    they were, so a client's JSON parser never fails on what we send.
-    """
-    try:
-        return _dumps(value)
-    except UnicodeEncodeError:  # a lone surrogate (JSON input may carry one): written as a \\u escape
-        return json.dumps(value, default=json_default, separators=(",", ":"), allow_nan=False).encode()
-    except ValueError as exc:
-        if "Out of range float values" not in str(exc):
-            raise HandlerError(f"The response cannot be serialised as JSON: {exc}.") from None
-    except TypeError as exc:
-        raise HandlerError(f"The response cannot be serialised as JSON: {exc}.") from None
-    except RecursionError:
-        raise HandlerError("The response cannot be serialised as JSON: it is nested too deeply.") from None
-    found: list[str] = []
-    plain = _without_non_finite(json.loads(json.dumps(value, default=json_default)), "$", found)
-    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-    log.warning("the response holds NaN or Infinity, which JSON cannot carry; sent as null: %s", shown)
-    return _dumps(plain)
-
-
-def _dumps(value: Any) -> bytes:
-    """orjson's bytes when they are the standard library's, else the standard library's.
-
-    orjson writes floats below 1e-4 and from 1e16 differently (``0.00001`` for ``1e-05``,
-    ``1e16`` for ``1e+16``), writes NaN as null where the standard library refuses it (and
-    ``dump_json`` then warns), and refuses what the standard library may still write (big
-    integers, keys that are not strings). Any output where one of these could hide (a digit
-    before an ``e``, ``.0000``, ``null``) is written again by the standard library, so the bytes
-    are always the standard library's (tests/test_response.py compares them over many values).
-    """
-    try:
-        out: bytes = orjson.dumps(value, default=json_default, option=_ORJSON_OPTIONS)
-    except TypeError:  # orjson.JSONEncodeError: the standard library decides (and words any error)
-        pass
-    else:
-        if _NOT_ORJSON.search(out) is None:
-            return out
-    return _ENCODER.encode(value).encode("utf-8")
-
-
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS  # both to json_default
-_NOT_ORJSON = re.compile(rb"[0-9]e|\.0000|null")  # where orjson's bytes may differ from the standard library's
-
-
-# Made once: json.dumps with any option builds a new JSONEncoder on every call (a third of its time here).
-_ENCODER = json.JSONEncoder(default=json_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _without_non_finite(value: Any, path: str, found: list[str]) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        found.append(f"{path} ({value})")
-        return None
-    if isinstance(value, dict):
-        return {k: _without_non_finite(v, f"{path}.{k}", found) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_non_finite(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
-    return value
-
-
-def dump_msgpack(value: Any) -> bytes:
-    """``value`` as msgpack (numpy arrays as lists); a HandlerError when it cannot be."""
-    import msgpack
-
-    try:
-        return msgpack.packb(value, default=_msgpack_default, use_bin_type=True)  # type: ignore[no-any-return]
-    except (TypeError, ValueError) as exc:
-        raise HandlerError(f"The response cannot be serialised as msgpack: {exc}.") from None
-
-
-def _msgpack_default(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray):
-        return bytes(value)
-    return json_default(value)
-
-
-def wants_msgpack(accept: str | None) -> bool:
-    """Whether an Accept header asks for msgpack: named with a q above 0, and no lower than JSON's.
-
-    ``application/msgpack;q=0, application/json`` refuses msgpack; ``application/msgpack,
-    application/json`` (equal weights) gets it, as it always did.
-    """
-    if accept is None or "msgpack" not in accept:
-        return False
-    weights: dict[str, float] = {}
-    for item in accept.split(","):
-        media, *params = (part.strip() for part in item.split(";"))
-        q = 1.0
-        for param in params:
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        weights[media.lower()] = max(q, weights.get(media.lower(), 0.0))
-    msgpack_q = max(weights.get("application/msgpack", 0.0), weights.get("application/x-msgpack", 0.0))
-    json_q = weights.get("application/json", weights.get("application/*", weights.get("*/*", 0.0)))
-    return msgpack_q > 0 and msgpack_q >= json_q
-
-
 # -- ABEJA ---------------------------------------------------------------------------------
 
 
@@ -211,26 +73,7 @@ def abeja_reply(result: Any) -> Reply:
     headers.extend(_metadata_headers(result.get("metadata")))
     content = result.get("content")
     reply = Reply(status=status, headers=headers, value=content)
-    lowered = content_type.lower()
-    if content is None:
-        pass
-    elif isinstance(content, bytes | bytearray | memoryview):
-        reply.body = bytes(content)  # Decision 1: bytes are sent as bytes
-    elif isinstance(content, str):
-        reply.body = content.encode("utf-8")
-    elif hasattr(content, "read"):
-        data = content.read()
-        reply.body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    elif isinstance(content, list) and content and all(isinstance(c, bytes | bytearray) for c in content):
-        reply.body = b"".join(content)
-    elif isinstance(content, list) and lowered.startswith("text/csv"):
-        reply.body = _csv(content)
-    elif isinstance(content, list) and lowered.startswith(NDJSON_TYPES):
-        reply.body = b"".join(dump_json(item) + b"\n" for item in content)
-    elif _is_stream(content):
-        reply.stream = _chunks(content)  # Decision 3: generators are streamed
-    else:
-        reply.body = dump_json(content)
+    reply.body, reply.stream = _abeja_content(content, content_type.lower())
     if status in NO_BODY and (reply.body or reply.stream is not None):
         what = "a generator" if reply.stream is not None else f"{len(reply.body)} bytes"
         log.warning(
@@ -238,6 +81,35 @@ def abeja_reply(result: Any) -> Reply:
         )
         reply.body, reply.stream = b"", None
     return reply
+
+
+def _abeja_content(content: Any, lowered: str) -> tuple[bytes, Iterator[bytes] | None]:
+    """The body, or the stream, of an ABEJA handler's 'content', by its type and the (lower-case) content type."""
+    if content is None:
+        return b"", None
+    if isinstance(content, bytes | bytearray | memoryview):
+        return bytes(content), None  # Decision 1: bytes are sent as bytes
+    if isinstance(content, str):
+        return content.encode("utf-8"), None
+    if hasattr(content, "read"):
+        data = content.read()
+        return (data.encode("utf-8") if isinstance(data, str) else bytes(data)), None
+    if isinstance(content, list):
+        return _list_content(content, lowered), None
+    if _is_stream(content):
+        return b"", _chunks(content)  # Decision 3: generators are streamed
+    return dump_json(content), None
+
+
+def _list_content(content: list[Any], lowered: str) -> bytes:
+    """A list: chunks of bytes joined, CSV or JSON lines when the content type says so, else JSON."""
+    if content and all(isinstance(c, bytes | bytearray) for c in content):
+        return b"".join(content)
+    if lowered.startswith("text/csv"):
+        return _csv(content)
+    if lowered.startswith(NDJSON_TYPES):
+        return b"".join(dump_json(item) + b"\n" for item in content)
+    return dump_json(content)
 
 
 ABEJA_KEYS = frozenset({"status_code", "content_type", "content", "metadata"})
@@ -392,46 +264,6 @@ def _chunks(iterable: Iterable[Any]) -> Iterator[bytes]:
         close = getattr(iterable, "close", None)
         if close is not None:
             close()
-
-
-MAX_ERROR_CHARS = 10_000  # of an error's message sent to the client
-
-
-def error_message(exc: Exception, hide_errors: bool) -> str:
-    """What a client is told of an error: its message (cut at ``MAX_ERROR_CHARS``), or with ``--hide-errors``
-    nothing of a 500's text."""
-    if hide_errors and getattr(exc, "status_code", 500) == 500:
-        return HIDDEN_ERROR
-    text = str(exc)
-    if len(text) > MAX_ERROR_CHARS:  # a handler raising with a 10 MB message would answer 10 MB
-        text = f"{text[:MAX_ERROR_CHARS]}... ({len(text) - MAX_ERROR_CHARS:,} more characters cut)"
-    return text
-
-
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s'\"/:,;()]+)+/(?=[^\s'\"/:,;()])")
-
-
-def without_paths(text: str, project: Path) -> str:
-    """``text`` for clients: paths inside the project made relative, other absolute folders dropped.
-
-    Model and handler load failures name files; the log keeps the full paths, what a client
-    sees (503 bodies, /readyz) does not disclose the server's layout.
-    """
-    text = text.replace(f"{project}{os.sep}", "").replace(str(project), ".")
-    return _ABSOLUTE_PATH.sub("", text)
-
-
-def error_body(message: str, request_id: str) -> bytes:
-    """The JSON body of every error response: ``{"error": message, "request_id": ...}``.
-
-    A message may hold lone surrogates (an exception naming a file whose name is not UTF-8, made
-    by ``os.fsdecode``): UTF-8 cannot carry them, so such a body is written with JSON's escapes.
-    """
-    document = {"error": message, "request_id": request_id}
-    try:
-        return json.dumps(document, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(document).encode("ascii")
 
 
 def _type_name(value: Any) -> str:

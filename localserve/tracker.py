@@ -52,32 +52,44 @@ class Tracker:
             logger.warning("tracker of api '%s': could not track %s: %s", self.api, _describe(value), exc)
 
     def _record(self, value: Any) -> None:
-        what = "the response"
-        if self.key is not None:
-            if not isinstance(value, Mapping):
-                self._warn(f"expected a JSON object holding '{self.key}', got {_describe(value)}")
-                return
-            if self.key not in value:
-                keys = ", ".join(repr(k) for k in list(value)[:10])
-                self._warn(f"the response has no key '{self.key}' (its keys: {keys or 'none'})")
-                return
-            value = value[self.key]
-            what = f"'{self.key}'"
-        elif isinstance(value, Mapping):
-            self._warn("the response is a JSON object; set 'key' in 'tracker' to the field to track")
+        found = self._tracked(value)
+        if found is None:
             return
+        value, what = found
         if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
             value = value.item()  # a 0-d numpy array
         if self.model_type == "classification":
-            if isinstance(value, str):
-                label = str(value)
-            elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
-                label = str(int(value))
-            else:
-                self._warn(f"{what} must be an int or a str for classification, got {_describe(value)}")
-                return
-            self._metrics.tracker_class.labels(self.api, label).inc()
+            self._classify(value, what)
+        else:
+            self._regress(value, what)
+
+    def _tracked(self, value: Any) -> tuple[Any, str] | None:
+        """The value to track (the response, or its ``key``) and its name for warnings; None after a warning."""
+        if self.key is not None:
+            if not isinstance(value, Mapping):
+                self._warn(f"expected a JSON object holding '{self.key}', got {_describe(value)}")
+                return None
+            if self.key not in value:
+                keys = ", ".join(repr(k) for k in list(value)[:10])
+                self._warn(f"the response has no key '{self.key}' (its keys: {keys or 'none'})")
+                return None
+            return value[self.key], f"'{self.key}'"
+        if isinstance(value, Mapping):
+            self._warn("the response is a JSON object; set 'key' in 'tracker' to the field to track")
+            return None
+        return value, "the response"
+
+    def _classify(self, value: Any, what: str) -> None:
+        if isinstance(value, str):
+            label = str(value)
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            label = str(int(value))
+        else:
+            self._warn(f"{what} must be an int or a str for classification, got {_describe(value)}")
             return
+        self._metrics.tracker_class.labels(self.api, label).inc()
+
+    def _regress(self, value: Any, what: str) -> None:
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
             self._warn(f"{what} must be a finite number for regression, got {_describe(value)}")
             return

@@ -13,7 +13,8 @@ from openapi_spec_validator import validate
 from starlette.testclient import TestClient
 
 from localserve.server import ServeOptions
-from localserve.server.openapi import ApiDoc, add_v2_paths, openapi_document
+from localserve.server.openapi import ApiDoc, openapi_document
+from localserve.server.openapi_v2 import add_v2_paths
 from tests.conftest import EXAMPLES
 from tests.models import onnx_two_inputs
 

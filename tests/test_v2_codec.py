@@ -12,14 +12,9 @@ import pytest
 import tritonclient.http as triton
 
 from localserve.errors import RequestError
-from localserve.protocols.v2.codec import (
-    Requested,
-    TensorSpec,
-    datatype_of,
-    decode_request,
-    encode_response,
-    parse_header_length,
-)
+from localserve.protocols.v2.binary import parse_header_length
+from localserve.protocols.v2.codec import decode_request, encode_response
+from localserve.protocols.v2.tensors import Requested, TensorSpec, datatype_of
 
 X = TensorSpec("x", "FP32", (-1, 4))
 Y = TensorSpec("y", "FP32", (-1, 4))

@@ -36,7 +36,8 @@ from localserve.config.schema import (
     PredictorConfig,
     TrackerConfig,
 )
-from localserve.config.validate import _describe, _suggest, infer_model_format, parse_api, parse_duration
+from localserve.config.validate import infer_model_format, parse_api
+from localserve.config.values import describe, parse_duration, suggest
 from localserve.errors import ConfigError
 
 __all__ = [
@@ -90,7 +91,7 @@ class ServeConfig:
                 return api
         raise ConfigError(
             f"{self.source}: no API named {name!r}; the APIs are: {', '.join(a.name for a in self.apis)}."
-            + _suggest(name, [a.name for a in self.apis])
+            + suggest(name, [a.name for a in self.apis])
         )
 
     def only(self, names: tuple[str, ...] | list[str]) -> ServeConfig:
@@ -125,22 +126,8 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
         config_file = find_config_file(project)
     path = None
     if config_file is not None:
-        import yaml
-
-        path = config_file if config_file.is_absolute() else (Path.cwd() / config_file)
-        if not path.is_file():
-            raise ConfigError(f"Config file {str(config_file)!r} does not exist.")
-        try:
-            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_line_loader())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path.name}: not valid YAML: {exc}") from None
+        path, raw = _read_file(config_file)
         source = path.name
-        if raw is None:
-            raise ConfigError(f"{source}: the file is empty; expected a list of '- kind: api' entries.")
-        if isinstance(raw, dict):
-            raw = [raw]
-        if not isinstance(raw, list):
-            raise ConfigError(f"{source}: expected a list of '- kind: api' entries, got {_describe(raw)}.")
         entries = [_with_flags(entry, flags) for entry in raw]
     elif flags:
         source = "command line"
@@ -157,6 +144,27 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
             raise ConfigError(f"{source}: api {api.name!r} is defined twice; API names must be unique.")
         seen.add(api.name)
     return ServeConfig(project=project, apis=apis, source=source, config_file=path if config_file is not None else None)
+
+
+def _read_file(config_file: Path) -> tuple[Path, list[Any]]:
+    """The config file's path and its entries (one mapping read as a list of one), each key's line recorded."""
+    import yaml
+
+    path = config_file if config_file.is_absolute() else (Path.cwd() / config_file)
+    if not path.is_file():
+        raise ConfigError(f"Config file {str(config_file)!r} does not exist.")
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_line_loader())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path.name}: not valid YAML: {exc}") from None
+    source = path.name
+    if raw is None:
+        raise ConfigError(f"{source}: the file is empty; expected a list of '- kind: api' entries.")
+    if isinstance(raw, dict):
+        raw = [raw]
+    if not isinstance(raw, list):
+        raise ConfigError(f"{source}: expected a list of '- kind: api' entries, got {describe(raw)}.")
+    return path, raw
 
 
 class _LocatedDict(dict[str, Any]):

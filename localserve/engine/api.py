@@ -13,10 +13,10 @@ from localserve.config.options import ServeOptions
 from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Hooks
+from localserve.error_text import without_paths
 from localserve.errors import HandlerLoadError, LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
 from localserve.metrics import Metrics
-from localserve.response import without_paths
 from localserve.runtimes import LoadOptions
 
 log = logging.getLogger("localserve")

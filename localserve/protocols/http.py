@@ -23,6 +23,7 @@ from typing import Any, Protocol, cast
 from localserve.engine.api import ApiRuntime
 from localserve.engine.job import Stages
 from localserve.engine.ports import Headers, ReplyWriter
+from localserve.error_text import error_body, error_message
 from localserve.errors import (
     ClientGone,
     HandlerError,
@@ -31,7 +32,7 @@ from localserve.errors import (
 )
 from localserve.protocols.bodies import read_body
 from localserve.request import Request
-from localserve.response import Reply, answer_headers, error_body, error_message
+from localserve.response import Reply, answer_headers
 
 log = logging.getLogger("localserve")
 

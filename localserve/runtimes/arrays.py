@@ -7,7 +7,6 @@ Shared by the ONNX and TensorFlow runtimes so both explain a bad input in the sa
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -15,6 +14,7 @@ import numpy as np
 
 from localserve.errors import RequestError
 from localserve.runtimes import Feed, summarize_value
+from localserve.runtimes.lists import NARROW_LIMITS, float_list, holds_bool
 
 STRING = np.dtype(object)
 """The numpy dtype of string tensors (elements are ``str`` or ``bytes``)."""
@@ -110,41 +110,13 @@ def _matches(actual: tuple[int, ...], shape: Sequence[int | None]) -> bool:
 
 def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
     if dtype.kind == "f" and type(value) is list:
-        array = _float_list(value, dtype)
+        array = float_list(value, dtype)
         if array is not None:
             return array
     if dtype == STRING:
         return _cast_strings(value, prefix, keep_bytes=keep_bytes)
-    if isinstance(value, np.ndarray):
-        raw = value
-    else:
-        try:
-            raw = np.asarray(value)
-        except ValueError:
-            raise RequestError(f"{prefix}; got {_ragged(value)}.") from None
-    kind = raw.dtype.kind
-    if kind in "US":
-        _fail(prefix, raw, 0, "is a string, not a number")
-    if kind in "iuf" and dtype.kind != "b" and isinstance(value, list | tuple) and _holds_bool(value):
-        # numpy turned [true, 2.5] into [1.0, 2.5]: name the boolean instead
-        items = np.asarray(value, dtype=object)
-        first = next(i for i, item in enumerate(items.flat) if isinstance(item, bool | np.bool_))
-        _fail(prefix, items, first, "is a boolean, not a number")
-    if kind == "b" and dtype.kind != "b":
-        _fail(prefix, raw, 0, "is a boolean, not a number")
-    if kind == "O":
-        for index, item in enumerate(raw.flat):
-            if isinstance(item, list | tuple):
-                raise RequestError(f"{prefix}; got {_ragged(value)}.")
-            if isinstance(item, str | bytes):
-                _fail(prefix, raw, index, "is a string, not a number")
-            if isinstance(item, bool | np.bool_) and dtype.kind != "b":
-                _fail(prefix, raw, index, "is a boolean, not a number")
-            if not isinstance(item, bool | int | float | np.number):
-                _fail(prefix, raw, index, f"could not be converted to {dtype.name}")
-        kind = "f" if any(isinstance(item, float | np.floating) for item in raw.flat) else "i"
-    elif kind not in "biuf":
-        raise RequestError(f"{prefix}; got {summarize_value(value)}.")
+    raw = _as_array(value, prefix)
+    kind = _number_kind(value, raw, dtype, prefix)
     if dtype.kind in "iu":
         return _cast_integers(raw, dtype, prefix, kind)
     if dtype.kind == "b" and kind != "b":
@@ -160,11 +132,54 @@ def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) ->
     return array
 
 
+def _as_array(value: Any, prefix: str) -> np.ndarray[Any, Any]:
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except ValueError:
+        raise RequestError(f"{prefix}; got {_ragged(value)}.") from None
+
+
+def _number_kind(value: Any, raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> str:
+    """The kind of numbers ``raw`` holds ('b', 'i', 'u' or 'f'); a string, a boolean where numbers are
+    expected, or anything else is refused, naming the element."""
+    kind: str = raw.dtype.kind
+    if kind in "US":
+        _fail(prefix, raw, 0, "is a string, not a number")
+    if kind in "iuf" and dtype.kind != "b" and isinstance(value, list | tuple) and holds_bool(value):
+        # numpy turned [true, 2.5] into [1.0, 2.5]: name the boolean instead
+        items = np.asarray(value, dtype=object)
+        first = next(i for i, item in enumerate(items.flat) if isinstance(item, bool | np.bool_))
+        _fail(prefix, items, first, "is a boolean, not a number")
+    if kind == "b" and dtype.kind != "b":
+        _fail(prefix, raw, 0, "is a boolean, not a number")
+    if kind == "O":
+        return _object_kind(value, raw, dtype, prefix)
+    if kind not in "biuf":
+        raise RequestError(f"{prefix}; got {summarize_value(value)}.")
+    return kind
+
+
+def _object_kind(value: Any, raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> str:
+    """An object array's elements checked one by one: 'f' when any is a float, else 'i'."""
+    for index, item in enumerate(raw.flat):
+        if isinstance(item, list | tuple):
+            raise RequestError(f"{prefix}; got {_ragged(value)}.")
+        if isinstance(item, str | bytes):
+            _fail(prefix, raw, index, "is a string, not a number")
+        if isinstance(item, bool | np.bool_) and dtype.kind != "b":
+            _fail(prefix, raw, index, "is a boolean, not a number")
+        if not isinstance(item, bool | int | float | np.number):
+            _fail(prefix, raw, index, f"could not be converted to {dtype.name}")
+    return "f" if any(isinstance(item, float | np.floating) for item in raw.flat) else "i"
+
+
 def _to_float(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> np.ndarray[Any, Any]:
     """``raw`` (numbers) as the float ``dtype``; a finite value that becomes infinite is refused."""
     if raw.dtype == dtype:
         return raw
-    limit = _NARROW_LIMITS.get(dtype)
+    limit = NARROW_LIMITS.get(dtype)
     if limit is not None and raw.dtype.kind == "f" and raw.size and np.abs(raw).max() <= limit:
         # The common case in one reduction: every value finite and in range, so the cast cannot overflow.
         return raw.astype(dtype)
@@ -180,65 +195,6 @@ def _to_float(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> n
         if bad.size:
             _fail(prefix, raw, int(bad[0]), f"is out of range for {dtype.name}")
     return array
-
-
-def _float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
-    """The common case, a JSON list (of lists) of numbers for a float input, in one numpy call; else None.
-
-    Every level is checked in C (map, set, chain) before numpy sees it: only ints and floats at
-    the leaves, only lists and tuples above them, and (for a short list going to a narrower
-    float) no finite value that would become infinite. Anything else, ragged rows included, is
-    None: the general path decides it and words the error.
-    """
-    leaves: Any = value
-    while True:
-        types = set(map(type, leaves))
-        if types <= _NUMBERS:
-            break
-        if not types <= _SEQUENCES:
-            return None
-        leaves = list(itertools.chain.from_iterable(leaves))
-    limit = _NARROW_LIMITS.get(dtype)
-    if limit is not None and len(leaves) > _SHORT:
-        return None  # the general path checks a long list in numpy
-    # Past a few dozen leaves one numpy reduction checks the range faster than Python's min and max.
-    wide = limit is not None and len(leaves) > _FEW
-    if limit is not None and leaves and not wide and not (max(leaves) <= limit and min(leaves) >= -limit):
-        return None  # NaN fails too: the general path keeps it
-    try:
-        array = np.array(value, dtype=np.float64 if wide else dtype)
-    except (ValueError, OverflowError):  # ragged rows; an integer past float64
-        return None
-    if not wide:
-        return array
-    if not np.abs(array).max() <= limit:  # NaN fails too: the general path keeps it
-        return None
-    return array.astype(dtype)
-
-
-_NUMBERS = frozenset({float, int})
-_FEW = 32  # up to this many leaves, Python's min and max check the range; past it, numpy does
-_SHORT = 4096  # leaves checked by _float_list; longer lists are checked by the general path
-
-# The largest finite value of each narrow float dtype: a float64 array within it casts without overflow.
-_NARROW_LIMITS = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32)}
-
-
-def _holds_bool(value: list[Any] | tuple[Any, ...]) -> bool:
-    """Whether nested lists hold a bool; type checks run in C (map, set, chain), a level at a time."""
-    items: Any = value
-    while True:
-        types = set(map(type, items))
-        if bool in types or np.bool_ in types:
-            return True
-        if list not in types and tuple not in types:
-            return False
-        if not types <= _SEQUENCES:  # rows mixed with numbers: visit the rows alone
-            items = [item for item in items if type(item) in _SEQUENCES]
-        items = list(itertools.chain.from_iterable(items))
-
-
-_SEQUENCES = frozenset({list, tuple})
 
 
 def _cast_integers(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str, kind: str) -> np.ndarray[Any, Any]:

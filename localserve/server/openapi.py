@@ -4,7 +4,7 @@ Example::
 
     apis = [ApiDoc(name="iris", kind="request_handler", model_format="onnx", inputs=[...], raw_model=False)]
     document = openapi_document(apis, title="localserve", example=sample)
-    add_v2_paths(document, [api for api in apis if api.model_format])  # once the V2 inference routes exist
+    add_v2_paths(document, [api for api in apis if api.model_format])  # openapi_v2: once the V2 routes exist
 
 Pure functions of plain data: the server gathers what it knows about each API (``ApiDoc``) and
 this module only shapes it, so the document can be checked without a server.
@@ -29,21 +29,6 @@ _INTS = {
     "int64": 2**63,
 }
 _UINTS = {"uint8": 2**8, "uint16": 2**16, "uint32": 2**32, "uint64": 2**64}
-_V2_DATATYPES = {
-    "bool": "BOOL",
-    "uint8": "UINT8",
-    "uint16": "UINT16",
-    "uint32": "UINT32",
-    "uint64": "UINT64",
-    "int8": "INT8",
-    "int16": "INT16",
-    "int32": "INT32",
-    "int64": "INT64",
-    "float16": "FP16",
-    "float32": "FP32",
-    "float64": "FP64",
-    "string": "BYTES",
-}
 
 
 @dataclass(frozen=True)
@@ -127,7 +112,8 @@ def fits_inputs(value: Any, inputs: Sequence[dict[str, Any]]) -> bool:
     return isinstance(value, list) and len(inputs) == 1
 
 
-def _error_responses(*codes: int) -> dict[str, Any]:
+def error_responses(*codes: int) -> dict[str, Any]:
+    """The documented error responses for ``codes`` (each a JSON Error)."""
     reasons = {
         400: "The request does not fit what the API expects.",
         404: "No such route or API.",
@@ -189,7 +175,7 @@ def api_paths(api: ApiDoc) -> dict[str, Any]:
         "requestBody": _api_request_body(api),
         "responses": {
             "200": {"description": "What the API returned.", "content": {"*/*": {"schema": {}}}},
-            **_error_responses(400, 413, 500, 503, 504),
+            **error_responses(400, 413, 500, 503, 504),
         },
     }
     describe = {
@@ -224,13 +210,14 @@ def api_paths(api: ApiDoc) -> dict[str, Any]:
     return paths
 
 
-def _get(summary: str, tag: str, operation_id: str, content: dict[str, Any], *errors: int) -> dict[str, Any]:
+def get_route(summary: str, tag: str, operation_id: str, content: dict[str, Any], *errors: int) -> dict[str, Any]:
+    """A path item answering GET with ``content`` (and the errors ``errors``)."""
     return {
         "get": {
             "summary": summary,
             "operationId": operation_id,
             "tags": [tag],
-            "responses": {"200": {"description": summary, "content": content}, **_error_responses(*errors)},
+            "responses": {"200": {"description": summary, "content": content}, **error_responses(*errors)},
         }
     }
 
@@ -240,22 +227,22 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
     status = {JSON: {"schema": {"$ref": "#/components/schemas/Status"}}}
     ready = {JSON: {"schema": {"$ref": "#/components/schemas/Ready"}}}
     paths = {
-        "/healthz": _get("The server is alive", "health", "healthz", status),
-        "/health_check": _get("The server is alive (ABEJA's path)", "health", "health_check", status),
-        "/readyz": _get("Every API is loaded", "health", "readyz", ready, 503),
-        "/v2/health/live": _get("The server is alive (Open Inference Protocol)", "v2", "v2_live", status),
-        "/v2/health/ready": _get("Every API is loaded (Open Inference Protocol)", "v2", "v2_ready", ready, 503),
-        "/metrics": _get("Prometheus metrics", "observability", "metrics", {"text/plain": {"schema": {}}}, 404),
-        "/stats": _get(
+        "/healthz": get_route("The server is alive", "health", "healthz", status),
+        "/health_check": get_route("The server is alive (ABEJA's path)", "health", "health_check", status),
+        "/readyz": get_route("Every API is loaded", "health", "readyz", ready, 503),
+        "/v2/health/live": get_route("The server is alive (Open Inference Protocol)", "v2", "v2_live", status),
+        "/v2/health/ready": get_route("Every API is loaded (Open Inference Protocol)", "v2", "v2_ready", ready, 503),
+        "/metrics": get_route("Prometheus metrics", "observability", "metrics", {"text/plain": {"schema": {}}}, 404),
+        "/stats": get_route(
             "Request counts, latency and tracker of every API",
             "observability",
             "stats",
             {JSON: {"schema": {"type": "array"}}},
         ),
-        "/openapi.json": _get("This document", "pages", "openapi", {JSON: {"schema": {"type": "object"}}}),
-        "/docs": _get("Try the APIs from a browser", "pages", "docs", {"text/html": {"schema": {}}}),
-        "/dashboard": _get("A live dashboard of every API", "pages", "dashboard", {"text/html": {"schema": {}}}),
-        "/dashboard/data": _get(
+        "/openapi.json": get_route("This document", "pages", "openapi", {JSON: {"schema": {"type": "object"}}}),
+        "/docs": get_route("Try the APIs from a browser", "pages", "docs", {"text/html": {"schema": {}}}),
+        "/dashboard": get_route("A live dashboard of every API", "pages", "dashboard", {"text/html": {"schema": {}}}),
+        "/dashboard/data": get_route(
             "The dashboard's figures (from /metrics and /stats)",
             "pages",
             "dashboard_data",
@@ -302,79 +289,3 @@ def openapi_document(apis: Sequence[ApiDoc], *, title: str = "localserve", beare
         document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         document["security"] = [{"bearer": []}]
     return document
-
-
-def _v2_tensor(spec: dict[str, Any], *, concrete: bool = False) -> dict[str, Any]:
-    """A V2 tensor's name, datatype and shape: free dimensions are -1 (1 with ``concrete``, for an example)."""
-    free = 1 if concrete else -1
-    shape = [d if isinstance(d, int) and d >= 0 else free for d in (spec.get("shape") or [])]
-    return {"name": spec["name"], "datatype": _V2_DATATYPES.get(spec["type"], spec["type"].upper()), "shape": shape}
-
-
-def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
-    """Add the Open Inference Protocol's routes for the ``apis`` that are V2 models (a model run by localserve)."""
-    schemas = document["components"]["schemas"]
-    schemas["V2Tensor"] = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-            "datatype": {"enum": sorted(set(_V2_DATATYPES.values()))},
-            "parameters": {"type": "object"},
-            "data": {"type": "array"},
-        },
-        "required": ["name", "shape", "datatype", "data"],
-    }
-    schemas["V2InferRequest"] = {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "parameters": {"type": "object"},
-            "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/V2Tensor"}},
-            "outputs": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
-        },
-        "required": ["inputs"],
-    }
-    paths = document["paths"]
-    paths["/v2"] = _get("Server metadata (Open Inference Protocol)", "v2", "v2_server", {JSON: {"schema": {}}})
-    any_json = {JSON: {"schema": {"type": "object"}}}
-    models = [api for api in apis if api.model_format is not None and api.kind == "request_handler"]
-    if models:
-        paths["/v2/models/stats"] = _get(
-            "Statistics of every model (Triton's extension)", "v2", "v2_stats", any_json, 404
-        )
-    for api in models:
-        for tail, summary, operation in (
-            ("ready", f"{api.name!r} is loaded", "v2_ready"),
-            ("config", f"Triton's model configuration of {api.name!r}", "v2_config"),
-            ("stats", f"Statistics of {api.name!r} (Triton's extension)", "v2_stats"),
-        ):
-            paths[f"/v2/models/{api.name}/{tail}"] = _get(summary, "v2", f"{operation}_{api.name}", any_json, 404, 503)
-        example = {
-            "inputs": [
-                {**_v2_tensor(i, concrete=True), "data": tensor_example(i["type"], i["shape"])} for i in api.inputs
-            ],
-        }
-        paths[f"/v2/models/{api.name}"] = _get(
-            f"Metadata of {api.name!r}: inputs and outputs with datatypes and shapes",
-            "v2",
-            f"v2_metadata_{api.name}",
-            {JSON: {"schema": {}, "example": {"name": api.name, "inputs": [_v2_tensor(i) for i in api.inputs]}}},
-            404,
-        )
-        paths[f"/v2/models/{api.name}/infer"] = {
-            "post": {
-                "summary": f"Run {api.name!r} on tensors (Open Inference Protocol)",
-                "operationId": f"v2_infer_{api.name}",
-                "tags": ["v2"],
-                "requestBody": {
-                    "required": True,
-                    "content": {JSON: {"schema": {"$ref": "#/components/schemas/V2InferRequest"}, "example": example}},
-                },
-                "responses": {
-                    "200": {"description": "The outputs.", "content": {JSON: {"schema": {}}}},
-                    **_error_responses(400, 404, 503),
-                },
-            }
-        }
-    document["paths"] = dict(sorted(paths.items()))

@@ -28,7 +28,8 @@ from starlette.routing import BaseRoute, Route
 
 from localserve.errors import NotFound
 from localserve.protocols.http import render_error, request_id_of
-from localserve.server.openapi import ApiDoc, add_v2_paths, openapi_document
+from localserve.server.openapi import ApiDoc, openapi_document
+from localserve.server.openapi_v2 import add_v2_paths
 
 if TYPE_CHECKING:
     from localserve.engine.api import ApiRuntime

@@ -1,7 +1,7 @@
 """The default job store: one SQLite file (WAL, synchronous=FULL) shared by the replicas of one machine.
 
-Each thread has its own connection. A claim is one ``UPDATE ... RETURNING`` statement, so two
-processes can never claim one job; a submit returns only once its transaction is on disk.
+Each thread has its own connection (``sqlitefile.SqliteFile``). A claim is one ``UPDATE ... RETURNING``
+statement, so two processes can never claim one job; a submit returns only once its transaction is on disk.
 """
 
 from __future__ import annotations
@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from localserve.protocols.asyncapi.sqlitefile import SqliteFile
 from localserve.protocols.asyncapi.store import LATENCY_BOUNDS, Counts, Job, JobState, StoreError, latency_bucket
 
 SCHEMA = """
@@ -64,37 +63,10 @@ class SqliteStore:
         self.path = path
         self.url = f"sqlite://{path}"
         self.max_bytes = max_bytes
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._pending: list[_Pending] = []
         self._committing = False
-        with self._errors("opened"):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._create(self._db())
-
-    @staticmethod
-    def _create(db: sqlite3.Connection) -> None:
-        """Switch the file to WAL and create the tables, also while another replica does the same.
-
-        Two processes opening a new file at once can be refused at once, without the busy timeout
-        ("database is locked": the switch to WAL, or a read lock that cannot become a write lock), so
-        a refusal is tried again for up to 30 s; the tables are created under ``BEGIN IMMEDIATE``,
-        which takes the write lock first and so waits like any other write.
-        """
-        deadline = time.monotonic() + 30.0
-        while True:
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
-                return
-            except sqlite3.OperationalError as exc:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                text = str(exc)
-                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
+        self._file = SqliteFile(path, SCHEMA, max_bytes=max_bytes)
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
@@ -114,47 +86,9 @@ class SqliteStore:
             max_bytes = int(text)
         return cls(Path(parts.path), max_bytes=max_bytes)
 
-    # -- connections ------------------------------------------------------------------------------
     def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA synchronous=FULL")  # an id is given only for a job that is on disk
-            db.execute("PRAGMA busy_timeout=30000")
-            if self.max_bytes is not None:
-                page = int(db.execute("PRAGMA page_size").fetchone()[0])
-                db.execute(f"PRAGMA max_page_count={max(16, self.max_bytes // page)}")
-            self._local.db = db
-            with self._lock:
-                self._connections.append(db)
-        return db
-
-    @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            text = str(exc)
-            if isinstance(exc, sqlite3.OperationalError) and "full" in text:
-                limit = f" (max_bytes={self.max_bytes})" if self.max_bytes else ""
-                raise StoreError(
-                    f"The job store {self.path} is full{limit}: {text}; free disk space or wait for old jobs to be purged."
-                ) from exc
-            raise StoreError(f"The job store {self.path} could not be {doing}: {text}.") from exc
-        except OSError as exc:
-            raise StoreError(f"The job store {self.path} could not be {doing}: {exc}.") from exc
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            if db.in_transaction:  # SQLite rolls back by itself on some errors (SQLITE_FULL)
-                db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        """This thread's connection."""
+        return self._file.connection()
 
     # -- JobStore -------------------------------------------------------------------------------
     def submit(self, job_id: str, payload: bytes, meta: Mapping[str, Any], now: float) -> None:
@@ -183,7 +117,7 @@ class SqliteStore:
     def _commit(self, batch: list[_Pending]) -> None:
         insert = "INSERT INTO jobs (id, status, payload, meta, submitted) VALUES (?, 'in_queue', ?, ?, ?)"
         try:
-            with self._errors("written"), self._transaction() as db:
+            with self._file.errors("written"), self._file.transaction() as db:
                 db.executemany(insert, [entry.row for entry in batch])
         except StoreError as exc:
             if len(batch) == 1:
@@ -191,7 +125,7 @@ class SqliteStore:
             else:  # one submit that does not fit must not fail the others: each on its own
                 for entry in batch:
                     try:
-                        with self._errors("written"):
+                        with self._file.errors("written"):
                             self._db().execute(insert, entry.row)
                     except StoreError as single:
                         entry.error = single
@@ -203,7 +137,7 @@ class SqliteStore:
 
     def state(self, job_id: str) -> JobState | None:
         """As ``JobStore.state``."""
-        with self._errors("read"):
+        with self._file.errors("read"):
             row = (
                 self._db()
                 .execute("SELECT status, result, error, finished FROM jobs WHERE id = ?", (job_id,))
@@ -215,7 +149,7 @@ class SqliteStore:
 
     def claim(self, worker: str, now: float, lease: float) -> Job | None:
         """As ``JobStore.claim``."""
-        with self._errors("written"):
+        with self._file.errors("written"):
             row = (
                 self._db()
                 .execute(
@@ -236,7 +170,7 @@ class SqliteStore:
         if not job_ids:
             return
         marks = ",".join("?" * len(job_ids))
-        with self._errors("written"):
+        with self._file.errors("written"):
             self._db().execute(
                 f"UPDATE jobs SET lease_until = ? WHERE status = 'in_progress' AND worker = ? AND id IN ({marks})",
                 (until, worker, *job_ids),
@@ -245,7 +179,7 @@ class SqliteStore:
     def finish(self, job_id: str, worker: str, now: float, *, result: str | None, error: str | None) -> bool:
         """As ``JobStore.finish``."""
         outcome = "completed" if error is None else "failed"
-        with self._errors("written"), self._transaction() as db:
+        with self._file.errors("written"), self._file.transaction() as db:
             row = db.execute(
                 "UPDATE jobs SET status = ?, result = ?, error = ?, finished = ?, payload = NULL, lease_until = NULL "
                 "WHERE id = ? AND status = 'in_progress' AND worker = ? RETURNING submitted",
@@ -264,14 +198,14 @@ class SqliteStore:
 
     def recover(self, now: float, is_dead: Callable[[str], bool]) -> list[str]:
         """As ``JobStore.recover``."""
-        with self._errors("read"):
+        with self._file.errors("read"):
             rows = (
                 self._db().execute("SELECT id, worker, lease_until FROM jobs WHERE status = 'in_progress'").fetchall()
             )
         back = []
         for job_id, worker, lease_until in rows:
             if (lease_until is not None and lease_until < now) or is_dead(worker or ""):
-                with self._errors("written"):
+                with self._file.errors("written"):
                     cursor = self._db().execute(
                         "UPDATE jobs SET status = 'in_queue', worker = NULL, lease_until = NULL "
                         "WHERE id = ? AND status = 'in_progress' AND worker IS ?",
@@ -283,7 +217,7 @@ class SqliteStore:
 
     def purge(self, before: float) -> int:
         """As ``JobStore.purge``."""
-        with self._errors("written"):
+        with self._file.errors("written"):
             cursor = self._db().execute(
                 "DELETE FROM jobs WHERE finished IS NOT NULL AND finished < ? AND status IN ('completed', 'failed')",
                 (before,),
@@ -293,7 +227,7 @@ class SqliteStore:
     def counts(self) -> Counts:
         """As ``JobStore.counts``."""
         counts = Counts()
-        with self._errors("read"):
+        with self._file.errors("read"):
             db = self._db()
             for status, number in db.execute(
                 "SELECT status, count(*) FROM jobs WHERE status IN ('in_queue', 'in_progress') GROUP BY status"
@@ -309,13 +243,9 @@ class SqliteStore:
 
     def ping(self) -> None:
         """As ``JobStore.ping``."""
-        with self._errors("read"):
+        with self._file.errors("read"):
             self._db().execute("SELECT count(*) FROM jobs WHERE 0").fetchone()
 
     def close(self) -> None:
         """As ``JobStore.close``."""
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for db in connections:
-            db.close()
-        self._local = threading.local()
+        self._file.close()

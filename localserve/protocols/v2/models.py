@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from localserve.engine.api import ApiRuntime
-from localserve.protocols.v2.codec import TensorSpec, datatype_of_name
+from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
 
 PLATFORMS = {"onnx": "onnx_onnxv1", "tensorflow": "tensorflow_savedmodel"}
 VERSION = "1"  # localserve serves one version of each model

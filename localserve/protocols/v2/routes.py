@@ -34,16 +34,11 @@ from localserve.protocols.http import (
     send_error,
     send_reply,
 )
-from localserve.protocols.v2.codec import (
-    HEADER_LENGTH,
-    Decoded,
-    Requested,
-    decode_request,
-    encode_response,
-    parse_header_length,
-)
+from localserve.protocols.v2.binary import HEADER_LENGTH, parse_header_length
+from localserve.protocols.v2.codec import Decoded, decode_request, encode_response
 from localserve.protocols.v2.models import VERSION, V2Model, not_a_model, v2_model
 from localserve.protocols.v2.stats import model_stats
+from localserve.protocols.v2.tensors import Requested
 from localserve.request import Request
 from localserve.response import Reply
 

@@ -1,0 +1,150 @@
+"""Values to JSON and msgpack bytes, as the platforms wrote them: JSON byte for byte the standard library's
+(orjson writes it where the bytes agree), numpy values and datetimes included, NaN sent as null with a
+warning; and whether a client's Accept header asks for msgpack."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import enum
+import json
+import logging
+import math
+import re
+from typing import Any
+
+import numpy as np
+import orjson
+
+from localserve.errors import HandlerError
+
+log = logging.getLogger("localserve")
+
+
+def json_default(value: Any) -> Any:
+    """json.dumps hook: numpy arrays and scalars, datetimes, decimals, sets, bytes, enums."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "SO":
+            return [json_default(v) if isinstance(v, bytes | np.ndarray) else v for v in value.tolist()]
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def dump_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON, byte for byte as the standard library writes it (as the platforms did).
+
+    (orjson writes most of it, see ``_dumps``.)
+    NaN and ±Infinity are not JSON: they are written as ``null`` and a warning names where
+    they were, so a client's JSON parser never fails on what we send.
+    """
+    try:
+        return _dumps(value)
+    except UnicodeEncodeError:  # a lone surrogate (JSON input may carry one): written as a \\u escape
+        return json.dumps(value, default=json_default, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError as exc:
+        if "Out of range float values" not in str(exc):
+            raise HandlerError(f"The response cannot be serialised as JSON: {exc}.") from None
+    except TypeError as exc:
+        raise HandlerError(f"The response cannot be serialised as JSON: {exc}.") from None
+    except RecursionError:
+        raise HandlerError("The response cannot be serialised as JSON: it is nested too deeply.") from None
+    found: list[str] = []
+    plain = _without_non_finite(json.loads(json.dumps(value, default=json_default)), "$", found)
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    log.warning("the response holds NaN or Infinity, which JSON cannot carry; sent as null: %s", shown)
+    return _dumps(plain)
+
+
+def _dumps(value: Any) -> bytes:
+    """orjson's bytes when they are the standard library's, else the standard library's.
+
+    orjson writes floats below 1e-4 and from 1e16 differently (``0.00001`` for ``1e-05``,
+    ``1e16`` for ``1e+16``), writes NaN as null where the standard library refuses it (and
+    ``dump_json`` then warns), and refuses what the standard library may still write (big
+    integers, keys that are not strings). Any output where one of these could hide (a digit
+    before an ``e``, ``.0000``, ``null``) is written again by the standard library, so the bytes
+    are always the standard library's (tests/test_response.py compares them over many values).
+    """
+    try:
+        out: bytes = orjson.dumps(value, default=json_default, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError: the standard library decides (and words any error)
+        pass
+    else:
+        if _NOT_ORJSON.search(out) is None:
+            return out
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS  # both to json_default
+_NOT_ORJSON = re.compile(rb"[0-9]e|\.0000|null")  # where orjson's bytes may differ from the standard library's
+
+
+# Made once: json.dumps with any option builds a new JSONEncoder on every call (a third of its time here).
+_ENCODER = json.JSONEncoder(default=json_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _without_non_finite(value: Any, path: str, found: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(f"{path} ({value})")
+        return None
+    if isinstance(value, dict):
+        return {k: _without_non_finite(v, f"{path}.{k}", found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_non_finite(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
+    return value
+
+
+def dump_msgpack(value: Any) -> bytes:
+    """``value`` as msgpack (numpy arrays as lists); a HandlerError when it cannot be."""
+    import msgpack
+
+    try:
+        return msgpack.packb(value, default=_msgpack_default, use_bin_type=True)  # type: ignore[no-any-return]
+    except (TypeError, ValueError) as exc:
+        raise HandlerError(f"The response cannot be serialised as msgpack: {exc}.") from None
+
+
+def _msgpack_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    return json_default(value)
+
+
+def wants_msgpack(accept: str | None) -> bool:
+    """Whether an Accept header asks for msgpack: named with a q above 0, and no lower than JSON's.
+
+    ``application/msgpack;q=0, application/json`` refuses msgpack; ``application/msgpack,
+    application/json`` (equal weights) gets it, as it always did.
+    """
+    if accept is None or "msgpack" not in accept:
+        return False
+    weights: dict[str, float] = {}
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        weights[media.lower()] = max(q, weights.get(media.lower(), 0.0))
+    msgpack_q = max(weights.get("application/msgpack", 0.0), weights.get("application/x-msgpack", 0.0))
+    json_q = weights.get("application/json", weights.get("application/*", weights.get("*/*", 0.0)))
+    return msgpack_q > 0 and msgpack_q >= json_q

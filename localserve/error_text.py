@@ -1,0 +1,49 @@
+"""What a client is told of an error: its message (cut at a length, or hidden with ``--hide-errors``), the
+server's paths left out, and the one JSON body of every error response."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+HIDDEN_ERROR = "Internal error: the server log has the details under this request id (--hide-errors)."
+MAX_ERROR_CHARS = 10_000  # of an error's message sent to the client
+
+
+def error_message(exc: Exception, hide_errors: bool) -> str:
+    """What a client is told of an error: its message (cut at ``MAX_ERROR_CHARS``), or with ``--hide-errors``
+    nothing of a 500's text."""
+    if hide_errors and getattr(exc, "status_code", 500) == 500:
+        return HIDDEN_ERROR
+    text = str(exc)
+    if len(text) > MAX_ERROR_CHARS:  # a handler raising with a 10 MB message would answer 10 MB
+        text = f"{text[:MAX_ERROR_CHARS]}... ({len(text) - MAX_ERROR_CHARS:,} more characters cut)"
+    return text
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s'\"/:,;()]+)+/(?=[^\s'\"/:,;()])")
+
+
+def without_paths(text: str, project: Path) -> str:
+    """``text`` for clients: paths inside the project made relative, other absolute folders dropped.
+
+    Model and handler load failures name files; the log keeps the full paths, what a client
+    sees (503 bodies, /readyz) does not disclose the server's layout.
+    """
+    text = text.replace(f"{project}{os.sep}", "").replace(str(project), ".")
+    return _ABSOLUTE_PATH.sub("", text)
+
+
+def error_body(message: str, request_id: str) -> bytes:
+    """The JSON body of every error response: ``{"error": message, "request_id": ...}``.
+
+    A message may hold lone surrogates (an exception naming a file whose name is not UTF-8, made
+    by ``os.fsdecode``): UTF-8 cannot carry them, so such a body is written with JSON's escapes.
+    """
+    document = {"error": message, "request_id": request_id}
+    try:
+        return json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(document).encode("ascii")

@@ -1,0 +1,131 @@
+"""The binary tensor data extension of the Open Inference Protocol: raw tensors after the JSON header.
+
+``Inference-Header-Content-Length`` says where the JSON ends, and each binary input says its byte
+count in ``parameters.binary_data_size``; the tensors follow in the order of the inputs,
+little-endian, BYTES elements each a 4-byte little-endian length then the bytes. An array is only
+ever made from bytes that came in the body, after their count was checked against its shape.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from localserve.errors import RequestError
+from localserve.protocols.v2.tensors import DATATYPES, TensorSpec, count_error
+
+HEADER_LENGTH = b"inference-header-content-length"
+_LENGTH = struct.Struct("<I")
+
+
+def parse_header_length(value: bytes | None, body_size: int) -> int | None:
+    """``Inference-Header-Content-Length`` as an int in [0, body_size], or RequestError (400)."""
+    if value is None:
+        return None
+    text = value.decode("latin-1").strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 20:
+        raise RequestError(
+            f"Inference-Header-Content-Length {text[:40]!r} is not a byte count; expected a whole number from 0 to "
+            f"the body's {body_size} bytes."
+        )
+    length = int(text)
+    if length > body_size:
+        raise RequestError(
+            f"Inference-Header-Content-Length {length} is past the end of the body ({body_size} bytes); it must "
+            "count the bytes of the JSON header that starts the body."
+        )
+    return length
+
+
+def binary_size(parameters: Mapping[str, Any], name: str) -> int | None:
+    """An input's ``binary_data_size`` (None when its data is JSON)."""
+    size = parameters.get("binary_data_size")
+    if size is None:
+        return None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise RequestError(
+            f"Input {name!r} has binary_data_size {size!r}; expected a whole number of bytes, 0 or more."
+        )
+    return size
+
+
+def from_binary(
+    spec: TensorSpec, shape: tuple[int, ...], data: memoryview, *, keep_bytes: bool
+) -> np.ndarray[Any, Any]:
+    """An input's array from its bytes of the binary part, their count checked against its shape."""
+    count = math.prod(shape)
+    if spec.datatype == "BYTES":
+        return _bytes_elements(spec.name, shape, count, data, keep_bytes=keep_bytes)
+    dtype = DATATYPES[spec.datatype]
+    if len(data) != count * dtype.itemsize:
+        raise RequestError(
+            f"Input {spec.name!r} has binary_data_size {len(data)}, but shape {list(shape)} of {spec.datatype} takes "
+            f"{count} x {dtype.itemsize} = {count * dtype.itemsize} bytes."
+        )
+    if spec.datatype == "BOOL":
+        raw = np.frombuffer(data, dtype=np.uint8)
+        bad = np.flatnonzero(raw > 1)
+        if bad.size:
+            raise RequestError(
+                f"Input {spec.name!r} is BOOL but byte {int(bad[0])} of its binary data is {int(raw[bad[0]])}; "
+                "BOOL elements are one byte, 0 or 1."
+            )
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def _bytes_elements(
+    name: str, shape: tuple[int, ...], count: int, data: memoryview, *, keep_bytes: bool
+) -> np.ndarray[Any, Any]:
+    if count * _LENGTH.size > len(data):  # each element takes at least its 4-byte length
+        raise RequestError(count_error(name, shape, count, f"{len(data)} bytes, room for at most {len(data) // 4}"))
+    elements: list[Any] = []
+    position = 0
+    while position < len(data):
+        if len(data) - position < _LENGTH.size:
+            raise RequestError(
+                f"Input {name!r} (BYTES) ends with {len(data) - position} stray bytes; each element is a 4-byte "
+                "little-endian length then that many bytes."
+            )
+        (length,) = _LENGTH.unpack_from(data, position)
+        position += _LENGTH.size
+        if length > len(data) - position:
+            raise RequestError(
+                f"Element {len(elements)} of input {name!r} (BYTES) says {length} bytes but only "
+                f"{len(data) - position} are left in its binary data."
+            )
+        raw = bytes(data[position : position + length])
+        position += length
+        element: bytes | str = raw
+        if not keep_bytes:
+            try:
+                element = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RequestError(
+                    f"Element {len(elements)} of input {name!r} (BYTES) is not valid UTF-8; this model's string "
+                    "inputs take text."
+                ) from None
+        elements.append(element)
+        if len(elements) > count:
+            break
+    if len(elements) != count:
+        got = f"{len(elements)} or more elements" if len(elements) > count else f"{len(elements)} elements"
+        raise RequestError(count_error(name, shape, count, got))
+    array = np.empty(count, dtype=object)
+    array[:] = elements
+    return array.reshape(shape)
+
+
+def binary_of(array: np.ndarray[Any, Any], datatype: str) -> bytes:
+    """An output's bytes for the binary part (BYTES elements each after its 4-byte length)."""
+    if datatype != "BYTES":
+        return np.ascontiguousarray(array, dtype=DATATYPES[datatype]).tobytes()
+    parts: list[bytes] = []
+    for item in array.flat:
+        data = item.encode("utf-8") if isinstance(item, str) else bytes(item)
+        parts.append(_LENGTH.pack(len(data)))
+        parts.append(data)
+    return b"".join(parts)

@@ -1,0 +1,68 @@
+"""Nested JSON lists checked a level at a time with the type checks in C (map, set, chain): the common case,
+numbers for a float input, made an array in one numpy call; and whether a nested list holds a boolean."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+
+def float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
+    """The common case, a JSON list (of lists) of numbers for a float input, in one numpy call; else None.
+
+    Every level is checked in C (map, set, chain) before numpy sees it: only ints and floats at
+    the leaves, only lists and tuples above them, and (for a short list going to a narrower
+    float) no finite value that would become infinite. Anything else, ragged rows included, is
+    None: the general path decides it and words the error.
+    """
+    leaves: Any = value
+    while True:
+        types = set(map(type, leaves))
+        if types <= _NUMBERS:
+            break
+        if not types <= _SEQUENCES:
+            return None
+        leaves = list(itertools.chain.from_iterable(leaves))
+    limit = NARROW_LIMITS.get(dtype)
+    if limit is not None and len(leaves) > _SHORT:
+        return None  # the general path checks a long list in numpy
+    # Past a few dozen leaves one numpy reduction checks the range faster than Python's min and max.
+    wide = limit is not None and len(leaves) > _FEW
+    if limit is not None and leaves and not wide and not (max(leaves) <= limit and min(leaves) >= -limit):
+        return None  # NaN fails too: the general path keeps it
+    try:
+        array = np.array(value, dtype=np.float64 if wide else dtype)
+    except (ValueError, OverflowError):  # ragged rows; an integer past float64
+        return None
+    if not wide:
+        return array
+    if not np.abs(array).max() <= limit:  # NaN fails too: the general path keeps it
+        return None
+    return array.astype(dtype)
+
+
+_NUMBERS = frozenset({float, int})
+_FEW = 32  # up to this many leaves, Python's min and max check the range; past it, numpy does
+_SHORT = 4096  # leaves checked by float_list; longer lists are checked by the general path
+
+# The largest finite value of each narrow float dtype: a float64 array within it casts without overflow.
+NARROW_LIMITS = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32)}
+
+
+def holds_bool(value: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether nested lists hold a bool; type checks run in C (map, set, chain), a level at a time."""
+    items: Any = value
+    while True:
+        types = set(map(type, items))
+        if bool in types or np.bool_ in types:
+            return True
+        if list not in types and tuple not in types:
+            return False
+        if not types <= _SEQUENCES:  # rows mixed with numbers: visit the rows alone
+            items = [item for item in items if type(item) in _SEQUENCES]
+        items = list(itertools.chain.from_iterable(items))
+
+
+_SEQUENCES = frozenset({list, tuple})

@@ -1,0 +1,140 @@
+"""Models on S3 (``s3://bucket/key``, an object or a prefix), downloaded into the cache once per ETag;
+boto3 (the s3 extra) is imported only when an S3 model is loaded. Every failure is a ModelLoadError
+that says what to fix (credentials, the bucket, access)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from localserve.errors import ModelLoadError
+from localserve.runtimes.cache import cache_key, download, model_root, safe_name, staging_dir
+
+logger = logging.getLogger("localserve")
+
+NO_CREDENTIALS_HINT = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run where an instance or pod role applies"
+)
+
+
+def fetch_s3(location: str, models: Path, show_bar: bool, endpoint: str | None) -> Path:
+    """A local path to the S3 object or prefix at ``location``, downloaded into ``models`` once."""
+    bucket, _, key = location[len("s3://") :].partition("/")
+    if not bucket:
+        raise ModelLoadError(f"Invalid model location {location!r}: expected s3://<bucket>/<key>.")
+    import boto3  # the s3 extra; only S3 models need it
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        IncompleteReadError,
+        NoCredentialsError,
+        ResponseStreamingError,
+    )
+
+    try:
+        # A fresh session per call: a session caches the credentials it first found.
+        client = boto3.session.Session().client("s3", endpoint_url=endpoint)
+        return _fetch_s3_key(client, location, bucket, key, models, show_bar)
+    except NoCredentialsError:
+        raise ModelLoadError(
+            f"Cannot download the model {location}: no AWS credentials found; {NO_CREDENTIALS_HINT}."
+        ) from None
+    except ClientError as exc:
+        raise _client_error(location, bucket, exc) from None
+    except (IncompleteReadError, ResponseStreamingError) as exc:
+        raise ModelLoadError(f"Download of {location} was interrupted: {exc}") from None
+    except BotoCoreError as exc:  # endpoint unreachable, read timeouts
+        raise ModelLoadError(f"Cannot download the model {location}: {exc}") from None
+
+
+def _fetch_s3_key(client: Any, location: str, bucket: str, key: str, models: Path, show_bar: bool) -> Path:
+    """The object ``key`` when there is one, else every object under the prefix ``key/``."""
+    from botocore.exceptions import ClientError
+
+    if key and not key.endswith("/"):
+        try:
+            head = client.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if _s3_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+                raise
+        else:
+            return _fetch_s3_object(client, location, bucket, key, head, models, show_bar)
+    prefix = key.rstrip("/") + "/" if key else ""
+    objects = [
+        obj
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for obj in page.get("Contents", [])
+        if not obj["Key"].endswith("/")
+    ]
+    if not objects:
+        raise ModelLoadError(
+            f"Cannot download the model {location}: there is no object or prefix {key!r} in bucket {bucket!r}."
+        )
+    return _fetch_s3_prefix(client, location, bucket, prefix, objects, models, show_bar)
+
+
+def _client_error(location: str, bucket: str, exc: Any) -> ModelLoadError:
+    """An S3 error answer in words: a missing bucket, access denied, or S3's own message."""
+    code = _s3_code(exc)
+    if code == "NoSuchBucket":
+        return ModelLoadError(f"Cannot download the model {location}: the bucket {bucket!r} does not exist.")
+    if code in ("403", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return ModelLoadError(
+            f"Cannot download the model {location}: access denied ({code}); "
+            f"check that the credentials may read bucket {bucket!r}."
+        )
+    return ModelLoadError(f"Cannot download the model {location}: {exc}")
+
+
+def _s3_code(exc: Any) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _fetch_s3_object(
+    client: Any, location: str, bucket: str, key: str, head: dict[str, Any], models: Path, show_bar: bool
+) -> Path:
+    etag = str(head.get("ETag", "")).strip('"')
+    name = safe_name(key.rsplit("/", 1)[-1])
+    folder = models / f"s3-{cache_key(location, etag)}"
+    target = folder / name
+    if target.is_file():
+        logger.debug("Using cached %s for %s (ETag %s)", target, location, etag)
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    body = client.get_object(Bucket=bucket, Key=key, IfMatch=head["ETag"])["Body"]
+    try:
+        download(body.read, target, int(head["ContentLength"]), location, show_bar)
+    finally:
+        body.close()
+    return target
+
+
+def _fetch_s3_prefix(
+    client: Any,
+    location: str,
+    bucket: str,
+    prefix: str,
+    objects: list[dict[str, Any]],
+    models: Path,
+    show_bar: bool,
+) -> Path:
+    validators = "\n".join(f"{obj['Key']} {obj.get('ETag', '')}" for obj in sorted(objects, key=lambda o: o["Key"]))
+    target = models / f"s3-{cache_key(location, validators)}"
+    if target.is_dir():
+        logger.debug("Using cached %s for %s", target, location)
+        return model_root(target)
+    models.mkdir(parents=True, exist_ok=True)
+    with staging_dir(models, target) as staging:
+        for obj in objects:
+            relative = obj["Key"][len(prefix) :]
+            dest = (staging / relative).resolve()
+            if not dest.is_relative_to(staging.resolve()):
+                raise ModelLoadError(f"Cannot download the model {location}: unsafe object key {obj['Key']!r}.")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"]
+            try:
+                download(body.read, dest, int(obj["Size"]), f"s3://{bucket}/{obj['Key']}", show_bar)
+            finally:
+                body.close()
+    return model_root(target)

@@ -1,0 +1,112 @@
+"""The Open Inference Protocol's routes in the OpenAPI document: the V2 schemas, the server's ``/v2`` and,
+for every API that is a V2 model, its metadata, readiness, configuration, statistics and ``infer``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from localserve.server.openapi import JSON, ApiDoc, error_responses, get_route, tensor_example
+
+_V2_DATATYPES = {
+    "bool": "BOOL",
+    "uint8": "UINT8",
+    "uint16": "UINT16",
+    "uint32": "UINT32",
+    "uint64": "UINT64",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "string": "BYTES",
+}
+
+
+def _v2_tensor(spec: dict[str, Any], *, concrete: bool = False) -> dict[str, Any]:
+    """A V2 tensor's name, datatype and shape: free dimensions are -1 (1 with ``concrete``, for an example)."""
+    free = 1 if concrete else -1
+    shape = [d if isinstance(d, int) and d >= 0 else free for d in (spec.get("shape") or [])]
+    return {"name": spec["name"], "datatype": _V2_DATATYPES.get(spec["type"], spec["type"].upper()), "shape": shape}
+
+
+def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
+    """Add the Open Inference Protocol's routes for the ``apis`` that are V2 models (a model run by localserve)."""
+    document["components"]["schemas"].update(_v2_schemas())
+    paths = document["paths"]
+    paths["/v2"] = get_route("Server metadata (Open Inference Protocol)", "v2", "v2_server", {JSON: {"schema": {}}})
+    any_json = {JSON: {"schema": {"type": "object"}}}
+    models = [api for api in apis if api.model_format is not None and api.kind == "request_handler"]
+    if models:
+        paths["/v2/models/stats"] = get_route(
+            "Statistics of every model (Triton's extension)", "v2", "v2_stats", any_json, 404
+        )
+    for api in models:
+        paths.update(_v2_model_paths(api, any_json))
+    document["paths"] = dict(sorted(paths.items()))
+
+
+def _v2_schemas() -> dict[str, Any]:
+    """The V2Tensor and V2InferRequest schemas the infer routes refer to."""
+    return {
+        "V2Tensor": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                "datatype": {"enum": sorted(set(_V2_DATATYPES.values()))},
+                "parameters": {"type": "object"},
+                "data": {"type": "array"},
+            },
+            "required": ["name", "shape", "datatype", "data"],
+        },
+        "V2InferRequest": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "parameters": {"type": "object"},
+                "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/V2Tensor"}},
+                "outputs": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+            },
+            "required": ["inputs"],
+        },
+    }
+
+
+def _v2_model_paths(api: ApiDoc, any_json: dict[str, Any]) -> dict[str, Any]:
+    """The routes of one V2 model: ready, config, stats, its metadata and infer."""
+    paths: dict[str, Any] = {}
+    for tail, summary, operation in (
+        ("ready", f"{api.name!r} is loaded", "v2_ready"),
+        ("config", f"Triton's model configuration of {api.name!r}", "v2_config"),
+        ("stats", f"Statistics of {api.name!r} (Triton's extension)", "v2_stats"),
+    ):
+        paths[f"/v2/models/{api.name}/{tail}"] = get_route(summary, "v2", f"{operation}_{api.name}", any_json, 404, 503)
+    example = {
+        "inputs": [{**_v2_tensor(i, concrete=True), "data": tensor_example(i["type"], i["shape"])} for i in api.inputs],
+    }
+    paths[f"/v2/models/{api.name}"] = get_route(
+        f"Metadata of {api.name!r}: inputs and outputs with datatypes and shapes",
+        "v2",
+        f"v2_metadata_{api.name}",
+        {JSON: {"schema": {}, "example": {"name": api.name, "inputs": [_v2_tensor(i) for i in api.inputs]}}},
+        404,
+    )
+    paths[f"/v2/models/{api.name}/infer"] = {
+        "post": {
+            "summary": f"Run {api.name!r} on tensors (Open Inference Protocol)",
+            "operationId": f"v2_infer_{api.name}",
+            "tags": ["v2"],
+            "requestBody": {
+                "required": True,
+                "content": {JSON: {"schema": {"$ref": "#/components/schemas/V2InferRequest"}, "example": example}},
+            },
+            "responses": {
+                "200": {"description": "The outputs.", "content": {JSON: {"schema": {}}}},
+                **error_responses(400, 404, 503),
+            },
+        }
+    }
+    return paths
