@@ -37,13 +37,7 @@ def answer(
         for job, reply in done:
             if type(reply) is Reply and 200 <= reply.status < 300:
                 phases(job.times)
-    for job, reply in done:
-        writer = job.writer
-        if writer is not None and type(reply) is Reply and reply.stream is None and reply.asgi is None:
-            if not job.claim():
-                continue  # answered by the loop already (its deadline, shutdown)
-            headers = answer_headers(reply, job.request.request_id)
-            reply.sent = writer.write(reply.status, headers, reply.body)
+    _write_from_thread(done)
     if flush is not None:
         flush()
     streams = [(job, reply) for job, reply in done if isinstance(reply, Reply) and reply.stream is not None]
@@ -56,6 +50,17 @@ def answer(
     for job, reply in streams:
         request_id_var.set(job.request.request_id)
         pump(job, reply)
+
+
+def _write_from_thread(done: Done) -> None:
+    """Write each whole answer whose front door gave a ``ReplyWriter``, unless the loop answered it already."""
+    for job, reply in done:
+        writer = job.writer
+        if writer is not None and type(reply) is Reply and reply.stream is None and reply.asgi is None:
+            if not job.claim():
+                continue  # answered by the loop already (its deadline, shutdown)
+            headers = answer_headers(reply, job.request.request_id)
+            reply.sent = writer.write(reply.status, headers, reply.body)
 
 
 def answer_quietly(done: Done) -> None:

@@ -117,15 +117,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self.in_head:
             room = self.limits.max_header_bytes - self.head_bytes
             if len(data) > room:
-                # The head may end inside this read (a body follows): parse up to the limit only.
-                self.head_bytes += room
-                heads = self.heads
-                self._parse(data[:room])
-                if self.heads == heads and not self.transport.is_closing() and self.deferred is None:
-                    self._refuse_head_size()
-                    return
-                if not self.transport.is_closing() and self.deferred is None and len(data) > room:
-                    self.data_received(data[room:])  # a body, or a next request's head counted afresh
+                self._head_over(data, room)
                 return
             self.head_bytes += len(data)
         self._parse(data)
@@ -138,6 +130,17 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
         elif self.body_timer is None:  # a body is still coming
             self.body_timer = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
+
+    def _head_over(self, data: bytes, room: int) -> None:
+        """A read past the head's limit: the head may end inside it (a body follows), so parse up to the limit."""
+        self.head_bytes += room
+        heads = self.heads
+        self._parse(data[:room])
+        if self.heads == heads and not self.transport.is_closing() and self.deferred is None:
+            self._refuse_head_size()
+            return
+        if not self.transport.is_closing() and self.deferred is None and len(data) > room:
+            self.data_received(data[room:])  # a body, or a next request's head counted afresh
 
     def _parse(self, data: bytes) -> None:
         """Parse ``data``; when a request ends inside it and the next one's head begins, count that head.
