@@ -125,8 +125,8 @@ def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
     import dataclasses
 
     from localserve.cli import main
+    from localserve.replicas import ReplicaStart
     from localserve.server import HttpLimits, ServeOptions
-    from localserve.supervisor import ReplicaStart
 
     fields = {f.name for f in dataclasses.fields(ServeOptions)} | {f.name for f in dataclasses.fields(HttpLimits)}
     serve = main.commands["serve"]

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from localserve.config import load_config
+from localserve.replicas import Supervisor, visible_gpus
 from localserve.server import ServeOptions
-from localserve.supervisor import Supervisor, visible_gpus
 from tests.conftest import cli_env
 
 

@@ -1,0 +1,272 @@
+"""N replica processes on one port: started, watched, restarted with backoff, stopped together.
+
+The parent binds the port once (``bind_socket``) and hands the socket to each replica, a fresh
+Python process (``python -m localserve.replica``, not forked, so no replica inherits a
+half-initialised runtime). Its settings travel explicitly: the config and ``ServeOptions`` (replica
+index and count, metrics folder, log settings) are pickled into a pipe the replica reads first
+(``ReplicaStart``). Its environment is this process's plus two variables set for it at spawn, and
+nowhere else: ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode reads it when it
+is imported) and, with GPUs visible, ``CUDA_VISIBLE_DEVICES`` to spread the replicas over them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from localserve.config import ServeConfig
+from localserve.config.options import ServeOptions
+from localserve.errors import StartError
+from localserve.metrics import MULTIPROC_ENV
+from localserve.replica import ReplicaProcess
+
+log = logging.getLogger("localserve")
+EXIT_LOAD_FAILED = 3  # a replica's exit code when its APIs could not load (it stops the start)
+FIRST_BACKOFF = 0.5  # seconds before the first restart of a replica; doubled at each death in a row
+MAX_BACKOFF = 30.0
+STABLE_AFTER = 30.0  # seconds ready after which a death is counted as the first of a new series
+START_ATTEMPTS = 3  # deaths in a row before ever being ready that stop the start
+
+
+@dataclass(frozen=True)
+class ReplicaStart:
+    """Everything a replica process needs, sent to it through a pipe (see ``localserve.replica``)."""
+
+    config: ServeConfig
+    options: ServeOptions  # the serve's, with the replica's index and count and the metrics folder
+
+
+def visible_gpus(visible: str | None) -> list[str]:
+    """GPU ids replicas may be spread over: ``visible`` (the CLI's CUDA_VISIBLE_DEVICES), else what nvidia-smi lists."""
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+
+
+class Supervisor:
+    """N replica processes on one socket; a replica that dies is restarted with exponential backoff.
+
+    A replica that dies ``START_ATTEMPTS`` times in a row without ever becoming ready (it
+    crashes while importing or loading) stops the start with the reason, rather than
+    restarting forever while the port answers nothing.
+    """
+
+    def __init__(self, config: ServeConfig, options: ServeOptions) -> None:
+        self.config = config
+        self.options = options
+        self.replicas = replicas = options.replicas
+        self.processes: list[ReplicaProcess | None] = [None] * replicas
+        self.ready_since: list[float | None] = [None] * replicas
+        self.deaths = [0] * replicas  # deaths in a row (reset once a replica stays ready STABLE_AFTER)
+        self.unready_deaths = [0] * replicas  # deaths in a row before ever being ready
+        self.restarts = [0] * replicas
+        self.stopping = False
+        self.failure: str | None = None
+        self.gpus = (
+            visible_gpus(options.cuda_visible_devices) if any(api.compute.gpu > 0 for api in config.apis) else []
+        )
+        self.metrics_dir = ""  # made by run(): one fresh folder per serve
+
+    def replica_options(self, index: int) -> ServeOptions:
+        """The options of replica ``index``: the serve's, with its place among the replicas.
+
+        A replacement started while another replica is ready accepts connections only once loaded:
+        the kernel would otherwise hand it connections that it could only answer "still loading".
+        """
+        sibling_ready = any(
+            since is not None and (process := self.processes[i]) is not None and process.is_alive()
+            for i, since in enumerate(self.ready_since)
+            if i != index
+        )
+        return dataclasses.replace(
+            self.options,
+            replica=index,
+            metrics_dir=self.metrics_dir or None,
+            accept_when_loaded=sibling_ready,
+        )
+
+    def replica_env(self, index: int) -> dict[str, str]:
+        """What replica ``index``'s environment adds to this process's (the only variables localserve sets)."""
+        env = {}
+        if self.metrics_dir:
+            env[MULTIPROC_ENV] = self.metrics_dir
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpus[index % len(self.gpus)]
+        return env
+
+    def start(self, index: int, sock: socket.socket) -> None:
+        """Start replica ``index`` on the shared socket, its settings sent through a pipe."""
+        start = ReplicaStart(self.config, self.replica_options(index))
+        settings_r, settings_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "localserve.replica", str(settings_r), str(sock.fileno()), str(ready_w)],
+                env={**os.environ, **self.replica_env(index)},
+                pass_fds=(settings_r, sock.fileno(), ready_w),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            os.close(settings_r)
+            os.close(ready_w)
+        try:
+            with os.fdopen(settings_w, "wb") as settings:
+                pickle.dump(sys.path, settings)  # read first: the project's folders, to unpickle the rest
+                pickle.dump(start, settings)
+        except BrokenPipeError:  # it died at once; the run loop sees it
+            pass
+        previous = self.processes[index]
+        if previous is not None:
+            previous.close()
+        self.processes[index] = ReplicaProcess(process, ready_r)
+        self.ready_since[index] = None
+        gpu = f" on GPU {self.replica_env(index)['CUDA_VISIBLE_DEVICES']}" if self.gpus else ""
+        log.info("replica %d started (pid %s)%s", index, process.pid, gpu)
+
+    def backoff(self, index: int) -> float:
+        """Seconds before restarting replica ``index``: 0.5, 1, 2, 4 ... up to 30 for deaths in a row."""
+        return float(min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, self.deaths[index] - 1)))
+
+    def record_death(self, index: int, exitcode: int | None, now: float) -> str | None:
+        """Count a death of replica ``index``; the reason to stop the start, or None to restart it."""
+        since = self.ready_since[index]
+        if since is not None and now - since >= STABLE_AFTER:
+            self.deaths[index] = 0
+        self.deaths[index] += 1
+        if exitcode == EXIT_LOAD_FAILED:
+            return f"replica {index} could not load its APIs (see the log above)"
+        if since is not None:
+            self.unready_deaths[index] = 0
+            return None
+        self.unready_deaths[index] += 1
+        if self.unready_deaths[index] >= START_ATTEMPTS:
+            return (
+                f"replica {index} {_exit_text(exitcode)} before it was ready, {START_ATTEMPTS} times in a row "
+                "(see the log above: the handler, its imports or the model crash the process)"
+            )
+        return None
+
+    def run(self) -> int:
+        """Serve until stopped: start the replicas, restart those that die (with backoff), stop them all at the end; the exit code."""
+        from localserve.metrics import prepare_metrics_dir
+
+        self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
+        prepare_metrics_dir(self.metrics_dir)
+        host, port = self.options.host, self.options.port
+        sock = bind_socket(host, port)
+        log.info("serving %s at http://%s:%d with %d replicas", self.config.source, host, port, self.replicas)
+
+        def stop(signum: int, frame: Any) -> None:
+            self.stopping = True
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for index in range(self.replicas):
+                self.start(index, sock)
+            next_start: dict[int, float] = {}
+            while not self.stopping:
+                time.sleep(0.2)
+                for index, process in enumerate(self.processes):
+                    if process is not None and not self.stopping:
+                        self._watch(index, process, sock, next_start)
+        finally:
+            self.shutdown()
+            for process in self.processes:
+                if process is not None:
+                    process.close()
+            sock.close()
+            shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.failure is not None:
+            raise StartError(f"The server stopped: {self.failure}.")
+        return 0
+
+    def _watch(self, index: int, process: ReplicaProcess, sock: socket.socket, next_start: dict[int, float]) -> None:
+        """One look at replica ``index``: ready, dead (restart after a backoff, or stop the start), or restarted."""
+        now = time.monotonic()
+        if process.is_alive():
+            if self.ready_since[index] is None and process.is_ready():
+                self.ready_since[index] = now
+            return
+        if index in next_start:
+            if now >= next_start[index]:
+                del next_start[index]
+                self.restarts[index] += 1
+                self.start(index, sock)
+            return
+        if self.ready_since[index] is None and process.is_ready():
+            self.ready_since[index] = now  # became ready just before dying
+        self._forget(process)
+        reason = self.record_death(index, process.exitcode, now)
+        if reason is not None:
+            log.error("%s; stopping", reason)
+            self.failure, self.stopping = reason, True
+            return
+        delay = self.backoff(index)
+        log.warning(
+            "replica %d (pid %s) %s; restarting in %.1f s", index, process.pid, _exit_text(process.exitcode), delay
+        )
+        next_start[index] = now + delay
+
+    def _forget(self, process: ReplicaProcess) -> None:
+        if process.pid is None:
+            return
+        from localserve.metrics import mark_process_dead
+
+        mark_process_dead(process.pid, self.metrics_dir)
+
+    def shutdown(self) -> None:
+        """SIGTERM every replica, wait for the graceful timeout, then kill those left."""
+        alive = [p for p in self.processes if p is not None and p.is_alive()]
+        for process in alive:
+            if process.pid is not None:
+                os.kill(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.options.graceful_timeout + 5
+        for process in alive:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                log.warning("replica pid %s did not stop in time; killing it", process.pid)
+                process.kill()
+                process.join(5)
+
+
+def _exit_text(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket all replicas share; a LocalServeError naming host and port when it cannot bind."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise StartError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
