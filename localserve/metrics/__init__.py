@@ -145,6 +145,19 @@ class Metrics:
             multiprocess_mode="livemax",
             registry=registry,
         )
+        self._define_tracker(registry)
+        self._user = UserMetrics(registry)
+        self._phases = Phases(registry, multiprocess=directory is not None)
+        self.apis: dict[str, ApiMetrics] = {}
+        for api in apis:
+            self.api(api)
+        self._scrape: CollectorRegistry = registry
+        if directory is not None:
+            self._scrape = CollectorRegistry()
+            _multiprocess.MultiProcessCollector(self._scrape, path=directory)  # type: ignore[no-untyped-call]
+
+    def _define_tracker(self, registry: CollectorRegistry) -> None:
+        """Cortex's tracker (``tracker.py``): classes counted, values as a fixed-bin histogram, min, max, sum."""
         self.tracker_class = Counter(
             TRACKER_CLASS, "Tracker: predictions of each class (classification).", ["api", "class"], registry=registry
         )
@@ -164,15 +177,6 @@ class Metrics:
         self.tracker_total = Gauge(
             TRACKER_TOTAL, "Tracker: sum of the predicted values.", ["api"], multiprocess_mode="sum", registry=registry
         )
-        self._user = UserMetrics(registry)
-        self._phases = Phases(registry, multiprocess=directory is not None)
-        self.apis: dict[str, ApiMetrics] = {}
-        for api in apis:
-            self.api(api)
-        self._scrape: CollectorRegistry = registry
-        if directory is not None:
-            self._scrape = CollectorRegistry()
-            _multiprocess.MultiProcessCollector(self._scrape, path=directory)  # type: ignore[no-untyped-call]
 
     def api(self, name: str) -> ApiMetrics:
         """The children of API ``name`` (made on first use)."""
