@@ -20,6 +20,8 @@ class ServeOptions:
     # Event loop and worker threads on one core once the models are loaded; None: where it helps (App.pin_by_default).
     pin_threads: bool | None = False
     port: int = 0  # the port served (with the replica's index, it picks the core to pin to)
+    host: str = "127.0.0.1"  # the address served (the gRPC port binds it too)
+    grpc_port: int | None = None  # the Open Inference Protocol over gRPC on this port (--grpc-port); None: off
     graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
     hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
     api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"

@@ -62,6 +62,11 @@ class App:
             engine, project=config.project, max_body_size=options.max_body_size, hide_errors=options.hide_errors
         )
         self.v2 = V2Routes(engine, options)
+        self.grpc = None  # the Open Inference Protocol over gRPC (--grpc-port): grpcio is imported only then
+        if options.grpc_port is not None:
+            from localserve.protocols.v2.grpc.server import GrpcDoor
+
+            self.grpc = GrpcDoor(engine, options)
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz),
@@ -124,12 +129,16 @@ class App:
         """Start the workers and the AsyncAPI stores, and load every API (in the background unless ``wait``)."""
         await self.engine.startup(wait=False)
         self.jobs.start()
+        if self.grpc is not None:
+            await self.grpc.start()
         if wait and self.engine.loading is not None:
             await self.engine.loading
 
     async def shutdown(self) -> None:
         """Stop the AsyncAPI workers, cancel loading and the requests still waiting; flush the access log."""
         self.jobs.stop()
+        if self.grpc is not None:
+            await self.grpc.stop()  # the calls in flight had their grace since begin_shutdown
         await self.engine.shutdown()
         flush_access_log()
 
@@ -144,8 +153,10 @@ class App:
         return self.engine.ready
 
     def begin_shutdown(self) -> None:
-        """A stop was asked for (SIGTERM/SIGINT): the engine's graceful timeout starts."""
+        """A stop was asked for (SIGTERM/SIGINT): the engine's graceful timeout starts; gRPC refuses new calls."""
         self.engine.begin_shutdown()
+        if self.grpc is not None:
+            self.grpc.begin_stop()
 
     def join_threads(self, timeout: float) -> list[str]:
         """After ``shutdown``: wait up to ``timeout`` seconds for every API's threads; the names still running."""
