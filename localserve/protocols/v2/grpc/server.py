@@ -3,10 +3,14 @@ stopped with the app (``server/app.py`` makes one when ``ServeOptions.grpc_port`
 
 With replicas, each replica binds the same port with ``SO_REUSEPORT`` (the kernel spreads the
 connections, as the shared socket does for HTTP); a lone process binds it alone, so a port taken by
-another server is an error rather than a silent share. A stop (``begin_stop``, at SIGTERM) refuses
-new calls at once (UNAVAILABLE) and gives the calls in flight the graceful timeout; the engine
-answers what still waits then (503, UNAVAILABLE), and the grace is a second longer so those
-answers go out.
+another server is an error rather than a silent share.
+
+A stop asked for (``begin_stop``, at SIGTERM) answers new inference calls UNAVAILABLE at once, with
+the words of a 503 over REST (``ShuttingDown``), and ServerReady turns false; the calls in flight
+get the graceful timeout, after which the engine answers what still waits (503, UNAVAILABLE). The
+server itself stops with the app (``stop``), giving the calls still in flight what is left of that
+timeout and a second more, so those answers go out. (``grpc.aio``'s own stop would refuse new calls
+too, but a call racing it on an open connection is CANCELLED, which clients do not retry.)
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ class GrpcDoor:
         self.address = f"{host}:{options.grpc_port}"
         self.port: int | None = None  # the port bound (grpc_port, or the one chosen for 0)
         self.server: grpc.aio.Server | None = None
-        self._stopping: asyncio.Task[None] | None = None
+        self._grace_until: float | None = None  # the loop's time until which calls in flight may finish
 
     async def start(self) -> None:
         """Bind and start serving; StartError when the port cannot be bound."""
@@ -61,16 +65,16 @@ class GrpcDoor:
         log.info("serving %s (the Open Inference Protocol over gRPC) at %s:%d", SERVICE, shown, port)
 
     def begin_stop(self) -> None:
-        """A stop was asked for: refuse new calls now; those in flight get the graceful timeout (and a second)."""
-        if self.server is not None and self._stopping is None:
-            self._stopping = asyncio.get_running_loop().create_task(
-                self.server.stop(self.options.graceful_timeout + 1.0)
-            )
+        """A stop was asked for: new inference calls are UNAVAILABLE; those in flight get the graceful timeout."""
+        self.servicer.stopping = True
+        if self._grace_until is None:
+            self._grace_until = asyncio.get_running_loop().time() + self.options.graceful_timeout + 1.0
 
     async def stop(self) -> None:
-        """Stop (at once, unless ``begin_stop`` gave the calls in flight their grace) and wait until stopped."""
-        if self.server is None:
+        """Stop serving: at once, or once the calls in flight end within what is left of their grace."""
+        server, self.server = self.server, None
+        if server is None:
             return
-        if self._stopping is None:
-            self._stopping = asyncio.get_running_loop().create_task(self.server.stop(None))
-        await self._stopping
+        self.servicer.stopping = True
+        grace = None if self._grace_until is None else max(0.0, self._grace_until - asyncio.get_running_loop().time())
+        await server.stop(grace)

@@ -30,7 +30,7 @@ from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.engine.ports import Headers
-from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, Unauthorized
+from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown, Unauthorized
 from localserve.logs import access_log
 from localserve.protocols.http import request_id_of
 from localserve.protocols.v2.grpc import inference_pb2 as pb
@@ -69,6 +69,7 @@ class Servicer:
         self.models = V2Models(engine.apis)
         self.hide_errors = options.hide_errors
         self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
+        self.stopping = False  # a stop was asked for: new ModelInfer calls are UNAVAILABLE, ServerReady false
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic handler that serves the service under its protocol name."""
@@ -99,8 +100,8 @@ class Servicer:
         return pb.ServerLiveResponse(live=True)
 
     async def server_ready(self, request: pb.ServerReadyRequest, context: Context) -> pb.ServerReadyResponse:
-        """Ready once every API is loaded (as /readyz)."""
-        return pb.ServerReadyResponse(ready=self.engine.ready)
+        """Ready once every API is loaded (as /readyz), until a stop is asked for."""
+        return pb.ServerReadyResponse(ready=self.engine.ready and not self.stopping)
 
     async def model_ready(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
         """Ready once the model is loaded; NOT_FOUND for no such model (or version)."""
@@ -185,6 +186,8 @@ class Servicer:
     async def _infer(
         self, rt: ApiRuntime, name: str, version: str, data: bytes, context: Context, request_id: str
     ) -> Reply:
+        if self.stopping:
+            raise ShuttingDown()
         _, model = self.models.find(name, version or None)
         with rt.lifecycle.admit():  # 503 when not ready or full (the message is in memory already)
             request = Request("POST", [], data, request_id=request_id, path=INFER_PATH)
