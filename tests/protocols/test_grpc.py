@@ -24,9 +24,9 @@ from onnx import TensorProto
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import EXAMPLES, free_port
+from tests.conftest import EXAMPLES, cli_env, free_port
 from tests.models import onnx_identity, onnx_linear, onnx_mlp, onnx_strings
-from tests.test_e2e import server
+from tests.test_e2e import output_of, server
 from tests.test_v2 import sample
 
 pytestmark = pytest.mark.slow
@@ -341,3 +341,41 @@ def test_grpc_requests_are_counted_with_the_rest(client: triton.InferenceServerC
     ]
     metrics = httpx.get(f"{running.url}/metrics").text
     assert sample(metrics, "localserve_requests_total", api="mlp", code="400") >= 1
+
+
+def test_every_replica_serves_grpc_on_the_port_from_the_environment() -> None:
+    import time
+
+    port = free_port()
+    with server("--project", str(EXAMPLES / "iris_onnx"), "--replicas", "2", LOCALSERVE_GRPC_PORT=str(port)) as (
+        _,
+        proc,
+    ):
+        line = f"serving inference.GRPCInferenceService (the Open Inference Protocol over gRPC) at 127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while output_of(proc).count(line) < 2:  # each replica names the address once it serves it
+            assert time.monotonic() < deadline, output_of(proc)
+            time.sleep(0.05)
+        x = np.array([[5.1, 3.5, 1.4, 0.2]], dtype=np.float32)
+        for _ in range(4):  # a new connection each time: the kernel spreads them over the replicas
+            with triton.InferenceServerClient(f"127.0.0.1:{port}") as fresh:
+                assert fresh.infer("iris", [tensor("input", x, "FP32")]).as_numpy("probabilities").shape == (1, 3)
+
+
+def test_the_grpc_port_must_differ_from_the_http_port() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "localserve", "serve", "--port", "8123", "--grpc-port", "8123"],
+        cwd=EXAMPLES / "iris_onnx",
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
+        1,
+        "Error: --grpc-port 8123 is the HTTP port (--port); give gRPC a port of its own, e.g. 8081.",
+    )
