@@ -379,3 +379,26 @@ def test_the_grpc_port_must_differ_from_the_http_port() -> None:
         1,
         "Error: --grpc-port 8123 is the HTTP port (--port); give gRPC a port of its own, e.g. 8081.",
     )
+
+
+def test_the_readme_grpc_snippet_runs_as_written() -> None:
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    section = (ROOT / "README.md").read_text().split("### Over gRPC\n", 1)[1].split("\n## ", 1)[0]
+    (snippet,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    port = free_port()
+    with server("--project", str(EXAMPLES / "iris_onnx"), "--grpc-port", str(port)):
+        done = subprocess.run(
+            [sys.executable, "-c", snippet.replace("127.0.0.1:8081", f"127.0.0.1:{port}")],
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"\[\[[\d.e\- ]+\]\]\n", done.stdout), done.stdout
