@@ -402,3 +402,17 @@ def test_the_readme_grpc_snippet_runs_as_written() -> None:
         )
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(r"\[\[[\d.e\- ]+\]\]\n", done.stdout), done.stdout
+
+
+def test_sigterm_stops_grpc_with_http_and_exits_0() -> None:
+    import signal
+    import socket
+
+    port = free_port()
+    with server("--project", str(EXAMPLES / "iris_onnx"), "--grpc-port", str(port)) as (_, proc):
+        with triton.InferenceServerClient(f"127.0.0.1:{port}") as grpc_client:
+            assert grpc_client.is_server_ready()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, output_of(proc)
+    with socket.socket() as sock:  # the gRPC port was released
+        sock.bind(("127.0.0.1", port))
