@@ -179,7 +179,9 @@ def test_typed_contents_are_answered_typed(stub: Any, running: Running) -> None:
 
     request, given = typed_request("flags", "x", "BOOL", [1, 2])
     given.contents.bool_contents.extend([True, False])
-    assert list(stub.ModelInfer(request).outputs[0].contents.bool_contents) == [True, False]
+    response, call = stub.ModelInfer.with_call(request, metadata=(("x-request-id", "mine-1"),))
+    assert list(response.outputs[0].contents.bool_contents) == [True, False]
+    assert ("x-request-id", "mine-1") in call.trailing_metadata()  # echoed, as HTTP's X-Request-ID
     request, given = typed_request("words", "text", "BYTES", [2])
     given.contents.bytes_contents.extend([b"MiXeD", b"Two"])
     assert list(stub.ModelInfer(request).outputs[0].contents.bytes_contents) == [b"mixed", b"two"]
@@ -257,6 +259,9 @@ def test_grpc_own_mistakes_are_invalid_arguments(stub: Any) -> None:
 
     request, given = typed_request("half", "x", "FP16", [1, 3])
     given.contents.fp32_contents.extend([1.0, 2.0, 3.0])
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.ModelInfer(request, metadata=(("x-request-id", "mine-2"),))
+    assert ("x-request-id", "mine-2") in caught.value.trailing_metadata()  # errors carry it too
     assert status_of(request) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         "Input 'x' is FP16, which has no field in 'contents'; send its values in raw_input_contents.",

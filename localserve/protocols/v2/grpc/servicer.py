@@ -44,6 +44,7 @@ from localserve.response import Reply
 
 SERVICE = "inference.GRPCInferenceService"  # the protocol's name for it (KServe, Triton): what clients call
 INFER_PATH = f"/{SERVICE}/ModelInfer"  # the HTTP/2 path of a ModelInfer call: its access log line and figures
+REQUEST_ID = "x-request-id"  # the metadata key of a call's request id (kept when given, else made)
 OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -157,6 +158,7 @@ class Servicer:
         """Answer one inference request; it is counted by the engine like a REST or native request."""
         start = time.perf_counter()
         request_id = _request_id(context)
+        context.set_trailing_metadata(((REQUEST_ID, request_id),))  # as HTTP echoes X-Request-ID, errors too
         await self._check_key(context, "ModelInfer", request_id)
         engine = self.engine
         try:
@@ -307,7 +309,7 @@ def _serialize(message: Message) -> bytes:
 def _request_id(context: Context) -> str:
     """The caller's ``x-request-id`` metadata, or a new id: the same rule as HTTP's header (``request_id_of``)."""
     for key, value in context.invocation_metadata() or ():
-        if key == "x-request-id":
+        if key == REQUEST_ID:
             raw = value.encode("utf-8") if isinstance(value, str) else value
-            return request_id_of({"headers": [(b"x-request-id", raw)]})
+            return request_id_of({"headers": [(REQUEST_ID.encode(), raw)]})
     return request_id_of({"headers": ()})
