@@ -417,7 +417,11 @@ def test_sigterm_stops_grpc_with_http_and_exits_0() -> None:
     with server("--project", str(EXAMPLES / "iris_onnx"), "--grpc-port", str(port)) as (_, proc):
         with triton.InferenceServerClient(f"127.0.0.1:{port}") as grpc_client:
             assert grpc_client.is_server_ready()
+            x = np.array([[5.1, 3.5, 1.4, 0.2]], dtype=np.float32)
+            grpc_client.infer("iris", [tensor("input", x, "FP32")], headers={"x-request-id": "sigterm-1"})
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, output_of(proc)
+    # the access log has the call, as it has HTTP requests
+    assert "[iris sigterm-1] POST /inference.GRPCInferenceService/ModelInfer 200 " in output_of(proc)
     with socket.socket() as sock:  # the gRPC port was released
         sock.bind(("127.0.0.1", port))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
@@ -41,6 +42,8 @@ from localserve.protocols.v2.models import VERSION, V2Model, V2Models
 from localserve.protocols.v2.stats import model_stats
 from localserve.request import Request
 from localserve.response import Reply
+
+log = logging.getLogger("localserve")
 
 SERVICE = "inference.GRPCInferenceService"  # the protocol's name for it (KServe, Triton): what clients call
 INFER_PATH = f"/{SERVICE}/ModelInfer"  # the HTTP/2 path of a ModelInfer call: its access log line and figures
@@ -226,6 +229,7 @@ class Servicer:
         if hmac.compare_digest(given[:7].lower() + given[7:], self.expected_key):
             return
         reason = "no authorization metadata" if not given else "the key is wrong or not a Bearer token"
+        log.warning("gRPC call %s to %s refused with UNAUTHENTICATED: %s", request_id or "-", rpc, reason)
         message = (
             f"Unauthorized: this server requires 'authorization: Bearer <key>' metadata (--api-key); {reason}."
             if not given
