@@ -194,9 +194,8 @@ class Servicer:
         if self.stopping:
             raise ShuttingDown()
         _, model = self.models.find(name, version or None)
-        with rt.lifecycle.admit():  # 503 when not ready or full (the message is in memory already)
+        with rt.lifecycle.admit():  # 503 when not ready or full (grpc has read the message already)
             request = Request("POST", [], data, request_id=request_id, path=INFER_PATH)
-        del data
         remaining = context.time_remaining()
         if remaining is not None and remaining <= 0:
             raise ClientDeadline(name, 0.0)
