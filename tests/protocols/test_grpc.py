@@ -358,7 +358,9 @@ def test_every_replica_serves_grpc_on_the_port_from_the_environment() -> None:
     ):
         line = f"serving inference.GRPCInferenceService (the Open Inference Protocol over gRPC) at 127.0.0.1:{port}"
         deadline = time.monotonic() + 60
-        while output_of(proc).count(line) < 2:  # each replica names the address once it serves it
+        # each replica names the address once it serves it, and says when its API is loaded (a replica
+        # still loading answers UNAVAILABLE, as its HTTP routes answer 503)
+        while output_of(proc).count(line) < 2 or output_of(proc).count("api 'iris' loaded in ") < 2:
             assert time.monotonic() < deadline, output_of(proc)
             time.sleep(0.05)
         x = np.array([[5.1, 3.5, 1.4, 0.2]], dtype=np.float32)

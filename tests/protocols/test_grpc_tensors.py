@@ -9,7 +9,8 @@ import tritonclient.grpc as triton
 from localserve.errors import RequestError
 from localserve.protocols.v2.codec import TensorSpec
 from localserve.protocols.v2.grpc import inference_pb2 as pb
-from localserve.protocols.v2.grpc.tensors import CONTENTS, decode_request, encode_response
+from localserve.protocols.v2.grpc.outputs import encode_response
+from localserve.protocols.v2.grpc.tensors import CONTENTS, decode_request
 
 ARRAYS = {
     "BOOL": np.array([[True, False, True]]),

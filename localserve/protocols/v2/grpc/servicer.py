@@ -30,14 +30,14 @@ from localserve import __version__
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
-from localserve.engine.ports import Headers
 from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown, Unauthorized
 from localserve.logs import access_log
-from localserve.protocols.http import request_id_of
 from localserve.protocols.v2.grpc import inference_pb2 as pb
+from localserve.protocols.v2.grpc.call import REQUEST_ID, ClientDeadline, Context, GrpcClient, request_id_of_call
 from localserve.protocols.v2.grpc.head import peek_model
+from localserve.protocols.v2.grpc.outputs import encode_response
 from localserve.protocols.v2.grpc.status import render_status
-from localserve.protocols.v2.grpc.tensors import Decoded, decode_request, encode_response
+from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
 from localserve.protocols.v2.models import VERSION, V2Model, V2Models
 from localserve.protocols.v2.stats import model_stats
 from localserve.request import Request
@@ -47,22 +47,7 @@ log = logging.getLogger("localserve")
 
 SERVICE = "inference.GRPCInferenceService"  # the protocol's name for it (KServe, Triton): what clients call
 INFER_PATH = f"/{SERVICE}/ModelInfer"  # the HTTP/2 path of a ModelInfer call: its access log line and figures
-REQUEST_ID = "x-request-id"  # the metadata key of a call's request id (kept when given, else made)
 OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
-
-Context = grpc.aio.ServicerContext[Any, Any]
-
-
-class ClientDeadline(LocalServeError):
-    """The client's own gRPC deadline passed before the answer (504, DEADLINE_EXCEEDED)."""
-
-    status_code = 504
-
-    def __init__(self, api: str, seconds: float) -> None:
-        super().__init__(
-            f"api {api!r} did not answer within the client's deadline ({seconds:.3g} s were left when the call came "
-            "in); work not yet started was dropped.",
-        )
 
 
 class Servicer:
@@ -160,7 +145,7 @@ class Servicer:
     async def model_infer(self, data: bytes, context: Context) -> bytes:
         """Answer one inference request; it is counted by the engine like a REST or native request."""
         start = time.perf_counter()
-        request_id = _request_id(context)
+        request_id = request_id_of_call(context)
         context.set_trailing_metadata(((REQUEST_ID, request_id),))  # as HTTP echoes X-Request-ID, errors too
         await self._check_key(context, "ModelInfer", request_id)
         engine = self.engine
@@ -213,7 +198,9 @@ class Servicer:
     async def _abort(
         self, context: Context, exc: LocalServeError, request_id: str = "", api: str | None = None
     ) -> NoReturn:
-        code, details = render_status(exc, request_id or _request_id(context), api=api, hide_errors=self.hide_errors)
+        code, details = render_status(
+            exc, request_id or request_id_of_call(context), api=api, hide_errors=self.hide_errors
+        )
         await context.abort(code, details)
 
     async def _check_key(self, context: Context, rpc: str, request_id: str = "") -> None:
@@ -272,47 +259,5 @@ class _Infer:
         return Reply(status=200, body=response.SerializeToString())
 
 
-class GrpcClient:
-    """The engine's ``Client`` over gRPC: the call ends (cancelled by the client, or past its deadline)."""
-
-    __slots__ = ("context",)
-
-    def __init__(self, context: Context) -> None:
-        self.context = context
-
-    async def left(self) -> None:
-        """Return once the call has ended without our answer (it is listened to only while the request waits)."""
-        gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def ended(_: object) -> None:
-            gone.get_loop().call_soon_threadsafe(_settle, gone)
-
-        self.context.add_done_callback(ended)  # type: ignore[arg-type]  # the stubs want a class, not a Protocol
-        if not self.context.done():
-            await gone
-
-    async def stream_start(self, status: int, headers: Headers) -> None:
-        """Never called: V2 answers are whole messages."""
-        raise RuntimeError("gRPC answers of the Open Inference Protocol are never streamed")
-
-    async def stream_chunk(self, data: bytes, more: bool) -> None:
-        """Never called: V2 answers are whole messages."""
-        raise RuntimeError("gRPC answers of the Open Inference Protocol are never streamed")
-
-
-def _settle(gone: asyncio.Future[None]) -> None:
-    if not gone.done():
-        gone.set_result(None)
-
-
 def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
-
-
-def _request_id(context: Context) -> str:
-    """The caller's ``x-request-id`` metadata, or a new id: the same rule as HTTP's header (``request_id_of``)."""
-    for key, value in context.invocation_metadata() or ():
-        if key == REQUEST_ID:
-            raw = value.encode("utf-8") if isinstance(value, str) else value
-            return request_id_of({"headers": [(REQUEST_ID.encode(), raw)]})
-    return request_id_of({"headers": ()})

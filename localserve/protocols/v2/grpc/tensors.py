@@ -1,10 +1,9 @@
-"""Tensors of the Open Inference Protocol over gRPC to and from numpy: typed contents and raw contents.
+"""Tensors of the Open Inference Protocol over gRPC to numpy: typed contents and raw contents.
 
 A ``ModelInferRequest`` carries each input's elements either in the ``InferTensorContents`` field
 of its datatype (typed) or, for every input at once, in ``raw_input_contents`` (one entry per
 input, in order: little-endian elements, BYTES elements each a 4-byte little-endian length then the
-bytes). FP16 has no typed field: it travels raw only. The answer is raw when the request was (as
-Triton answers ``tritonclient``) or when an output has no typed field (FP16), else typed.
+bytes). FP16 has no typed field: it travels raw only. (The answer is encoded by ``outputs``.)
 
 The checks and their words are those of the REST codec (``protocols/v2/codec.py``) wherever the
 mistake is the same (an unknown input, a datatype or shape the model does not take, an unknown
@@ -24,11 +23,10 @@ from typing import Any
 import numpy as np
 
 from localserve.errors import RequestError
-from localserve.protocols.v2.codec import DATATYPES, MAX_DIM, TensorSpec, datatype_of
+from localserve.protocols.v2.codec import DATATYPES, MAX_DIM, TensorSpec
 from localserve.protocols.v2.grpc import inference_pb2 as pb
-from localserve.protocols.v2.models import VERSION
 
-_LENGTH = struct.Struct("<I")
+LENGTH = struct.Struct("<I")
 
 # datatype -> the InferTensorContents field of its elements (FP16 has none)
 CONTENTS = {
@@ -196,21 +194,21 @@ def _from_raw(spec: TensorSpec, shape: tuple[int, ...], data: bytes, *, keep_byt
 
 
 def _bytes_elements(name: str, shape: tuple[int, ...], count: int, data: bytes, *, keep_bytes: bool) -> list[Any]:
-    if count * _LENGTH.size > len(data):  # each element takes at least its 4-byte length
+    if count * LENGTH.size > len(data):  # each element takes at least its 4-byte length
         raise RequestError(
             f"Input {name!r} has shape {list(shape)}, which holds {count} elements, but its raw contents have "
-            f"{len(data)} bytes, room for at most {len(data) // _LENGTH.size}."
+            f"{len(data)} bytes, room for at most {len(data) // LENGTH.size}."
         )
     elements: list[Any] = []
     position = 0
     while position < len(data) and len(elements) <= count:
-        if len(data) - position < _LENGTH.size:
+        if len(data) - position < LENGTH.size:
             raise RequestError(
                 f"Input {name!r} (BYTES) ends with {len(data) - position} stray bytes; each element is a 4-byte "
                 "little-endian length then that many bytes."
             )
-        (length,) = _LENGTH.unpack_from(data, position)
-        position += _LENGTH.size
+        (length,) = LENGTH.unpack_from(data, position)
+        position += LENGTH.size
         if length > len(data) - position:
             raise RequestError(
                 f"Element {len(elements)} of input {name!r} (BYTES) says {length} bytes but only "
@@ -241,51 +239,6 @@ def _object_array(elements: list[Any], shape: tuple[int, ...]) -> np.ndarray[Any
     array = np.empty(len(elements), dtype=object)
     array[:] = elements
     return array.reshape(shape)
-
-
-# -- the answer --------------------------------------------------------------------------------------
-
-
-def encode_response(
-    model_name: str, request_id: str, outputs: Sequence[tuple[str, Any]], *, raw: bool
-) -> pb.ModelInferResponse:
-    """The ModelInferResponse of ``outputs`` (name, value): raw contents when ``raw`` or when an output has no
-    typed field (FP16), else typed contents."""
-    arrays: list[tuple[str, np.ndarray[Any, Any], str]] = []
-    for name, value in outputs:
-        array = value if isinstance(value, np.ndarray) else np.asarray(value)
-        datatype = datatype_of(array.dtype)
-        if datatype is None:
-            raise RequestError(
-                f"Output {name!r} is a {array.dtype} array, which the Open Inference Protocol has no datatype for."
-            )
-        arrays.append((name, array, datatype))
-    raw = raw or any(datatype not in CONTENTS for _, _, datatype in arrays)
-    response = pb.ModelInferResponse(model_name=model_name, model_version=VERSION, id=request_id)
-    for name, array, datatype in arrays:
-        tensor = response.outputs.add(name=name, datatype=datatype, shape=array.shape)
-        if raw:
-            response.raw_output_contents.append(_raw_of(array, datatype))
-        elif datatype == "BYTES":
-            tensor.contents.bytes_contents.extend(_bytes_of(item) for item in array.flat)
-        else:
-            getattr(tensor.contents, CONTENTS[datatype]).extend(array.reshape(-1).tolist())
-    return response
-
-
-def _raw_of(array: np.ndarray[Any, Any], datatype: str) -> bytes:
-    if datatype != "BYTES":
-        return np.ascontiguousarray(array, dtype=DATATYPES[datatype]).tobytes()
-    parts: list[bytes] = []
-    for item in array.flat:
-        data = _bytes_of(item)
-        parts.append(_LENGTH.pack(len(data)))
-        parts.append(data)
-    return b"".join(parts)
-
-
-def _bytes_of(item: Any) -> bytes:
-    return item.encode("utf-8") if isinstance(item, str) else bytes(item)
 
 
 def _expected(inputs: Sequence[TensorSpec]) -> str:
