@@ -117,7 +117,7 @@ def test_a_full_queue_is_resource_exhausted_and_a_passed_deadline_drops_the_work
         assert h.started.wait(10)
         pipeline = client.app.apis["echo"].pipeline
         # the client's deadline: the request waits in the queue, and leaves it unstarted when the deadline passes
-        late = pool.submit(grpc_client.infer, "echo", [row_input([1.0] * 4)], client_timeout=0.5)
+        late = pool.submit(grpc_client.infer, "echo", [row_input([1.0] * 4)], client_timeout=2.0)
         wait_for(lambda: pipeline.depth == 1, "the request never queued")
         with pytest.raises(InferenceServerException) as caught:
             late.result(10)
