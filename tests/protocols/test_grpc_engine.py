@@ -123,6 +123,12 @@ def test_a_full_queue_is_resource_exhausted_and_a_passed_deadline_drops_the_work
             late.result(10)
         assert caught.value.status() == "StatusCode.DEADLINE_EXCEEDED"
         wait_for(lambda: pipeline.depth == 0, "the request past its deadline stayed queued")  # the thread still blocks
+        # a call the client cancels leaves the queue unstarted too
+        cancelled: list[Any] = []
+        call = grpc_client.async_infer("echo", [row_input([5.0] * 4)], lambda result, error: cancelled.append(error))
+        wait_for(lambda: pipeline.depth == 1, "the request never queued")
+        call.cancel()
+        wait_for(lambda: pipeline.depth == 0, "the cancelled request stayed queued")
         queued = [pool.submit(grpc_client.infer, "echo", [row_input([float(i)] * 4)]) for i in range(2)]
         wait_for(lambda: pipeline.depth == 2, "the requests never queued")
         assert grpc_status(lambda: grpc_client.infer("echo", [row_input([9.0] * 4)])) == (
@@ -134,8 +140,10 @@ def test_a_full_queue_is_resource_exhausted_and_a_passed_deadline_drops_the_work
         assert [f.result(30).as_numpy("y").tolist() for f in queued] == [[[1.0] * 4], [[2.0] * 4]]
         metrics = client.get("/metrics").text
         grpc_client.close()
-    # the model ran for the blocked request and the two queued ones: never for the one past its deadline
+    # the model ran for the blocked request and the two queued ones: never for the one past its deadline, nor
+    # for the cancelled one (which the engine records as 499, the client gone)
     assert sample(metrics, "localserve_stage_duration_seconds_count", api="echo", stage="inference") == 3
+    assert sample(metrics, "localserve_requests_total", api="echo", code="499") >= 1
     assert sample(metrics, "localserve_requests_total", api="echo", code="503") == 1
 
 
