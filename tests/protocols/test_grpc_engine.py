@@ -248,3 +248,36 @@ def test_a_taken_port_stops_the_start(make_project, monkeypatch) -> None:
         with pytest.raises(Exception) as caught, TestClient(app):
             pass
     assert str(caught.value).startswith(f"Cannot serve gRPC on 127.0.0.1:{port} (--grpc-port): ")
+
+
+def test_a_flood_of_calls_is_refused_past_the_queue_and_http_keeps_answering(serve, make_project) -> None:
+    import threading
+
+    with (
+        grpc_app(serve, make_project, "  max_queue: 20") as (client, h, target),
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        grpc_client = triton.InferenceServerClient(target)
+        blocked = pool.submit(client.post, "/echo", json={"block": True, "x": [[0.0] * 4]})
+        assert h.started.wait(10)
+        outcomes: list[str] = []
+        lock = threading.Lock()
+
+        def done(result: Any, error: Any) -> None:
+            with lock:
+                outcomes.append("ok" if error is None else str(error.status()))
+
+        for i in range(50):  # one connection, 50 calls at once
+            grpc_client.async_infer("echo", [row_input([float(i)] * 4)], done)
+        pipeline = client.app.apis["echo"].pipeline
+        wait_for(
+            lambda: outcomes.count("StatusCode.RESOURCE_EXHAUSTED") == 30, "the calls past the queue were not refused"
+        )
+        assert pipeline.depth == 20 and outcomes == ["StatusCode.RESOURCE_EXHAUSTED"] * 30
+        assert client.get("/healthz").status_code == 200  # the event loop keeps answering HTTP
+        assert client.get("/readyz").status_code == 200
+        h.release.set()
+        assert blocked.result(30).status_code == 200
+        wait_for(lambda: len(outcomes) == 50, "the queued calls were not answered")
+        assert outcomes.count("ok") == 20
+        grpc_client.close()
