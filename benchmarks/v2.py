@@ -1,11 +1,13 @@
-"""The MLP over the Open Inference Protocol (binary and JSON tensors) and the native route, in one run.
+"""The MLP over the Open Inference Protocol (gRPC raw contents, REST binary and JSON tensors) and the native
+route, in one run.
 
     python benchmarks/v2.py [--duration 5] [--concurrency 64] [--rounds 2] [--loadgen wrk|python]
 
-One localserve server (one replica, the MLP as a raw model with dynamic batching) answers all
-three routes; each is loaded in turn at the same concurrency with the same load generator
-(rounds alternate the order), after a warm-up. One sample a request: 256 FP32 features in, 10
-out. Prints req/s, p50/p99 per route and the binary/JSON ratio; asserts no time.
+One localserve server (one replica, the MLP as a raw model with dynamic batching, gRPC on a second
+port) answers all four routes; each is loaded in turn at the same concurrency (rounds alternate the
+order), after a warm-up: the HTTP routes with the same load generator, gRPC with its own
+(``grpc_load.py``: grpc.aio, the message serialized once). One sample a request: 256 FP32 features
+in, 10 out. Prints req/s, p50/p99 per route and the ratios to V2 JSON; asserts no time.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import loadgen
+from grpc_load import model_infer_message, run_grpc
 from onnx_models import build_mlp
 from procs import ServerProcess, free_port
 
@@ -52,10 +55,13 @@ def bodies(features: list[float], input_name: str) -> dict[str, tuple[bytes, dic
 
 
 PATHS = {"v2-binary": "/v2/models/mlp/infer", "v2-json": "/v2/models/mlp/infer", "native": "/mlp"}
+GRPC = "grpc-raw"  # ModelInfer with raw_input_contents, on the --grpc-port
 
 
 def load(args: argparse.Namespace, port: int, route: str, body: tuple[bytes, dict[str, str], str], seconds: float):
     data, headers, content_type = body
+    if route == GRPC:
+        return run_grpc(args.grpc_port, data, args.concurrency, seconds)
     if args.loadgen == "wrk":
         return loadgen.run_wrk(
             port, PATHS[route], data, args.concurrency, seconds, args.wrk_threads, content_type, headers
@@ -109,8 +115,10 @@ def main(argv: list[str] | None = None) -> None:
         model = build_mlp(project)
         (project / "cortex.yaml").write_text(CONFIG.format(batch=args.batch, interval=args.interval))
         features = json.loads(model.body)["input"]
-        routes = bodies(features, "input")
-        port = free_port()
+        routes = {GRPC: (model_infer_message("mlp", "input", features), {}, ""), **bodies(features, "input")}
+        port = args.grpc_port = free_port()
+        while args.grpc_port == port:
+            args.grpc_port = free_port()
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         cmd = [
             sys.executable,
@@ -120,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
             "--no-install",
             "--port",
             str(port),
+            "--grpc-port",
+            str(args.grpc_port),
             "--log-level",
             "warning",
         ]
@@ -129,6 +139,11 @@ def main(argv: list[str] | None = None) -> None:
         try:
             server.wait_ready("/mlp", routes["native"][0], timeout=120)
             for route, (data, headers, content_type) in routes.items():  # every route answers before the load
+                if route == GRPC:
+                    result = run_grpc(args.grpc_port, data, 1, 0.2)
+                    if result.non2xx or result.errors or not result.requests:
+                        raise RuntimeError(f"{route}: {result}")
+                    continue
                 status, answer = check(port, PATHS[route], data, {"Content-Type": content_type, **headers})
                 if status != 200:
                     raise RuntimeError(f"{route}: {status} {answer[:300]!r}")
@@ -146,7 +161,8 @@ def main(argv: list[str] | None = None) -> None:
             server.stop()
     print(
         f"MLP 256-1024-1024-10, one sample a request, concurrency {args.concurrency}, {args.duration:g} s x "
-        f"{args.rounds} round(s), loadgen {args.loadgen}, batching max {args.batch} / {args.interval}, one replica"
+        f"{args.rounds} round(s), loadgen {args.loadgen} (gRPC: grpc.aio), batching max {args.batch} / {args.interval}, "
+        "one replica"
     )
     print(
         f"{'route':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7} {'server CPU ms/req':>18}"
@@ -161,6 +177,10 @@ def main(argv: list[str] | None = None) -> None:
         )
     if rps["v2-json"]:
         print(f"V2 binary / V2 JSON throughput: {rps['v2-binary'] / rps['v2-json']:.2f}x")
+        print(
+            f"gRPC raw / V2 JSON throughput: {rps[GRPC] / rps['v2-json']:.2f}x; gRPC raw / V2 binary: "
+            f"{rps[GRPC] / rps['v2-binary']:.2f}x; gRPC raw / native: {rps[GRPC] / rps['native']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

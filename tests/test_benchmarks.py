@@ -131,7 +131,8 @@ def test_v2_benchmark_prints_the_three_routes_and_the_ratio(generator: str) -> N
     cmd += ["--concurrency", "4", "--loadgen", generator]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT / "benchmarks")
     assert proc.returncode == 0, proc.stderr
-    for route in ("v2-binary", "v2-json", "native"):
+    for route in ("grpc-raw", "v2-binary", "v2-json", "native"):
         # req/s, p50, p99, then 0 non-2xx and 0 errors, then server CPU per request
         assert re.search(rf"^{route}\s+\d+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+[\d.]+$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^V2 binary / V2 JSON throughput: [\d.]+x$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^gRPC raw / V2 JSON throughput: [\d.]+x; gRPC raw / V2 binary: [\d.]+x; ", proc.stdout, re.M)

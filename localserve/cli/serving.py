@@ -8,6 +8,7 @@ import mimetypes
 import os
 import sys
 from dataclasses import replace
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,6 +186,12 @@ def _split_header(item: str) -> tuple[str, str]:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 for all).")
 @click.option("--port", default=8888, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
+    "--grpc-port",
+    type=click.IntRange(0, 65535),
+    help="Also serve the Open Inference Protocol over gRPC (inference.GRPCInferenceService) on this port, e.g. "
+    "8081 (needs the grpc extra: pip install 'localserve[grpc]'). Default: off.",
+)
+@click.option(
     "--max-body-size",
     default=100 * 1024 * 1024,
     show_default=True,
@@ -267,6 +274,13 @@ def serve(
     """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
     # ``settings``: the other flags, named as the fields of ServeOptions and HttpLimits (--host, --port, ...).
     setup_logging(flags)
+    grpc_port, port = settings["grpc_port"], settings["port"]
+    if grpc_port is not None and grpc_port == port:
+        raise ConfigError(f"--grpc-port {grpc_port} is the HTTP port (--port); give gRPC a port of its own, e.g. 8081.")
+    if grpc_port is not None and (find_spec("grpc") is None or find_spec("google.protobuf") is None):
+        raise ConfigError(
+            "--grpc-port needs grpcio and protobuf, which are not installed: pip install 'localserve[grpc]'."
+        )
     config = load(project, config_file, flags)
     if api_names:
         config = config.only(api_names)

@@ -114,7 +114,9 @@ class Lifecycle:
             del waiting[job]
             if job.listener is not None:
                 job.listener.cancel()
-            if not job.future.done():  # cancelled: work nobody waits for is never started
+            # Cancelled (the awaiting task was, which cancels the future it awaited): work nobody waits for
+            # is never started.
+            if not job.future.done() or job.future.cancelled():
                 self.pipeline.drop(job)
             # A raised error's traceback holds this frame: without this, frame -> job -> future ->
             # error -> traceback -> frame would keep the request alive until a cyclic collection.

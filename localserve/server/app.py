@@ -66,6 +66,11 @@ class App:
             cache=options.cache_dir or default_cache_dir(),
         )
         self.v2 = V2Routes(engine, options)
+        self.grpc = None  # the Open Inference Protocol over gRPC (--grpc-port): grpcio is imported only then
+        if options.grpc_port is not None:
+            from localserve.protocols.v2.grpc.server import GrpcDoor
+
+            self.grpc = GrpcDoor(engine, options)
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz),
@@ -129,12 +134,16 @@ class App:
         await self.engine.startup(wait=False)
         if self.options.async_jobs:
             self.jobs.start()
+        if self.grpc is not None:
+            await self.grpc.start()
         if wait and self.engine.loading is not None:
             await self.engine.loading
 
     async def shutdown(self) -> None:
         """Stop the AsyncAPI workers, cancel loading and the requests still waiting; flush the access log."""
         self.jobs.stop()
+        if self.grpc is not None:
+            await self.grpc.stop()  # the calls in flight had their grace since begin_shutdown
         await self.engine.shutdown()
         flush_access_log()
 
@@ -149,8 +158,10 @@ class App:
         return self.engine.ready
 
     def begin_shutdown(self) -> None:
-        """A stop was asked for (SIGTERM/SIGINT): the engine's graceful timeout starts."""
+        """A stop was asked for (SIGTERM/SIGINT): the engine's graceful timeout starts; gRPC refuses new calls."""
         self.engine.begin_shutdown()
+        if self.grpc is not None:
+            self.grpc.begin_stop()
 
     def join_threads(self, timeout: float) -> list[str]:
         """After ``shutdown``: wait up to ``timeout`` seconds for every API's threads; the names still running."""

@@ -9,10 +9,12 @@ for them with the reason.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from localserve.engine.api import ApiRuntime
+from localserve.errors import NotFound, NotReady
 from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
 
 PLATFORMS = {"onnx": "onnx_onnxv1", "tensorflow": "tensorflow_savedmodel"}
@@ -130,3 +132,42 @@ def _spec(item: dict[str, Any]) -> TensorSpec:
     shape = item.get("shape")
     dims = None if shape is None else tuple(d if isinstance(d, int) and d >= 0 else -1 for d in shape)
     return TensorSpec(str(item["name"]), datatype_of_name(str(item["type"])) or "", dims)
+
+
+class V2Models:
+    """The APIs of one replica seen as V2 models, for every transport (REST and gRPC): one lookup, one wording.
+
+    ``find`` answers NotFound (404: no such API, an API without a tensor model, another version)
+    or NotReady (503: not loaded yet); the V2 view of each loaded API is made once.
+    """
+
+    def __init__(self, apis: Mapping[str, ApiRuntime]) -> None:
+        self.apis = apis
+        self._models: dict[str, V2Model] = {}
+
+    def names(self) -> list[str]:
+        """The APIs that are V2 models (loaded or not)."""
+        return [name for name, rt in self.apis.items() if not_a_model(rt) is None]
+
+    def no_model(self, name: str) -> NotFound:
+        """The 404 for a model name that is no API."""
+        listed = ", ".join(map(repr, self.names())) or "none"
+        return NotFound(f"No model {name!r}; the models served over the Open Inference Protocol are: {listed}.")
+
+    def find(self, name: str, version: str | None = None) -> tuple[ApiRuntime, V2Model]:
+        """The API and its V2 model; NotFound (404) or NotReady (503) otherwise."""
+        rt = self.apis.get(name)
+        if rt is None:
+            raise self.no_model(name)
+        why = not_a_model(rt)
+        if why is not None:
+            raise NotFound(why)
+        if version is not None and version != VERSION:
+            raise NotFound(f"Model {name!r} has no version {version!r}; localserve serves version {VERSION} only.")
+        model = self._models.get(name)
+        if model is None:
+            model = v2_model(rt)
+            if model is None:
+                raise NotReady(name, rt.error)
+            self._models[name] = model
+        return rt, model

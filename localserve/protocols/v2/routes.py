@@ -22,7 +22,7 @@ from localserve import __version__
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
-from localserve.errors import LocalServeError, NotFound, NotReady
+from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log
 from localserve.protocols.bodies import decode_content
 from localserve.protocols.http import (
@@ -36,7 +36,7 @@ from localserve.protocols.http import (
 )
 from localserve.protocols.v2.binary import HEADER_LENGTH, parse_header_length
 from localserve.protocols.v2.codec import Decoded, decode_request, encode_response
-from localserve.protocols.v2.models import VERSION, V2Model, not_a_model, v2_model
+from localserve.protocols.v2.models import VERSION, V2Model, V2Models
 from localserve.protocols.v2.stats import model_stats
 from localserve.protocols.v2.tensors import Requested
 from localserve.request import Request
@@ -81,7 +81,7 @@ class V2Routes:
         self.engine = engine
         self.door = HttpDoor(max_body_size=options.max_body_size, hide_errors=options.hide_errors)
         self.max_body_size = options.max_body_size
-        self._models: dict[str, V2Model] = {}
+        self.models = V2Models(engine.apis)
 
     def routes(self) -> list[BaseRoute]:
         """The Starlette routes of every /v2 path (infer also has a fast path in ``App.__call__``)."""
@@ -112,32 +112,12 @@ class V2Routes:
     # -- models -------------------------------------------------------------------------------
     def names(self) -> list[str]:
         """The APIs that are V2 models (loaded or not)."""
-        return [name for name, rt in self.engine.apis.items() if not_a_model(rt) is None]
+        return self.models.names()
 
     def find(self, scope: Scope) -> tuple[ApiRuntime, V2Model]:
         """The API and its V2 model named in the path; NotFound (404) or NotReady (503) otherwise."""
         params = scope["path_params"]
-        name = params["name"]
-        rt = self.engine.apis.get(name)
-        if rt is None:
-            raise self._no_model(name)
-        why = not_a_model(rt)
-        if why is not None:
-            raise NotFound(why)
-        version = params.get("version")
-        if version is not None and version != VERSION:
-            raise NotFound(f"Model {name!r} has no version {version!r}; localserve serves version {VERSION} only.")
-        model = self._models.get(name)
-        if model is None:
-            model = v2_model(rt)
-            if model is None:
-                raise NotReady(name, rt.error)
-            self._models[name] = model
-        return rt, model
-
-    def _no_model(self, name: str) -> NotFound:
-        listed = ", ".join(map(repr, self.names())) or "none"
-        return NotFound(f"No model {name!r}; the models served over the Open Inference Protocol are: {listed}.")
+        return self.models.find(params["name"], params.get("version"))
 
     # -- GET routes -----------------------------------------------------------------------------
     async def server(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -194,7 +174,7 @@ class V2Routes:
         engine = self.engine
         rt = engine.apis.get(scope["path_params"]["name"])
         if rt is None:  # no API to count it under: its access line alone
-            status = await send_error(send, self._no_model(scope["path_params"]["name"]), request_id, v2=True)
+            status = await send_error(send, self.models.no_model(scope["path_params"]["name"]), request_id, v2=True)
             if engine.access_log:
                 access_log(scope["method"], scope["path"], None, status, time.perf_counter() - start, request_id)
             return

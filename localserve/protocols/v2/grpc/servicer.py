@@ -1,0 +1,263 @@
+"""The RPCs of ``inference.GRPCInferenceService``: a front door onto the same engine as the REST routes.
+
+``ModelInfer`` takes the engine's steps (``engine/core.py``), as ``V2Routes.infer`` does over REST::
+
+    engine.began(rt) -> rt.lifecycle.admit() -> rt.lifecycle.run(request, client, stages=_Infer) -> engine.ended(...)
+
+The message arrives as bytes (grpc's own limit, ``--max-body-size``, refused a larger one before
+this code ran); only the model's name is read on the event loop (``head.peek_model``). The whole
+message is parsed, checked and decoded on the API's threads (``_Infer.prepare``), so gRPC, REST
+and native requests share the API's queue and batches; the outputs are encoded there too
+(``_Infer.finish``). The client's deadline shortens the wait (work not started is dropped, as at
+the API's own timeout) and a call the client cancels is dropped the same way. Errors are rendered
+by ``status.render_status``, with REST's words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+
+from localserve import __version__
+from localserve.config.options import ServeOptions
+from localserve.engine.api import ApiRuntime
+from localserve.engine.core import Engine
+from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown, Unauthorized
+from localserve.logs import access_log
+from localserve.protocols.v2.grpc import inference_pb2 as pb
+from localserve.protocols.v2.grpc.call import REQUEST_ID, ClientDeadline, Context, GrpcClient, request_id_of_call
+from localserve.protocols.v2.grpc.head import peek_model
+from localserve.protocols.v2.grpc.outputs import encode_response
+from localserve.protocols.v2.grpc.status import render_status
+from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
+from localserve.protocols.v2.models import VERSION, V2Model, V2Models
+from localserve.protocols.v2.stats import model_stats
+from localserve.request import Request
+from localserve.response import Reply
+
+log = logging.getLogger("localserve")
+
+SERVICE = "inference.GRPCInferenceService"  # the protocol's name for it (KServe, Triton): what clients call
+INFER_PATH = f"/{SERVICE}/ModelInfer"  # the HTTP/2 path of a ModelInfer call: its access log line and figures
+OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
+
+
+class Servicer:
+    """Every RPC of the service, onto one replica's engine."""
+
+    def __init__(self, engine: Engine, options: ServeOptions) -> None:
+        self.engine = engine
+        self.models = V2Models(engine.apis)
+        self.hide_errors = options.hide_errors
+        self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
+        self.stopping = False  # a stop was asked for: new ModelInfer calls are UNAVAILABLE, ServerReady false
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The generic handler that serves the service under its protocol name."""
+
+        def unary(
+            fn: Callable[[Any, Context], Awaitable[Any]], request: type[Message]
+        ) -> grpc.RpcMethodHandler[Any, Any]:
+            return grpc.unary_unary_rpc_method_handler(
+                fn, request_deserializer=request.FromString, response_serializer=_serialize
+            )
+
+        methods = {
+            "ServerLive": unary(self.server_live, pb.ServerLiveRequest),
+            "ServerReady": unary(self.server_ready, pb.ServerReadyRequest),
+            "ModelReady": unary(self.model_ready, pb.ModelReadyRequest),
+            "ServerMetadata": unary(self.server_metadata, pb.ServerMetadataRequest),
+            "ModelMetadata": unary(self.model_metadata, pb.ModelMetadataRequest),
+            "ModelConfig": unary(self.model_config, pb.ModelConfigRequest),
+            "ModelStatistics": unary(self.model_statistics, pb.ModelStatisticsRequest),
+            # bytes in and out: parsed and serialized on the API's threads, not on the event loop
+            "ModelInfer": grpc.unary_unary_rpc_method_handler(self.model_infer),
+        }
+        return grpc.method_handlers_generic_handler(SERVICE, methods)
+
+    # -- health and metadata ----------------------------------------------------------------------
+    async def server_live(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
+        """Live while the process answers."""
+        return pb.ServerLiveResponse(live=True)
+
+    async def server_ready(self, request: pb.ServerReadyRequest, context: Context) -> pb.ServerReadyResponse:
+        """Ready once every API is loaded (as /readyz), until a stop is asked for."""
+        return pb.ServerReadyResponse(ready=self.engine.ready and not self.stopping)
+
+    async def model_ready(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
+        """Ready once the model is loaded; NOT_FOUND for no such model (or version)."""
+        await self._check_key(context, "ModelReady")
+        try:
+            self.models.find(request.name, request.version or None)
+        except NotReady:
+            return pb.ModelReadyResponse(ready=False)
+        except LocalServeError as exc:
+            await self._abort(context, exc)
+        return pb.ModelReadyResponse(ready=True)
+
+    async def server_metadata(self, request: pb.ServerMetadataRequest, context: Context) -> pb.ServerMetadataResponse:
+        """The server's name, version and extensions (those of the gRPC protocol: no binary_tensor_data)."""
+        await self._check_key(context, "ServerMetadata")
+        extensions = ["model_configuration"] + (["statistics"] if self.engine.metrics is not None else [])
+        return pb.ServerMetadataResponse(name="localserve", version=__version__, extensions=extensions)
+
+    async def model_metadata(self, request: pb.ModelMetadataRequest, context: Context) -> pb.ModelMetadataResponse:
+        """A model's metadata, as GET /v2/models/{m} gives it."""
+        model = await self._model(context, "ModelMetadata", request.name, request.version)
+        return json_format.ParseDict(model.metadata(), pb.ModelMetadataResponse())
+
+    async def model_config(self, request: pb.ModelConfigRequest, context: Context) -> pb.ModelConfigResponse:
+        """Triton's model configuration, as GET /v2/models/{m}/config gives it."""
+        model = await self._model(context, "ModelConfig", request.name, request.version)
+        return pb.ModelConfigResponse(config=json_format.ParseDict(model.config(), pb.ModelConfig()))
+
+    async def model_statistics(
+        self, request: pb.ModelStatisticsRequest, context: Context
+    ) -> pb.ModelStatisticsResponse:
+        """Triton's statistics of one model, or of every model when no name is given."""
+        await self._check_key(context, "ModelStatistics")
+        try:
+            names = [self.models.find(request.name, request.version or None)[1].name] if request.name else None
+            metrics = self.engine.metrics
+            if metrics is None:
+                raise NotFound("Statistics come from the server's metrics, which are off (--no-metrics).")
+            entries = [model_stats(metrics, name, VERSION) for name in names or self.models.names()]
+        except LocalServeError as exc:
+            await self._abort(context, exc)
+        return json_format.ParseDict({"model_stats": entries}, pb.ModelStatisticsResponse())
+
+    async def _model(self, context: Context, rpc: str, name: str, version: str) -> V2Model:
+        await self._check_key(context, rpc)
+        try:
+            return self.models.find(name, version or None)[1]
+        except LocalServeError as exc:
+            await self._abort(context, exc)
+
+    # -- inference --------------------------------------------------------------------------------
+    async def model_infer(self, data: bytes, context: Context) -> bytes:
+        """Answer one inference request; it is counted by the engine like a REST or native request."""
+        start = time.perf_counter()
+        request_id = request_id_of_call(context)
+        context.set_trailing_metadata(((REQUEST_ID, request_id),))  # as HTTP echoes X-Request-ID, errors too
+        await self._check_key(context, "ModelInfer", request_id)
+        engine = self.engine
+        try:
+            name, version = peek_model(data)
+            rt = engine.apis.get(name)
+            if rt is None:
+                raise self.models.no_model(name)
+        except LocalServeError as exc:  # no API to count it under: its access line alone
+            if engine.access_log:
+                access_log("POST", INFER_PATH, None, exc.status_code, time.perf_counter() - start, request_id)
+            await self._abort(context, exc, request_id)
+        engine.began(rt)
+        status = 500
+        try:
+            reply = await self._infer(rt, name, version, data, context, request_id)
+            status = reply.status
+            return reply.body
+        except LocalServeError as exc:  # (ClientGone: 499, CANCELLED, which nobody reads)
+            status = exc.status_code
+            await self._abort(context, exc, request_id, api=name)
+        except asyncio.CancelledError:  # the client cancelled, or its deadline passed: grpc ended the call
+            status = 499
+            raise
+        finally:
+            engine.ended(rt, "POST", INFER_PATH, status, time.perf_counter() - start, request_id)
+
+    async def _infer(
+        self, rt: ApiRuntime, name: str, version: str, data: bytes, context: Context, request_id: str
+    ) -> Reply:
+        if self.stopping:
+            raise ShuttingDown()
+        _, model = self.models.find(name, version or None)
+        with rt.lifecycle.admit():  # 503 when not ready or full (grpc has read the message already)
+            request = Request("POST", [], data, request_id=request_id, path=INFER_PATH)
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            raise ClientDeadline(name, 0.0)
+        run = rt.lifecycle.run(request, GrpcClient(context), stages=_Infer(model, name, version))
+        if remaining is None:
+            return await run
+        try:
+            return await asyncio.wait_for(
+                run, remaining
+            )  # on time out, run's task is cancelled: unstarted work dropped
+        except asyncio.TimeoutError:
+            raise ClientDeadline(name, remaining) from None
+
+    # -- errors ---------------------------------------------------------------------------------
+    async def _abort(
+        self, context: Context, exc: LocalServeError, request_id: str = "", api: str | None = None
+    ) -> NoReturn:
+        code, details = render_status(
+            exc, request_id or request_id_of_call(context), api=api, hide_errors=self.hide_errors
+        )
+        await context.abort(code, details)
+
+    async def _check_key(self, context: Context, rpc: str, request_id: str = "") -> None:
+        """``--api-key``: every RPC but the health probes needs ``authorization: Bearer <key>`` in its metadata."""
+        if self.expected_key is None or rpc in OPEN_RPCS:
+            return
+        given = b""
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization":
+                given = value.encode("utf-8") if isinstance(value, str) else value
+                break
+        if hmac.compare_digest(given[:7].lower() + given[7:], self.expected_key):
+            return
+        reason = "no authorization metadata" if not given else "the key is wrong or not a Bearer token"
+        log.warning("gRPC call %s to %s refused with UNAUTHENTICATED: %s", request_id or "-", rpc, reason)
+        message = (
+            f"Unauthorized: this server requires 'authorization: Bearer <key>' metadata (--api-key); {reason}."
+            if not given
+            else f"Unauthorized: {reason}; expected 'authorization: Bearer <key>' with the server's --api-key."
+        )
+        await self._abort(context, Unauthorized(message), request_id)
+
+
+class _Infer:
+    """One ModelInfer call's own stages, run on the API's threads: parse and decode the message, encode the outputs."""
+
+    __slots__ = ("decoded", "model", "name", "version")
+
+    def __init__(self, model: V2Model, name: str, version: str) -> None:
+        self.model = model
+        self.name = name
+        self.version = version
+        self.decoded: Decoded | None = None
+
+    def prepare(self, request: Request) -> dict[str, Any]:
+        try:
+            message = pb.ModelInferRequest.FromString(request.body)
+        except DecodeError as exc:
+            raise RequestError(f"The ModelInferRequest is not a valid protobuf message: {exc}.") from None
+        if (message.model_name, message.model_version) != (self.name, self.version):
+            raise RequestError(
+                f"The ModelInferRequest names model {message.model_name!r} version {message.model_version!r} in fields "
+                "that do not come first; put model_name and model_version first, once, as protobuf serializers do."
+            )
+        model = self.model
+        self.decoded = decode_request(message, model.inputs, model.outputs, keep_bytes=model.keep_bytes)
+        return self.decoded.feed
+
+    def finish(self, request: Request, output: Any) -> Reply:
+        decoded = self.decoded
+        assert decoded is not None
+        model = self.model
+        values = output if isinstance(output, dict) else dict(zip(model.output_order, output, strict=False))
+        chosen = [(name, values[name]) for name in decoded.outputs]
+        response = encode_response(model.name, decoded.id, chosen, raw=decoded.raw)
+        return Reply(status=200, body=response.SerializeToString())
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
