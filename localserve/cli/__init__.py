@@ -10,7 +10,8 @@ from __future__ import annotations
 import click
 
 from localserve import __version__
-from localserve.cli.serving import run, serve
+from localserve.cli.run import run
+from localserve.cli.serving import serve
 from localserve.cli.tools import check, export, get
 
 ENV_PREFIX = "LOCALSERVE"

@@ -1,13 +1,9 @@
-"""`localserve run` (one request, in-process) and `localserve serve` (HTTP)."""
+"""`localserve serve`: the HTTP server (and gRPC with --grpc-port), one process or replicas."""
 
 from __future__ import annotations
 
-import json
-import logging
-import mimetypes
 import os
 import sys
-from dataclasses import replace
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +17,8 @@ from localserve.cli.options import (
     environment_settings,
     fail_on_errors,
     load,
-    logging_configured,
     project_options,
     project_settings,
-    run_api_options,
     setup_logging,
 )
 from localserve.compat.context import Project
@@ -32,151 +26,6 @@ from localserve.errors import ConfigError
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
-
-
-@click.command(context_settings={"help_option_names": ["--help"]})
-@project_options
-@run_api_options
-@click.option("--api", "api_name", help="Which API of the config receives the request (only it is loaded).")
-@click.option("--input", "input_path", help="File to send as the request body ('-' for stdin).")
-@click.option(
-    "--image",
-    "-i",
-    metavar="IMAGE",
-    help="ABEJA's runtime image, e.g. abeja/all-cpu:19.04; accepted, and the current environment is used instead.",
-)
-@click.option("--content-type", help="Content-Type of the body (default: guessed from the file's extension).")
-@click.option("--method", "-X", default="POST", show_default=True)
-@click.option("--header", "-H", "headers", multiple=True, metavar="K:V", help="Request header (repeatable).")
-@click.option("--query", default="", help="Query string, e.g. debug=true.")
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Write the response body here instead of stdout.",
-)
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing but the response body.")
-@fail_on_errors
-def run(project: Path, config_file: Path | None, flags: ApiFlags, quiet: bool, **request: Any) -> None:
-    """Send one request to the handler in-process and print the response body.
-
-    -h is --handler and -i is --image, as in ABEJA's run-local; help is --help.
-
-    \b
-    localserve run -h main:handler -i abeja/all-cpu:19.04 --input cat.jpg --quiet > flipped.jpg
-    localserve run --config cortex.yaml --api iris --input sample.json
-    """
-    # ``request``: --api, --input, --image, --content-type, --method, --header, --query, --output.
-    with logging_configured(flags, quiet=quiet, default_format="text"):
-        _run(project, config_file, flags, quiet, **request)
-
-
-def _run(
-    project: Path,
-    config_file: Path | None,
-    flags: ApiFlags,
-    quiet: bool,
-    *,
-    api_name: str | None,
-    input_path: str | None,
-    image: str | None,
-    content_type: str | None,
-    method: str,
-    headers: tuple[str, ...],
-    query: str,
-    output: Path | None,
-) -> None:
-    from localserve.logs import capture_prints
-
-    body, guessed = _read_input(input_path)
-    header_list = [_split_header(h) for h in headers]
-    if not any(k.lower() == "content-type" for k, _ in header_list) and (content_type or guessed):
-        header_list.append(("Content-Type", content_type or guessed or ""))
-    if image:
-        logging.getLogger("localserve").info(
-            "--image %s: localserve runs the handler in the current Python environment, not in that image", image
-        )
-    full = load(project, config_file, flags)
-    api = full.api(api_name).name
-    fields = {**api_settings(flags), **environment_settings(os.environ)}  # of ServeOptions
-    settings = project_settings(flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
-    real_stdout = sys.stdout  # what user code prints is logged, never mixed with the body
-    # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
-    with Project(full.only([api]), settings) as config, capture_prints():
-        status, response_headers, response_body = _send_one(
-            config,
-            replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode),
-            fields,
-            method=method,
-            headers=header_list,
-            body=body,
-            query_string=query,
-        )
-    if status >= 400:
-        click.echo(f"Error: the handler answered {status}:", err=True)
-        click.echo(response_body.decode("utf-8", "replace"), err=True)
-        sys.exit(1)
-    if output is not None:  # relative to where run was started, not to the project
-        output.write_bytes(response_body)
-        return
-    response_type = next((v for k, v in response_headers if k == "content-type"), "")
-    if real_stdout.isatty() and response_type.startswith("application/json"):
-        try:
-            response_body = (json.dumps(json.loads(response_body), indent=4, ensure_ascii=False) + "\n").encode()
-        except ValueError:
-            pass
-    real_stdout.buffer.write(response_body)
-    real_stdout.buffer.flush()
-
-
-def _send_one(
-    config: ServeConfig,
-    full: ServeConfig,
-    fields: dict[str, Any],
-    *,
-    method: str,
-    headers: list[tuple[str, str]],
-    body: bytes,
-    query_string: str,
-) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call."""
-    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.client import peer_starter, run_job_once, run_once
-    from localserve.compat.hosts import install_api_hosts
-    from localserve.peers import Peers
-    from localserve.server import ServeOptions
-    from localserve.server.runner import Runner
-
-    options = ServeOptions(**fields, async_jobs=False)  # an AsyncAPI's one job runs at once, without its store
-    api = config.apis[0]
-    peers = Peers((a.name for a in full.apis), peer_starter(full, options))
-    install_api_hosts(peers.port_of)  # undone with the rest of the Project context
-    runner = Runner(config, options)
-    try:
-        if api.is_async:  # an AsyncAPI's job runs now, and its result is printed
-            return run_job_once(runner, api=api.name, headers=headers, body=body, query_string=query_string)
-        return run_once(runner, api=api.name, method=method, headers=headers, body=body, query_string=query_string)
-    finally:
-        peers.close()
-
-
-def _read_input(input_path: str | None) -> tuple[bytes, str | None]:
-    if input_path is None:
-        return b"", None
-    if input_path == "-":
-        return sys.stdin.buffer.read(), "application/octet-stream"
-    path = Path(input_path)
-    if not path.is_file():
-        raise ConfigError(f"--input {input_path!r}: no such file.")
-    guessed, _ = mimetypes.guess_type(path.name)
-    return path.read_bytes(), guessed or "application/octet-stream"
-
-
-def _split_header(item: str) -> tuple[str, str]:
-    key, sep, value = item.partition(":")
-    if not sep or not key.strip():
-        raise ConfigError(f"Invalid --header {item!r}: expected NAME:VALUE, e.g. 'Accept: application/json'.")
-    return key.strip(), value.strip()
 
 
 @click.command()
