@@ -247,8 +247,10 @@ class AsyncJobs:
             state = await asyncio.to_thread(store.state, job_id)
         except StoreError as exc:
             raise StoreUnavailable(str(exc)) from None
-        if state is None:
-            body = json.dumps({"id": job_id, "status": "not_found"}).encode()
+        status = 200
+        if state is None:  # Cortex 0.35+: 404 "error: id <id> not found"; the status kept for 0.32-0.34's clients
+            status = 404
+            body = json.dumps({"id": job_id, "status": "not_found", "error": f"id {job_id} not found"}).encode()
         elif state.status == "completed" and state.result is not None and state.finished is not None:
             head = json.dumps({"id": job_id, "status": "completed"})[:-1]
             stamp = json.dumps(rfc3339(state.finished))
@@ -258,8 +260,8 @@ class AsyncJobs:
             body = json.dumps(value, ensure_ascii=False).encode()
         else:
             body = json.dumps({"id": job_id, "status": state.status}).encode()
-        await send_reply(send, Reply(status=200, headers=[(b"content-type", b"application/json")], body=body), rid)
-        return 200
+        await send_reply(send, Reply(status=status, headers=[(b"content-type", b"application/json")], body=body), rid)
+        return status
 
 
 def _loaded(rt: ApiRuntime) -> bool:
