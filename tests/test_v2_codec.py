@@ -257,6 +257,17 @@ def test_requested_outputs_must_exist() -> None:
     assert error_of(body) == "Unknown output 'q'; the model's outputs are 'y'."
 
 
+def test_an_output_requested_twice_is_refused() -> None:
+    """Issue 32, item 4: 100 copies of one output in a 1.6 MB request answered 114.5 MB."""
+    body = json.dumps(
+        {
+            "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
+            "outputs": [{"name": "y"}, {"name": "y", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
+    assert error_of(body) == "Output 'y' is requested twice; name each output once."
+
+
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
 def test_tritonclient_reads_the_responses(binary: bool) -> None:
     outputs = {

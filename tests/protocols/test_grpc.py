@@ -240,6 +240,11 @@ def test_errors_are_statuses_with_the_words_of_rest(client: triton.InferenceServ
         message,
     )
     assert message == "Unknown output 'z'; the model's outputs are 'probabilities', 'logits'."
+    twice = [triton.InferRequestedOutput("logits"), triton.InferRequestedOutput("logits")]
+    assert grpc_error(lambda: client.infer("linear", x, outputs=twice)) == (
+        "StatusCode.INVALID_ARGUMENT",
+        "Output 'logits' is requested twice; name each output once.",
+    )
     assert grpc_error(lambda: client.get_model_metadata("nope")) == (
         "StatusCode.NOT_FOUND",
         "No model 'nope'; the models served over the Open Inference Protocol are: 'iris', 'mlp', 'linear', 'half', "

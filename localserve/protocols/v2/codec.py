@@ -148,6 +148,8 @@ def _requested(value: Any, outputs: Sequence[TensorSpec], default_binary: bool) 
             raise RequestError(f"Requested output {index} needs a 'name' string; got {_kind(item)}.")
         if name not in names:
             raise RequestError(f"Unknown output {name!r}; the model's outputs are {', '.join(map(repr, names))}.")
+        if any(seen.name == name for seen in requested):  # 100 copies of one output would answer 100 tensors
+            raise RequestError(f"Output {name!r} is requested twice; name each output once.")
         parameters = _parameters(item, f"output {name!r}")
         if "classification" in parameters:
             raise RequestError(

@@ -111,6 +111,8 @@ def _requested(message: pb.ModelInferRequest, outputs: Sequence[TensorSpec]) -> 
             raise RequestError(
                 f"Unknown output {wanted.name!r}; the model's outputs are {', '.join(map(repr, names))}."
             )
+        if wanted.name in requested:  # 100 copies of one output would answer 100 tensors
+            raise RequestError(f"Output {wanted.name!r} is requested twice; name each output once.")
         if "classification" in wanted.parameters:
             raise RequestError(
                 f"Output {wanted.name!r} asks for the classification extension, which localserve does not implement; "
