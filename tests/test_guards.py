@@ -96,6 +96,16 @@ def test_api_key(make_project) -> None:
         )
         good = httpx.post(f"{url}/p", json={}, headers={"Authorization": "bearer s3cret"})
         assert (good.status_code, good.json()) == (200, {"ok": 1.5, "bad": [None, None]})
+        # Two Authorization headers, in either order: neither is taken (issue 32, item 8).
+        for pair in (
+            [("Authorization", "Bearer s3cret"), ("Authorization", "Bearer x")],
+            [("Authorization", "Bearer x"), ("Authorization", "Bearer s3cret")],
+        ):
+            twice = httpx.post(f"{url}/p", json={}, headers=pair)
+            assert (twice.status_code, twice.json()["error"]) == (
+                400,
+                "The request has 2 Authorization headers; send one.",
+            )
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import hmac
 import logging
 from typing import Any
 
-from localserve.errors import Unauthorized
+from localserve.errors import RequestError, Unauthorized
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of, send_reply
 from localserve.server.pages import PAGE_PATHS
 
@@ -31,11 +31,17 @@ class ApiKeyMiddleware:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        given = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                given = value
-                break
+        given = [value for name, value in scope["headers"] if name == b"authorization"]
+        if len(given) > 1:  # which one a proxy or a handler would read is a guess: neither is taken
+            request_id = request_id_of(scope)
+            message = f"The request has {len(given)} Authorization headers; send one."
+            log.warning("request %s to %s refused with 400: %s", request_id, scope["path"], message)
+            await send_reply(send, render_error(RequestError(message), request_id), request_id)
+            return
+        await self._check(given[0] if given else b"", scope, receive, send)
+
+    async def _check(self, given: bytes, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve the request if ``given`` carries the key, else answer 401."""
         # The scheme is case-insensitive (RFC 9110); the key is not.
         if hmac.compare_digest(given[:7].lower() + given[7:], self.expected):
             await self.app(scope, receive, send)
