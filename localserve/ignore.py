@@ -14,6 +14,7 @@ re-included. A pattern git would refuse is a ConfigError naming the file and lin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,9 @@ def parse_ignore_lines(lines: Iterable[str], source: str = "ignore rules") -> li
         line = raw.rstrip("\n").rstrip("\r")
         try:
             spec = pathspec.GitIgnoreSpec.from_lines([line])
-        except ValueError as exc:  # pathspec's GitWildMatchPatternError / GitIgnorePatternError
-            raise ConfigError(f"{source}, line {number}: invalid pattern {raw!r} ({exc}); {_PATTERN_HELP}") from None
+        except (ValueError, re.error) as exc:  # pathspec's pattern errors; re's for a range such as [z-a]
+            why = exc.msg if isinstance(exc, re.error) else str(exc)  # re's position is in pathspec's regex, not the line
+            raise ConfigError(f"{source}, line {number}: invalid pattern {raw!r} ({why}); {_PATTERN_HELP}") from None
         if not spec.patterns or all(p.include is None for p in spec.patterns):
             continue  # blank, comment, or a pattern that matches nothing
         if not line.endswith("\\ "):

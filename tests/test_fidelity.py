@@ -506,6 +506,15 @@ def test_a_bad_ignore_pattern_names_the_file_and_line(tmp_path: Path) -> None:
         ".cortexignore, line 3: invalid pattern 'logs\\\\' (Invalid git pattern: 'logs\\\\'); expected gitignore "
         "syntax: *, ?, [a-z], ** and a trailing / for folders, \\ to escape a character."
     )
+    (tmp_path / ".cortexignore").write_text(
+        "build/\n[z-a]\n"
+    )  # a range backwards: re's error, named (issue 32, item 6)
+    with pytest.raises(ConfigError) as info:
+        ignored(tmp_path, None)
+    assert str(info.value) == (
+        ".cortexignore, line 2: invalid pattern '[z-a]' (bad character range z-a); expected gitignore "
+        "syntax: *, ?, [a-z], ** and a trailing / for folders, \\ to escape a character."
+    )
     (tmp_path / ".cortexignore").write_text("[]]\nbuild/\n!build/keep.txt\n")
     (tmp_path / "build").mkdir()
     is_ignored = ignored(tmp_path, None)
