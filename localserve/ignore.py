@@ -47,7 +47,8 @@ def parse_ignore_lines(lines: Iterable[str], source: str = "ignore rules") -> li
         try:
             spec = pathspec.GitIgnoreSpec.from_lines([line])
         except (ValueError, re.error) as exc:  # pathspec's pattern errors; re's for a range such as [z-a]
-            why = exc.msg if isinstance(exc, re.error) else str(exc)  # re's position is in pathspec's regex, not the line
+            # re's position would be in pathspec's regex, not in the line: its message alone
+            why = exc.msg if isinstance(exc, re.error) else str(exc)
             raise ConfigError(f"{source}, line {number}: invalid pattern {raw!r} ({why}); {_PATTERN_HELP}") from None
         if not spec.patterns or all(p.include is None for p in spec.patterns):
             continue  # blank, comment, or a pattern that matches nothing
