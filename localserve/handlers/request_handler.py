@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from localserve.config import ApiConfig
-from localserve.errors import HandlerLoadError, LocalServeError
+from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
 from localserve.handlers import EndpointOptions, run_stage, truncate
 from localserve.handlers.loader import load_file, positional_count
 from localserve.payload import decode_payload
@@ -110,6 +110,11 @@ class RequestHandlerEndpoint:
         if self.pre is not None:
             args = (sample, self.model.input_signature) + ((self.api.metadata,) if self.pre_three else ())
             value = run_stage(self.options.observe, "pre_inference", "pre_inference", self.pre, *args)
+            if value is None:  # the handler's fault (seed 000's stub has no return), not the client's
+                raise HandlerError(
+                    f"pre_inference in {self.api.request_handler} returned None; it must return the model's input: "
+                    "a dict of input name to value, or the value of the model's only input."
+                )
             if request.debug:
                 log.info("debug: after pre_inference: %s", truncate(value))
         return self.model.coerce(value)

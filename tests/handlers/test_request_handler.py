@@ -127,6 +127,24 @@ def test_user_errors_in_hooks_are_500s(serve, make_project) -> None:
         assert response.json()["error"] == "pre_inference raised KeyError: 'features'"
 
 
+def test_a_pre_inference_that_returns_none_is_the_handlers_500(serve, make_project) -> None:
+    """Issue 32, item 12: seed 000's stub returns nothing; that was a client 400 ("None could not be converted")."""
+    project = make_project(
+        {
+            "localserve.yaml": "- kind: api\n  name: lin\n  model: lin.onnx\n  request_handler: h.py\n",
+            "h.py": "def pre_inference(sample, metadata):\n    pass\n",
+        }
+    )
+    onnx_linear(project / "lin.onnx")
+    with serve(project) as client:
+        response = client.post("/lin", json={"x": [[1, 2, 3, 4]]})
+    assert (response.status_code, response.json()["error"]) == (
+        500,
+        "pre_inference in h.py returned None; it must return the model's input: a dict of input name to value, "
+        "or the value of the model's only input.",
+    )
+
+
 def test_debug_logs_each_stage_in_order(serve, make_project, caplog) -> None:
     project = make_project(
         {
