@@ -206,7 +206,7 @@ def prepare(config: ServeConfig, flags: ApiFlags, *, quiet: bool, url: str | Non
     workdir = config.project
     if not flags.raw_project and config.config_file is not None:
         workdir = packaged_view(config.project, config.config_file)
-    mnt_mode = provide_mnt_project(workdir)
+    mnt_mode = provide_mnt_project(workdir, project=config.project)
     defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
     handlers = [api.handler for api in config.apis if api.handler]
     if handlers:
