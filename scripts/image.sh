@@ -312,12 +312,18 @@ for profile in docker podman; do
     serve_case "Cortex iris_onnx: serve, README curl" "$profile" iris_onnx "$SERVE" "$CURL" "$IRIS" health,sigterm
     run_case "Cortex iris_onnx: run --input sample.json" "$profile" iris_onnx "$RUN_INPUT" "$IRIS"
 done
-serve_case "Cortex iris_onnx: read-only mount (:ro)" docker iris_onnx "${SERVE/\/mnt\/project/\/mnt\/project:ro}" "$CURL" "$IRIS"
+serve_case "Cortex iris_onnx: read-only mount (:ro)" docker iris_onnx \
+    "$(for_cpu "$(readme_line '^docker run --rm -p 8888:8888 -v "\$PWD":/mnt/project:ro localserve:cpu$')")" "$CURL" "$IRIS"
 # An ABEJA project: no config file; the arguments after the image name replace the CMD, so the
 # address to listen on comes from the image's environment (LOCALSERVE_HOST), not from the CMD.
+ABEJA_PREDICT="curl -s http://localhost:$PORT/ -H 'Content-Type: application/json' -d @request.json"
 serve_case "ABEJA json_tax: serve --handler main:handler" docker json_tax \
-    "$(for_cpu 'docker run --rm -p 8888:8888 -v "$PWD":/mnt/project localserve serve --handler main:handler')" \
-    "curl -s http://localhost:$PORT/ -H 'Content-Type: application/json' -d @request.json" '"total":108.0' sigterm
+    "$(for_cpu "$(readme_line '^docker run --rm -p 8888:8888 -v "\$PWD":/mnt/project localserve serve --handler main:handler$')")" \
+    "$ABEJA_PREDICT" '"total":108.0' sigterm
+# The port moved through the environment: the server and the HEALTHCHECK follow LOCALSERVE_PORT.
+serve_case "ABEJA json_tax: -e LOCALSERVE_PORT=9000 -p $PORT:9000" docker json_tax \
+    "docker run --rm -e LOCALSERVE_PORT=9000 -p $PORT:9000 -v \"\$PWD\":/mnt/project $IMAGE serve --handler main:handler" \
+    "$ABEJA_PREDICT" '"total":108.0' health
 run_case "ABEJA json_tax: run --input request.json" docker json_tax \
     "$(for_cpu 'docker run --rm -v "$PWD":/mnt/project localserve run --handler main:handler --input request.json')" '"total":108.0'
 
