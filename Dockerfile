@@ -66,10 +66,13 @@ ENV PATH=/opt/venv/bin:$PATH \
     LOCALSERVE_PORT=8888
 
 # 1. The dependencies, from pyproject.toml alone (no package yet, so an empty localserve is
-#    built, then removed). `env -u PIP_NO_CACHE_DIR`: pip ignores that variable's value.
-COPY pyproject.toml README.md /tmp/localserve-deps/
+#    built, then removed; README.md, which pyproject.toml names, is an empty stand-in here so that
+#    editing it does not reinstall everything). `env -u PIP_NO_CACHE_DIR`: pip ignores that
+#    variable's value.
+COPY pyproject.toml /tmp/localserve-deps/
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    env -u PIP_NO_CACHE_DIR pip install "/tmp/localserve-deps[${LOCALSERVE_EXTRAS}]" \
+    touch /tmp/localserve-deps/README.md \
+    && env -u PIP_NO_CACHE_DIR pip install "/tmp/localserve-deps[${LOCALSERVE_EXTRAS}]" \
     && pip uninstall --yes --quiet localserve \
     && rm -rf /tmp/localserve-deps \
     && useradd --system --uid 10001 --create-home --home-dir /home/localserve --shell /usr/sbin/nologin localserve \

@@ -264,7 +264,7 @@ def _install_step() -> tuple[list[str], dict[str, str]]:
     the source is installed last, without dependencies.
     """
     copy = [i.value.split() for i in INSTRUCTIONS if i.keyword == "COPY" and i.stage == "final"]
-    assert [c[:-1] for c in copy] == [["pyproject.toml", "README.md"], ["."]], copy
+    assert [c[:-1] for c in copy] == [["pyproject.toml"], ["."]], copy
     runs = [i.value for i in INSTRUCTIONS if i.keyword == "RUN" and i.stage == "final"]
     installs = [
         shlex.split(_expand(cmd.strip(), image_env("cpu")))
