@@ -4,6 +4,7 @@
 #
 #   docker build -t localserve .                          # GPU (CUDA 12 + cuDNN 9)
 #   docker build -t localserve:cpu --build-arg VARIANT=cpu .
+#   docker build -t localserve:cpu-onnx --build-arg VARIANT=cpu-onnx .   # no TensorFlow
 #   docker run --gpus all -p 8888:8888 -v "$PWD":/mnt/project localserve
 #
 # Versions, and why they fit together (checked on PyPI, 2025-2026 releases):
@@ -49,6 +50,11 @@ ENV LOCALSERVE_EXTRAS=gpu,tensorflow-gpu,s3,cortex
 FROM python:3.12-slim AS base-cpu
 RUN python -m venv /opt/venv
 ENV LOCALSERVE_EXTRAS=onnx,tensorflow,s3,cortex
+
+# Lean: ONNX models and Python predictors only, no TensorFlow (`--build-arg VARIANT=cpu-onnx`).
+FROM python:3.12-slim AS base-cpu-onnx
+RUN python -m venv /opt/venv
+ENV LOCALSERVE_EXTRAS=onnx,s3,cortex
 
 FROM base-${VARIANT} AS final
 ARG VARIANT

@@ -3,7 +3,7 @@
 #
 #   scripts/image.sh            # stand-in base, build, every case; exit 1 when a case fails
 #   scripts/image.sh base       # only the stand-in base image (python:3.12-slim)
-#   scripts/image.sh build      # the stand-in base and the CPU image
+#   scripts/image.sh build      # the stand-in base and the CPU images (cpu, and the lean cpu-onnx)
 #
 # Docker Hub is out of reach here, so the Dockerfile's CPU base (`FROM python:X.Y-slim`) is replaced
 # by a stand-in with its layout: Debian from `debootstrap` (minbase) and, in /usr/local, a CPython of
@@ -191,6 +191,19 @@ build_image() {
     say "built $IMAGE in $BUILD_SECONDS s, $(podman image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "%.2f GB", $1 / 1e9}')"
 }
 build_image
+LEAN=localserve:cpu-onnx
+build_lean() { # the lean variant (no TensorFlow), from the README's line
+    local line began=$SECONDS
+    line=$(readme_line '^docker build -t localserve:cpu-onnx ')
+    say "\$ $line"
+    eval "$line" >"$WORK/build-lean.log" 2>&1 || {
+        tail -n 40 "$WORK/build-lean.log" >&2
+        die "the cpu-onnx image did not build (log above)"
+    }
+    LEAN_SECONDS=$((SECONDS - began))
+    say "built $LEAN in $LEAN_SECONDS s, $(podman image inspect --format '{{.Size}}' "$LEAN" | awk '{printf "%.2f GB", $1 / 1e9}')"
+}
+build_lean
 [ "${1:-}" = build ] && exit 0
 
 # --- the cases -------------------------------------------------------------------------------------
@@ -324,10 +337,12 @@ serve_case "ABEJA json_tax: serve --handler main:handler" docker json_tax \
 serve_case "ABEJA json_tax: -e LOCALSERVE_PORT=9000 -p $PORT:9000" docker json_tax \
     "docker run --rm -e LOCALSERVE_PORT=9000 -p $PORT:9000 -v \"\$PWD\":/mnt/project $IMAGE serve --handler main:handler" \
     "$ABEJA_PREDICT" '"total":108.0' health
+run_case "Cortex iris_onnx on $LEAN: run --input sample.json" docker iris_onnx \
+    "docker run --rm -v \"\$PWD\":/mnt/project $LEAN run --input sample.json" "$IRIS"
 run_case "ABEJA json_tax: run --input request.json" docker json_tax \
     "$(for_cpu 'docker run --rm -v "$PWD":/mnt/project localserve run --handler main:handler --input request.json')" '"total":108.0'
 
-say "summary (image $IMAGE built in ${BUILD_SECONDS} s)"
+say "summary ($IMAGE built in ${BUILD_SECONDS} s, $LEAN in ${LEAN_SECONDS} s)"
 printf '%s\n' "${SUMMARY[@]}"
 if [ "$FAILED" -ne 0 ]; then
     echo "image.sh: $FAILED case(s) failed in $((SECONDS - START)) s" >&2

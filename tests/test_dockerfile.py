@@ -182,14 +182,18 @@ def test_the_default_variant_and_every_other_resolve_to_a_base_stage() -> None:
 
 
 @pytest.mark.parametrize("variant", variants())
-def test_each_variant_installs_both_runtimes_for_its_device(variant: str) -> None:
+def test_each_variant_installs_the_runtimes_for_its_device(variant: str) -> None:
     requirements = requirements_of(image_env(variant)["LOCALSERVE_EXTRAS"].split(","))
     names = {r.name for r in requirements}
     cuda = {r.name for r in requirements if r.name.endswith("-gpu") or "and-cuda" in r.extras}
     assert "boto3" in names  # models on s3:// load in the image
     assert {"requests", "dill", "msgpack"} <= names  # what Cortex images had pre-installed (the cortex extra)
-    assert names & {"onnxruntime", "onnxruntime-gpu"} and names & {"tensorflow", "tensorflow-cpu"}, names
-    if variant == "cpu":
+    assert names & {"onnxruntime", "onnxruntime-gpu"}, names
+    if variant == "cpu-onnx":  # the lean one: no TensorFlow
+        assert not names & {"tensorflow", "tensorflow-cpu"} and not cuda, names
+        return
+    assert names & {"tensorflow", "tensorflow-cpu"}, names
+    if variant.startswith("cpu"):
         assert not cuda, f"the CPU image would pull CUDA builds: {sorted(cuda)}"
     else:
         assert cuda == {"onnxruntime-gpu", "tensorflow"}, cuda
