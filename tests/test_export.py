@@ -383,3 +383,56 @@ def test_pods_pass_pod_security_restricted(documents: list[dict[str, Any]]) -> N
         "c: seccompProfile None",
         "c: capabilities must drop ALL",
     ]  # the checker really checks
+
+
+def test_keda_scales_on_requests_in_flight_per_replica(tmp_path: Path) -> None:
+    """--keda-prometheus: a ScaledObject on localserve's own in-flight gauge replaces the CPU HPA."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from localserve.metrics import Metrics
+
+    config = load_config(
+        _project(
+            tmp_path,
+            "- {kind: RealtimeAPI, name: iris, predictor: {type: python, path: p.py, processes_per_replica: 2,"
+            " threads_per_process: 3}, autoscaling: {min_replicas: 1, max_replicas: 8}}\n"
+            "- {kind: RealtimeAPI, name: words, predictor: {type: python, path: p.py},"
+            " autoscaling: {target_replica_concurrency: 1.5}}\n",
+        )
+    )
+    text = kubernetes_manifests(
+        config, "img", name="shop", namespace="ml", keda_prometheus="http://prometheus.monitoring:9090"
+    )
+    docs = list(yaml.safe_load_all(text))
+    assert [d["kind"] for d in docs] == ["ConfigMap"] + ["Deployment", "Service", "ScaledObject"] * 2
+    for doc in docs:
+        if doc["kind"] != "ScaledObject":
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    scaled = _by(docs, "ScaledObject", "iris")
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    assert scaled["metadata"]["namespace"] == "ml"
+    assert scaled["spec"] == {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api-iris"},
+        "minReplicaCount": 1,
+        "maxReplicaCount": 8,
+        "triggers": [
+            {
+                "type": "prometheus",
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": "http://prometheus.monitoring:9090",
+                    "query": 'sum(localserve_requests_in_flight{api="iris",namespace="ml"})',
+                    "threshold": "6",  # Cortex's default: processes_per_replica x threads_per_process
+                },
+            }
+        ],
+    }
+    assert _by(docs, "ScaledObject", "words")["spec"]["triggers"][0]["metadata"]["threshold"] == "1.5"
+    pod = _by(docs, "Deployment", "iris")["spec"]["template"]
+    assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    # The query names what localserve really exposes: the gauge, labelled by API.
+    metrics = Metrics(apis=["iris"])
+    metrics.request_started("iris")
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render()[0].decode())}
+    (sample,) = families["localserve_requests_in_flight"].samples
+    assert (sample.labels, sample.value) == ({"api": "iris"}, 1)

@@ -82,6 +82,12 @@ def export() -> None:
     help="Seconds in-flight requests get to finish; the pods' grace period is this plus 5.",
 )
 @click.option("--async-store", metavar="URL", help="The job store the AsyncAPIs' pods share: redis://HOST:PORT/DB.")
+@click.option(
+    "--keda-prometheus",
+    metavar="URL",
+    help="Scale on requests in flight per replica (target_replica_concurrency) with a KEDA ScaledObject "
+    "asking this Prometheus, e.g. http://prometheus.monitoring:9090 (default: a CPU HorizontalPodAutoscaler).",
+)
 @manifest_options
 @fail_on_errors
 def export_kubernetes(
@@ -90,6 +96,7 @@ def export_kubernetes(
     image: str,
     graceful_timeout: float,
     async_store: str | None,
+    keda_prometheus: str | None,
     name: str | None,
     namespace: str | None,
 ) -> None:
@@ -108,7 +115,13 @@ def export_kubernetes(
         config = with_async_store(config, async_store)
     source = config_file if config_file is not None else find_config_file(config.project)
     text = kubernetes_manifests(
-        config, image, graceful_timeout=graceful_timeout, config_file=source, name=name, namespace=namespace
+        config,
+        image,
+        graceful_timeout=graceful_timeout,
+        config_file=source,
+        name=name,
+        namespace=namespace,
+        keda_prometheus=keda_prometheus,
     )
     click.echo(text, nl=False)
 
