@@ -243,7 +243,7 @@ start_server() { # start_server DIR LOG COMMAND: the command in DIR, in the back
     SERVER_PID=$!
     SERVER_ID=""
     while [ -z "$SERVER_ID" ]; do
-        SERVER_ID=$(podman ps -q --no-trunc --filter "ancestor=localhost/$IMAGE" | head -n 1)
+        SERVER_ID=$(podman ps -q --no-trunc --filter "ancestor=localhost/${ANCESTOR:-$IMAGE}" | head -n 1)
         if [ -n "$SERVER_ID" ]; then CONTAINERS+=("$SERVER_ID"); fi
         if ! kill -0 "$SERVER_PID" 2>/dev/null && [ -z "$SERVER_ID" ]; then return 1; fi
         if [ "$SECONDS" -ge "$deadline" ]; then return 1; fi
@@ -342,6 +342,60 @@ run_case "Cortex iris_onnx on $LEAN: run --input sample.json" docker iris_onnx \
     "docker run --rm -v \"\$PWD\":/mnt/project $LEAN run --input sample.json" "$IRIS"
 run_case "ABEJA json_tax: run --input request.json" docker json_tax \
     "$(for_cpu 'docker run --rm -v "$PWD":/mnt/project localserve run --handler main:handler --input request.json')" '"total":108.0'
+
+# A project image as the README's "Scale out on Kubernetes" builds it, run the way the exported
+# Deployment runs it: its args, the config file where the ConfigMap goes, and the pod's
+# "restricted" settings (uid 10001, read-only root with writable /tmp and cache, no capabilities,
+# no privilege escalation).
+project_image_case() {
+    local name="Project image (README, FROM localserve) as the exported Deployment runs it" dir log line
+    local project_image=localhost/localserve-ci-project:iris args
+    dir=$(project iris_onnx)
+    log=$WORK/project-image.log
+    say "$name [docker seccomp]"
+    CONTAINERS_CONF=$(conf_for docker)
+    export CONTAINERS_CONF
+    (cd "$dir" && docker run --rm -v "$PWD":/mnt/project "$IMAGE" export dockerignore >.dockerignore)
+    python3 - "$dir/Dockerfile" <<'PY'
+import re, sys
+text = open("README.md", encoding="utf-8").read()
+body = re.search(r"cat > Dockerfile <<'DOCKERFILE'\n(.*?)\nDOCKERFILE\n", text, re.S).group(1)
+open(sys.argv[1], "w").write(re.sub(r"^FROM localserve$", "FROM localserve:cpu", body, flags=re.M) + "\n")
+PY
+    if ! (cd "$dir" && podman build -q -t "$project_image" .) >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        record FAIL "$name" "the project image did not build (log above)"
+        return 0
+    fi
+    # The Deployment's container args, read by the image's own Python (PyYAML is in it).
+    args=$(cd "$dir" && docker run --rm -v "$PWD":/mnt/project "$IMAGE" export kubernetes --image "$project_image" |
+        podman run --rm -i --entrypoint python "$IMAGE" -c '
+import shlex, sys, yaml
+(deployment,) = [d for d in yaml.safe_load_all(sys.stdin) if d["kind"] == "Deployment"]
+print(shlex.join(deployment["spec"]["template"]["spec"]["containers"][0]["args"]))')
+    line="docker run --rm --read-only --tmpfs /tmp --tmpfs /var/cache/localserve --user 10001:10001"
+    line+=" --cap-drop ALL --security-opt no-new-privileges -v \"\$PWD/cortex.yaml\":/etc/localserve/cortex.yaml:ro"
+    line+=" -p $PORT:8888 $project_image $args"
+    say "\$ $line"
+    if ! ANCESTOR=${project_image#localhost/} start_server "$dir" "$log" "$line" || ! wait_ready; then
+        tail -n 30 "$log" >&2
+        record FAIL "$name" "not ready on port $PORT (log above)"
+        [ -n "$SERVER_ID" ] && podman rm -f "$SERVER_ID" >/dev/null 2>&1
+        wait "$SERVER_PID" 2>/dev/null || true
+        return 0
+    fi
+    local answer
+    answer=$(curl -s "http://localhost:$PORT/predict" -H 'Content-Type: application/json' -d @"$dir/sample.json" 2>&1) || true
+    if [[ "$answer" == *"$IRIS"* ]]; then
+        record ok "$name" "answer: ${answer:0:60}"
+    else
+        record FAIL "$name" "answer: ${answer:0:300}"
+    fi
+    stop_server
+    [ "$STOP_STATUS" = 0 ] || record FAIL "$name: SIGTERM" "exit status $STOP_STATUS"
+    podman rmi -f "$project_image" >/dev/null 2>&1 || true
+}
+project_image_case
 
 say "summary ($IMAGE built in ${BUILD_SECONDS} s, $LEAN in ${LEAN_SECONDS} s)"
 printf '%s\n' "${SUMMARY[@]}"
