@@ -28,6 +28,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import errno
+import glob
 import io
 import logging
 import os
@@ -248,3 +249,10 @@ def install_redirect(workdir: Path) -> None:
             setattr(accessor, name, staticmethod(_wrap(getattr(accessor, name))))
     if accessor is not None and hasattr(accessor, "scandir"):
         accessor.scandir = staticmethod(_wrap_scandir(accessor.scandir))
+    # Python 3.13's glob (and pathlib.Path.glob through it) holds its own references too.
+    globber = getattr(glob, "_StringGlobber", None)
+    if globber is not None:
+        if hasattr(globber, "lstat"):
+            globber.lstat = staticmethod(_wrap(globber.lstat))
+        if hasattr(globber, "scandir"):
+            globber.scandir = staticmethod(_wrap_scandir(globber.scandir))
