@@ -4,6 +4,7 @@
 #
 #   docker build -t localserve .                          # GPU (CUDA 12 + cuDNN 9)
 #   docker build -t localserve:cpu --build-arg VARIANT=cpu .
+#   docker build -t localserve:cpu-onnx --build-arg VARIANT=cpu-onnx .   # no TensorFlow
 #   docker run --gpus all -p 8888:8888 -v "$PWD":/mnt/project localserve
 #
 # Versions, and why they fit together (checked on PyPI, 2025-2026 releases):
@@ -21,9 +22,21 @@
 #
 # The ENTRYPOINT is the `localserve` command and the CMD its default arguments, so
 # `docker run IMAGE` serves the project mounted at /mnt/project, and
-# `docker run IMAGE run --input sample.json` or `docker run IMAGE --help` work as well.
-# The image binds 0.0.0.0 and hides 500 texts (--hide-errors); set LOCALSERVE_API_KEY
-# (`docker run -e LOCALSERVE_API_KEY=...`) to require `Authorization: Bearer <key>`.
+# `docker run IMAGE run --input sample.json` or `docker run IMAGE serve --handler main:handler`
+# work as well. Where to listen comes from the environment, not the CMD, so that arguments after
+# the image name keep it: LOCALSERVE_HOST=0.0.0.0, LOCALSERVE_PORT=8888 (the HEALTHCHECK asks
+# that port; `docker run -e LOCALSERVE_PORT=9000 -p 9000:9000 IMAGE` moves both). The CMD hides
+# 500 texts (--hide-errors); set LOCALSERVE_API_KEY to require `Authorization: Bearer <key>`.
+#
+# Fast rebuilds: the dependencies are installed from pyproject.toml alone, in a layer of their
+# own, before the source is copied; a change to the code reinstalls only localserve itself
+# (`pip install --no-deps`). pip's cache is a build cache mount, never a layer.
+#
+# No VOLUME: this image is meant to be extended (`FROM localserve`, see the README), and a VOLUME
+# would discard what a derived image writes there and give each `docker run` an anonymous volume.
+# Mount one yourself to keep the cache: `-v localserve-cache:/var/cache/localserve`.
+#
+# Built and run in CI by scripts/image.sh (podman, on a stand-in for python:3.12-slim).
 
 ARG VARIANT=gpu
 
@@ -38,32 +51,54 @@ FROM python:3.12-slim AS base-cpu
 RUN python -m venv /opt/venv
 ENV LOCALSERVE_EXTRAS=onnx,tensorflow,s3,cortex
 
+# Lean: ONNX models and Python predictors only, no TensorFlow (`--build-arg VARIANT=cpu-onnx`).
+FROM python:3.12-slim AS base-cpu-onnx
+RUN python -m venv /opt/venv
+ENV LOCALSERVE_EXTRAS=onnx,s3,cortex
+
 FROM base-${VARIANT} AS final
+ARG VARIANT
+LABEL org.opencontainers.image.title="localserve" \
+      org.opencontainers.image.description="Serve ABEJA Platform and Cortex model handlers locally, as the platform would (${VARIANT} variant)." \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0"
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    LOCALSERVE_CACHE_DIR=/var/cache/localserve
+    LOCALSERVE_CACHE_DIR=/var/cache/localserve \
+    LOCALSERVE_HOST=0.0.0.0 \
+    LOCALSERVE_PORT=8888
 
-COPY . /tmp/localserve-src
-RUN pip install "/tmp/localserve-src[${LOCALSERVE_EXTRAS}]" \
-    && rm -rf /tmp/localserve-src \
+# 1. The dependencies, from pyproject.toml alone (no package yet, so an empty localserve is
+#    built, then removed; README.md, which pyproject.toml names, is an empty stand-in here so that
+#    editing it does not reinstall everything). `env -u PIP_NO_CACHE_DIR`: pip ignores that
+#    variable's value.
+COPY pyproject.toml /tmp/localserve-deps/
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    touch /tmp/localserve-deps/README.md \
+    && env -u PIP_NO_CACHE_DIR pip install "/tmp/localserve-deps[${LOCALSERVE_EXTRAS}]" \
+    && pip uninstall --yes --quiet localserve \
+    && rm -rf /tmp/localserve-deps \
     && useradd --system --uid 10001 --create-home --home-dir /home/localserve --shell /usr/sbin/nologin localserve \
     && mkdir -p /mnt/project /var/cache/localserve \
     && chown localserve:localserve /mnt/project /var/cache/localserve
 
-# Models fetched from s3:// or https:// and the project's requirements.txt (installed by
-# localserve at start-up) live here; mount a volume to keep them across containers.
-VOLUME ["/var/cache/localserve"]
+# 2. localserve itself.
+COPY . /tmp/localserve-src
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    env -u PIP_NO_CACHE_DIR pip install --no-deps /tmp/localserve-src \
+    && rm -rf /tmp/localserve-src
+
 USER localserve
 WORKDIR /mnt/project
 EXPOSE 8888
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8888/healthz', timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('LOCALSERVE_PORT', '8888'), timeout=4)"]
 
 ENTRYPOINT ["localserve"]
 # --system-deps: the project's dependencies.sh runs at container start, as on Cortex (it needs
 # `docker run --user root` when it installs system packages with apt-get).
-CMD ["serve", "--project", "/mnt/project", "--host", "0.0.0.0", "--system-deps", "--hide-errors"]
+CMD ["serve", "--project", "/mnt/project", "--system-deps", "--hide-errors"]

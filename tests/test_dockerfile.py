@@ -171,7 +171,9 @@ def test_parser_joins_continuations_and_reads_json_forms() -> None:
 def test_the_default_variant_and_every_other_resolve_to_a_base_stage() -> None:
     found = variants()
     assert len(found) >= 2, found
-    default = dict(arg.value.split("=", 1) for arg in INSTRUCTIONS if arg.keyword == "ARG")["VARIANT"]
+    default = dict(arg.value.split("=", 1) for arg in INSTRUCTIONS if arg.keyword == "ARG" and arg.stage == "")[
+        "VARIANT"
+    ]
     assert default in found
     for variant in found:
         chain = _stage_chain(variant)
@@ -180,14 +182,18 @@ def test_the_default_variant_and_every_other_resolve_to_a_base_stage() -> None:
 
 
 @pytest.mark.parametrize("variant", variants())
-def test_each_variant_installs_both_runtimes_for_its_device(variant: str) -> None:
+def test_each_variant_installs_the_runtimes_for_its_device(variant: str) -> None:
     requirements = requirements_of(image_env(variant)["LOCALSERVE_EXTRAS"].split(","))
     names = {r.name for r in requirements}
     cuda = {r.name for r in requirements if r.name.endswith("-gpu") or "and-cuda" in r.extras}
     assert "boto3" in names  # models on s3:// load in the image
     assert {"requests", "dill", "msgpack"} <= names  # what Cortex images had pre-installed (the cortex extra)
-    assert names & {"onnxruntime", "onnxruntime-gpu"} and names & {"tensorflow", "tensorflow-cpu"}, names
-    if variant == "cpu":
+    assert names & {"onnxruntime", "onnxruntime-gpu"}, names
+    if variant == "cpu-onnx":  # the lean one: no TensorFlow
+        assert not names & {"tensorflow", "tensorflow-cpu"} and not cuda, names
+        return
+    assert names & {"tensorflow", "tensorflow-cpu"}, names
+    if variant.startswith("cpu"):
         assert not cuda, f"the CPU image would pull CUDA builds: {sorted(cuda)}"
     else:
         assert cuda == {"onnxruntime-gpu", "tensorflow"}, cuda
@@ -197,19 +203,30 @@ def test_the_command_serves_every_address_on_the_exposed_port_and_the_health_che
     assert _one("ENTRYPOINT").json == ["localserve"]
     argv = _one("CMD").json
     assert argv is not None and argv[0] == serve.name
-    params = serve.make_context(serve.name, argv[1:], resilient_parsing=True).params
-    assert params["host"] == "0.0.0.0"  # reachable through `docker run -p`
+    # Where to listen is in the environment, so `docker run IMAGE serve --handler ...` (which
+    # replaces the CMD) still answers on the published port.
+    assert "--host" not in argv and "--port" not in argv, argv
+    env = image_env("cpu")
+    params = serve.make_context(serve.name, argv[1:], resilient_parsing=True, default_map=None).params
+    assert env["LOCALSERVE_HOST"] == "0.0.0.0"  # reachable through `docker run -p`
+    assert env["LOCALSERVE_PORT"] == _one("EXPOSE").value == str(params["port"])
     assert argv[argv.index("--project") + 1] == _one("WORKDIR").value
-    assert _one("EXPOSE").value == str(params["port"])
     _, rest = _flags_and_rest(_one("HEALTHCHECK").value)
     keyword, _, command = rest.partition(" ")
     assert keyword == "CMD"
-    assert f"http://127.0.0.1:{params['port']}/healthz" in json.loads(command)[2]
+    assert "LOCALSERVE_PORT" in json.loads(command)[2]
 
 
-def test_the_cache_is_a_volume_and_user_code_runs_unprivileged_with_write_access() -> None:
+def test_serve_reads_the_address_from_the_image_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCALSERVE_HOST", "0.0.0.0")
+    monkeypatch.setenv("LOCALSERVE_PORT", "9123")
+    params = serve.make_context(serve.name, ["--handler", "main:handler"]).params
+    assert (params["host"], params["port"]) == ("0.0.0.0", 9123)
+
+
+def test_no_volume_in_an_image_meant_to_be_extended_and_user_code_runs_unprivileged_with_write_access() -> None:
     env = image_env("cpu")
-    assert env["LOCALSERVE_CACHE_DIR"] in (_one("VOLUME").json or [])
+    assert not [i for i in INSTRUCTIONS if i.keyword == "VOLUME"]
     user = _one("USER")
     assert user.stage == "final" and user.value not in ("root", "0") and not user.value.startswith(("root:", "0:"))
     final = [i for i in INSTRUCTIONS if i.stage == "final"]
@@ -245,13 +262,26 @@ def test_the_build_context_is_the_package_and_what_pyproject_names() -> None:
 
 
 def _install_step() -> tuple[list[str], dict[str, str]]:
-    """The final stage's ``pip install`` and where its ``COPY . <dir>`` put the context."""
+    """The final stage's ``pip install`` of the source and where its ``COPY . <dir>`` put the context.
+
+    The dependencies come first, from pyproject.toml alone (a layer that a code change leaves cached);
+    the source is installed last, without dependencies.
+    """
     copy = [i.value.split() for i in INSTRUCTIONS if i.keyword == "COPY" and i.stage == "final"]
-    assert [c[0] for c in copy] == ["."], copy
+    assert [c[:-1] for c in copy] == [["pyproject.toml"], ["."]], copy
     runs = [i.value for i in INSTRUCTIONS if i.keyword == "RUN" and i.stage == "final"]
-    installs = [cmd.strip() for run in runs for cmd in run.split("&&") if cmd.strip().startswith("pip install")]
-    assert len(installs) == 1, installs
-    return shlex.split(_expand(installs[0], image_env("cpu"))), {copy[0][1]: "context"}
+    installs = [
+        shlex.split(_expand(cmd.strip(), image_env("cpu")))
+        for run in runs
+        for cmd in run.split("&&")
+        if "pip install" in cmd
+    ]
+    installs = [argv[argv.index("pip") :] for argv in installs]
+    assert len(installs) == 2, installs
+    deps, source = installs
+    assert deps[2] == copy[0][-1].rstrip("/") + f"[{image_env('cpu')['LOCALSERVE_EXTRAS']}]", deps
+    assert source[2:] == ["--no-deps", copy[1][-1]], source
+    return ["pip", "install", source[3]], {copy[1][-1]: "context"}
 
 
 @pytest.fixture(scope="module")
@@ -335,9 +365,9 @@ def test_the_installed_entrypoint_runs_other_commands(image: dict[str, Path]) ->
 def _healthcheck(paths: dict[str, Path], port: int) -> subprocess.CompletedProcess[str]:
     _, rest = _flags_and_rest(_one("HEALTHCHECK").value)
     argv = json.loads(rest.partition(" ")[2])
-    argv = [arg.replace(f":{_one('EXPOSE').value}/", f":{port}/") for arg in argv]
-    argv[0] = shutil.which(argv[0], path=_image_environ(paths)["PATH"]) or argv[0]
-    return subprocess.run(argv, capture_output=True, text=True, env=_image_environ(paths), timeout=30)
+    env = {**_image_environ(paths), "LOCALSERVE_PORT": str(port)}
+    argv[0] = shutil.which(argv[0], path=env["PATH"]) or argv[0]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
 
 
 @pytest.mark.slow
@@ -349,9 +379,8 @@ def test_the_image_command_serves_the_mounted_project_and_the_health_check_sees_
     )
     port = free_port()
     argv = _in_image(_image_command(image, *(_one("CMD").json or [])), image)
-    argv[argv.index("0.0.0.0")] = "127.0.0.1"
-    argv += ["--port", str(port), "--handler", "main:handler", "--no-install"]
-    env = _image_environ(image)
+    argv += ["--handler", "main:handler", "--no-install"]
+    env = {**_image_environ(image), "LOCALSERVE_HOST": "127.0.0.1", "LOCALSERVE_PORT": str(port)}
     proc = subprocess.Popen(
         argv, env=env, cwd=image["/mnt/project"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

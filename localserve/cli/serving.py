@@ -32,8 +32,16 @@ if TYPE_CHECKING:
 @project_options
 @api_options
 @click.option("--api", "api_names", multiple=True, help="Serve only this API of the config (repeatable).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 for all).")
-@click.option("--port", default=8888, show_default=True, type=click.IntRange(0, 65535))
+# The Docker image sets LOCALSERVE_HOST (and may set LOCALSERVE_PORT): arguments after the image
+# name replace its CMD, and must not lose the address that `docker run -p` reaches.
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="LOCALSERVE_HOST",
+    help="Address to bind (0.0.0.0 for all).",
+)
+@click.option("--port", default=8888, show_default=True, envvar="LOCALSERVE_PORT", type=click.IntRange(0, 65535))
 @click.option(
     "--grpc-port",
     type=click.IntRange(0, 65535),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -59,6 +60,18 @@ def get(api: str | None, url: str, as_json: bool) -> None:
         click.echo(render_get(stats, api), nl=False)
 
 
+def manifest_options(func: Any) -> Any:
+    """``--name`` and ``--namespace``, shared by the manifest exporters."""
+    func = click.option(
+        "--namespace", help="Write this namespace into every object (default: none, kubectl's current one)."
+    )(func)
+    return click.option(
+        "--name",
+        help="The project's name in the cluster, carried by the ConfigMap, the ServingRuntime and every "
+        "object's app.kubernetes.io/instance label (default: the project folder's name).",
+    )(func)
+
+
 @click.group()
 def export() -> None:
     """Write deployment files: Kubernetes manifests, KServe InferenceServices, a .dockerignore."""
@@ -75,9 +88,23 @@ def export() -> None:
     help="Seconds in-flight requests get to finish; the pods' grace period is this plus 5.",
 )
 @click.option("--async-store", metavar="URL", help="The job store the AsyncAPIs' pods share: redis://HOST:PORT/DB.")
+@click.option(
+    "--keda-prometheus",
+    metavar="URL",
+    help="Scale on requests in flight per replica (target_replica_concurrency) with a KEDA ScaledObject "
+    "asking this Prometheus, e.g. http://prometheus.monitoring:9090 (default: a CPU HorizontalPodAutoscaler).",
+)
+@manifest_options
 @fail_on_errors
 def export_kubernetes(
-    project: Path, config_file: Path | None, image: str, graceful_timeout: float, async_store: str | None
+    project: Path,
+    config_file: Path | None,
+    image: str,
+    graceful_timeout: float,
+    async_store: str | None,
+    keda_prometheus: str | None,
+    name: str | None,
+    namespace: str | None,
 ) -> None:
     """Print a Deployment, a Service api-<name> and a HorizontalPodAutoscaler per API.
 
@@ -93,14 +120,24 @@ def export_kubernetes(
 
         config = with_async_store(config, async_store)
     source = config_file if config_file is not None else find_config_file(config.project)
-    click.echo(kubernetes_manifests(config, image, graceful_timeout=graceful_timeout, config_file=source), nl=False)
+    text = kubernetes_manifests(
+        config,
+        image,
+        graceful_timeout=graceful_timeout,
+        config_file=source,
+        name=name,
+        namespace=namespace,
+        keda_prometheus=keda_prometheus,
+    )
+    click.echo(text, nl=False)
 
 
 @export.command("kserve")
 @project_options
 @click.option("--image", required=True, help="The image KServe runs, e.g. registry.example/iris:1.")
+@manifest_options
 @fail_on_errors
-def export_kserve(project: Path, config_file: Path | None, image: str) -> None:
+def export_kserve(project: Path, config_file: Path | None, image: str, name: str | None, namespace: str | None) -> None:
     """Print a ServingRuntime and an InferenceService per API (Open Inference Protocol for model APIs).
 
     \b
@@ -111,7 +148,7 @@ def export_kserve(project: Path, config_file: Path | None, image: str) -> None:
 
     config = load_config(project, config_file)
     source = config_file if config_file is not None else find_config_file(config.project)
-    click.echo(kserve_manifests(config, image, config_file=source), nl=False)
+    click.echo(kserve_manifests(config, image, config_file=source, name=name, namespace=namespace), nl=False)
 
 
 @export.command("dockerignore")

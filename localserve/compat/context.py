@@ -130,7 +130,7 @@ class Project:
         workdir = config.project
         if not settings.raw_project and config.config_file is not None:
             workdir = packaged_view(config.project, config.config_file)
-        mnt_mode = provide_mnt_project(workdir)
+        mnt_mode = provide_mnt_project(workdir, project=config.project)
         defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
         handlers = [api.handler for api in config.apis if api.handler]
         if handlers:

@@ -2,7 +2,10 @@
 
 Cortex mounted the project at ``/mnt/project`` in every API container. Locally, in this order:
 
-1. ``native``: ``/mnt/project`` already is the project (the Docker image mounts it there).
+1. ``native``: ``/mnt/project`` already is the project (the Docker image mounts it there). The
+   packaged view, a mirror of links to ``/mnt/project/<file>``, is then never put over it (each
+   link would point at itself): user code runs in the mirror and finds the whole project at
+   ``/mnt/project``.
 2. ``mount``: a private mount namespace, made before any thread starts (``unshare(2)`` refuses a
    multi-threaded process): as root a mount namespace alone, otherwise a user namespace that
    maps only the caller's own uid and gid onto themselves (so ``os.getuid()`` is unchanged), plus
@@ -13,8 +16,11 @@ Cortex mounted the project at ``/mnt/project`` in every API container. Locally, 
 3. ``redirect``: where the OS refuses namespaces (a container without the privilege, a
    platform other than Linux), Python-level file functions rewrite paths under
    ``/mnt/project`` to the project: ``open``/``io.open``, ``os.open``, ``os.stat``, ``os.lstat``,
-   ``os.access``, ``os.listdir``, ``os.scandir`` (and through them ``os.path.exists`` & co. and
-   ``pathlib``). Code in C that opens files itself does not see it.
+   ``os.access``, ``os.listdir``, ``os.scandir``, ``os.readlink``, ``os.chdir`` and
+   ``os.path.realpath`` (and through them ``os.path.exists`` & co. and ``pathlib``). They all see
+   one view: where ``lstat`` finds a link of the packaged view, ``readlink`` and ``realpath``
+   follow that link, and the entries of ``os.scandir('/mnt/project')`` keep ``/mnt/project`` in
+   their ``path``. Code in C that opens files itself does not see it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import errno
+import glob
 import io
 import logging
 import os
@@ -41,11 +48,14 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
 
-def provide_mnt_project(workdir: Path, *, allow_namespace: bool = True) -> str:
-    """Make ``/mnt/project`` show ``workdir`` to this process and its children; returns the way chosen."""
+def provide_mnt_project(workdir: Path, *, project: Path | None = None, allow_namespace: bool = True) -> str:
+    """Make ``/mnt/project`` show ``workdir`` to this process and its children; returns the way chosen.
+
+    ``project`` is the folder that ``workdir`` mirrors (the packaged view), when it is one.
+    """
     workdir = workdir.resolve()
     try:
-        if Path(MNT_PROJECT).resolve() == workdir:
+        if Path(MNT_PROJECT).resolve() in (workdir, (project or workdir).resolve()):
             return "native"
     except OSError:
         pass
@@ -148,15 +158,75 @@ def _wrap(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if args:
             args = (_rewrite(args[0]), *args[1:])
-        for key in ("file", "path"):
+        for key in ("file", "path", "filename"):
             if key in kwargs:
                 kwargs[key] = _rewrite(kwargs[key])
         return func(*args, **kwargs)
 
+    return _mark(wrapper, func)
+
+
+def _mark(wrapper: Callable[..., Any], func: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__name__ = getattr(func, "__name__", "wrapper")
     wrapper.__doc__ = func.__doc__
     wrapper.__localserve_mnt__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+class _Entry:
+    """An ``os.DirEntry`` of the project whose ``path`` keeps the ``/mnt/project`` it was listed under."""
+
+    __slots__ = ("_entry", "path")
+
+    def __init__(self, entry: os.DirEntry[Any], path: Any) -> None:
+        self._entry = entry
+        self.path = path
+
+    def __getattr__(self, name: str) -> Any:  # name, is_dir(), is_file(), is_symlink(), stat(), inode()
+        return getattr(self._entry, name)
+
+    def __fspath__(self) -> Any:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"<DirEntry {self._entry.name!r}>"
+
+
+class _Entries:
+    """What ``os.scandir`` returns (an iterator and a context manager), its entries as ``_Entry``."""
+
+    def __init__(self, entries: Any, listed: Any) -> None:
+        self._entries = entries
+        self._listed = listed
+
+    def __iter__(self) -> _Entries:
+        return self
+
+    def __next__(self) -> _Entry:
+        entry = next(self._entries)
+        return _Entry(entry, os.path.join(self._listed, entry.name))
+
+    def __enter__(self) -> _Entries:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._entries.close()
+
+
+def _wrap_scandir(func: Callable[..., Any]) -> Callable[..., Any]:
+    if getattr(func, "__localserve_mnt__", False):
+        return func
+
+    def scandir(path: Any = ".") -> Any:
+        target = _rewrite(path)
+        if target is path:
+            return func(path)
+        return _Entries(func(target), os.fspath(path))
+
+    return _mark(scandir, func)
 
 
 def install_redirect(workdir: Path) -> None:
@@ -166,10 +236,23 @@ def install_redirect(workdir: Path) -> None:
     opener = _wrap(builtins.open)
     builtins.open = opener
     io.open = opener
-    for name in ("open", "stat", "lstat", "access", "listdir", "scandir"):
+    for name in ("open", "stat", "lstat", "access", "listdir", "readlink", "chdir"):
         setattr(os, name, _wrap(getattr(os, name)))
+    os.scandir = _wrap_scandir(os.scandir)
+    # realpath may hold its own references to lstat and readlink (default arguments in newer
+    # Pythons), so it is wrapped as a whole: /mnt/project/x resolves as the project's x does.
+    os.path.realpath = _wrap(os.path.realpath)
     # Python 3.10's pathlib calls through its own references, taken at import (gone in 3.11).
     accessor = getattr(pathlib, "_NormalAccessor", None)
-    for name in ("open", "stat", "lstat", "listdir", "scandir"):
+    for name in ("open", "stat", "lstat", "listdir", "readlink", "realpath"):
         if accessor is not None and hasattr(accessor, name):
             setattr(accessor, name, staticmethod(_wrap(getattr(accessor, name))))
+    if accessor is not None and hasattr(accessor, "scandir"):
+        accessor.scandir = staticmethod(_wrap_scandir(accessor.scandir))
+    # Python 3.13's glob (and pathlib.Path.glob through it) holds its own references too.
+    globber = getattr(glob, "_StringGlobber", None)
+    if globber is not None:
+        if hasattr(globber, "lstat"):
+            globber.lstat = staticmethod(_wrap(globber.lstat))
+        if hasattr(globber, "scandir"):
+            globber.scandir = staticmethod(_wrap_scandir(globber.scandir))

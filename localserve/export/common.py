@@ -1,0 +1,165 @@
+"""What the manifests of every target share: names, labels, the pod's container, probes, volumes, resources."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from localserve.config import ApiConfig, ServeConfig
+from localserve.errors import ConfigError
+
+PROJECT_DIR = "/mnt/project"
+CONFIG_DIR = "/etc/localserve"
+CACHE_DIR = "/var/cache/localserve"
+APP_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"  # the project (--name): two projects share a namespace
+API_LABEL = "localserve.dev/api"
+PRESTOP_SECONDS = 5  # endpoints controllers need a moment to stop routing to a terminating pod
+IMAGE_UID = 10001  # the Dockerfile's user `localserve`
+
+# Pod Security Standards, "restricted": non-root, no privilege escalation, every capability
+# dropped, the runtime's default seccomp profile; a read-only root with emptyDirs where
+# localserve writes (its cache, and /tmp for the packaged view and temporary files).
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": IMAGE_UID,
+    "runAsGroup": IMAGE_UID,
+    "fsGroup": IMAGE_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+# The taint that GPU node pools carry (GKE, AKS, EKS's NVIDIA AMIs, the GPU operator's docs).
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+PROBE_TIMEOUT = 5  # seconds: a model server busy with a batch answers late; Kubernetes' default is 1
+_DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def project_name(config: ServeConfig, name: str | None) -> str:
+    """``--name``, or the project folder's name made a DNS label: what every object's name carries."""
+    if name is not None:
+        if not _DNS_1123.fullmatch(name) or len(name) > 40:
+            raise ConfigError(
+                f"--name {name!r} must be a DNS label: lower-case letters, digits and '-', starting and ending "
+                "with a letter or digit, at most 40 characters (object names add to it)."
+            )
+        return name
+    derived = re.sub(r"[^a-z0-9-]+", "-", config.project.resolve().name.lower()).strip("-")[:40].strip("-")
+    if not derived:
+        raise ConfigError(
+            f"the project folder's name {config.project.resolve().name!r} makes no Kubernetes name; pass --name NAME."
+        )
+    return derived
+
+
+def object_metadata(name: str, namespace: str | None, labels: dict[str, str]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    metadata["labels"] = labels
+    return metadata
+
+
+def config_map_name(instance: str) -> str:
+    return f"{instance}-config"
+
+
+def resource_name(api: ApiConfig) -> str:
+    """``api-<name>``: the Service's DNS name, also used for the Deployment and the autoscaler."""
+    name = f"api-{api.name}"
+    if len(name) > 63:
+        raise ConfigError(
+            f"API name {api.name!r} is too long for Kubernetes: 'api-<name>' must fit in 63 characters, "
+            "so the name may have at most 59."
+        )
+    return name
+
+
+def api_labels(api: ApiConfig, instance: str) -> dict[str, str]:
+    return {APP_LABEL: "localserve", INSTANCE_LABEL: instance, API_LABEL: api.name}
+
+
+KSERVE_PORT = 8080  # the port KServe sends a predictor's traffic to (and scrapes, with the annotations below)
+DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+
+
+def serve_args(config_name: str, api: str, port: int) -> list[str]:
+    """The container's ``localserve serve`` arguments for one API (Kubernetes and KServe alike)."""
+    return [
+        "serve",
+        "--project",
+        PROJECT_DIR,
+        "--config",
+        f"{CONFIG_DIR}/{config_name}",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--api",
+        api,
+        "--replicas",
+        "1",  # the cluster scales pods; each pod runs one replica
+        "--hide-errors",  # a cluster's clients see request ids, the pod log the errors
+    ]
+
+
+def _probe(path: str, period: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": KSERVE_PORT},
+        "periodSeconds": period,
+        "timeoutSeconds": PROBE_TIMEOUT,
+        "failureThreshold": 3,
+    }
+
+
+def model_container(image: str, args: list[str], ready: str, live: str) -> dict[str, Any]:
+    return {
+        "name": "kserve-container",
+        "image": image,
+        "args": args,
+        "ports": [{"containerPort": KSERVE_PORT, "protocol": "TCP"}],
+        "env": [{"name": "LOCALSERVE_CACHE_DIR", "value": CACHE_DIR}],
+        "readinessProbe": _probe(ready, 5),
+        "livenessProbe": _probe(live, 10),
+        "securityContext": CONTAINER_SECURITY,
+        "volumeMounts": pod_volume_mounts(),
+    }
+
+
+def pod_volume_mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": "cache", "mountPath": CACHE_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+    ]
+
+
+def pod_volumes(instance: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "cache", "emptyDir": {}},
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "config", "configMap": {"name": config_map_name(instance)}},
+    ]
+
+
+def api_resources(api: ApiConfig) -> dict[str, Any]:
+    """``compute``: cpu requested; mem requested and the limit (a pod over it is killed, not the node);
+    GPUs are a limit (Kubernetes sets the request to match)."""
+    compute = api.compute
+    requests: dict[str, Any] = {"cpu": compute.cpu}
+    limits: dict[str, Any] = {}
+    if compute.mem is not None:
+        requests["memory"] = compute.mem
+        limits["memory"] = compute.mem
+    if compute.gpu > 0:
+        limits["nvidia.com/gpu"] = compute.gpu
+    resources: dict[str, Any] = {"requests": requests}
+    if limits:
+        resources["limits"] = limits
+    return resources

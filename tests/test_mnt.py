@@ -1,0 +1,130 @@
+"""/mnt/project for user code: the Docker image's case (the project IS /mnt/project) and redirect mode's one view."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localserve.compat import mnt
+from localserve.compat.view import packaged_view
+from tests.conftest import cli_env
+
+# A Python predictor that reports what every file function sees of /mnt/project, from __init__
+# (the packaged view is in place by then) and again while it answers the request.
+PROBE = """
+import json, os, pathlib
+
+
+def look():
+    base = "/mnt/project"
+    with os.scandir(base) as entries:
+        scanned = sorted((e.name, e.path, e.is_symlink(), e.is_file()) for e in entries)
+    return {
+        "config": json.load(open(base + "/config.json")),
+        "nested": pathlib.Path(base, "data", "words.txt").read_text().strip(),
+        "listdir": sorted(os.listdir(base)),
+        "scandir": [list(item) for item in scanned],
+        "walk": sorted(os.path.relpath(os.path.join(folder, name), base)
+                       for folder, _, files in os.walk(base) for name in files),
+        "glob": sorted(p.name for p in pathlib.Path(base).glob("*.json")),
+        "is_link": os.path.islink(base + "/predictor.py"),
+        "readlink": os.readlink(base + "/predictor.py"),
+        "realpath": os.path.realpath(base + "/data/words.txt"),
+        "resolve": str(pathlib.Path(base, "predictor.py").resolve()),
+        "resolve_strict": str(pathlib.Path(base, "config.json").resolve(strict=True)),
+        "same_size": os.stat(base + "/config.json").st_size == os.stat(base + "/config.json", follow_symlinks=True).st_size,
+        "lstat_is_link": os.path.islink(base + "/config.json"),
+        "secret_hidden": not os.path.exists(base + "/secret.txt"),
+        "cortex_yaml_hidden": not os.path.exists(base + "/cortex.yaml"),
+    }
+
+
+class PythonPredictor:
+    def __init__(self, config):
+        self.at_init = look()
+
+    def predict(self, payload):
+        return {"at_init": self.at_init, "at_predict": look()}
+"""
+
+
+def probe_project(root: Path) -> Path:
+    root.mkdir()
+    (root / "predictor.py").write_text(PROBE)
+    (root / "config.json").write_text('{"k": 1}')
+    (root / "data").mkdir()
+    (root / "data" / "words.txt").write_text("hello\n")
+    (root / "secret.txt").write_text("not packaged\n")
+    (root / ".cortexignore").write_text("secret.txt\n")
+    (root / "payload.json").write_text("{}")
+    (root / "cortex.yaml").write_text(
+        "- name: probe\n  kind: RealtimeAPI\n  predictor: {type: python, path: predictor.py}\n"
+    )
+    return root
+
+
+def test_redirect_mode_shows_one_view_of_a_packaged_project(tmp_path: Path) -> None:
+    """No namespaces (Docker's default seccomp profile): open, stat, readlink, realpath, scandir agree."""
+    project = probe_project(tmp_path / "proj").resolve()
+    # `localserve run` in a process where unshare(2) is refused, as under Docker's default profile.
+    script = (
+        "import errno, sys\n"
+        "from localserve.compat import mnt\n"
+        "def refuse(workdir):\n"
+        "    raise OSError(errno.EPERM, 'unshare(CLONE_NEWUSER | CLONE_NEWNS): Operation not permitted')\n"
+        "mnt.mount_namespace = refuse\n"
+        "from localserve.cli import main\n"
+        "sys.argv = ['localserve', 'run', '--input', 'payload.json']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=project, capture_output=True, env=cli_env(), timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"redirecting Python's file functions" in done.stderr
+    seen = json.loads(done.stdout)
+    expected = {
+        "config": {"k": 1},
+        "nested": "hello",
+        "listdir": ["config.json", "data", "payload.json", "predictor.py"],
+        "scandir": [
+            ["config.json", "/mnt/project/config.json", True, True],
+            ["data", "/mnt/project/data", False, False],
+            ["payload.json", "/mnt/project/payload.json", True, True],
+            ["predictor.py", "/mnt/project/predictor.py", True, True],
+        ],
+        "walk": ["config.json", "data/words.txt", "payload.json", "predictor.py"],
+        "glob": ["config.json", "payload.json"],
+        "is_link": True,
+        "readlink": str(project / "predictor.py"),
+        "realpath": str(project / "data" / "words.txt"),
+        "resolve": str(project / "predictor.py"),
+        "resolve_strict": str(project / "config.json"),
+        "same_size": True,
+        "lstat_is_link": True,
+        "secret_hidden": True,
+        "cortex_yaml_hidden": True,
+    }
+    assert seen == {"at_init": expected, "at_predict": expected}
+
+
+def test_the_packaged_view_is_not_mounted_over_the_project_that_is_mnt_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the image the project is /mnt/project: its mirror must not cover it (each link would point at itself)."""
+    project = probe_project(tmp_path / "mnt-project")
+    monkeypatch.setattr(mnt, "MNT_PROJECT", str(project))
+
+    def never(workdir: Path) -> None:
+        raise AssertionError(f"a mount over {project} was attempted, of {workdir}")
+
+    monkeypatch.setattr(mnt, "mount_namespace", never)
+    monkeypatch.setattr(mnt, "install_redirect", never)
+    mirror = packaged_view(project, project / "cortex.yaml")
+    assert mnt.provide_mnt_project(mirror, project=project) == "native"
+    assert (mirror / "predictor.py").resolve() == (project / "predictor.py").resolve()
+    assert mnt.provide_mnt_project(project) == "native"
