@@ -78,6 +78,15 @@ def serve(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     return start
 
 
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 60) -> None:
+    """Wait for a state (never a duration). ``timeout`` only catches a hang: a passing test never reaches it,
+    so it is generous enough for a machine under heavy load."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened within {timeout} s: {what}"
+        time.sleep(0.01)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
