@@ -21,6 +21,22 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "handlers_examples"
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Two workers per core, at most 8: many tests wait on a server process or a browser, not on a CPU."""
+    return min(8, 2 * len(os.sched_getaffinity(0)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Captured output may hold lone surrogates (a log line naming a file whose name is not UTF-8): escape them,
+    or pytest-xdist cannot send the report from its worker (execnet's "strings must be utf-8 encodable")."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.sections = [
+        (title, text.encode("utf-8", "backslashreplace").decode("utf-8")) for title, text in report.sections
+    ]
+
+
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """User modules imported by one test never leak into the next; the cache is per test."""

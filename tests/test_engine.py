@@ -448,8 +448,10 @@ def test_the_model_runs_a_full_batch_while_the_thread_prepares_the_next(serve, m
         pool = concurrent.futures.ThreadPoolExecutor(8)
         first = pool.submit(client.post, "/echo", json={"block": True, "x": [[0.0] * 4]})
         assert h.started.wait(60)
-        others = [pool.submit(client.post, "/echo", json={"x": x, "last": i == 7}) for i, x in enumerate(rows, 1)]
-        wait_for(lambda: client.app.apis["echo"].pipeline.depth == 7, "7 requests queued")
+        others = []
+        for i, x in enumerate(rows, 1):  # one by one: the "last" request must be queued last (a busy machine reorders)
+            others.append(pool.submit(client.post, "/echo", json={"x": x, "last": i == 7}))
+            wait_for(lambda i=i: client.app.apis["echo"].pipeline.depth == i, f"{i} requests queued")
         h.release.set()
         responses = [first.result(30), *(f.result(30) for f in others)]
         pool.shutdown()
