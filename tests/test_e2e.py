@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -159,45 +158,45 @@ def test_graceful_shutdown_finishes_the_request_in_flight(make_project, tmp_path
 
 
 def test_replicas_share_the_port_and_a_killed_one_is_restarted(make_project, tmp_path: Path) -> None:
-    marker = tmp_path / "first-replicas-answered"
+    marker, loading, gate = tmp_path / "first-replicas-answered", tmp_path / "replacement-loading", tmp_path / "gate"
     project = make_project(
         {
             "main.py": f"""
             import os, pathlib, time
 
-            if pathlib.Path({str(marker)!r}).exists():
-                time.sleep(1.5)  # the replacement loads slowly: it must not take connections meanwhile
+            if pathlib.Path({str(marker)!r}).exists():  # the replacement: it loads until the test makes the gate
+                pathlib.Path({str(loading)!r}).write_text(str(os.getpid()))
+                deadline = time.monotonic() + 120
+                while not pathlib.Path({str(gate)!r}).exists() and time.monotonic() < deadline:
+                    time.sleep(0.01)
 
             def handler(request, context):
                 return {{'content': str(os.getpid())}}
             """
         }
     )
-    with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, proc):
-        pids = set()
-        deadline = time.monotonic() + 20
-        while len(pids) < 2 and time.monotonic() < deadline:
-            with httpx.Client() as client:  # a new connection each time: the kernel spreads them
-                pids.add(int(client.post(url).text))
-        assert len(pids) == 2, pids
-        marker.touch()
-        victim = pids.pop()
-        import os
 
+    def answer(url: str) -> tuple[int, str]:
+        with httpx.Client() as client:  # a new connection each time: the kernel spreads them
+            response = client.post(url)
+        return response.status_code, response.text
+
+    with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, proc):
+        pids: set[int] = set()
+        wait_until(lambda: pids.add(int(answer(url)[1])) or len(pids) == 2, "both replicas answering")
+        marker.touch()
+        victim, survivor = sorted(pids)
         os.kill(victim, signal.SIGKILL)
-        answers = []
-        deadline = time.monotonic() + 20
-        new_pids: set[int] = set()
-        while time.monotonic() < deadline and len(new_pids - {victim} - pids) < 1:
-            with httpx.Client() as client:
-                response = client.post(url)
-                answers.append(response.status_code)
-                if response.status_code == 200:
-                    new_pids.add(int(response.text))
-            time.sleep(0.05)
-        assert set(answers) == {200}, answers  # the port kept answering, never "still loading"
-        assert victim not in new_pids, "the killed replica answered"
-        assert new_pids - {victim} - pids, "the killed replica was not replaced"
+        wait_until(lambda: loading.exists() and loading.read_text(), "the replacement replica loading")
+        replacement = int(loading.read_text())
+        assert replacement not in pids
+        # While the replacement loads, the port keeps answering, from the survivor only (never "still loading").
+        assert [answer(url) for _ in range(10)] == [(200, str(survivor))] * 10
+        gate.touch()
+        seen: list[tuple[int, str]] = []
+        wait_until(lambda: seen.append(answer(url)) or seen[-1] == (200, str(replacement)), "the replacement answering")
+        assert {status for status, _ in seen} == {200}
+        assert {int(pid) for _, pid in seen} <= {survivor, replacement}, "the killed replica answered"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
 
