@@ -26,6 +26,39 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return min(8, 2 * len(os.sched_getaffinity(0)))
 
 
+# The files that take longest (pytest --durations), slowest first: pytest-xdist hands a worker one file at a time
+# in collection order, so these start first and no worker is left alone with one of them at the end.
+SLOW_FILES = (
+    "test_make_models.py",
+    "test_browser.py",
+    "test_e2e.py",
+    "test_benchmarks.py",
+    "test_examples.py",
+    "asyncapi/test_processes.py",
+    "test_engine.py",
+    "test_fidelity.py",
+    "test_cli.py",
+    "test_settings.py",
+    "test_observability.py",
+    "test_openapi_fuzz.py",
+    "test_hostile.py",
+    "test_dockerfile.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(SLOW_FILES)}
+    tests = Path(__file__).parent
+
+    def slow_first(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(tests).as_posix(), len(rank))
+        except ValueError:
+            return len(rank)
+
+    items.sort(key=slow_first)  # stable: a file's tests keep their order
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Captured output may hold lone surrogates (a log line naming a file whose name is not UTF-8): escape them,
