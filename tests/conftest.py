@@ -21,6 +21,55 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "handlers_examples"
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Two workers per core, at most 8: many tests wait on a server process or a browser, not on a CPU."""
+    return min(8, 2 * len(os.sched_getaffinity(0)))
+
+
+# The files that take longest (pytest --durations), slowest first: pytest-xdist hands a worker one file at a time
+# in collection order, so these start first and no worker is left alone with one of them at the end.
+SLOW_FILES = (
+    "test_make_models.py",
+    "test_browser.py",
+    "test_e2e.py",
+    "test_benchmarks.py",
+    "test_examples.py",
+    "asyncapi/test_processes.py",
+    "test_engine.py",
+    "test_fidelity.py",
+    "test_cli.py",
+    "test_settings.py",
+    "test_observability.py",
+    "test_openapi_fuzz.py",
+    "test_hostile.py",
+    "test_dockerfile.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(SLOW_FILES)}
+    tests = Path(__file__).parent
+
+    def slow_first(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(tests).as_posix(), len(rank))
+        except ValueError:
+            return len(rank)
+
+    items.sort(key=slow_first)  # stable: a file's tests keep their order
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Captured output may hold lone surrogates (a log line naming a file whose name is not UTF-8): escape them,
+    or pytest-xdist cannot send the report from its worker (execnet's "strings must be utf-8 encodable")."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.sections = [
+        (title, text.encode("utf-8", "backslashreplace").decode("utf-8")) for title, text in report.sections
+    ]
+
+
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """User modules imported by one test never leak into the next; the cache is per test."""
@@ -77,6 +126,15 @@ def serve(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
         return serving(project, monkeypatch, options, **flags)
 
     return start
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 60) -> None:
+    """Wait for a state (never a duration). ``timeout`` only catches a hang: a passing test never reaches it,
+    so it is generous enough for a machine under heavy load."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened within {timeout} s: {what}"
+        time.sleep(0.01)
 
 
 def free_port() -> int:

@@ -166,7 +166,7 @@ release = threading.Event()
 def pre_inference(sample, metadata):
     if sample.get("block"):
         started.set()
-        release.wait(20)
+        release.wait(120)
     return sample["x"]
 
 def post_inference(prediction, metadata):

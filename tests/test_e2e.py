@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import EXAMPLES, cli_env, free_port, wait_ready
+from tests.conftest import EXAMPLES, cli_env, free_port, wait_ready, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +60,9 @@ def output_of(proc: subprocess.Popen[bytes]) -> str:
     """What the server printed so far (or in all, once it has stopped)."""
     if hasattr(proc, "captured"):
         return str(proc.captured)
-    out = proc.output  # type: ignore[attr-defined]
-    out.seek(0)
-    return out.read().decode("utf-8", "replace")
+    # pread, not seek and read: the server writes through the same open file, at its offset.
+    fd = proc.output.fileno()  # type: ignore[attr-defined]
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
 
 def test_serve_json_tax_over_http() -> None:
@@ -84,93 +84,119 @@ def test_serve_iris_onnx_and_sigterm_exits_0() -> None:
         assert proc.wait(20) == 0
 
 
-def test_a_client_that_goes_away_is_never_started(make_project, tmp_path: Path) -> None:
-    log = tmp_path / "calls.log"
-    project = make_project(
-        {
-            "main.py": f"""
-            import time
+GATED_HANDLER = """
+import os, time
 
-            def handler(request, context):
-                body = request.read().decode()
-                with open({str(log)!r}, "a") as f:
-                    f.write(body + "\\n")
-                if body == "slow":
-                    time.sleep(1.5)
-                return {{"content": body}}
-            """
-        }
-    )
+def handler(request, context):
+    body = request.read().decode()
+    with open({log!r}, "a") as f:
+        f.write(body + "\\n")
+    if body == {gated!r}:  # held until the test creates the gate file; the bound only catches a hang
+        deadline = time.monotonic() + 120
+        while not os.path.exists({gate!r}) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return {{"content": body}}
+"""
+
+
+def gated_project(make_project, tmp_path: Path, gated: str) -> tuple[Path, Path, Path]:
+    """A handler that logs every body to a file and holds the request whose body is ``gated`` until the
+    test creates the gate file: (project, log, gate)."""
+    log, gate = tmp_path / "calls.log", tmp_path / "gate"
+    project = make_project({"main.py": GATED_HANDLER.format(log=str(log), gate=str(gate), gated=gated)})
+    return project, log, gate
+
+
+def logged(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+def metric(url: str, name: str) -> float:
+    """The sum of the samples called ``name`` on the server's ``/metrics`` (0 when there are none)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics").text
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name)
+
+
+def test_a_client_that_goes_away_is_never_started(make_project, tmp_path: Path) -> None:
+    project, log, gate = gated_project(make_project, tmp_path, "slow")
     with server("-p", str(project), "--handler", "main:handler") as (url, _):
         port = int(url.rsplit(":", 1)[1])
-        slow = threading.Thread(target=lambda: httpx.post(url, content=b"slow", timeout=10))
-        slow.start()
-        time.sleep(0.3)
+        slow: dict = {}
+        thread = threading.Thread(target=lambda: slow.setdefault("r", httpx.post(url, content=b"slow", timeout=120)))
+        thread.start()
+        wait_until(lambda: logged(log) == ["slow"], "the slow request holding the API's one thread")
         with socket.create_connection(("127.0.0.1", port)) as sock:  # queued behind "slow", then hangs up
             sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\ngone")
-            time.sleep(0.3)
-        slow.join(10)
+            wait_until(lambda: metric(url, "localserve_queue_depth") == 1, "the request queued behind slow")
+        wait_until(lambda: request_counts(url) == {"499": 1}, "the server saw the client leave")
+        gate.touch()  # only now may the API's thread take the next request
+        thread.join(120)
+        assert slow["r"].text == "slow"
         assert httpx.post(url, content=b"after").text == "after"
-    assert log.read_text().split() == ["slow", "after"]
+    assert logged(log) == ["slow", "after"]
 
 
-def test_graceful_shutdown_finishes_the_request_in_flight(make_project) -> None:
-    project = make_project(
-        {
-            "main.py": "import time\n\ndef handler(request, context):\n    time.sleep(1.0)\n    return {'content': 'finished'}\n"
-        }
-    )
-    with server("-p", str(project), "--handler", "main:handler", "--graceful-timeout", "10") as (url, proc):
+def test_graceful_shutdown_finishes_the_request_in_flight(make_project, tmp_path: Path) -> None:
+    project, log, gate = gated_project(make_project, tmp_path, "in-flight")
+    with server("-p", str(project), "--handler", "main:handler", "--graceful-timeout", "60") as (url, proc):
         result: dict = {}
-        thread = threading.Thread(target=lambda: result.setdefault("r", httpx.post(url, timeout=10)))
+        thread = threading.Thread(
+            target=lambda: result.setdefault("r", httpx.post(url, content=b"in-flight", timeout=120))
+        )
         thread.start()
-        time.sleep(0.3)
+        wait_until(lambda: logged(log) == ["in-flight"], "the request running")
         proc.send_signal(signal.SIGTERM)
-        thread.join(10)
-        assert result["r"].text == "finished"
-        assert proc.wait(20) == 0
+        # uvicorn's own line: the server has the signal and the shutdown is under way, the request still held.
+        wait_until(lambda: "Shutting down" in output_of(proc), "the shutdown begun")
+        gate.touch()
+        thread.join(120)
+        assert result["r"].text == "in-flight"
+        assert proc.wait(60) == 0
+    assert logged(log) == ["in-flight"]
 
 
 def test_replicas_share_the_port_and_a_killed_one_is_restarted(make_project, tmp_path: Path) -> None:
-    marker = tmp_path / "first-replicas-answered"
+    marker, loading, gate = tmp_path / "first-replicas-answered", tmp_path / "replacement-loading", tmp_path / "gate"
     project = make_project(
         {
             "main.py": f"""
             import os, pathlib, time
 
-            if pathlib.Path({str(marker)!r}).exists():
-                time.sleep(1.5)  # the replacement loads slowly: it must not take connections meanwhile
+            if pathlib.Path({str(marker)!r}).exists():  # the replacement: it loads until the test makes the gate
+                pathlib.Path({str(loading)!r}).write_text(str(os.getpid()))
+                deadline = time.monotonic() + 120
+                while not pathlib.Path({str(gate)!r}).exists() and time.monotonic() < deadline:
+                    time.sleep(0.01)
 
             def handler(request, context):
                 return {{'content': str(os.getpid())}}
             """
         }
     )
-    with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, proc):
-        pids = set()
-        deadline = time.monotonic() + 20
-        while len(pids) < 2 and time.monotonic() < deadline:
-            with httpx.Client() as client:  # a new connection each time: the kernel spreads them
-                pids.add(int(client.post(url).text))
-        assert len(pids) == 2, pids
-        marker.touch()
-        victim = pids.pop()
-        import os
 
+    def answer(url: str) -> tuple[int, str]:
+        with httpx.Client() as client:  # a new connection each time: the kernel spreads them
+            response = client.post(url)
+        return response.status_code, response.text
+
+    with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, proc):
+        pids: set[int] = set()
+        wait_until(lambda: pids.add(int(answer(url)[1])) or len(pids) == 2, "both replicas answering")
+        marker.touch()
+        victim, survivor = sorted(pids)
         os.kill(victim, signal.SIGKILL)
-        answers = []
-        deadline = time.monotonic() + 20
-        new_pids: set[int] = set()
-        while time.monotonic() < deadline and len(new_pids - {victim} - pids) < 1:
-            with httpx.Client() as client:
-                response = client.post(url)
-                answers.append(response.status_code)
-                if response.status_code == 200:
-                    new_pids.add(int(response.text))
-            time.sleep(0.05)
-        assert set(answers) == {200}, answers  # the port kept answering, never "still loading"
-        assert victim not in new_pids, "the killed replica answered"
-        assert new_pids - {victim} - pids, "the killed replica was not replaced"
+        wait_until(lambda: loading.exists() and loading.read_text(), "the replacement replica loading")
+        replacement = int(loading.read_text())
+        assert replacement not in pids
+        # While the replacement loads, the port keeps answering, from the survivor only (never "still loading").
+        assert [answer(url) for _ in range(10)] == [(200, str(survivor))] * 10
+        gate.touch()
+        seen: list[tuple[int, str]] = []
+        wait_until(lambda: seen.append(answer(url)) or seen[-1] == (200, str(replacement)), "the replacement answering")
+        assert {status for status, _ in seen} == {200}
+        assert {int(pid) for _, pid in seen} <= {survivor, replacement}, "the killed replica answered"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
 
@@ -224,14 +250,8 @@ def test_metrics_and_stats_add_up_across_replicas(make_project) -> None:
         for _ in range(30):
             with httpx.Client() as client:  # new connections: both replicas answer
                 assert client.post(url).status_code == 200
-        deadline = time.monotonic() + 10
-        while True:
-            counts = request_counts(url)
-            stats = httpx.get(f"{url}/stats").json()[0]
-            if counts.get("200") == 30 and stats["requests"]["2xx"] == 30:
-                break
-            assert time.monotonic() < deadline, (counts, stats)
-            time.sleep(0.2)
+        wait_until(lambda: request_counts(url).get("200") == 30, "30 requests counted on /metrics")
+        wait_until(lambda: httpx.get(f"{url}/stats").json()[0]["requests"]["2xx"] == 30, "30 requests on /stats")
 
 
 def request_counts(url: str) -> dict[str | None, float]:
@@ -278,21 +298,16 @@ def test_a_stream_stops_when_its_client_leaves_and_a_failing_stream_is_cut(make_
         with httpx.Client() as client, client.stream("POST", url, content=b"endless") as response:
             lines = response.iter_lines()
             assert [next(lines) for _ in range(3)] == ["chunk 0", "chunk 1", "chunk 2"]
-        deadline = time.monotonic() + 10
-        while "closed" not in log.read_text():
-            assert time.monotonic() < deadline, "the generator was never closed"
-            time.sleep(0.05)
-        produced = log.read_text().count("\n")
-        time.sleep(0.3)
-        assert log.read_text().count("\n") == produced  # it stopped
+        wait_until(lambda: "closed" in log.read_text(), "the generator closed")
+        produced = log.read_text()
+        assert produced.splitlines()[-1] == "closed"
         with pytest.raises(httpx.RemoteProtocolError):  # cut short, not a complete 200
             httpx.post(url, content=b"failing").read()
         assert httpx.get(f"{url}/healthz").status_code == 200
         # Both began as 200s; they are recorded as what happened (the client left; the stream failed).
-        deadline = time.monotonic() + 10
-        while (counts := request_counts(url)) != {"499": 1, "500": 1}:
-            assert time.monotonic() < deadline, counts
-            time.sleep(0.05)
+        wait_until(lambda: request_counts(url) == {"499": 1, "500": 1}, "a 499 and a 500 counted")
+        # It stopped: the API's one thread has since served "failing", and the endless stream wrote no more.
+        assert log.read_text() == produced
 
 
 def test_a_204_from_a_handler_has_no_body_on_the_wire(make_project) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 from localserve.server import ServeOptions
+from tests.conftest import wait_until
 from tests.test_e2e import output_of, server
 
 NAN_PREDICTOR = """
@@ -60,8 +59,7 @@ def test_load_failures_shown_to_clients_carry_no_server_paths(make_project, monk
     monkeypatch.chdir(project)
     app = create_app(load_config(project), ServeOptions(keep_going=True))
     with TestClient(app) as client:
-        while client.get("/readyz").json()["apis"]["m"]["status"] == "loading":
-            time.sleep(0.01)
+        wait_until(lambda: client.get("/readyz").json()["apis"]["m"]["status"] != "loading", "the load failed")
         ready = client.get("/readyz").json()
         body = client.post("/m", json={}).json()["error"]
     expected = (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
@@ -11,7 +10,7 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from localserve.cli import main
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, wait_until
 from tests.test_e2e import output_of, server
 
 TRACKED = """
@@ -25,14 +24,16 @@ TRACKED = """
   tracker: {model_type: regression}
 """
 PREDICTOR = """
-import time
+import os, time
 from localserve import logger
 
 
 class PythonPredictor:
     def __init__(self, config, metrics_client):
         self.metrics = metrics_client
-        time.sleep(float(config.get("load_seconds", 0)))
+        deadline = time.monotonic() + 120  # with a gate, loading lasts until the test creates it
+        while config.get("gate") and not os.path.exists(config["gate"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def predict(self, payload, request_id):
         logger.info("predicting", extra={"payload": payload, "message": "ignored"})
@@ -117,32 +118,31 @@ def test_tracker_stats_and_user_metrics(serve, make_project) -> None:
 
 
 @pytest.mark.slow
-def test_get_json_logs_and_readiness_with_a_real_server(make_project) -> None:
+def readyz(url: str) -> httpx.Response | None:
+    """The server's ``/readyz``, or None while it does not listen yet."""
+    try:
+        return httpx.get(f"{url}/readyz")
+    except httpx.TransportError:
+        return None
+
+
+def test_get_json_logs_and_readiness_with_a_real_server(make_project, tmp_path) -> None:
+    gate = tmp_path / "loaded"
     yaml = TRACKED.replace(
         "predictor: {type: python, path: predictor.py}\n  tracker: {key",
-        "predictor: {type: python, path: predictor.py, config: {load_seconds: 3}}\n  tracker: {key",
+        f"predictor: {{type: python, path: predictor.py, config: {{gate: {str(gate)!r}}}}}\n  tracker: {{key",
         1,
     )
     project = make_project({"localserve.yaml": yaml, "predictor.py": PREDICTOR})
     with server("-p", str(project), "--log-format", "json", ready=False) as (url, proc):
-        saw_loading = False
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                ready = httpx.get(f"{url}/readyz")
-            except httpx.TransportError:
-                time.sleep(0.05)
-                continue
-            if ready.status_code == 200:
-                break
-            assert ready.status_code == 503
-            assert {"status": "loading"} in ready.json()["apis"].values()
-            assert httpx.get(f"{url}/healthz").status_code == 200
-            if not saw_loading and ready.json()["apis"]["classify"] == {"status": "loading"}:  # seconds of loading left
-                assert httpx.post(f"{url}/classify", json={"label": "x"}).status_code == 503
-            saw_loading = True
-            time.sleep(0.05)
-        assert saw_loading
+        wait_until(lambda: (r := readyz(url)) is not None and r.status_code == 503, "the server answering, loading")
+        ready = readyz(url)
+        assert ready is not None and ready.status_code == 503
+        assert ready.json()["apis"]["classify"] == {"status": "loading"}  # held until the gate is made
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        assert httpx.post(f"{url}/classify", json={"label": "x"}).status_code == 503
+        gate.touch()
+        wait_until(lambda: (r := readyz(url)) is not None and r.status_code == 200, "the server ready")
         for label in ("setosa", "setosa", "versicolor"):
             httpx.post(f"{url}/classify", json={"label": label}, headers={"X-Request-ID": f"req-{label}"})
         httpx.post(f"{url}/classify", json="boom")
@@ -186,16 +186,12 @@ def test_a_failed_load_stops_the_start_unless_keep_going(make_project) -> None:
             in output_of(proc)
         )
     with server("-p", str(project), "--keep-going", ready=False) as (url, proc):
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                ready = httpx.get(f"{url}/readyz")
-                if ready.json()["apis"]["classify"]["status"] == "failed":
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        assert ready.status_code == 503
+        wait_until(
+            lambda: (r := readyz(url)) is not None and r.json()["apis"]["classify"]["status"] == "failed",
+            "the load failed",
+        )
+        ready = readyz(url)
+        assert ready is not None and ready.status_code == 503
         assert (
             ready.json()["apis"]["classify"]["error"]
             == "PythonPredictor.__init__ raised RuntimeError: no vocabulary file"

@@ -22,7 +22,7 @@ import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, wait_until
 from tests.models import ECHO_HANDLER, onnx_batch_echo, onnx_mlp
 from tests.test_e2e import server
 
@@ -257,7 +257,6 @@ def v2_echo_body(row: list[float]) -> tuple[bytes, dict[str, str]]:
 
 
 def test_v2_and_native_requests_run_in_one_batch(serve, make_project) -> None:
-    import time
 
     project = make_project({"cortex.yaml": ECHO_CONFIG, "h.py": ECHO_HANDLER})
     onnx_batch_echo(project / "echo.onnx")
@@ -276,10 +275,7 @@ def test_v2_and_native_requests_run_in_one_batch(serve, make_project) -> None:
                 body, headers = v2_echo_body(row)
                 futures.append(pool.submit(client.post, "/v2/models/echo/infer", content=body, headers=headers))
         pipeline = client.app.apis["echo"].pipeline
-        deadline = time.monotonic() + 10
-        while pipeline.depth < len(rows):  # a state of the server, not a duration
-            assert time.monotonic() < deadline, "the requests never queued"
-            time.sleep(0.005)
+        wait_until(lambda: pipeline.depth == len(rows), "the requests queued")
         h.release.set()
         responses = [f.result(30) for f in futures]
         assert first.result(30).status_code == 200
@@ -433,7 +429,6 @@ def test_tensorflow_savedmodels_are_v2_models(serve, make_project) -> None:
 
 
 def test_a_model_that_failed_to_load_answers_503(make_project, monkeypatch) -> None:
-    import time
 
     from starlette.testclient import TestClient
 
@@ -444,10 +439,7 @@ def test_a_model_that_failed_to_load_answers_503(make_project, monkeypatch) -> N
     monkeypatch.chdir(project)
     app = create_app(load_config(project), ServeOptions(keep_going=True))
     with TestClient(app, raise_server_exceptions=False) as client:
-        deadline = time.monotonic() + 30
-        while app.apis["broken"].state == "loading":  # a state of the server, not a duration
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(lambda: app.apis["broken"].state != "loading", "the load failed")
         body = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}
         for response in (
             client.get("/v2/models/broken"),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import time
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from localserve.config import load_config
 from localserve.errors import HandlerLoadError
 from localserve.server import create_app
+from tests.conftest import wait_until
 from tests.models import linear_reference, onnx_linear
 
 PREDICTOR_YAML = """
@@ -209,10 +209,7 @@ def test_batched_predictor_gets_lists_and_must_return_one_per_payload(serve, mak
             assert predictor.started.wait(10)
             queued = [pool.submit(client.post, "/pred", json=v) for v in (1, 2, 3)]
             pipeline = client.app.apis["pred"].pipeline
-            deadline = time.monotonic() + 10
-            while pipeline.depth < 3:
-                assert time.monotonic() < deadline, "the three requests never queued"
-                time.sleep(0.005)
+            wait_until(lambda: pipeline.depth == 3, "the three requests queued")
             predictor.release.set()
             assert first.result(30).text == "released"
             assert sorted(q.result(30).json() for q in queued) == [2, 4, 6]
