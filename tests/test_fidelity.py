@@ -19,8 +19,8 @@ from PIL import Image
 from localserve.config import load_config
 from localserve.errors import ConfigError
 from localserve.request import Request
+from tests.cli.test_cli import in_process
 from tests.conftest import EXAMPLES, cli_env, free_port, wait_ready
-from tests.test_cli import in_process
 
 SEEDS = Path(__file__).parent / "seeds"
 IRIS_SAMPLE = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}

@@ -14,7 +14,7 @@ import pytest
 from localserve.config import load_config
 from localserve.errors import ConfigError
 from localserve.server import ServeOptions
-from tests.asyncapi.conftest import needs_redis
+from tests.protocols.asyncapi.conftest import needs_redis
 
 Poll = Callable[..., dict[str, Any]]
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

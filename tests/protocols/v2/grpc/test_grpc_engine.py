@@ -19,7 +19,7 @@ from tritonclient.utils import InferenceServerException
 from localserve.config.options import ServeOptions
 from tests.conftest import free_port
 from tests.models import ECHO_HANDLER, onnx_batch_echo
-from tests.test_v2 import sample, v2_echo_body
+from tests.protocols.v2.test_routes import sample, v2_echo_body
 
 CONFIG = """
 - kind: api

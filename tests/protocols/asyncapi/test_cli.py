@@ -12,8 +12,8 @@ import yaml
 from click.testing import CliRunner
 
 from localserve.cli import main
+from tests.cli.test_cli import in_process
 from tests.conftest import EXAMPLES
-from tests.test_cli import in_process
 from tests.test_export import K8S_VERSION
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.asyncapi.conftest import needs_redis
+from tests.protocols.asyncapi.conftest import needs_redis
 from tests.test_e2e import output_of, server
 
 pytestmark = pytest.mark.slow

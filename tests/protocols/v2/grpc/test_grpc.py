@@ -26,8 +26,8 @@ from tritonclient.utils import InferenceServerException
 
 from tests.conftest import EXAMPLES, cli_env, free_port
 from tests.models import onnx_identity, onnx_linear, onnx_mlp, onnx_strings
+from tests.protocols.v2.test_routes import sample
 from tests.test_e2e import output_of, server
-from tests.test_v2 import sample
 
 pytestmark = pytest.mark.slow
 

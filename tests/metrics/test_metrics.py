@@ -23,7 +23,7 @@ from localserve.metrics import (
     prepare_metrics_dir,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

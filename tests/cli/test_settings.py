@@ -106,7 +106,7 @@ def _environment_reads(path: Path) -> set[str]:
 
 
 def test_nothing_below_the_cli_reads_localserves_settings_from_the_environment() -> None:
-    package = Path(__file__).resolve().parent.parent / "localserve"
+    package = Path(__file__).resolve().parents[2] / "localserve"
     reads = {
         str(path.relative_to(package)): found
         for path in sorted(package.rglob("*.py"))

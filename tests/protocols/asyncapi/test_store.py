@@ -20,7 +20,7 @@ from localserve.protocols.asyncapi.store import (
     worker_id,
     worker_is_dead,
 )
-from tests.asyncapi.conftest import needs_redis
+from tests.protocols.asyncapi.conftest import needs_redis
 
 T0 = 1_800_000_000.0  # the stores take the time as an argument: no clock decides these tests
 A, B, C = ("a" * 32, "b" * 32, "c" * 32)

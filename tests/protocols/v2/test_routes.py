@@ -309,7 +309,7 @@ def sample(text: str, name: str, **labels: str) -> float:
 
 # -- every V2 response against the protocol's own OpenAPI document (tests/specs/open_inference_rest.yaml) ------
 
-SPEC = Path(__file__).parent / "specs" / "open_inference_rest.yaml"
+SPEC = Path(__file__).resolve().parents[2] / "specs" / "open_inference_rest.yaml"
 
 
 def check(value: Any, schema_name: str, *, binary_outputs: bool = False) -> None:
