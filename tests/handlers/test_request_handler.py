@@ -206,7 +206,7 @@ def test_batching_merges_concurrent_requests(serve, make_project) -> None:
         assert response.status_code == 200, response.text
         assert np.allclose(response.json()["p"], linear_reference(x)[0], atol=1e-6)
         assert response.json()["n"] == 1
-    assert responses[8].status_code == 400  # exact batch sizes: tests/test_engine.py
+    assert responses[8].status_code == 400  # exact batch sizes: tests/engine/test_engine.py
 
 
 def test_load_errors_name_the_problem(make_project, monkeypatch) -> None:
@@ -244,7 +244,7 @@ def test_a_model_with_a_fixed_batch_size_still_answers_each_batched_request(serv
     inputs = [[[float(i), 1.0, 2.0, 3.0]] for i in range(6)]
     with serve(project) as client, concurrent.futures.ThreadPoolExecutor(6) as pool:
         responses = list(pool.map(lambda x: client.post("/fixed", json=x), inputs))
-    # (that a refused stacked run falls back to each feed alone: tests/test_batcher.py)
+    # (that a refused stacked run falls back to each feed alone: tests/engine/test_batcher.py)
     for x, response in zip(inputs, responses, strict=True):
         assert response.status_code == 200, response.text
         assert np.allclose(response.json()[0], linear_reference(x)[0], atol=1e-6)
