@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from itertools import count
 from typing import Any, Protocol, cast
 
 from localserve.engine.api import ApiRuntime
+from localserve.engine.core import Engine
 from localserve.engine.job import Stages
 from localserve.engine.ports import Headers, ReplyWriter
 from localserve.error_text import error_body, error_message
@@ -202,6 +204,20 @@ async def send_user_response(
 
 
 # -- one request of an API ---------------------------------------------------------------------------
+async def counted(
+    engine: Engine, rt: ApiRuntime, scope: Scope, request_id: str, answer: Awaitable[tuple[int, Any]]
+) -> None:
+    """Await ``answer`` (a front door's whole answer: its status and the value for the tracker) as one request of
+    ``rt``'s API, counted once by the engine (in flight meanwhile; then metrics, tracker, access log)."""
+    start = time.perf_counter()
+    engine.began(rt)
+    status, value = 500, None
+    try:
+        status, value = await answer
+    finally:
+        engine.ended(rt, scope["method"], scope["path"], status, time.perf_counter() - start, request_id, value)
+
+
 Prepare = Callable[[Scope, bytes, str], Awaitable[tuple[Request, Stages | None]]]
 
 

@@ -14,12 +14,19 @@ every method (the platform passed ``http_method`` through), so none of this appl
 
 from __future__ import annotations
 
-import time
-
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
-from localserve.protocols.http import HttpDoor, Receive, Scope, Send, answer_other_method, json_reply, request_id_of
+from localserve.protocols.http import (
+    HttpDoor,
+    Receive,
+    Scope,
+    Send,
+    answer_other_method,
+    counted,
+    json_reply,
+    request_id_of,
+)
 from localserve.protocols.http import send_reply as send_answer
 
 DESCRIBE_ROUTE = b"GET, HEAD, POST, OPTIONS"
@@ -59,13 +66,5 @@ class NativeRoutes:
 
     async def predict(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
         """One request of ``rt``'s API, counted once by the engine: metrics, tracker, access log."""
-        start = time.perf_counter()
         request_id = request_id_of(scope)
-        engine = self.engine
-        engine.began(rt)
-        status = 500
-        value = None
-        try:
-            status, value = await self.door.serve(rt, scope, receive, send, request_id)
-        finally:
-            engine.ended(rt, scope["method"], scope["path"], status, time.perf_counter() - start, request_id, value)
+        await counted(self.engine, rt, scope, request_id, self.door.serve(rt, scope, receive, send, request_id))

@@ -43,6 +43,7 @@ from localserve.protocols.http import (
     Scope,
     Send,
     answer_other_method,
+    counted,
     json_reply,
     render_error,
     request_id_of,
@@ -179,15 +180,12 @@ class AsyncJobs:
 
     async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a submit or a poll of ``rt``'s AsyncAPI, counted by the engine as its request."""
-        start = time.perf_counter()
         request_id = request_id_of(scope)
-        engine = self.engine
-        engine.began(rt)
-        status = 500
-        try:
-            status = await self.handle(rt.api.name, scope, receive, send, request_id)
-        finally:
-            engine.ended(rt, scope["method"], scope["path"], status, time.perf_counter() - start, request_id)
+
+        async def answer() -> tuple[int, None]:  # no tracker value: the job's result comes later
+            return await self.handle(rt.api.name, scope, receive, send, request_id), None
+
+        await counted(self.engine, rt, scope, request_id, answer())
 
     async def handle(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
         """Answer a submit or poll of AsyncAPI ``name`` (what ``claims`` said) with request id ``rid``; the status

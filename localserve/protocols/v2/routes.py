@@ -30,6 +30,7 @@ from localserve.protocols.http import (
     Receive,
     Scope,
     Send,
+    counted,
     request_id_of,
     send_error,
     send_reply,
@@ -178,19 +179,20 @@ class V2Routes:
             if engine.access_log:
                 access_log(scope["method"], scope["path"], None, status, time.perf_counter() - start, request_id)
             return
-        engine.began(rt)
-        status = 500
+        await counted(engine, rt, scope, request_id, self._infer(rt, scope, receive, send, request_id))
+
+    async def _infer(
+        self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send, request_id: str
+    ) -> tuple[int, None]:
+        """The answer to an inference request of ``rt``'s API: its status (no tracker: V2 feeds the model directly)."""
         try:
-            try:
-                _, model = self.find(scope)
-            except LocalServeError as exc:
-                status = await send_error(send, exc, request_id, v2=True)
-                return
-            status, _ = await self.door.serve(
-                rt, scope, receive, send, request_id, prepare=functools.partial(self._prepare, model), v2=True
-            )
-        finally:
-            engine.ended(rt, scope["method"], scope["path"], status, time.perf_counter() - start, request_id)
+            _, model = self.find(scope)
+        except LocalServeError as exc:
+            return await send_error(send, exc, request_id, v2=True), None
+        status, _ = await self.door.serve(
+            rt, scope, receive, send, request_id, prepare=functools.partial(self._prepare, model), v2=True
+        )
+        return status, None
 
     async def _prepare(self, model: V2Model, scope: Scope, body: bytes, request_id: str) -> tuple[Request, _Call]:
         """The request and its own stages (decode the tensors, encode the outputs) from a V2 body."""
