@@ -37,7 +37,7 @@ WRK_LUA = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"
 
 def thread_times(app: Any) -> dict[str, float]:
     """CPU seconds so far of the event loop's thread and of each thread of each API."""
-    loop = app.engine.loop
+    loop = app.engine.loop if hasattr(app, "engine") else app.loop
     assert loop is not None
     times: dict[str, float] = {}
     done = threading.Event()
@@ -73,19 +73,26 @@ def main() -> int:
     root = (opts.localserve_path or HERE.parent).resolve()
     sys.path.insert(0, str(root))
     import localserve
-    import localserve.supervisor as supervisor
     from localserve.cli import main as cli
 
     print(f"localserve from {Path(localserve.__file__).parent}", flush=True)
     captured: list[Any] = []
-    original = supervisor.create_app
+    try:  # the Runner builds the App (issue 28); before it, the supervisor called create_app
+        import localserve.server.runner as where
+
+        name = "App"
+    except ImportError:
+        import localserve.supervisor as where  # type: ignore[no-redef]
+
+        name = "create_app"
+    original = getattr(where, name)
 
     def create_app(*args: Any, **kwargs: Any) -> Any:
         app = original(*args, **kwargs)
         captured.append(app)
         return app
 
-    supervisor.create_app = create_app  # type: ignore[assignment]
+    setattr(where, name, create_app)
     with tempfile.TemporaryDirectory(prefix="localserve-hotpath-") as tmp:
         work = Path(tmp)
         model = build_models([opts.model], work)[opts.model]
@@ -116,7 +123,7 @@ def main() -> int:
                 profile = cProfile.Profile()
                 # A profile sees the thread that enables it.
                 on = (
-                    app.engine.loop.call_soon_threadsafe
+                    (app.engine.loop if hasattr(app, "engine") else app.loop).call_soon_threadsafe
                     if opts.profile == "loop"
                     else next(iter(app.apis.values())).pipeline.call
                 )
