@@ -43,7 +43,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-MiB = 1024 * 1024
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 FAST_PATH = "localserve.fast_path"  # the ASGI scope extension (scope["extensions"]) of server/connection/protocol.py
 
