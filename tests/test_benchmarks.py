@@ -58,7 +58,7 @@ def test_gpu_workload_runs_on_cpu_with_the_tiny_model(tmp_path: Path) -> None:
         "--warmup",
         "0.1",
         "--concurrency",
-        "1,4",
+        "4",  # one cell per server: a smoke of the harness (the figures are the benchmark's, never the test's)
         "--servers",
         ",".join(["raw", *GPU_SERVERS]),
     ]
@@ -76,13 +76,12 @@ def test_gpu_workload_runs_on_cpu_with_the_tiny_model(tmp_path: Path) -> None:
     for server in GPU_SERVERS:
         data = results["servers"][server]
         assert data["notes"] == [], (server, data)  # every answer was {"top5": [5 class ids]}
-        assert [c["concurrency"] for c in data["cells"]] == [1, 4], server
+        assert [c["concurrency"] for c in data["cells"]] == [4], server
         assert all(c["requests"] > 0 and c["non2xx"] == 0 and c["errors"] == 0 for c in data["cells"]), data
-        for c in (1, 4):
-            # req/s, p50, p99, 0 non-2xx, 0 errors, then three ratios ("-" where their baseline server is not run)
-            row = rf"^{server}\s+{c}\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+0\s+0(\s+([\d.]+|-)){{3}}$"
-            assert re.search(row, proc.stdout, re.M), (server, c, proc.stdout)
-    assert re.search(r"^localserve-batched / localserve \(req/s\): c=1 [\d.]+x, c=4 [\d.]+x$", proc.stdout, re.M)
+        # req/s, p50, p99, 0 non-2xx, 0 errors, then three ratios ("-" where their baseline server is not run)
+        row = rf"^{server}\s+4\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+0\s+0(\s+([\d.]+|-)){{3}}$"
+        assert re.search(row, proc.stdout, re.M), (server, proc.stdout)
+    assert re.search(r"^localserve-batched / localserve \(req/s\): c=4 [\d.]+x$", proc.stdout, re.M)
 
 
 @pytest.mark.slow
@@ -138,13 +137,13 @@ def test_asyncapi_benchmark_prints_its_figures() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("generator", ["wrk", "python"])
-def test_v2_benchmark_prints_the_three_routes_and_the_ratio(generator: str) -> None:
-    """benchmarks/v2.py: every route answered 200 throughout (the V2 binary header travels with the load)."""
-    if generator == "wrk" and shutil.which("wrk") is None:
-        pytest.skip("wrk is not installed")
+def test_v2_benchmark_prints_the_three_routes_and_the_ratio() -> None:
+    """benchmarks/v2.py: every route answered 200 throughout (the V2 binary header travels with the load).
+
+    One smoke, with the python load generator (always there); wrk's path through the shared harness
+    is the run.py test's."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "v2.py"), "--duration", "0.3", "--warmup", "0.1"]
-    cmd += ["--concurrency", "4", "--loadgen", generator]
+    cmd += ["--concurrency", "4", "--loadgen", "python"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT / "benchmarks")
     assert proc.returncode == 0, proc.stderr
     for route in ("grpc-raw", "v2-binary", "v2-json", "native"):
