@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import socket
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import uvicorn
 
@@ -29,7 +27,7 @@ from localserve.config.options import ServeOptions
 from localserve.errors import LocalServeError
 from localserve.server.app import App
 from localserve.server.auth import require_api_key
-from localserve.server.connection.protocol import protocol_class
+from localserve.server.connection.server import bound_port, uvicorn_server
 
 __all__ = ["Runner"]
 
@@ -72,42 +70,19 @@ class Runner:
 
         ``on_loaded``: called on the event loop once loading has ended (loaded, failed or cancelled).
         """
-        app, options = self.app, self.options
+        app = self.app
 
-        class Server(uvicorn.Server):
-            def handle_exit(self, sig: int, frame: Any) -> None:
-                super().handle_exit(sig, frame)
-                # uvicorn re-raises the signal after its graceful shutdown; a clean stop exits 0.
-                self._captured_signals.clear()
-                app.begin_shutdown()
+        def started() -> None:
+            if on_loaded is not None and app.loading is not None:
+                app.loading.add_done_callback(lambda _: on_loaded())
 
-            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-                await super().startup(sockets)
-                if on_loaded is not None and app.loading is not None:
-                    app.loading.add_done_callback(lambda _: on_loaded())
-
-        self.server = Server(
-            uvicorn.Config(
-                require_api_key(app, options.api_key),
-                host=options.host,
-                port=options.port,
-                log_config=None,
-                access_log=False,
-                lifespan="on",
-                http=protocol_class(options.limits),
-                # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
-                # later, would answer plain-text 500s and leave queued work to run.
-                timeout_graceful_shutdown=math.ceil(options.graceful_timeout) + 2,
-                server_header=False,
-                proxy_headers=False,  # the App's Starlette routes apply them; the prediction routes never read them
-            )
-        )
+        asgi = require_api_key(app, self.options.api_key)
+        self.server = uvicorn_server(asgi, self.options, on_signal=app.begin_shutdown, on_started=started)
         return self.server
 
     def port(self) -> int | None:
         """The port the App is served on, once it listens."""
-        servers = getattr(self.server, "servers", None) or []
-        return int(servers[0].sockets[0].getsockname()[1]) if servers else None
+        return bound_port(self.server)
 
     def start_in_thread(self, wait: float) -> int:
         """Serve the App from a background thread; its port once every API has loaded (or failed to)."""

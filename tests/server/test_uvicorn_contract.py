@@ -74,8 +74,8 @@ def test_the_status_lines_and_header_checks_we_reuse() -> None:
 
 
 def test_the_server_lifecycle_we_drive() -> None:
-    """supervisor.py overrides ``handle_exit`` and ``startup``; peers.py drives startup, main_loop and
-    shutdown by hand and reads ``servers``; both clear ``_captured_signals`` after a stop."""
+    """server/connection/server.py overrides ``handle_exit`` (clearing ``_captured_signals``) and ``startup``,
+    and reads ``servers`` for the port bound."""
     for name, parameters in {
         "handle_exit": ["sig", "frame"],
         "startup": ["sockets"],
