@@ -79,14 +79,9 @@ def test_the_server_lifecycle_we_drive() -> None:
     for name, parameters in {
         "handle_exit": ["sig", "frame"],
         "startup": ["sockets"],
-        "main_loop": [],
-        "shutdown": ["sockets"],
     }.items():
         method = getattr(Server, name)
         assert [p for p in inspect.signature(method).parameters if p != "self"] == parameters, name
     server = Server(Config(app=lambda: None))
     assert isinstance(server._captured_signals, list)
     assert hasattr(server, "should_exit") and "self.servers" in inspect.getsource(Server.startup)
-    config = Config(app=lambda: None)
-    assert config.loaded is False and callable(config.load)
-    assert "lifespan_class" in inspect.getsource(Config.load)
