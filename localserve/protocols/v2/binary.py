@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from localserve.errors import RequestError
-from localserve.protocols.v2.tensors import DATATYPES, TensorSpec, count_error
+from localserve.protocols.v2.tensors import DATATYPES, TensorSpec
 
 HEADER_LENGTH = b"inference-header-content-length"
 _LENGTH = struct.Struct("<I")
@@ -59,7 +59,7 @@ def from_binary(
     """An input's array from its bytes of the binary part, their count checked against its shape."""
     count = math.prod(shape)
     if spec.datatype == "BYTES":
-        return _bytes_elements(spec.name, shape, count, data, keep_bytes=keep_bytes)
+        return bytes_elements(spec.name, shape, count, data, keep_bytes=keep_bytes, where="binary data")
     dtype = DATATYPES[spec.datatype]
     if len(data) != count * dtype.itemsize:
         raise RequestError(
@@ -77,14 +77,23 @@ def from_binary(
     return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
-def _bytes_elements(
-    name: str, shape: tuple[int, ...], count: int, data: memoryview, *, keep_bytes: bool
+def bytes_elements(
+    name: str, shape: tuple[int, ...], count: int, data: bytes | memoryview, *, keep_bytes: bool, where: str
 ) -> np.ndarray[Any, Any]:
+    """BYTES elements, each a 4-byte little-endian length then that many bytes, as an object array of ``shape``.
+
+    REST's binary data and gRPC's raw contents both carry them so; ``where`` names them in the
+    messages ("binary data" or "raw contents"). At most ``count`` + 1 elements are read.
+    """
+    has = "has" if where.endswith("data") else "have"  # "binary data has", "raw contents have"
     if count * _LENGTH.size > len(data):  # each element takes at least its 4-byte length
-        raise RequestError(count_error(name, shape, count, f"{len(data)} bytes, room for at most {len(data) // 4}"))
+        raise RequestError(
+            f"Input {name!r} has shape {list(shape)}, which holds {count} elements, but its {where} {has} "
+            f"{len(data)} bytes, room for at most {len(data) // _LENGTH.size}."
+        )
     elements: list[Any] = []
     position = 0
-    while position < len(data):
+    while position < len(data) and len(elements) <= count:
         if len(data) - position < _LENGTH.size:
             raise RequestError(
                 f"Input {name!r} (BYTES) ends with {len(data) - position} stray bytes; each element is a 4-byte "
@@ -95,28 +104,30 @@ def _bytes_elements(
         if length > len(data) - position:
             raise RequestError(
                 f"Element {len(elements)} of input {name!r} (BYTES) says {length} bytes but only "
-                f"{len(data) - position} are left in its binary data."
+                f"{len(data) - position} are left in its {where}."
             )
-        raw = bytes(data[position : position + length])
+        elements.append(bytes_element(name, len(elements), bytes(data[position : position + length]), keep_bytes))
         position += length
-        element: bytes | str = raw
-        if not keep_bytes:
-            try:
-                element = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise RequestError(
-                    f"Element {len(elements)} of input {name!r} (BYTES) is not valid UTF-8; this model's string "
-                    "inputs take text."
-                ) from None
-        elements.append(element)
-        if len(elements) > count:
-            break
     if len(elements) != count:
         got = f"{len(elements)} or more elements" if len(elements) > count else f"{len(elements)} elements"
-        raise RequestError(count_error(name, shape, count, got))
+        raise RequestError(
+            f"Input {name!r} has shape {list(shape)}, which holds {count} elements, but its {where} {has} {got}."
+        )
     array = np.empty(count, dtype=object)
     array[:] = elements
     return array.reshape(shape)
+
+
+def bytes_element(name: str, index: int, raw: bytes, keep_bytes: bool) -> bytes | str:
+    """One BYTES element: kept as bytes (TensorFlow), else decoded as UTF-8 (a 400 naming it when it is not)."""
+    if keep_bytes:
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError(
+            f"Element {index} of input {name!r} (BYTES) is not valid UTF-8; this model's string inputs take text."
+        ) from None
 
 
 def binary_of(array: np.ndarray[Any, Any], datatype: str) -> bytes:

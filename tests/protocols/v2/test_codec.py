@@ -212,7 +212,7 @@ def test_a_header_length_past_the_body_is_refused() -> None:
             16,
             "BYTES",
             "Input 'x' has shape [1099511627776, 1099511627776], which holds 1208925819614629174706176 elements, but "
-            "its data has 16 bytes, room for at most 4.",
+            "its binary data has 16 bytes, room for at most 4.",
         ),
         (
             [2**63, 1],

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from localserve.errors import RequestError
+from localserve.protocols.v2.binary import bytes_element, bytes_elements
 from localserve.protocols.v2.codec import MAX_DIM
 from localserve.protocols.v2.grpc import inference_pb2 as pb
 from localserve.protocols.v2.tensors import DATATYPES, TensorSpec
@@ -160,7 +161,7 @@ def _from_contents(
             f"{len(values)}."
         )
     if datatype == "BYTES":
-        return _object_array([_element(name, i, v, keep_bytes) for i, v in enumerate(values)], shape)
+        return _object_array([bytes_element(name, i, v, keep_bytes) for i, v in enumerate(values)], shape)
     dtype = DATATYPES[datatype]
     if dtype.kind in "bf" or datatype == "UINT64":  # the field's own type, or one that holds it exactly
         return np.array(values, dtype=dtype).reshape(shape)
@@ -179,7 +180,7 @@ def _from_raw(spec: TensorSpec, shape: tuple[int, ...], data: bytes, *, keep_byt
     name, datatype = spec.name, spec.datatype
     count = math.prod(shape)
     if datatype == "BYTES":
-        return _object_array(_bytes_elements(name, shape, count, data, keep_bytes=keep_bytes), shape)
+        return bytes_elements(name, shape, count, data, keep_bytes=keep_bytes, where="raw contents")
     dtype = DATATYPES[datatype]
     if len(data) != count * dtype.itemsize:
         raise RequestError(
@@ -194,48 +195,6 @@ def _from_raw(spec: TensorSpec, shape: tuple[int, ...], data: bytes, *, keep_byt
                 "elements are one byte, 0 or 1."
             )
     return np.frombuffer(data, dtype=dtype).reshape(shape)
-
-
-def _bytes_elements(name: str, shape: tuple[int, ...], count: int, data: bytes, *, keep_bytes: bool) -> list[Any]:
-    if count * LENGTH.size > len(data):  # each element takes at least its 4-byte length
-        raise RequestError(
-            f"Input {name!r} has shape {list(shape)}, which holds {count} elements, but its raw contents have "
-            f"{len(data)} bytes, room for at most {len(data) // LENGTH.size}."
-        )
-    elements: list[Any] = []
-    position = 0
-    while position < len(data) and len(elements) <= count:
-        if len(data) - position < LENGTH.size:
-            raise RequestError(
-                f"Input {name!r} (BYTES) ends with {len(data) - position} stray bytes; each element is a 4-byte "
-                "little-endian length then that many bytes."
-            )
-        (length,) = LENGTH.unpack_from(data, position)
-        position += LENGTH.size
-        if length > len(data) - position:
-            raise RequestError(
-                f"Element {len(elements)} of input {name!r} (BYTES) says {length} bytes but only "
-                f"{len(data) - position} are left in its raw contents."
-            )
-        elements.append(_element(name, len(elements), data[position : position + length], keep_bytes))
-        position += length
-    if len(elements) != count:
-        got = f"{len(elements)} or more" if len(elements) > count else str(len(elements))
-        raise RequestError(
-            f"Input {name!r} has shape {list(shape)}, which holds {count} elements, but its raw contents have {got}."
-        )
-    return elements
-
-
-def _element(name: str, index: int, raw: bytes, keep_bytes: bool) -> bytes | str:
-    if keep_bytes:
-        return raw
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RequestError(
-            f"Element {index} of input {name!r} (BYTES) is not valid UTF-8; this model's string inputs take text."
-        ) from None
 
 
 def _object_array(elements: list[Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
