@@ -1,4 +1,4 @@
-"""NVIDIA's perf_analyzer, unmodified, against ``localserve serve`` with default flags.
+"""NVIDIA's perf_analyzer, unmodified, against ``localserve serve``, over HTTP and over gRPC.
 
 perf_analyzer reads the statistics extension around each measurement window: it picks the model's
 version by the one whose ``queue`` count grew, and stops with "Server side statistics compute counts
@@ -6,7 +6,8 @@ must be the same" unless ``compute_input``, ``compute_infer`` and ``compute_outp
 The models are served by the engine's two paths: ``single`` (a fixed shape) and ``free`` (a free
 first dimension, like the bundled iris example, which Triton's auto-completed configuration gives a
 ``max_batch_size`` of 4) without batching (the API's thread runs the model), ``batched`` through
-the batcher. perf_analyzer comes from scripts/perf_analyzer.sh
+the batcher. Each runs over both transports (``-i http``, ``-i grpc``: perf_analyzer's default, on
+``--grpc-port``), which read the same statistics. perf_analyzer comes from scripts/perf_analyzer.sh
 (PyPI's wheel, run through Debian 13's C libraries); the test is skipped only when that script
 cannot install it.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 from tests.models import onnx_linear
 from tests.test_e2e import server
 
@@ -50,20 +51,25 @@ def perf_analyzer() -> str:
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The server's address for each of perf_analyzer's ``-i`` values."""
     project = tmp_path_factory.mktemp("perf_analyzer")
     (project / "cortex.yaml").write_text(CONFIG)
     onnx_linear(project / "single.onnx", fixed_batch=1)  # dims [1, 4]: perf_analyzer needs no --shape
     onnx_linear(project / "batched.onnx")  # [batch, 4]: with max_batch_size 8, and as "free" without batching
-    with server(cwd=project) as (address, _):
-        yield address
+    grpc_port = free_port()
+    with server("--grpc-port", str(grpc_port), cwd=project) as (address, _):
+        yield {"http": address.removeprefix("http://"), "grpc": f"127.0.0.1:{grpc_port}"}
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
 @pytest.mark.parametrize("model", ["single", "batched", "free"])
-def test_perf_analyzer_runs_unchanged(perf_analyzer: str, url: str, model: str, tmp_path: Path) -> None:
+def test_perf_analyzer_runs_unchanged(
+    perf_analyzer: str, urls: dict[str, str], model: str, protocol: str, tmp_path: Path
+) -> None:
     # Short windows; a stability band wide enough that a busy machine cannot fail the run (the test is
     # about the server's answers and statistics, never about how fast they come).
-    command = [perf_analyzer, "-m", model, "-u", url.removeprefix("http://"), "-i", "http"]
+    command = [perf_analyzer, "-m", model, "-u", urls[protocol], "-i", protocol]
     command += ["--measurement-interval", "500", "--stability-percentage", "1000", "--max-trials", "10"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     output = done.stdout + done.stderr
