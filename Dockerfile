@@ -25,7 +25,9 @@
 # `docker run IMAGE run --input sample.json` or `docker run IMAGE serve --handler main:handler`
 # work as well. Where to listen comes from the environment, not the CMD, so that arguments after
 # the image name keep it: LOCALSERVE_HOST=0.0.0.0, LOCALSERVE_PORT=8888 (the HEALTHCHECK asks
-# that port; `docker run -e LOCALSERVE_PORT=9000 -p 9000:9000 IMAGE` moves both). The CMD hides
+# that port; `docker run -e LOCALSERVE_PORT=9000 -p 9000:9000 IMAGE` moves both) and
+# LOCALSERVE_GRPC_PORT=8081, the Open Inference Protocol over gRPC (KServe's h2c port; the `grpc`
+# extra is in every variant; `-e LOCALSERVE_GRPC_PORT=` turns it off). The CMD hides
 # 500 texts (--hide-errors); set LOCALSERVE_API_KEY to require `Authorization: Bearer <key>`.
 #
 # Fast rebuilds: the dependencies are installed from pyproject.toml alone, in a layer of their
@@ -45,16 +47,16 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv
-ENV LOCALSERVE_EXTRAS=gpu,tensorflow-gpu,s3,cortex
+ENV LOCALSERVE_EXTRAS=gpu,tensorflow-gpu,s3,cortex,grpc
 
 FROM python:3.12-slim AS base-cpu
 RUN python -m venv /opt/venv
-ENV LOCALSERVE_EXTRAS=onnx,tensorflow,s3,cortex
+ENV LOCALSERVE_EXTRAS=onnx,tensorflow,s3,cortex,grpc
 
 # Lean: ONNX models and Python predictors only, no TensorFlow (`--build-arg VARIANT=cpu-onnx`).
 FROM python:3.12-slim AS base-cpu-onnx
 RUN python -m venv /opt/venv
-ENV LOCALSERVE_EXTRAS=onnx,s3,cortex
+ENV LOCALSERVE_EXTRAS=onnx,s3,cortex,grpc
 
 FROM base-${VARIANT} AS final
 ARG VARIANT
@@ -69,7 +71,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     LOCALSERVE_CACHE_DIR=/var/cache/localserve \
     LOCALSERVE_HOST=0.0.0.0 \
-    LOCALSERVE_PORT=8888
+    LOCALSERVE_PORT=8888 \
+    LOCALSERVE_GRPC_PORT=8081
 
 # 1. The dependencies, from pyproject.toml alone (no package yet, so an empty localserve is
 #    built, then removed; README.md, which pyproject.toml names, is an empty stand-in here so that
@@ -93,7 +96,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 
 USER localserve
 WORKDIR /mnt/project
-EXPOSE 8888
+EXPOSE 8888 8081
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('LOCALSERVE_PORT', '8888'), timeout=4)"]

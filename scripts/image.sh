@@ -173,10 +173,17 @@ PY
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PORT=8888
 if ! python3 -c 'import socket; socket.socket().bind(("0.0.0.0", 8888))' 2>/dev/null; then PORT=$(free_port); fi
-for_cpu() { # a README line, for the CPU image on $PORT
+GRPC_PORT=8081
+if ! python3 -c 'import socket; socket.socket().bind(("0.0.0.0", 8081))' 2>/dev/null; then GRPC_PORT=$(free_port); fi
+for_cpu() { # a README line, for the CPU image on $PORT (and gRPC on $GRPC_PORT)
     sed -e 's/ --gpus all//' -e 's/ localserve\( \|$\)/ localserve:cpu\1/' -e "s/-p 8888:8888/-p $PORT:8888/" \
-        -e "s#localhost:8888#localhost:$PORT#g" <<<"$1"
+        -e "s/-p 8081:8081/-p $GRPC_PORT:8081/" -e "s#localhost:8888#localhost:$PORT#g" <<<"$1"
 }
+# A gRPC call with curl (HTTP/2 without TLS): ModelReady for iris, its message framed by hand
+# (a 5-byte prefix, then field 1 "iris"); the answer's message is `08 01`, ready = true.
+GRPC_READY="printf '\\0\\0\\0\\0\\6\\n\\4iris' | curl -s --http2-prior-knowledge -H 'content-type: application/grpc'"
+GRPC_READY+=" -H 'te: trailers' --data-binary @- http://localhost:$GRPC_PORT/inference.GRPCInferenceService/ModelReady"
+GRPC_READY+=" | od -An -tx1 | tr -s ' \\n' ' '"
 
 export BUILDAH_FORMAT=docker # podman's default OCI format drops HEALTHCHECK
 build_image() {
@@ -326,6 +333,9 @@ for profile in docker podman; do
     serve_case "Cortex iris_onnx: serve, README curl" "$profile" iris_onnx "$SERVE" "$CURL" "$IRIS" health,sigterm
     run_case "Cortex iris_onnx: run --input sample.json" "$profile" iris_onnx "$RUN_INPUT" "$IRIS"
 done
+serve_case "Cortex iris_onnx: gRPC on 8081 (README), ModelReady with curl" docker iris_onnx \
+    "$(for_cpu "$(readme_line '^docker run --rm --gpus all -p 8888:8888 -p 8081:8081 -v "\$PWD":/mnt/project localserve$')")" \
+    "$GRPC_READY" "00 00 00 00 02 08 01"
 serve_case "Cortex iris_onnx: read-only mount (:ro)" docker iris_onnx \
     "$(for_cpu "$(readme_line '^docker run --rm -p 8888:8888 -v "\$PWD":/mnt/project:ro localserve:cpu$')")" "$CURL" "$IRIS"
 # An ABEJA project: no config file; the arguments after the image name replace the CMD, so the

@@ -78,7 +78,7 @@ def test_deployment_maps_compute(documents: list[dict[str, Any]]) -> None:
     assert container["args"] == [
         "serve", "--project", "/mnt/project", "--config", "/etc/localserve/cortex.yaml",
         "--host", "0.0.0.0", "--port", "8888", "--api", "iris", "--replicas", "1", "--hide-errors",
-        "--graceful-timeout", "20",
+        "--graceful-timeout", "20", "--grpc-port", "8081",
     ]  # fmt: skip
     assert container["resources"] == {
         "requests": {"cpu": "200m", "memory": "1Gi"},
@@ -88,7 +88,18 @@ def test_deployment_maps_compute(documents: list[dict[str, Any]]) -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["timeoutSeconds"] == container["livenessProbe"]["timeoutSeconds"] == 5
-    assert container["ports"] == [{"name": "http", "containerPort": 8888, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "http", "containerPort": 8888, "protocol": "TCP"},
+        {"name": "grpc", "containerPort": 8081, "protocol": "TCP"},  # a model API: V2 over gRPC too
+    ]
+    service = _by(documents, "Service", "iris")
+    assert service["spec"]["ports"][1] == {
+        "name": "grpc",
+        "port": 8081,
+        "targetPort": "grpc",
+        "protocol": "TCP",
+        "appProtocol": "kubernetes.io/h2c",
+    }
 
 
 def test_defaults_without_gpu_or_mem(documents: list[dict[str, Any]]) -> None:

@@ -232,3 +232,48 @@ def test_the_cli_prints_the_manifests(tmp_path: Path) -> None:
         ("shop-config", "ml"),
         ("shop", "ml"),
     ]
+
+
+def test_the_grpc_protocol_routes_h2c_on_8081_and_probes_from_inside(tmp_path: Path) -> None:
+    (tmp_path / "cortex.yaml").write_text(CONFIG)
+    text = kserve_manifests(load_config(tmp_path), "registry.example/iris:1", name="shop", protocol="grpc")
+    documents = list(yaml.safe_load_all(text))
+    for document in documents:
+        validate(document)
+    runtime = documents[1]
+    assert runtime["spec"]["protocolVersions"] == ["grpc-v2"]
+    (container,) = runtime["spec"]["containers"]
+    assert container["ports"] == [{"name": "h2c", "containerPort": 8081, "protocol": "TCP"}]  # Knative: one port
+    assert container["args"][-2:] == ["--grpc-port", "8081"]
+    assert container["args"][container["args"].index("--port") + 1] == "8080"  # HTTP stays on for the probes
+    assert "httpGet" not in container["readinessProbe"]
+    assert service(documents, "iris")["spec"]["predictor"]["model"]["protocolVersion"] == "grpc-v2"
+    echo = service(documents, "echo")["spec"]["predictor"]["containers"][0]  # no tensors: its own route, over HTTP
+    assert echo["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+
+
+def test_the_grpc_probes_pass_against_a_ready_server_and_fail_against_none(tmp_path: Path) -> None:
+    from tests.conftest import EXAMPLES, free_port
+    from tests.test_e2e import server
+
+    (tmp_path / "cortex.yaml").write_text(CONFIG)
+    runtime = list(yaml.safe_load_all(kserve_manifests(load_config(tmp_path), "img", protocol="grpc")))[1]
+    (container,) = runtime["spec"]["containers"]
+    ready, live = (container[probe]["exec"]["command"] for probe in ("readinessProbe", "livenessProbe"))
+    assert ready[:2] == live[:2] == ["python", "-c"]
+    with server("--project", str(EXAMPLES / "iris_onnx")) as (url, _):
+        port = url.rsplit(":", 1)[1]
+        for command in (ready, live):
+            # The pod's command, pointed at this server instead of the pod's port 8080.
+            code = command[2].replace("127.0.0.1:8080", f"127.0.0.1:{port}")
+            assert code != command[2]
+            subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    closed = ready[2].replace("127.0.0.1:8080", f"127.0.0.1:{free_port()}")
+    assert subprocess.run([sys.executable, "-c", closed], capture_output=True, timeout=30).returncode != 0
+
+
+def test_an_unknown_protocol_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "cortex.yaml").write_text(CONFIG)
+    with pytest.raises(ConfigError) as caught:
+        kserve_manifests(load_config(tmp_path), "img", protocol="http2")
+    assert str(caught.value) == "--protocol 'http2': expected one of rest, grpc."

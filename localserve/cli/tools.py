@@ -135,20 +135,31 @@ def export_kubernetes(
 @export.command("kserve")
 @project_options
 @click.option("--image", required=True, help="The image KServe runs, e.g. registry.example/iris:1.")
+@click.option(
+    "--protocol",
+    type=click.Choice(["rest", "grpc"]),
+    default="rest",
+    show_default=True,
+    help="The Open Inference Protocol's transport for model APIs: REST on port 8080 (v2) or gRPC on 8081 (grpc-v2).",
+)
 @manifest_options
 @fail_on_errors
-def export_kserve(project: Path, config_file: Path | None, image: str, name: str | None, namespace: str | None) -> None:
+def export_kserve(
+    project: Path, config_file: Path | None, image: str, protocol: str, name: str | None, namespace: str | None
+) -> None:
     """Print a ServingRuntime and an InferenceService per API (Open Inference Protocol for model APIs).
 
     \b
     localserve export kserve --image registry.example/iris:1 > kserve.yaml && kubectl apply -f kserve.yaml
+    localserve export kserve --image registry.example/iris:1 --protocol grpc   # gRPC (h2c) on 8081
     """
     from localserve.config import find_config_file, load_config
     from localserve.export import kserve_manifests
 
     config = load_config(project, config_file)
     source = config_file if config_file is not None else find_config_file(config.project)
-    click.echo(kserve_manifests(config, image, config_file=source, name=name, namespace=namespace), nl=False)
+    text = kserve_manifests(config, image, config_file=source, name=name, namespace=namespace, protocol=protocol)
+    click.echo(text, nl=False)
 
 
 @export.command("dockerignore")

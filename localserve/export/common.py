@@ -37,8 +37,14 @@ CONTAINER_SECURITY = {
 
 # The taint that GPU node pools carry (GKE, AKS, EKS's NVIDIA AMIs, the GPU operator's docs).
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+GRPC_PORT = 8081  # the Open Inference Protocol over gRPC: KServe's port, and the image's LOCALSERVE_GRPC_PORT
 PROBE_TIMEOUT = 5  # seconds: a model server busy with a batch answers late; Kubernetes' default is 1
 _DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def is_v2_model(api: ApiConfig) -> bool:
+    """Whether localserve serves ``api`` over the Open Inference Protocol (the engine runs its model)."""
+    return api.kind == "request_handler" and api.model_format in ("onnx", "tensorflow")
 
 
 def project_name(config: ServeConfig, name: str | None) -> str:

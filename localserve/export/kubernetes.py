@@ -21,6 +21,7 @@ from localserve.export.common import (
     CACHE_DIR,
     CONTAINER_SECURITY,
     GPU_TOLERATION,
+    GRPC_PORT,
     INSTANCE_LABEL,
     POD_SECURITY,
     PRESTOP_SECONDS,
@@ -28,6 +29,7 @@ from localserve.export.common import (
     api_labels,
     api_resources,
     config_map_name,
+    is_v2_model,
     object_metadata,
     pod_volume_mounts,
     pod_volumes,
@@ -164,6 +166,9 @@ def _serve_container(
         "securityContext": CONTAINER_SECURITY,
         "volumeMounts": pod_volume_mounts(),
     }
+    if is_v2_model(api):  # the Open Inference Protocol over gRPC as well, beside REST on the HTTP port
+        container["args"] += ["--grpc-port", str(GRPC_PORT)]
+        container["ports"].append({"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"})
     args, env = async_container_settings(api)  # an AsyncAPI's shared job store
     container["args"] += args
     container["env"] += env
@@ -171,13 +176,17 @@ def _serve_container(
 
 
 def _service(api: ApiConfig, port: int, instance: str, namespace: str | None) -> dict[str, Any]:
+    ports: list[dict[str, Any]] = [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}]
+    if is_v2_model(api):  # appProtocol: meshes and gateways speak HTTP/2 cleartext to it
+        grpc = {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"}
+        ports.append({**grpc, "appProtocol": "kubernetes.io/h2c"})
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": object_metadata(resource_name(api), namespace, api_labels(api, instance)),
         "spec": {
             "selector": api_labels(api, instance),
-            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+            "ports": ports,
         },
     }
 
