@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -15,6 +17,43 @@ from localserve.errors import ConfigError
 from localserve.export import dockerignore, ignored, kubernetes_manifests
 
 K8S_VERSION = "1.37.0"  # bundled with kubernetes-validate; validated offline
+KEDA_SCHEMA = Path(__file__).parent / "specs" / "keda_scaledobject_v1alpha1.schema.json"
+# The trigger metadata KEDA's scalers read (pkg/scalers/redis_scaler.go, prometheus_scaler.go): a key
+# outside them is ignored by KEDA, so a typo would pass the CRD's schema (metadata is a string map).
+KEDA_REDIS_KEYS = {
+    *("address", "host", "port", "listName", "listLength", "activationListLength", "databaseIndex"),
+    *("enableTLS", "passwordFromEnv", "usernameFromEnv", "unsafeSsl"),
+}
+KEDA_PROMETHEUS_KEYS = {"serverAddress", "query", "threshold", "activationThreshold", "namespace", "ignoreNullValues"}
+
+
+def strict(schema: Any) -> Any:
+    """The schema with unknown fields refused wherever it lists the fields (what ``kubectl --validate=strict`` does).
+
+    A CRD's structural schema lets the API server prune unknown fields silently; refusing them
+    here makes a misspelt or misplaced field fail the test.
+    """
+    if isinstance(schema, dict):
+        out = {key: strict(value) for key, value in schema.items()}
+        if (
+            "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(item) for item in schema]
+    return schema
+
+
+def validate_keda(document: dict[str, Any]) -> None:
+    """A ScaledObject against KEDA's CRD schema (unknown fields refused), and its triggers' keys against KEDA's."""
+    jsonschema.Draft7Validator(strict(json.loads(KEDA_SCHEMA.read_text()))).validate(document)
+    known = {"redis": KEDA_REDIS_KEYS, "prometheus": KEDA_PROMETHEUS_KEYS}
+    for trigger in document["spec"]["triggers"]:
+        unknown = set(trigger["metadata"]) - known[trigger["type"]]
+        assert not unknown, f"{trigger['type']} trigger: KEDA reads no {sorted(unknown)}"
 
 
 def _project(tmp_path: Path, text: str) -> Path:
@@ -421,7 +460,9 @@ def test_keda_scales_on_requests_in_flight_per_replica(tmp_path: Path) -> None:
     docs = list(yaml.safe_load_all(text))
     assert [d["kind"] for d in docs] == ["ConfigMap"] + ["Deployment", "Service", "ScaledObject"] * 2
     for doc in docs:
-        if doc["kind"] != "ScaledObject":
+        if doc["kind"] == "ScaledObject":
+            validate_keda(doc)
+        else:
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
     scaled = _by(docs, "ScaledObject", "iris")
     assert scaled["apiVersion"] == "keda.sh/v1alpha1"

@@ -17,7 +17,7 @@ from localserve.config import load_config
 from localserve.errors import ConfigError
 from localserve.export import kserve_manifests
 from tests.conftest import cli_env
-from tests.test_export import K8S_VERSION
+from tests.test_export import K8S_VERSION, strict
 
 SPECS = Path(__file__).parent / "specs"
 SCHEMAS = {
@@ -43,26 +43,6 @@ CONFIG = """\
   name: echo
   handler: main:handler
 """
-
-
-def strict(schema: Any) -> Any:
-    """The schema with unknown fields refused wherever it lists the fields (what ``kubectl --validate=strict`` does).
-
-    A CRD's structural schema lets the API server prune unknown fields silently; refusing them
-    here makes a misspelt or misplaced field fail the test.
-    """
-    if isinstance(schema, dict):
-        out = {key: strict(value) for key, value in schema.items()}
-        if (
-            "properties" in out
-            and "additionalProperties" not in out
-            and not out.get("x-kubernetes-preserve-unknown-fields")
-        ):
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [strict(item) for item in schema]
-    return schema
 
 
 def validate(document: dict[str, Any]) -> None:

@@ -109,6 +109,13 @@ if TYPE_CHECKING:
 )
 @click.option("--hide-errors", is_flag=True, help="500 bodies carry only the request id, not the error's text.")
 @click.option(
+    "--async-workers/--no-async-workers",
+    default=True,
+    show_default=True,
+    help="Run AsyncAPI jobs here. --no-async-workers: take submits and answer polls only, without loading the "
+    "API's code (a cluster's front, with workers scaled on the shared queue: export kubernetes).",
+)
+@click.option(
     "--api-key",
     envvar="LOCALSERVE_API_KEY",
     help="Require 'Authorization: Bearer <key>' on every route but /healthz and /readyz (401 otherwise).",

@@ -92,7 +92,14 @@ def export() -> None:
     "--keda-prometheus",
     metavar="URL",
     help="Scale on requests in flight per replica (target_replica_concurrency) with a KEDA ScaledObject "
-    "asking this Prometheus, e.g. http://prometheus.monitoring:9090 (default: a CPU HorizontalPodAutoscaler).",
+    "asking this Prometheus, e.g. http://prometheus.monitoring:9090 (default: a CPU HorizontalPodAutoscaler). "
+    "Implies --keda.",
+)
+@click.option(
+    "--keda",
+    is_flag=True,
+    help="Scale AsyncAPI workers with KEDA on the length of their queue in the Redis store, to zero when idle "
+    "(default: a CPU HorizontalPodAutoscaler).",
 )
 @manifest_options
 @fail_on_errors
@@ -103,10 +110,13 @@ def export_kubernetes(
     graceful_timeout: float,
     async_store: str | None,
     keda_prometheus: str | None,
+    keda: bool,
     name: str | None,
     namespace: str | None,
 ) -> None:
     """Print a Deployment, a Service api-<name> and a HorizontalPodAutoscaler per API.
+
+    An AsyncAPI is a front api-<name> (submits and polls) and workers api-<name>-worker scaled on its queue.
 
     \b
     localserve export kubernetes --image registry.example/iris:1 > k8s.yaml && kubectl apply -f k8s.yaml
@@ -128,6 +138,7 @@ def export_kubernetes(
         name=name,
         namespace=namespace,
         keda_prometheus=keda_prometheus,
+        keda=keda,
     )
     click.echo(text, nl=False)
 

@@ -56,6 +56,9 @@ class ServeOptions:
     freeze_heap: bool = False
     # AsyncAPIs open their job store and run what it holds; off for `run`, which runs its one job itself.
     async_jobs: bool = True
+    # --no-async-workers: AsyncAPIs take submits and answer polls but run no job and load no code (the
+    # front of a cluster whose workers, scaled on the queue, run the jobs: `export kubernetes`).
+    async_workers: bool = True
     log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
     log_level: str = "info"  # --log-level
     forwarded_allow_ips: str = "127.0.0.1,::1"  # --forwarded-allow-ips: proxies whose X-Forwarded-* are applied

@@ -31,6 +31,8 @@ class ApiRuntime:
         self.metrics = metrics
         self.state = "loading"
         self.error: str | None = None
+        # An AsyncAPI's front (--no-async-workers): its store only; no user code or model in this process.
+        self.front_only = api.is_async and not options.async_workers
         load = LoadOptions(
             signature_key=api.tf_signature_key,
             threads=api.model_threads,
@@ -73,6 +75,10 @@ class ApiRuntime:
 
     async def load(self) -> None:
         """Load the API on its worker thread (user code, model, warm-up); its state becomes ready or failed."""
+        if self.front_only:
+            self.state = "ready"
+            log.info("api %r: submits and polls only (--no-async-workers); its jobs run on the workers", self.api.name)
+            return
         start = time.perf_counter()
         try:
             await asyncio.wrap_future(self.pipeline.call(self._load))
@@ -97,7 +103,8 @@ class ApiRuntime:
 
     def describe(self) -> dict[str, Any]:
         """JSON for GET /<api>: the endpoint's description with the API's status (and error)."""
-        info = self.endpoint.describe() if self.state == "ready" else {"name": self.api.name, "kind": self.api.kind}
+        loaded = self.state == "ready" and not self.front_only
+        info = self.endpoint.describe() if loaded else {"name": self.api.name, "kind": self.api.kind}
         info["status"] = self.state
         if self.error:
             info["error"] = self.error

@@ -72,6 +72,17 @@ def object_metadata(name: str, namespace: str | None, labels: dict[str, str]) ->
     return metadata
 
 
+def config_map(instance: str, namespace: str | None, data: dict[str, str]) -> dict[str, Any]:
+    """The ConfigMap ``<instance>-config`` that ships the API config to the pods."""
+    labels = {APP_LABEL: "localserve", INSTANCE_LABEL: instance}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_metadata(config_map_name(instance), namespace, labels),
+        "data": data,
+    }
+
+
 def config_map_name(instance: str) -> str:
     return f"{instance}-config"
 

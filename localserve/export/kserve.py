@@ -18,7 +18,7 @@ from localserve.export.common import (
     POD_SECURITY,
     api_labels,
     api_resources,
-    config_map_name,
+    config_map,
     is_v2_model,
     model_container,
     object_metadata,
@@ -78,15 +78,8 @@ def kserve_manifests(
         text = yaml.safe_dump(_replace_strings(yaml.safe_load(text), moved), sort_keys=False)
     config_name = path.name
     instance = project_name(config, name)
-    documents: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": object_metadata(
-                config_map_name(instance), namespace, {APP_LABEL: "localserve", INSTANCE_LABEL: instance}
-            ),
-            "data": {config_name: text},
-        },
+    documents = [
+        config_map(instance, namespace, {config_name: text}),
         _serving_runtime(image, config_name, instance, namespace, protocol),
     ]
     documents += [_inference_service(api, image, config_name, instance, namespace, protocol) for api in config.apis]

@@ -16,19 +16,18 @@ from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.errors import ConfigError
+from localserve.export.asyncapi import split_async
 from localserve.export.common import (
-    APP_LABEL,
     CACHE_DIR,
     CONTAINER_SECURITY,
     GPU_TOLERATION,
     GRPC_PORT,
-    INSTANCE_LABEL,
     POD_SECURITY,
     PRESTOP_SECONDS,
     PROBE_TIMEOUT,
     api_labels,
     api_resources,
-    config_map_name,
+    config_map,
     is_v2_model,
     object_metadata,
     pod_volume_mounts,
@@ -50,12 +49,15 @@ def kubernetes_manifests(
     name: str | None = None,
     namespace: str | None = None,
     keda_prometheus: str | None = None,
+    keda: bool = False,
 ) -> str:
     """Multi-document YAML: the config as a ConfigMap, then a Deployment, a Service and an autoscaler per API.
 
     The autoscaler is a HorizontalPodAutoscaler on CPU, or, given ``keda_prometheus`` (the URL of
     the Prometheus server that scrapes the pods), a KEDA ScaledObject that keeps the requests in
-    flight per replica at ``target_replica_concurrency``, as Cortex scaled (AsyncAPIs keep the HPA).
+    flight per replica at ``target_replica_concurrency``, as Cortex scaled. An AsyncAPI is a front and
+    workers (``export/asyncapi.py``); with ``keda`` (or ``keda_prometheus``) its workers scale on the
+    length of its queue in the shared Redis store.
 
     ``config_file`` is the file ``config`` was read from (default: ``config.source`` in the project);
     ``name`` (default: the project folder's) names the ConfigMap and labels every object,
@@ -72,20 +74,16 @@ def kubernetes_manifests(
     instance = project_name(config, name)
     text = path.read_text(encoding="utf-8")
     checksum = hashlib.sha256(text.encode()).hexdigest()
-    documents: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": object_metadata(
-                config_map_name(instance), namespace, {APP_LABEL: "localserve", INSTANCE_LABEL: instance}
-            ),
-            "data": {path.name: text},
-        }
-    ]
+    documents = [config_map(instance, namespace, {path.name: text})]
     for api in config.apis:
         deployment = _deployment(api, image, graceful_timeout, port, path.name, checksum, instance, namespace)
         scaler = _autoscaler(api, instance, namespace)
-        if keda_prometheus is not None and not api.is_async:
+        if api.is_async:
+            service, target = _service(api, port, instance, namespace), target_concurrency(api)
+            keda_on = keda or keda_prometheus is not None
+            documents += split_async(api, deployment, service, scaler, target=target, keda=keda_on)
+            continue
+        if keda_prometheus is not None:
             scaler = _scaled_object(api, instance, namespace, keda_prometheus)
             # The Prometheus that KEDA asks must scrape the pods.
             deployment["spec"]["template"]["metadata"]["annotations"].update(

@@ -133,7 +133,7 @@ class App:
         """Start the workers and the AsyncAPI stores, and load every API (in the background unless ``wait``)."""
         await self.engine.startup(wait=False)
         if self.options.async_jobs:
-            self.jobs.start()
+            self.jobs.start(workers=self.options.async_workers)
         if self.grpc is not None:
             await self.grpc.start()
         if wait and self.engine.loading is not None:

@@ -82,8 +82,8 @@ class AsyncJobs:
         return bool(self.runtimes)
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Open each API's store and start its worker (it claims jobs once the API is loaded)."""
+    def start(self, *, workers: bool = True) -> None:
+        """Open each API's store and, with ``workers``, start its worker (it claims jobs once the API is loaded)."""
         for name, rt in self.runtimes.items():
             try:
                 store = open_store(rt.api.async_store, cache=self.cache, project=self.project, api=name)
@@ -91,6 +91,9 @@ class AsyncJobs:
                 log.error("api %r: %s", name, exc)
                 continue  # /readyz says why; submits answer 503
             self.stores[name] = store
+            log.info("api %r: AsyncAPI jobs in %s", name, store.url)
+            if not workers:
+                continue
             worker = AsyncWorker(
                 name,
                 store,
@@ -101,7 +104,6 @@ class AsyncJobs:
             )
             self.workers[name] = worker
             worker.start()
-            log.info("api %r: AsyncAPI jobs in %s", name, store.url)
 
     def stop(self) -> None:
         """Stop every worker of this replica: nothing new is claimed (a running job runs again after a restart)."""

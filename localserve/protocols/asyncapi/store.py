@@ -161,6 +161,15 @@ def default_store_path(cache: Path, project: Path, api: str) -> Path:
     return cache / "async" / f"{project.resolve().name or 'root'}-{key}" / f"{api}.sqlite3"
 
 
+def redis_namespace(folder: str, api: str) -> str:
+    """The prefix of an AsyncAPI's keys in a shared Redis store; its queue is the list ``<prefix>:queue``.
+
+    Machines share the store, so the prefix holds no local path: the project folder's name (``folder``)
+    and the API (in a pod, the project is /mnt/project: ``localserve:project:<api>``).
+    """
+    return f"localserve:{folder or 'root'}:{api}"
+
+
 def open_store(url: str | None, *, cache: Path, project: Path, api: str) -> JobStore:
     """The store at ``url`` (``sqlite:///path``, ``redis://host:port/db``), or SQLite under the cache folder."""
     if url is None or url == "sqlite://":
@@ -175,8 +184,7 @@ def open_store(url: str | None, *, cache: Path, project: Path, api: str) -> JobS
     if scheme in ("redis", "rediss", "unix"):
         from localserve.protocols.asyncapi.redisstore import RedisStore
 
-        # Machines share a Redis store, so the key holds no local path: the project folder's name and the API.
-        store: JobStore = RedisStore.from_url(url, namespace=f"localserve:{project.resolve().name or 'root'}:{api}")
+        store: JobStore = RedisStore.from_url(url, namespace=redis_namespace(project.resolve().name, api))
         return store
     raise StoreError(
         f"Unknown job store {url!r}; expected sqlite:///PATH (the default, under the cache folder) "

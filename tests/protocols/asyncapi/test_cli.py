@@ -1,11 +1,13 @@
-"""The commands on an AsyncAPI: `run` runs the job and prints its result; `export kubernetes` passes the store."""
+"""The commands on an AsyncAPI: `run` runs the job and prints its result; `export kubernetes` splits front and workers."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -14,7 +16,7 @@ from click.testing import CliRunner
 from localserve.cli import main
 from tests.cli.test_cli import in_process
 from tests.conftest import EXAMPLES
-from tests.test_export import K8S_VERSION
+from tests.test_export import K8S_VERSION, KEDA_REDIS_KEYS, validate_keda
 
 
 def test_run_prints_the_result_of_the_job(async_project: Callable[..., Path], tmp_path: Path) -> None:
@@ -41,19 +43,82 @@ def test_run_reports_a_failed_job_as_an_error(async_project: Callable[..., Path]
     assert json.loads(lines[-1])["error"] == "PythonPredictor.predict raised ValueError: boom: cli"
 
 
-def test_export_kubernetes_passes_the_shared_store_as_a_setting() -> None:
+def _export(*extra: str) -> list[dict[str, Any]]:
     project = str(EXAMPLES / "async_words")
-    args = ["export", "kubernetes", "--project", project, "--image", "registry.example/words:1"]
-    result = CliRunner().invoke(main, [*args, "--async-store", "redis://redis.jobs:6379/0"])
+    args = ["export", "kubernetes", "--project", project, "--image", "registry.example/words:1", *extra]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     documents = list(yaml.safe_load_all(result.stdout))
     for doc in documents:
-        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
-    assert [d["kind"] for d in documents] == ["ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler"]
-    (container,) = documents[1]["spec"]["template"]["spec"]["containers"]
-    assert container["args"][-2:] == ["--async-store", "$(LOCALSERVE_ASYNC_STORE)"]
-    assert {"name": "LOCALSERVE_ASYNC_STORE", "value": "redis://redis.jobs:6379/0"} in container["env"]
-    assert documents[2]["metadata"]["name"] == "api-words"
+        if doc["kind"] == "ScaledObject":
+            validate_keda(doc)
+        else:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    return documents
+
+
+def test_export_kubernetes_makes_a_front_and_workers_sharing_the_store() -> None:
+    documents = _export("--async-store", "redis://redis.jobs:6379/0")
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in documents]
+    assert kinds == [
+        ("ConfigMap", "async-words-config"),
+        *[("Deployment", "api-words"), ("Service", "api-words"), ("HorizontalPodAutoscaler", "api-words")],
+        *[("Deployment", "api-words-worker"), ("HorizontalPodAutoscaler", "api-words-worker")],
+    ]
+    front, service, _, worker, worker_hpa = documents[1:]
+    (front_container,) = front["spec"]["template"]["spec"]["containers"]
+    (worker_container,) = worker["spec"]["template"]["spec"]["containers"]
+    for container in (front_container, worker_container):  # both reach the one store
+        assert {"name": "LOCALSERVE_ASYNC_STORE", "value": "redis://redis.jobs:6379/0"} in container["env"]
+        assert container["args"][container["args"].index("--async-store") + 1] == "$(LOCALSERVE_ASYNC_STORE)"
+    assert front_container["args"][-1] == "--no-async-workers" and "--no-async-workers" not in worker_container["args"]
+    assert front_container["resources"] == {"requests": {"cpu": "250m"}}  # no model there
+    # The Service reaches the fronts only; each Deployment selects its own pods.
+    assert service["spec"]["selector"] == front["spec"]["selector"]["matchLabels"]
+    assert front["spec"]["selector"]["matchLabels"]["localserve.dev/role"] == "front"
+    assert worker["spec"]["selector"]["matchLabels"]["localserve.dev/role"] == "worker"
+    assert worker["spec"]["template"]["metadata"]["labels"] == worker["spec"]["selector"]["matchLabels"]
+    assert worker_hpa["spec"]["scaleTargetRef"]["name"] == "api-words-worker"
+
+
+def test_export_kubernetes_keda_scales_the_workers_on_the_queue_to_zero() -> None:
+    documents = _export("--async-store", "rediss://:s3cret@redis.jobs:6380/2", "--keda")
+    assert [d["kind"] for d in documents][-2:] == ["Deployment", "ScaledObject"]
+    worker, scaled = documents[-2:]
+    assert scaled["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "api-words-worker",
+    }
+    assert (scaled["spec"]["idleReplicaCount"], scaled["spec"]["minReplicaCount"]) == (0, 1)
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger == {
+        "type": "redis",
+        "metadata": {
+            "address": "redis.jobs:6380",
+            "listName": "localserve:project:words:queue",  # the pod's project is /mnt/project
+            "listLength": "1",  # target_replica_concurrency: one thread, one process
+            "databaseIndex": "2",
+            "enableTLS": "true",
+            "passwordFromEnv": "LOCALSERVE_REDIS_PASSWORD",
+        },
+    }
+    (container,) = worker["spec"]["template"]["spec"]["containers"]
+    assert {"name": "LOCALSERVE_REDIS_PASSWORD", "value": "s3cret"} in container["env"]
+    assert set(trigger["metadata"]) <= KEDA_REDIS_KEYS
+    # The queue that trigger reads is the one the store fills in a pod.
+    from localserve.protocols.asyncapi.store import redis_namespace
+
+    assert trigger["metadata"]["listName"] == redis_namespace("project", "words") + ":queue"
+
+
+def test_the_keda_schema_really_checks() -> None:
+    scaled = _export("--async-store", "redis://r:6379/0", "--keda")[-1]
+    misspelt = {**scaled, "spec": {**scaled["spec"], "minReplicas": 1}}
+    no_triggers = {**scaled, "spec": {**scaled["spec"], "triggers": []}}
+    for bad in (misspelt, no_triggers):
+        with pytest.raises(jsonschema.ValidationError):
+            validate_keda(bad)
 
 
 @pytest.mark.parametrize(

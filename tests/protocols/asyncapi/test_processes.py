@@ -96,3 +96,30 @@ def test_two_replicas_share_one_store_and_run_each_job_once(
         assert 'localserve_async_job_duration_seconds_count{api="jobs",status="completed"} 22.0' in metrics
     counted = collections.Counter(job for job, _ in runs(tmp_path))
     assert counted == dict.fromkeys(held + more, 1)
+
+
+@needs_redis
+def test_a_front_without_workers_queues_and_a_worker_runs_what_it_took(
+    async_project: Callable[..., Path], tmp_path: Path, redis_url: str
+) -> None:
+    """``--no-async-workers`` (the front ``export kubernetes`` writes): submits and polls, no job run there,
+    no user code loaded; a worker process on the same Redis store runs the queued jobs."""
+    import redis
+
+    project = async_project()
+    (project / "predictor.py").write_text(
+        (project / "predictor.py").read_text() + "\nopen(__file__ + '.imported', 'w')\n"
+    )
+    with server("--async-store", redis_url, "--no-async-workers", cwd=project) as (front, proc):
+        assert httpx.get(f"{front}/readyz", timeout=10).status_code == 200
+        held = [submit(front, {"n": index}) for index in range(3)]
+        queue = "localserve:" + project.resolve().name + ":jobs:queue"  # what KEDA's Redis list trigger reads
+        assert redis.Redis.from_url(redis_url).llen(queue) == 3
+        assert all(poll(front, job_id, "in_queue")["status"] == "in_queue" for job_id in held)
+        assert not (project / "predictor.py.imported").exists(), output_of(proc)  # the front loads no user code
+        with server("--async-store", redis_url, cwd=project):  # a worker
+            for job_id in held:
+                assert poll(front, job_id, "completed", "failed")["status"] == "completed"
+        assert "submits and polls only (--no-async-workers)" in output_of(proc)
+    assert {job for job, _ in runs(tmp_path)} == set(held)
+    assert redis.Redis.from_url(redis_url).llen(queue) == 0

@@ -1,0 +1,113 @@
+"""An AsyncAPI in ``export kubernetes``: a front that takes submits and polls, and workers scaled on the queue.
+
+Cortex ran an AsyncAPI as a gateway (submit, poll) in front of workers that its autoscaler sized on
+the queue's length, down to zero when idle. The same here, with the same image:
+
+- ``api-<name>`` (Deployment, Service, HPA on CPU): ``serve --no-async-workers``, which loads no
+  user code and no model, so it needs no GPU; it writes jobs into the shared Redis store and reads
+  their results from it.
+- ``api-<name>-worker`` (Deployment, no Service): ``serve`` as for any API, which runs the jobs it
+  claims. With ``--keda``, a KEDA ScaledObject with the Redis list trigger on the store's queue
+  (``localserve:project:<api>:queue``) sizes it: ``ceil(queued jobs / target_replica_concurrency)``
+  replicas, none while nothing is queued (``idleReplicaCount: 0``). Without KEDA, an HPA on CPU
+  between ``min_replicas`` and ``max_replicas``.
+
+A worker scaled down mid-job loses nothing: the job's lease runs out and another worker runs it
+again (``docs/reference.md``, "AsyncAPI").
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+from localserve.config import ApiConfig
+from localserve.errors import ConfigError
+from localserve.export.common import PROJECT_DIR, object_metadata
+from localserve.protocols.asyncapi.store import redis_namespace
+
+ROLE_LABEL = "localserve.dev/role"  # front or worker: the Service selects the fronts only
+FRONT_CPU = "250m"  # a front parses, stores and reads jobs: no model, no GPU
+PASSWORD_ENV = "LOCALSERVE_REDIS_PASSWORD"  # the store's password, for KEDA's trigger (passwordFromEnv)
+
+
+def split_async(
+    api: ApiConfig,
+    deployment: dict[str, Any],
+    service: dict[str, Any],
+    autoscaler: dict[str, Any],
+    *,
+    target: float,
+    keda: bool,
+) -> list[dict[str, Any]]:
+    """The front (``deployment`` made a front, ``service``, ``autoscaler``) and the workers with their scaler."""
+    worker = copy.deepcopy(deployment)
+    front = _with_role(deployment, "front")
+    (container,) = front["spec"]["template"]["spec"]["containers"]
+    container["args"].append("--no-async-workers")
+    container["resources"] = {"requests": {"cpu": FRONT_CPU}}
+    front["spec"]["template"]["spec"].pop("tolerations", None)
+    front["spec"]["replicas"] = 1
+    service["spec"]["selector"] = front["spec"]["selector"]["matchLabels"]
+    autoscaler["spec"]["minReplicas"] = 1
+
+    name = f"{deployment['metadata']['name']}-worker"
+    worker = _with_role(worker, "worker", name=name)
+    if keda:
+        scaler = _redis_scaled_object(api, worker, target)
+    else:
+        scaler = copy.deepcopy(autoscaler)
+        scaler["metadata"] = copy.deepcopy(worker["metadata"])
+        scaler["spec"]["minReplicas"] = api.compute.min_replicas
+        scaler["spec"]["scaleTargetRef"]["name"] = name
+    return [front, service, autoscaler, worker, scaler]
+
+
+def _with_role(deployment: dict[str, Any], role: str, *, name: str | None = None) -> dict[str, Any]:
+    labels = {**deployment["metadata"]["labels"], ROLE_LABEL: role}
+    deployment["metadata"]["labels"] = labels
+    if name is not None:
+        deployment["metadata"]["name"] = name
+    deployment["spec"]["selector"] = {"matchLabels": labels}
+    deployment["spec"]["template"]["metadata"]["labels"] = labels
+    return deployment
+
+
+def _redis_scaled_object(api: ApiConfig, worker: dict[str, Any], target: float) -> dict[str, Any]:
+    """KEDA's Redis list trigger on the job queue of ``api``'s store (KEDA's ``redis`` scaler)."""
+    url = api.async_store or ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ConfigError(
+            f"api {api.name!r}: --keda scales its workers on the Redis list of its queue, which needs a "
+            f"redis://HOST:PORT/DB store; {url!r} is not one."
+        )
+    metadata: dict[str, str] = {
+        "address": f"{parts.hostname}:{parts.port or 6379}",
+        "listName": f"{redis_namespace(PurePosixPath(PROJECT_DIR).name, api.name)}:queue",
+        "listLength": str(max(1, math.ceil(target))),  # queued jobs per worker replica
+        "databaseIndex": (parts.path.strip("/") or "0"),
+    }
+    if parts.scheme == "rediss":
+        metadata["enableTLS"] = "true"
+    if parts.password:  # read by KEDA from the worker's own environment
+        (container,) = worker["spec"]["template"]["spec"]["containers"]
+        container["env"].append({"name": PASSWORD_ENV, "value": parts.password})
+        metadata["passwordFromEnv"] = PASSWORD_ENV
+    compute = api.compute
+    meta = worker["metadata"]
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": object_metadata(meta["name"], meta.get("namespace"), meta["labels"]),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"]},
+            "idleReplicaCount": 0,  # nothing queued: no worker (KEDA wants it below minReplicaCount)
+            "minReplicaCount": max(1, compute.min_replicas),
+            "maxReplicaCount": max(1, compute.max_replicas),
+            "triggers": [{"type": "redis", "metadata": metadata}],
+        },
+    }
