@@ -2,7 +2,7 @@
 #
 # localserve: serve ABEJA Platform and Cortex handlers from one image.
 #
-#   docker build -t localserve .                          # GPU (CUDA 12 + cuDNN 9)
+#   docker build -t localserve .                          # GPU (CUDA 12 + cuDNN 9, from pip)
 #   docker build -t localserve:cpu --build-arg VARIANT=cpu .
 #   docker build -t localserve:cpu-onnx --build-arg VARIANT=cpu-onnx .   # no TensorFlow
 #   docker run --gpus all -p 8888:8888 -v "$PWD":/mnt/project localserve
@@ -12,10 +12,11 @@
 #   (nvidia-*-cu12 >= 12.5, nvidia-cudnn-cu12 >= 9.3, < 10).
 # - onnxruntime-gpu 1.19-1.26 on PyPI is built for CUDA 12.x + cuDNN 9.x; from 1.27 on it
 #   targets CUDA 13, so the `gpu` extra caps it at < 1.27. Both need Python >= 3.11
-#   (onnxruntime-gpu 1.26, numpy 2.4), hence Ubuntu 24.04 (Python 3.12), not 22.04 (3.10).
-# - The base image brings CUDA 12.8 and cuDNN 9 for onnxruntime; both runtimes then load
-#   one libcudnn.so.9 (cuDNN keeps its ABI within a major version). Host driver: >= 570
-#   for CUDA 12.8 (older 12.x drivers work through CUDA's minor-version compatibility).
+#   (onnxruntime-gpu 1.26, numpy 2.4): every variant starts from python:3.12-slim.
+# - CUDA and cuDNN come from pip (nvidia-*-cu12 wheels), resolved once for both runtimes:
+#   TensorFlow finds them in site-packages, onnxruntime through preload_dlls(), which localserve
+#   calls before its first CUDA session; both then load one libcudnn.so.9. Host driver: one that
+#   runs CUDA 12 (>= 525; the wheels' CUDA minor version may need a newer one, >= 570 for 12.8).
 #
 # The `cortex` extra brings what Cortex's images had pre-installed for user code (boto3,
 # requests, msgpack, numpy, dill; seeds 000 and 002).
@@ -42,12 +43,14 @@
 
 ARG VARIANT=gpu
 
-FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 AS base-gpu
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
-    && rm -rf /var/lib/apt/lists/* \
-    && python3 -m venv /opt/venv
-ENV LOCALSERVE_EXTRAS=gpu,tensorflow-gpu,s3,cortex,grpc
+# One base for every variant: CUDA 12 and cuDNN 9 come as pip wheels with onnxruntime-gpu's
+# [cuda,cudnn] extras and tensorflow[and-cuda] (one copy, shared by both), so the GPU variant needs
+# no nvidia/cuda base. The NVIDIA Container Toolkit mounts the host's driver where these say.
+FROM python:3.12-slim AS base-gpu
+RUN python -m venv /opt/venv
+ENV LOCALSERVE_EXTRAS=gpu,tensorflow-gpu,s3,cortex,grpc \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
 FROM python:3.12-slim AS base-cpu
 RUN python -m venv /opt/venv

@@ -4,6 +4,8 @@
 #   scripts/image.sh            # stand-in base, build, every case; exit 1 when a case fails
 #   scripts/image.sh base       # only the stand-in base image (python:3.12-slim)
 #   scripts/image.sh build      # the stand-in base and the CPU images (cpu, and the lean cpu-onnx)
+#   scripts/image.sh gpu        # the stand-in base and the GPU image (README's `docker build -t localserve .`),
+#                               # run on this machine without a GPU: --allow-cpu-fallback (not in CI: see below)
 #
 # Docker Hub is out of reach here, so the Dockerfile's CPU base (`FROM python:X.Y-slim`) is replaced
 # by a stand-in with its layout: Debian from `debootstrap` (minbase) and, in /usr/local, a CPython of
@@ -197,6 +199,30 @@ build_image() {
     BUILD_SECONDS=$((SECONDS - began))
     say "built $IMAGE in $BUILD_SECONDS s, $(podman image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "%.2f GB", $1 / 1e9}')"
 }
+gpu_image() { # the GPU variant, built as the README says and run here without a GPU
+    local line began=$SECONDS dir out status=0
+    line=$(readme_line '^docker build -t localserve \.$')
+    say "\$ $line"
+    eval "$line" >"$WORK/build-gpu.log" 2>&1 || {
+        tail -n 40 "$WORK/build-gpu.log" >&2
+        die "the GPU image did not build (log above)"
+    }
+    say "built localserve (GPU) in $((SECONDS - began)) s, $(podman image inspect --format '{{.Size}}' localserve | awk '{printf "%.2f GB", $1 / 1e9}')"
+    podman run --rm --entrypoint python localserve -c \
+        'import onnxruntime, tensorflow; print("onnxruntime", onnxruntime.__version__, onnxruntime.get_available_providers()); print("tensorflow", tensorflow.__version__)'
+    dir=$WORK/projects/iris-gpu
+    mkdir -p "$WORK/projects" && cp -r handlers_examples/iris_onnx "$dir" && chmod -R a+rX "$dir"
+    printf '  compute: {gpu: 1}\n' >>"$dir/cortex.yaml"
+    say "\$ docker run --rm -v \"\$PWD\":/mnt/project localserve run --input sample.json --allow-cpu-fallback  (compute: {gpu: 1}, no GPU here)"
+    out=$(cd "$dir" && podman run --rm -v "$PWD":/mnt/project localserve run --input sample.json --allow-cpu-fallback 2>"$WORK/gpu-run.err") || status=$?
+    tail -n 5 "$WORK/gpu-run.err" >&2
+    [ "$status" = 0 ] && [[ "$out" == *'"class_label":"iris-setosa"'* ]] || die "the GPU image did not answer on the CPU: exit $status, $out"
+    echo "image.sh: the GPU image answered: $out"
+}
+if [ "${1:-}" = gpu ]; then
+    gpu_image
+    exit 0
+fi
 build_image
 LEAN=localserve:cpu-onnx
 build_lean() { # the lean variant (no TensorFlow), from the README's line
