@@ -1,13 +1,17 @@
 """The MLP over the Open Inference Protocol (gRPC raw contents, REST binary and JSON tensors) and the native
 route, in one run.
 
-    python benchmarks/v2.py [--duration 5] [--concurrency 64] [--rounds 2] [--loadgen wrk|python]
+    python benchmarks/v2.py [--duration 5] [--concurrency 64] [--rounds 2] [--loadgen wrk|python] [--perf-analyzer]
 
 One localserve server (one replica, the MLP as a raw model with dynamic batching, gRPC on a second
 port) answers all four routes; each is loaded in turn at the same concurrency (rounds alternate the
 order), after a warm-up: the HTTP routes with the same load generator, gRPC with its own
 (``grpc_load.py``: grpc.aio, the message serialized once). One sample a request: 256 FP32 features
 in, 10 out. Prints req/s, p50/p99 per route and the ratios to V2 JSON; asserts no time.
+
+``--perf-analyzer`` adds three rows loaded by NVIDIA's perf_analyzer, one C++ client for gRPC (raw
+contents), REST binary and REST JSON tensors (``pa_load.py``), so that the transports are compared
+without the Python gRPC client's own cost on the same two cores.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 import loadgen
 from grpc_load import model_infer_message, run_grpc
 from onnx_models import build_mlp
+from pa_load import ROWS, launcher, run_perf_analyzer
 from procs import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +65,11 @@ GRPC = "grpc-raw"  # ModelInfer with raw_input_contents, on the --grpc-port
 
 def load(args: argparse.Namespace, port: int, route: str, body: tuple[bytes, dict[str, str], str], seconds: float):
     data, headers, content_type = body
+    if route in ROWS:
+        protocol, tensors = ROWS[route]
+        url = f"127.0.0.1:{args.grpc_port if protocol == 'grpc' else port}"
+        shapes = {"input": [256]}
+        return run_perf_analyzer(args.pa, "mlp", url, protocol, tensors, args.concurrency, seconds, shapes)
     if route == GRPC:
         return run_grpc(args.grpc_port, data, args.concurrency, seconds)
     if args.loadgen == "wrk":
@@ -96,6 +106,21 @@ def check(port: int, path: str, body: bytes, headers: dict[str, str]) -> tuple[i
         conn.close()
 
 
+def check_routes(args: argparse.Namespace, port: int, routes: dict[str, tuple[bytes, dict[str, str], str]]) -> None:
+    """Every route answers 200 before the load."""
+    for route, (data, headers, content_type) in routes.items():
+        if route in ROWS:
+            continue  # perf_analyzer checks its own answers
+        if route == GRPC:
+            result = run_grpc(args.grpc_port, data, 1, 0.2)
+            if result.non2xx or result.errors or not result.requests:
+                raise RuntimeError(f"{route}: {result}")
+            continue
+        status, answer = check(port, PATHS[route], data, {"Content-Type": content_type, **headers})
+        if status != 200:
+            raise RuntimeError(f"{route}: {status} {answer[:300]!r}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=5.0, help="seconds of load per route and round")
@@ -109,13 +134,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--serve-args", default="", help="more `localserve serve` flags, e.g. --serve-args=--pin-threads"
     )
+    parser.add_argument("--perf-analyzer", action="store_true", help="add rows loaded by perf_analyzer (pa_load.py)")
     args = parser.parse_args(argv)
+    args.pa = launcher() if args.perf_analyzer else None
+    if args.perf_analyzer and args.pa is None:
+        parser.error("scripts/perf_analyzer.sh could not install perf_analyzer")
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
         model = build_mlp(project)
         (project / "cortex.yaml").write_text(CONFIG.format(batch=args.batch, interval=args.interval))
         features = json.loads(model.body)["input"]
         routes = {GRPC: (model_infer_message("mlp", "input", features), {}, ""), **bodies(features, "input")}
+        if args.pa:
+            routes.update(dict.fromkeys(ROWS, (b"", {}, "")))
         port = args.grpc_port = free_port()
         while args.grpc_port == port:
             args.grpc_port = free_port()
@@ -138,27 +169,27 @@ def main(argv: list[str] | None = None) -> None:
         server.start()
         try:
             server.wait_ready("/mlp", routes["native"][0], timeout=120)
-            for route, (data, headers, content_type) in routes.items():  # every route answers before the load
-                if route == GRPC:
-                    result = run_grpc(args.grpc_port, data, 1, 0.2)
-                    if result.non2xx or result.errors or not result.requests:
-                        raise RuntimeError(f"{route}: {result}")
-                    continue
-                status, answer = check(port, PATHS[route], data, {"Content-Type": content_type, **headers})
-                if status != 200:
-                    raise RuntimeError(f"{route}: {status} {answer[:300]!r}")
+            check_routes(args, port, routes)
             results: dict[str, list] = {route: [] for route in routes}
             for round_index in range(args.rounds):
                 order = list(routes) if round_index % 2 == 0 else list(reversed(routes))
                 for route in order:
-                    load(args, port, route, routes[route], args.warmup)
+                    if route not in ROWS:  # perf_analyzer warms up itself
+                        load(args, port, route, routes[route], args.warmup)
                     assert server.proc is not None
                     before = cpu_seconds(server.proc.pid)
                     result = load(args, port, route, routes[route], args.duration)
                     used = cpu_seconds(server.proc.pid) - before
-                    results[route].append((result, 1000 * used / max(1, result.requests)))
+                    # perf_analyzer's own start and windows are not its requests: no CPU per request for it
+                    per_request = None if route in ROWS else 1000 * used / max(1, result.requests)
+                    results[route].append((result, per_request))
         finally:
             server.stop()
+    report(args, results)
+
+
+def report(args: argparse.Namespace, results: dict[str, list]) -> None:
+    """The table (the median round of each route) and the ratios."""
     print(
         f"MLP 256-1024-1024-10, one sample a request, concurrency {args.concurrency}, {args.duration:g} s x "
         f"{args.rounds} round(s), loadgen {args.loadgen} (gRPC: grpc.aio), batching max {args.batch} / {args.interval}, "
@@ -171,15 +202,21 @@ def main(argv: list[str] | None = None) -> None:
     for route, runs in results.items():
         best, cpu = sorted(runs, key=lambda r: r[0].rps)[len(runs) // 2]  # the median round
         rps[route] = best.rps
+        shown = "-" if cpu is None else f"{cpu:.3f}"
         print(
             f"{route:<10} {best.rps:>9.0f} {best.p50_ms:>8.2f} {best.p99_ms:>8.2f} {best.non2xx:>8} {best.errors:>7} "
-            f"{cpu:>18.3f}"
+            f"{shown:>18}"
         )
     if rps["v2-json"]:
         print(f"V2 binary / V2 JSON throughput: {rps['v2-binary'] / rps['v2-json']:.2f}x")
         print(
             f"gRPC raw / V2 JSON throughput: {rps[GRPC] / rps['v2-json']:.2f}x; gRPC raw / V2 binary: "
             f"{rps[GRPC] / rps['v2-binary']:.2f}x; gRPC raw / native: {rps[GRPC] / rps['native']:.2f}x"
+        )
+    if args.pa:
+        print(
+            f"perf_analyzer, gRPC / REST binary: {rps['pa-grpc'] / rps['pa-binary']:.2f}x; gRPC / REST JSON: "
+            f"{rps['pa-grpc'] / rps['pa-json']:.2f}x"
         )
 
 

@@ -203,7 +203,9 @@ gpu_image() { # the GPU variant, built as the README says and run here without a
     local line began=$SECONDS dir out status=0
     line=$(readme_line '^docker build -t localserve \.$')
     say "\$ $line"
-    eval "$line" >"$WORK/build-gpu.log" 2>&1 || {
+    # buildah skips the stages it thinks unused before it applies an ARG's default in `FROM
+    # base-${VARIANT}`, and then misses base-gpu (Docker's BuildKit does not): keep every stage.
+    eval "${line/docker build/docker build --skip-unused-stages=false}" >"$WORK/build-gpu.log" 2>&1 || {
         tail -n 40 "$WORK/build-gpu.log" >&2
         die "the GPU image did not build (log above)"
     }
