@@ -61,12 +61,18 @@ class SplitterConfig:
 
 def parse_splitter(entry: dict[str, Any], name: str, where: str) -> SplitterConfig:
     """Validate one ``kind: TrafficSplitter`` mapping (its name checked by the caller)."""
-    check_keys(entry, SPLITTER_KEYS, where, None)
+    for key in entry:
+        if key not in SPLITTER_KEYS:
+            raise ConfigError(
+                f"{where}: unknown key {key!r}; a TrafficSplitter takes only {', '.join(map(repr, SPLITTER_KEYS))}."
+                + suggest(str(key), SPLITTER_KEYS)
+            )
     raw = entry.get("apis")
     if not isinstance(raw, list) or not raw:
+        got = "an empty list" if raw == [] else describe(raw)
         raise ConfigError(
             f"{where}: 'apis' is required: a list of {{name, weight, shadow}} entries naming the APIs to route to; "
-            f"got {describe(raw)}."
+            f"got {got}."
         )
     apis = tuple(_split(item, index, where) for index, item in enumerate(raw))
     seen: set[str] = set()
@@ -77,7 +83,7 @@ def parse_splitter(entry: dict[str, Any], name: str, where: str) -> SplitterConf
     shadows = [split.name for split in apis if split.shadow]
     if len(shadows) > 1:
         raise ConfigError(
-            f"{where}: {', '.join(map(repr, shadows))} are all marked 'shadow: true' in 'apis'; "
+            f"{where}: {', '.join(map(repr, shadows[:-1]))} and {shadows[-1]!r} are marked 'shadow: true' in 'apis'; "
             "at most one API may be the shadow."
         )
     total = sum(split.weight for split in apis if not split.shadow)
