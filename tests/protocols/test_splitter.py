@@ -183,3 +183,24 @@ def test_a_shadow_of_weight_0_gets_no_copy_as_on_cortex(serve, make_project) -> 
 
         assert shadow.payloads == []
         assert client.get("/split/stats").json()["shadow"]["failed"] == 0
+
+
+def test_get_shows_the_targets_and_the_shadow(serve, make_project) -> None:
+    from localserve.cli.get_tables import render_get
+
+    project = splitter_project(make_project, {"a": 0, "b": 100}, shadow="weight: 0")
+    with serve(project) as client:
+        for i in range(3):
+            client.post("/split", json=i)
+        client.post("/split", content=b"{", headers={"Content-Type": "application/json"})
+        text = render_get(client.get("/stats").json(), "split")
+    assert text == (
+        "api    status  2xx  4xx  5xx  mean  p50  p99\n"
+        "split  ready     3    1    0     -    -    -\n"
+        "\n"
+        "split: TrafficSplitter\n"
+        "target  weight  2xx  4xx  5xx   share\n"
+        "a            0    0    0    0    0.0%\n"
+        "b          100    3    1    0  100.0%\n"
+        "shadow rec (0% copied): answered 0, failed 0, dropped 0"
+    )
