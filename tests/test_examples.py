@@ -158,7 +158,13 @@ def test_readme_iris_splitter_serve_and_curl() -> None:
             entry = splitter()
             routed = {name: t["requests"]["2xx"] for name, t in entry["targets"].items()}
             assert sum(routed.values()) == 20 and set(routed) == {"iris-onnx", "iris-rules"}
-            assert entry["shadow"] == {"api": "iris-candidate", "weight": 100, "answered": 20, "failed": 0, "dropped": 0}
+            assert entry["shadow"] == {
+                "api": "iris-candidate",
+                "weight": 100,
+                "answered": 20,
+                "failed": 0,
+                "dropped": 0,
+            }
     finally:
         proc.terminate()
         proc.wait(20)

@@ -57,6 +57,13 @@ def splitter_manifests(config: ServeConfig, port: int, instance: str, namespace:
     return documents
 
 
+def splitters_header(config: ServeConfig) -> str:
+    """The header line of ``export kubernetes`` when the config has TrafficSplitters."""
+    if not config.splitters:
+        return ""
+    return "# Each TrafficSplitter is a Service and an Istio VirtualService (weights, shadow as mirror).\n"
+
+
 def _route(splitter: SplitterConfig, port: int) -> dict[str, Any]:
     paths = dict.fromkeys([splitter.endpoint, f"/{splitter.name}", "/predict", f"/{splitter.name}/predict"])
     route: dict[str, Any] = {

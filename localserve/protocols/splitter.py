@@ -235,7 +235,7 @@ def _by_class(codes: dict[str, float]) -> dict[str, int]:
 
 
 def _stats(splitter: Splitter, figures: SplitterFigures) -> dict[str, Any]:
-    targets = {
+    targets: dict[str, dict[str, Any]] = {
         split.name: {"weight": split.weight, "requests": _by_class(figures.targets.get(split.name, {}))}
         for split in splitter.config.targets
     }
@@ -250,7 +250,7 @@ def _stats(splitter: Splitter, figures: SplitterFigures) -> dict[str, Any]:
         "targets": targets,
     }
     if splitter.shadow is not None:
-        split, rt = splitter.shadow
+        split = splitter.shadow[0]
         copies = figures.shadow.get(split.name, {})
         entry["shadow"] = {
             "api": split.name,
