@@ -204,3 +204,22 @@ def test_get_shows_the_targets_and_the_shadow(serve, make_project) -> None:
         "b          100    3    1    0  100.0%\n"
         "shadow rec (0% copied): answered 0, failed 0, dropped 0"
     )
+
+
+def test_api_host_of_a_splitter_reaches_the_splitter(serve, make_project) -> None:
+    import socket
+
+    from localserve.compat.hosts import serve_api_hosts
+
+    project = splitter_project(make_project, {"a": 100})
+    with serve(project) as client:
+        previous = socket.getaddrinfo
+        try:
+            names = serve_api_hosts(client.app.config, 45678, None, lambda: None)
+            assert socket.getaddrinfo("api-split", 8888, type=socket.SOCK_STREAM)[0][4] == ("127.0.0.1", 45678)
+        finally:
+            socket.getaddrinfo = previous  # type: ignore[assignment]
+        assert names == {"a", "split"}
+        client.app.host_names = names
+        response = client.post("/predict", json=1, headers={"Host": "api-split:8888"})
+        assert (response.json(), response.headers["x-localserve-api"]) == ({"api": "a", "payload": 1}, "a")
