@@ -93,6 +93,13 @@ class ServeConfig:
         for api in self.apis:
             if api.name == name:
                 return api
+        for splitter in self.splitters:
+            if splitter.name == name:
+                targets = ", ".join(t.name for t in splitter.targets)
+                raise ConfigError(
+                    f"{self.source}: {name!r} is a TrafficSplitter, which routes requests between APIs; choose one "
+                    f"of its APIs ({targets}), or 'serve' it."
+                )
         raise ConfigError(
             f"{self.source}: no API named {name!r}; the APIs are: {', '.join(a.name for a in self.apis)}."
             + suggest(name, [a.name for a in self.apis])

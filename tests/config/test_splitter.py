@@ -167,3 +167,25 @@ def test_only_keeps_a_splitter_with_its_apis(make_project) -> None:
     assert [api.name for api in config.only(["a", "c"]).apis] == ["a", "c"]
     assert config.only(["a", "c"]).splitters == ()
     assert config.only(["a", "b"]).splitters == config.splitters
+
+
+def test_run_names_the_apis_of_a_splitter_and_check_lists_it(make_project, tmp_path) -> None:
+    from localserve.checks import check_project
+
+    project = make_project(
+        {
+            "cortex.yaml": APIS.lstrip()
+            + "- name: s\n  kind: TrafficSplitter\n  apis: [{name: a, weight: 100}, {name: b, weight: 5, shadow: true}]\n",
+            "p.py": "class PythonPredictor:\n    def __init__(self, config):\n        pass\n",
+        }
+    )
+    config = load_config(project)
+    with pytest.raises(ConfigError) as info:
+        config.api("s")
+    assert str(info.value) == (
+        "cortex.yaml: 's' is a TrafficSplitter, which routes requests between APIs; choose one of its APIs (a), "
+        "or 'serve' it."
+    )
+    lines = list(check_project(config, tmp_path / "cache"))
+    assert "ok  s: TrafficSplitter to a 100%, b 5% (shadow)" in lines
+    assert lines[-1] == "cortex.yaml: 2 API(s) valid."
