@@ -14,6 +14,9 @@ def check_project(config: ServeConfig, cache: Path) -> Iterator[str]:
     for api in config.apis:
         _check_files(config, api)
         yield f"ok  {api.name}: {_summary(api)}"
+    for splitter in config.splitters:
+        apis = ", ".join(f"{t.name} {t.weight}%" + (" (shadow)" if t.shadow else "") for t in splitter.apis)
+        yield f"ok  {splitter.name}: TrafficSplitter to {apis}"
     yield from _surroundings(config, cache)
     yield f"{config.source}: {len(config.apis)} API(s) valid."
 

@@ -7,7 +7,7 @@ import difflib
 import io
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -36,6 +36,7 @@ class Reply:
     asgi: Any = None  # a Starlette Response returned by user code, sent as is
     value: Any = None  # the Python value, for the tracker
     sent: bytes | None = None  # written by the API's thread: what the event loop must still write
+    after: Callable[[], None] | None = None  # user code to run once the answer is sent (post_predict)
 
 
 NO_BODY = frozenset({204, 304})  # statuses whose responses carry no body, nor a Content-Length (RFC 9110)

@@ -42,7 +42,12 @@ def as_process(command: str, **replace: str) -> list[str]:
 
 
 def test_every_example_is_listed_here_or_below() -> None:
-    assert {p.name for p in EXAMPLES.iterdir() if p.is_dir()} == {*EXPECTED, "image_flip", "multipart_echo"}
+    assert {p.name for p in EXAMPLES.iterdir() if p.is_dir()} == {
+        *EXPECTED,
+        "image_flip",
+        "multipart_echo",
+        "iris_splitter",
+    }
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in EXPECTED])
@@ -106,6 +111,60 @@ def test_readme_multipart_echo_serve_and_curl() -> None:
             ("image", "cat.jpg", "image/jpeg"),
         ]
         assert parts[1]["size"] == (EXAMPLES / "image_flip" / "cat.jpg").stat().st_size
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the README uses curl")
+def test_readme_iris_splitter_serve_and_curl() -> None:
+    import httpx
+
+    from tests.conftest import wait_until
+
+    serve, curl = readme_commands("iris_splitter")
+    port = str(free_port())
+    proc = subprocess.Popen(
+        [*as_process(serve), "--port", port],
+        cwd=ROOT,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc)
+        done = subprocess.run(
+            [*as_process(curl, **{"localhost:8888": f"localhost:{port}"}), "-s"],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=30,
+            check=True,
+        )
+        head, _, body = done.stdout.decode().partition("\r\n\r\n")
+        served = re.search(r"(?im)^x-localserve-api: (\S+)", head)
+        assert served is not None and json.loads(body) == {"class_label": "iris-setosa", "api": served.group(1)}
+        sample = json.loads((EXAMPLES / "iris_splitter" / "sample.json").read_text())
+        with httpx.Client(base_url=url) as client:
+            for _ in range(19):
+                response = client.post("/iris", json=sample)
+                assert response.json() == {"class_label": "iris-setosa", "api": response.headers["x-localserve-api"]}
+
+            def splitter() -> dict:
+                return next(e for e in client.get("/stats").json() if e["api"] == "iris")
+
+            wait_until(lambda: splitter()["shadow"]["answered"] == 20, "every copy answered by the shadow")
+            entry = splitter()
+            routed = {name: t["requests"]["2xx"] for name, t in entry["targets"].items()}
+            assert sum(routed.values()) == 20 and set(routed) == {"iris-onnx", "iris-rules"}
+            assert entry["shadow"] == {
+                "api": "iris-candidate",
+                "weight": 100,
+                "answered": 20,
+                "failed": 0,
+                "dropped": 0,
+            }
     finally:
         proc.terminate()
         proc.wait(20)

@@ -233,7 +233,7 @@ def test_both_config_generations_in_one_file(tmp_path: Path) -> None:
         ),
         (
             "- name: a\n  kind: RealtimeApi\n  predictor: {type: python, path: p.py}\n",
-            "cortex.yaml: api 'a': invalid value 'RealtimeApi' for 'kind'; expected one of 'api', 'RealtimeAPI', 'AsyncAPI'. Did you mean 'RealtimeAPI'?",
+            "cortex.yaml: api 'a': invalid value 'RealtimeApi' for 'kind'; expected one of 'api', 'RealtimeAPI', 'AsyncAPI', 'TrafficSplitter'. Did you mean 'RealtimeAPI'?",
         ),
         (
             "- name: a\n  kind: RealtimeAPI\n  model: m.onnx\n  predictor: {type: python, path: p.py}\n",

@@ -47,6 +47,9 @@ def render_get(stats: Sequence[Mapping[str, Any]] | Mapping[str, Any], api: str 
         tracker = entry.get("tracker")
         if tracker:
             blocks.append(_render_tracker(str(entry.get("api")), tracker))
+        targets = entry.get("targets")  # a TrafficSplitter's requests per API
+        if targets:
+            blocks.append(_render_targets(str(entry.get("api")), targets, entry.get("shadow")))
         jobs = entry.get("jobs")  # an AsyncAPI's jobs (the POSTs above are its submits)
         if jobs:
             blocks.append(_render_jobs(str(entry.get("api")), jobs))
@@ -71,6 +74,21 @@ def _render_tracker(api: str, tracker: Mapping[str, Any]) -> str:
         return title
     row = [_number(tracker.get(k)) for k in ("min", "max", "mean")]
     return title + "\n" + _table(["min", "max", "mean"], [row], numeric_from=0)
+
+
+def _render_targets(splitter: str, targets: Mapping[str, Any], shadow: Mapping[str, Any] | None) -> str:
+    total = sum(sum((t.get("requests") or {}).values()) for t in targets.values())
+    rows = []
+    for name, target in targets.items():
+        requests = target.get("requests") or {}
+        count = sum(requests.values())
+        share = f"{100 * count / total:.1f}%" if total else "-"
+        rows.append([name, str(target.get("weight")), *(str(requests.get(c, 0)) for c in ("2xx", "4xx", "5xx")), share])
+    text = f"{splitter}: TrafficSplitter\n" + _table(["target", "weight", "2xx", "4xx", "5xx", "share"], rows, 1)
+    if shadow:
+        outcomes = ", ".join(f"{o} {shadow.get(o, 0)}" for o in ("answered", "failed", "dropped"))
+        text += f"\nshadow {shadow.get('api')} ({shadow.get('weight')}% copied): {outcomes}"
+    return text
 
 
 def _render_jobs(api: str, jobs: Mapping[str, Any]) -> str:

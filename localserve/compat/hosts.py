@@ -74,7 +74,7 @@ def serve_api_hosts(config: Any, port: int, sock: socket.socket | None, server: 
 
     ``server()`` gives the uvicorn server, whose socket tells the port when ``port`` is 0.
     """
-    names = tuple(api.name for api in config.apis)
+    names = tuple(api.name for api in config.apis) + tuple(s.name for s in config.splitters)  # TrafficSplitters too
 
     def port_of(name: str) -> int | None:
         if name not in names:

@@ -36,7 +36,8 @@ from localserve.config.schema import (
     PredictorConfig,
     TrackerConfig,
 )
-from localserve.config.validate import infer_model_format, parse_api
+from localserve.config.splitter import SPLITTER_KIND, SplitterConfig, TrafficSplit, check_splitters, parse_splitter
+from localserve.config.validate import api_name, infer_model_format, parse_api
 from localserve.config.values import describe, parse_duration, suggest
 from localserve.errors import ConfigError
 
@@ -59,7 +60,9 @@ __all__ = [
     "ComputeConfig",
     "PredictorConfig",
     "ServeConfig",
+    "SplitterConfig",
     "TrackerConfig",
+    "TrafficSplit",
     "find_config_file",
     "infer_model_format",
     "load_config",
@@ -78,6 +81,7 @@ class ServeConfig:
     config_file: Path | None = None  # the file read, when there is one
     workdir: Path | None = None  # where user code runs: the packaged view of the project (None: the project)
     mnt_mode: str = "off"  # how /mnt/project is provided: native | mount | redirect | off (compat.mnt)
+    splitters: tuple[SplitterConfig, ...] = ()  # kind: TrafficSplitter entries: routes onto the APIs above
 
     def api(self, name: str | None) -> ApiConfig:
         """The API called ``name``; the only API when ``name`` is None."""
@@ -89,14 +93,30 @@ class ServeConfig:
         for api in self.apis:
             if api.name == name:
                 return api
+        for splitter in self.splitters:
+            if splitter.name == name:
+                targets = ", ".join(t.name for t in splitter.targets)
+                raise ConfigError(
+                    f"{self.source}: {name!r} is a TrafficSplitter, which routes requests between APIs; choose one "
+                    f"of its APIs ({targets}), or 'serve' it."
+                )
         raise ConfigError(
             f"{self.source}: no API named {name!r}; the APIs are: {', '.join(a.name for a in self.apis)}."
             + suggest(name, [a.name for a in self.apis])
         )
 
     def only(self, names: tuple[str, ...] | list[str]) -> ServeConfig:
-        """The same config restricted to the APIs called ``names`` (``serve --api``)."""
-        return replace(self, apis=tuple(self.api(n) for n in names))
+        """The same config restricted to the APIs called ``names`` (``serve --api``).
+
+        A TrafficSplitter named brings its APIs along; one whose APIs are not all kept is left out.
+        """
+        chosen = {s.name: s for s in self.splitters if s.name in names}
+        wanted = [n for n in names if n not in chosen]
+        wanted += [t.name for s in chosen.values() for t in s.apis if t.name not in wanted]
+        apis = tuple(self.api(n) for n in wanted)
+        kept = {api.name for api in apis}
+        splitters = tuple(s for s in self.splitters if all(t.name in kept for t in s.apis))
+        return replace(self, apis=apis, splitters=splitters)
 
 
 def find_config_file(project: Path) -> Path | None:
@@ -137,13 +157,27 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
             f"No API to serve in {project}: there is no {' / '.join(CONFIG_FILES[::2])} and no --handler; "
             "pass --handler main:handler for an ABEJA handler, or --config FILE."
         )
-    apis = tuple(parse_api(entry, source, index) for index, entry in enumerate(entries))
+    apis: list[ApiConfig] = []
+    splitters: list[SplitterConfig] = []
+    for index, entry in enumerate(entries):
+        if isinstance(entry, dict) and entry.get("kind") == SPLITTER_KIND:
+            name, where = api_name(entry, source, index)
+            splitters.append(parse_splitter(entry, name, where))
+        else:
+            apis.append(parse_api(entry, source, index))
     seen: set[str] = set()
-    for api in apis:
-        if api.name in seen:
-            raise ConfigError(f"{source}: api {api.name!r} is defined twice; API names must be unique.")
-        seen.add(api.name)
-    return ServeConfig(project=project, apis=apis, source=source, config_file=path if config_file is not None else None)
+    for name in [api.name for api in apis] + [s.name for s in splitters]:
+        if name in seen:
+            raise ConfigError(f"{source}: api {name!r} is defined twice; API names must be unique.")
+        seen.add(name)
+    check_splitters(splitters, apis, source)
+    return ServeConfig(
+        project=project,
+        apis=tuple(apis),
+        source=source,
+        config_file=path if config_file is not None else None,
+        splitters=tuple(splitters),
+    )
 
 
 def _read_file(config_file: Path) -> tuple[Path, list[Any]]:
@@ -189,7 +223,7 @@ def _line_loader() -> Any:
 
 
 def _with_flags(entry: Any, flags: dict[str, Any]) -> Any:
-    if not isinstance(entry, dict) or not flags:
+    if not isinstance(entry, dict) or not flags or entry.get("kind") == SPLITTER_KIND:
         return entry
     merged = _LocatedDict(entry, **flags)
     merged.key_lines = getattr(entry, "key_lines", {})

@@ -31,12 +31,13 @@ from localserve.errors import ConfigError
 
 def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
     """Validate one ``- kind: api`` mapping."""
-    name, where = _name(entry, source, index)
+    name, where = api_name(entry, source, index)
     kind = entry.get("kind", "api")
     if kind not in KINDS:
+        kinds = (*KINDS, "TrafficSplitter")  # a TrafficSplitter is parsed by config.splitter
         raise ConfigError(
-            f"{where}: invalid value {kind!r} for 'kind'; expected one of {', '.join(map(repr, KINDS))}."
-            + suggest(str(kind), KINDS)
+            f"{where}: invalid value {kind!r} for 'kind'; expected one of {', '.join(map(repr, kinds))}."
+            + suggest(str(kind), kinds)
         )
     if kind != "api":
         return _parse_realtime(entry, name, kind, where)
@@ -101,7 +102,7 @@ def infer_model_format(location: str) -> str | None:
     return None
 
 
-def _name(entry: Any, source: str, index: int) -> tuple[str, str]:
+def api_name(entry: Any, source: str, index: int) -> tuple[str, str]:
     """The API's name, and the place errors name from then on (``<file>: api '<name>'``)."""
     where = f"{source}: api #{index + 1}"
     if not isinstance(entry, dict):

@@ -17,6 +17,7 @@ from localserve.error_text import without_paths
 from localserve.errors import HandlerLoadError, LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
 from localserve.metrics import Metrics
+from localserve.metrics.extras import ExtraMetrics
 from localserve.runtimes import LoadOptions
 
 log = logging.getLogger("localserve")
@@ -25,7 +26,14 @@ log = logging.getLogger("localserve")
 class ApiRuntime:
     """One API in this process: its endpoint, its engine (pipeline and lifecycle), its state."""
 
-    def __init__(self, api: ApiConfig, config: ServeConfig, options: ServeOptions, metrics: Metrics | None) -> None:
+    def __init__(
+        self,
+        api: ApiConfig,
+        config: ServeConfig,
+        options: ServeOptions,
+        metrics: Metrics | None,
+        extras: ExtraMetrics | None = None,
+    ) -> None:
         self.api = api
         self.project = config.project
         self.metrics = metrics
@@ -60,6 +68,7 @@ class ApiRuntime:
                 batch=metrics.api(api.name).batch_size.observe,  # the child itself: once per model call
                 stage=observe,
                 phases=metrics.phase_observer(api.name),  # Triton's queue and compute statistics (V2)
+                after_failed=None if extras is None else functools.partial(extras.post_predict_failed, api.name),
             )
         self.endpoint: Endpoint = create_endpoint(api, endpoint_options)
         self.pipeline = Pipeline(api, self.endpoint, hooks)

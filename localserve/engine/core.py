@@ -33,6 +33,7 @@ from localserve.engine.api import ApiRuntime
 from localserve.errors import LocalServeError
 from localserve.logs import access_log
 from localserve.metrics import Metrics
+from localserve.metrics.extras import ExtraMetrics
 from localserve.metrics.summary import StatsSummary
 
 log = logging.getLogger("localserve")
@@ -56,7 +57,9 @@ class Engine:
         self.figures = Metrics([api.name for api in config.apis], directory=options.metrics_dir)
         self.metrics = self.figures if options.metrics else None
         self.access_log = options.access_log
-        self.apis = {api.name: ApiRuntime(api, config, options, self.metrics) for api in config.apis}
+        # Splitters' targets and shadows, post_predict failures: counted only with metrics on.
+        self.extras = ExtraMetrics(self.figures.registry) if options.metrics else None
+        self.apis = {api.name: ApiRuntime(api, config, options, self.metrics, self.extras) for api in config.apis}
         self.stats = StatsSummary(self.figures, config.apis, lambda name: self.apis[name].state)
         self.loading: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None

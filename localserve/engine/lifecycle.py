@@ -22,6 +22,7 @@ request only if they take ``Job.claim`` before that thread does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from types import TracebackType
@@ -29,8 +30,9 @@ from types import TracebackType
 from localserve.engine.job import QUEUED, Job, Stages
 from localserve.engine.jobqueue import JobQueue
 from localserve.engine.pipeline import Pipeline
-from localserve.engine.ports import Client, ReplyWriter
-from localserve.errors import ClientGone, NotReady, Overloaded, ShuttingDown, Timeout
+from localserve.engine.ports import Client, Hooks, ReplyWriter
+from localserve.errors import ClientGone, LocalServeError, NotReady, Overloaded, ShuttingDown, Timeout
+from localserve.logs import request_id_var
 from localserve.request import Request
 from localserve.response import Reply
 
@@ -178,6 +180,14 @@ class Lifecycle:
             listener.cancel()
             gone.set()
 
+    def after_reply(self, reply: Reply, request_id: str) -> None:
+        """The answer of ``request_id`` has been sent: queue its after-reply stage (``Reply.after``, a predictor's
+        ``post_predict``) on the API's threads. Nobody waits for it; its failure is logged and counted, never sent."""
+        after = reply.after
+        if after is not None:
+            reply.after = None
+            self.pipeline.call(functools.partial(_run_after, self.name, after, request_id, self.pipeline.hooks))
+
     def cancel_waiting(self) -> int:
         """Shutdown: nothing queued starts any more; every waiting client is answered 503. Returns how many."""
         count = 0
@@ -189,3 +199,19 @@ class Lifecycle:
                 job.future.set_exception(ShuttingDown(started))
                 count += 1
         return count
+
+
+def _run_after(api: str, after: Callable[[], None], request_id: str, hooks: Hooks) -> None:
+    """On one of the API's threads: an after-reply stage, its failure logged with the request's id and counted."""
+    request_id_var.set(request_id)
+    try:
+        after()
+    except LocalServeError as exc:
+        details = f"\n{exc.details}" if exc.details else ""
+        log.error("request %s to api %r: after the reply: %s%s", request_id, api, exc, details)
+    except Exception:  # a bug of ours: logged all the same, the thread serves on
+        log.exception("request %s to api %r: after the reply", request_id, api)
+    else:
+        return
+    if hooks.after_failed is not None:
+        hooks.after_failed()

@@ -50,8 +50,10 @@ class Hooks:
         batch: Callable[[int], None] | None = None,
         stage: Callable[[str, float], None] | None = None,
         phases: Callable[[list[float]], None] | None = None,
+        after_failed: Callable[[], None] | None = None,
     ) -> None:
         self.depth = depth
         self.batch = batch
         self.stage = stage
         self.phases = phases  # once per job answered 2xx, with its ``Job.times``
+        self.after_failed = after_failed  # an after-reply stage (post_predict) raised

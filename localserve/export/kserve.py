@@ -26,6 +26,7 @@ from localserve.export.common import (
     project_name,
     serve_args,
 )
+from localserve.export.splitters import kserve_splitter_note, multi_model_note
 
 KSERVE_FORMAT = "localserve"  # the model format that the ServingRuntime (named after the project) supports
 KSERVE_MODELS = "/mnt/models"  # where KServe's storage initializer puts what storageUri names
@@ -88,6 +89,7 @@ def kserve_manifests(
         "# APIs with an ONNX or TensorFlow model speak the Open Inference Protocol (V2) at /v2/models/<api>/infer;\n"
         "# the others answer at their own route. s3:// models are fetched by KServe (storageUri -> /mnt/models).\n"
     )
+    header += multi_model_note(path.read_text(encoding="utf-8")) + kserve_splitter_note(config)
     return header + yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False)
 
 

@@ -7,6 +7,7 @@ same length (Cortex's server-side batching).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from localserve.config import ApiConfig
@@ -21,6 +22,7 @@ from localserve.runtimes import Feed, Model
 
 CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client"}
 PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
+POST_PREDICT_PARAMS = ("response", "payload", "query_params", "headers")  # Cortex 0.2x: what it passed by name
 
 
 class ModelClient:
@@ -57,6 +59,7 @@ class PredictorEndpoint:
         self.client_model: Model | None = None
         self.instance: Any = None
         self.predict_params: list[str] = []
+        self.post_params: list[str] | None = None  # post_predict's parameters; None: the class has none
 
     def load(self) -> None:
         """Import the predictor file, load its model (ONNX/TensorFlow predictors) and create the predictor."""
@@ -93,6 +96,7 @@ class PredictorEndpoint:
                 f"{spec.path}: {spec.class_name}.predict has an unknown parameter {unknown[0]!r}; "
                 f"it may take: {', '.join(PREDICT_PARAMS)}."
             )
+        self.post_params = _post_predict_params(cls, spec.path, spec.class_name)
         try:
             self.instance = cls(**{name: available[name] for name in init_params})
         except USER_ESCAPES as exc:  # loading runs on the API's thread
@@ -130,14 +134,35 @@ class PredictorEndpoint:
         where = f"{self.predictor.class_name}.predict"
         return run_stage(self.options.observe, "predict", where, lambda: self.instance.predict(**kwargs))
 
-    def _reply(self, request: Request, prediction: Any) -> Reply:
+    def _reply(self, request: Request, prediction: Any, arguments: dict[str, Any]) -> Reply:
         if request.debug:
             log.info("debug: prediction: %s", truncate(prediction))
-        return cortex_reply(prediction, request.header(b"accept"))
+        reply = cortex_reply(prediction, request.header(b"accept"))
+        if self.post_params is not None:
+            reply.after = functools.partial(self._post_predict, request, prediction, arguments.get("payload", _NONE))
+        return reply
+
+    def _post_predict(self, request: Request, prediction: Any, payload: Any) -> None:
+        """Cortex's ``post_predict``, with the arguments it declares: run after the answer was sent (the engine's
+        after-reply stage, ``Lifecycle.after_reply``); a failure is a HandlerError for the engine to log and count."""
+        assert self.post_params is not None
+        kwargs: dict[str, Any] = {}
+        for name in self.post_params:
+            if name == "response":
+                kwargs[name] = prediction
+            elif name == "payload":
+                kwargs[name] = decode_payload(request.content_type, request.body) if payload is _NONE else payload
+            elif name == "query_params":
+                kwargs[name] = request.query_params
+            else:
+                kwargs[name] = request.http_headers
+        where = f"{self.predictor.class_name}.post_predict"
+        run_stage(self.options.observe, "post_predict", where, lambda: self.instance.post_predict(**kwargs))
 
     def prepare(self, request: Request) -> Reply:
         """Call ``predict`` with the arguments it asks for; the whole answer."""
-        return self._reply(request, self._predict(self._arguments(request)))
+        arguments = self._arguments(request)
+        return self._reply(request, self._predict(arguments), arguments)
 
     def infer(self, feed: Feed) -> Any:
         """Not used: a predictor calls its model itself."""
@@ -170,12 +195,32 @@ class PredictorEndpoint:
                         f"{self.predictor.class_name}.predict received a batch of {len(batch)} payloads "
                         f"(batching is on) and must return a list of {len(batch)} predictions; it returned {got}."
                     )
-                for (index, _), prediction in zip(batch, predictions, strict=True):
+                for (index, arguments), prediction in zip(batch, predictions, strict=True):
                     try:
-                        results[index] = self._reply(requests[index], prediction)
+                        results[index] = self._reply(requests[index], prediction, arguments)
                     except LocalServeError as exc:
                         results[index] = exc
             except LocalServeError as exc:
                 for index, _ in batch:
                     results[index] = exc
         return [r for r in results if r is not None]
+
+
+_NONE = object()  # predict did not ask for the payload: post_predict decodes it if it asks
+
+
+def _post_predict_params(cls: type, path: str, class_name: str) -> list[str] | None:
+    """The parameters ``post_predict`` declares (Cortex passed only those), or None when the class has none."""
+    post_predict = getattr(cls, "post_predict", None)
+    if post_predict is None:
+        return None
+    if not callable(post_predict):
+        raise HandlerLoadError(f"{path}: {class_name}.post_predict must be a method.")
+    params = parameter_names(post_predict)[1:]
+    unknown = [p for p in params if p not in POST_PREDICT_PARAMS]
+    if unknown:
+        raise HandlerLoadError(
+            f"{path}: {class_name}.post_predict has an unknown parameter {unknown[0]!r}; "
+            f"it may take: {', '.join(POST_PREDICT_PARAMS)}."
+        )
+    return params

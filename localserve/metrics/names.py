@@ -16,3 +16,6 @@ TRACKER_MIN = "localserve_tracker_value_min"
 TRACKER_MAX = "localserve_tracker_value_max"
 # The histogram has negative bounds, so prometheus_client (as OpenMetrics asks) writes no `_sum` for it.
 TRACKER_TOTAL = "localserve_tracker_value_total"
+POST_PREDICT_FAILURES = "localserve_post_predict_failures"
+SPLITTER_REQUESTS = "localserve_splitter_requests"
+SPLITTER_SHADOW = "localserve_splitter_shadow_requests"

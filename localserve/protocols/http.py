@@ -281,6 +281,8 @@ class HttpDoor:
                 )
             elif reply.stream is None:  # (a stream was sent by the engine, through HttpClient)
                 await send_reply(send, reply, request_id, scope)
+            if reply.after is not None:  # post_predict: once the answer is out, on the API's threads
+                rt.lifecycle.after_reply(reply, request_id)
             return reply.status, reply.value
         except ClientGone:
             return 499, None

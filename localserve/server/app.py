@@ -29,6 +29,7 @@ from localserve.logs import flush_access_log
 from localserve.project import default_cache_dir
 from localserve.protocols.asyncapi import AsyncJobs
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
+from localserve.protocols.splitter import SplitterRoutes
 from localserve.protocols.v2.routes import V2Routes, infer_params
 from localserve.response import Reply
 from localserve.server.pages import Pages
@@ -58,6 +59,8 @@ class App:
         self.stats = engine.stats
         self.native = NativeRoutes(engine, options)
         self.routes = self.native.routes
+        # kind: TrafficSplitter: /<splitter> picks one of its APIs by weight (a shadow gets a copy)
+        self.splitters = SplitterRoutes(engine, config.splitters, self.native.door, engine.extras)
         self.jobs = AsyncJobs(  # kind: AsyncAPI: POST /<api> submits, GET /<api>/<id> polls
             engine,
             project=config.project,
@@ -109,6 +112,9 @@ class App:
             route = self.routes.get(scope["path"])
             if route is not None:
                 await self.native.serve(route, scope, receive, send)
+                return
+            if self.splitters and (split := self.splitters.routes.get(scope["path"])) is not None:
+                await self.splitters.serve(split, scope, receive, send)
                 return
             if scope["method"] == "POST" and (params := infer_params(scope["path"])) is not None:
                 scope["path_params"] = params  # the Open Inference Protocol's infer, without Starlette's router
@@ -197,11 +203,13 @@ class App:
         entries = self.stats.stats_json()
         if self.jobs:
             await self.jobs.add_jobs(entries)  # AsyncAPIs: queue and outcomes from the job store
-        return JSONResponse(entries)
+        return JSONResponse(entries + self.splitters.stats_json())
 
     async def api_stats(self, request: StarletteRequest) -> Response:
         """GET /<api>/stats: one API's counts, latency and tracker."""
         name = request.path_params["name"]
+        if name in self.splitters.splitters:
+            return JSONResponse(next(e for e in self.splitters.stats_json() if e["api"] == name))
         if name not in self.apis:
             return await self.not_found(request, NotFound("no such api"))
         entry = self.stats.api_json(name)

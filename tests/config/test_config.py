@@ -159,7 +159,7 @@ def test_full_config_and_inference(tmp_path: Path) -> None:
         ),
         (
             "- kind: job\n  name: a\n  model: m.onnx\n",
-            "cortex.yaml: api 'a': invalid value 'job' for 'kind'; expected one of 'api', 'RealtimeAPI', 'AsyncAPI'.",
+            "cortex.yaml: api 'a': invalid value 'job' for 'kind'; expected one of 'api', 'RealtimeAPI', 'AsyncAPI', 'TrafficSplitter'.",
         ),
         ("name: [", None),
         ("", "cortex.yaml: the file is empty; expected a list of '- kind: api' entries."),

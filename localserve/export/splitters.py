@@ -1,0 +1,127 @@
+"""TrafficSplitters in the exports: an Istio VirtualService for ``export kubernetes``, a note for ``export kserve``.
+
+Cortex ran a TrafficSplitter as an Istio VirtualService (``pkg/lib/k8s/virtual_service.go``): one weighted
+route per API, the shadow as ``mirror`` with ``mirrorPercentage`` set to its weight, the request rewritten to
+``/predict``. ``export kubernetes`` writes the same for the mesh: a Service ``api-<splitter>`` without pods
+(its name resolves, Istio's sidecars route it) and a VirtualService for that host, whose routes go to the
+APIs' Services ``api-<name>`` on their port and add ``x-localserve-api`` to the answer, as localserve does.
+KServe has no routing between InferenceServices (``canaryTrafficPercent`` splits the revisions of one), so
+``export kserve`` says so in the manifests' header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localserve.config import ServeConfig, SplitterConfig
+from localserve.errors import ConfigError
+from localserve.export.common import APP_LABEL, INSTANCE_LABEL, object_metadata
+
+SPLITTER_LABEL = "localserve.dev/traffic-splitter"
+SERVED_BY = "x-localserve-api"  # the header localserve's own splitter adds (protocols/splitter.py)
+
+
+def splitter_name(splitter: SplitterConfig) -> str:
+    """``api-<splitter>``: the name of its Service and VirtualService, the host callers use."""
+    name = f"api-{splitter.name}"
+    if len(name) > 63:
+        raise ConfigError(
+            f"TrafficSplitter name {splitter.name!r} is too long for Kubernetes: 'api-<name>' must fit in 63 "
+            "characters, so the name may have at most 59."
+        )
+    return name
+
+
+def splitter_manifests(config: ServeConfig, port: int, instance: str, namespace: str | None) -> list[dict[str, Any]]:
+    """A Service and an Istio VirtualService per TrafficSplitter of ``config``."""
+    documents: list[dict[str, Any]] = []
+    for splitter in config.splitters:
+        name = splitter_name(splitter)
+        labels = {APP_LABEL: "localserve", INSTANCE_LABEL: instance, SPLITTER_LABEL: splitter.name}
+        documents.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": object_metadata(name, namespace, labels),
+                "spec": {"ports": [{"name": "http", "port": port, "protocol": "TCP"}]},  # no pods: the mesh routes it
+            }
+        )
+        documents.append(
+            {
+                "apiVersion": "networking.istio.io/v1beta1",
+                "kind": "VirtualService",
+                "metadata": object_metadata(name, namespace, labels),
+                "spec": {"hosts": [name], "http": [_route(splitter, port)]},
+            }
+        )
+    return documents
+
+
+def splitters_header(config: ServeConfig) -> str:
+    """The header line of ``export kubernetes`` when the config has TrafficSplitters."""
+    if not config.splitters:
+        return ""
+    return "# Each TrafficSplitter is a Service and an Istio VirtualService (weights, shadow as mirror).\n"
+
+
+def _route(splitter: SplitterConfig, port: int) -> dict[str, Any]:
+    paths = dict.fromkeys([splitter.endpoint, f"/{splitter.name}", "/predict", f"/{splitter.name}/predict"])
+    route: dict[str, Any] = {
+        "name": splitter.name,
+        "match": [{"uri": {"exact": path}} for path in paths],
+        "rewrite": {"uri": "/predict"},  # each API's pod serves that one API at /predict
+        "route": [
+            {
+                "destination": {"host": f"api-{split.name}", "port": {"number": port}},
+                "weight": split.weight,
+                "headers": {"response": {"set": {SERVED_BY: split.name}}},
+            }
+            for split in splitter.targets
+        ],
+    }
+    shadow = splitter.shadow
+    if shadow is not None:
+        route["mirror"] = {"host": f"api-{shadow.name}", "port": {"number": port}}
+        route["mirrorPercentage"] = {"value": float(shadow.weight)}
+    return route
+
+
+def kserve_splitter_note(config: ServeConfig) -> str:
+    """The header lines of ``export kserve`` for the TrafficSplitters it cannot express."""
+    lines = []
+    for splitter in config.splitters:
+        weights = ", ".join(f"{s.name} {s.weight}%" + (" (shadow)" if s.shadow else "") for s in splitter.apis)
+        lines.append(
+            f"# TrafficSplitter {splitter.name!r} ({weights}) is not exported: KServe routes only between the "
+            "revisions of one InferenceService (canaryTrafficPercent);\n#   route between these InferenceServices "
+            "with your ingress, or use `localserve export kubernetes` (an Istio VirtualService).\n"
+        )
+    return "".join(lines)
+
+
+def multi_model_note(text: str) -> str:
+    """Header lines for the multi-model APIs of a config's text (``predictor.models`` with ``paths`` or ``dir``).
+
+    They travel as written, in the ConfigMap: each pod loads, caches (``cache_size`` and ``disk_cache_size``
+    are per pod) and reloads its models itself, from the image or from ``s3://``; nothing here fetches them.
+    """
+    import yaml
+
+    try:
+        entries = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return ""
+    names = [
+        str(entry.get("name"))
+        for entry in (entries if isinstance(entries, list) else [])
+        if isinstance(entry, dict)
+        and isinstance(entry.get("predictor"), dict)
+        and isinstance(entry["predictor"].get("models"), dict)
+        and ({"paths", "dir"} & set(entry["predictor"]["models"]))
+    ]
+    if not names:
+        return ""
+    return (
+        f"# Multi-model APIs ({', '.join(names)}) load their models in each pod, from the image or s3://; "
+        "cache_size and disk_cache_size apply per pod.\n"
+    )
