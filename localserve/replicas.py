@@ -18,6 +18,7 @@ import pickle
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from localserve.config.options import ServeOptions
 from localserve.errors import StartError
 from localserve.metrics import MULTIPROC_ENV
 from localserve.replica import ReplicaProcess
+from localserve.server.banner import banner_lines
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3  # a replica's exit code when its APIs could not load (it stops the start)
@@ -169,9 +171,12 @@ class Supervisor:
 
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
-        host, port = self.options.host, self.options.port
-        sock = bind_socket(host, port)
-        log.info("serving %s at http://%s:%d with %d replicas", self.config.source, host, port, self.replicas)
+        sock = bind_socket(self.options.host, self.options.port, self.options.uds)
+        port = None if self.options.uds is not None else int(sock.getsockname()[1])
+        lines = banner_lines(self.config.source, [api.name for api in self.config.apis], self.options, port=port, grpc_port=self.options.grpc_port)
+        lines[0] += f" with {self.replicas} replicas"
+        for line in lines:
+            log.info("%s", line)
 
         def stop(signum: int, frame: Any) -> None:
             self.stopping = True
@@ -257,16 +262,26 @@ def _exit_text(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """The listening socket all replicas share; a LocalServeError naming host and port when it cannot bind."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def bind_socket(host: str, port: int, uds: str | None = None) -> socket.socket:
+    """The listening socket all replicas share (``uds``: a Unix socket at that path, as uvicorn makes one);
+    a LocalServeError naming the address when it cannot bind."""
+    if uds is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if os.path.exists(uds) and stat.S_ISSOCK(os.stat(uds).st_mode):
+            os.unlink(uds)  # a stale socket of an earlier run, as uvicorn removes it
+        address: Any = uds
+    else:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        address = (host, port)
     try:
-        sock.bind((host, port))
+        sock.bind(address)
+        if uds is not None:
+            os.chmod(uds, 0o666)
     except OSError as exc:
         sock.close()
-        raise StartError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+        shown = uds if uds is not None else f"{host}:{port}"
+        raise StartError(f"Cannot listen on {shown}: {exc.strerror}.") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
