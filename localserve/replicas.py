@@ -172,11 +172,7 @@ class Supervisor:
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
         sock = bind_socket(self.options.host, self.options.port, self.options.uds)
-        port = None if self.options.uds is not None else int(sock.getsockname()[1])
-        lines = banner_lines(self.config.source, [api.name for api in self.config.apis], self.options, port=port, grpc_port=self.options.grpc_port)
-        lines[0] += f" with {self.replicas} replicas"
-        for line in lines:
-            log.info("%s", line)
+        self.log_banner(sock)
 
         def stop(signum: int, frame: Any) -> None:
             self.stopping = True
@@ -203,6 +199,15 @@ class Supervisor:
         if self.failure is not None:
             raise StartError(f"The server stopped: {self.failure}.")
         return 0
+
+    def log_banner(self, sock: socket.socket) -> None:
+        """The startup banner (``server.banner``), with the port the shared socket is bound to."""
+        port = None if self.options.uds is not None else int(sock.getsockname()[1])
+        names = [api.name for api in self.config.apis]
+        lines = banner_lines(self.config.source, names, self.options, port=port, grpc_port=self.options.grpc_port)
+        lines[0] += f" with {self.replicas} replicas"
+        for line in lines:
+            log.info("%s", line)
 
     def _watch(self, index: int, process: ReplicaProcess, sock: socket.socket, next_start: dict[int, float]) -> None:
         """One look at replica ``index``: ready, dead (restart after a backoff, or stop the start), or restarted."""

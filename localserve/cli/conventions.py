@@ -5,23 +5,28 @@ from ``LOCALSERVE_MAX_BODY_SIZE`` (the flag's long name, upper-cased, after ``LO
 given on the command line wins; a repeatable flag takes several values separated by spaces). It is
 set in one place, ``read_flags_from_environment``, for every option of every command (uvicorn's
 ``auto_envvar_prefix``, named after the flag rather than the parameter); ``--help`` names each one.
-Only ``--help`` and ``--version`` have none (``ENV_EXEMPT``).
+Only ``--help`` and ``--version`` have none (``env_exempt``).
 
 ``-h``: in the commands with ``--handler`` (``run``, ``serve``, ``check``) it is ``--handler``, as in
-ABEJA's ``abeja model run-local -h main:handler``; help is ``--help`` there (``HandlerCommand``). In
+ABEJA's ``abeja model run-local -h main:handler``; help is ``--help`` there (``handler_command``). In
 the other commands ``-h`` is help too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-__all__ = ["ENV_EXEMPT", "ENV_PREFIX", "HANDLER_COMMAND", "HandlerCommand", "envvar_of", "read_flags_from_environment"]
+__all__ = ["ENV_PREFIX", "HandlerCommand", "env_exempt", "envvar_of", "handler_command", "read_flags_from_environment"]
 
 ENV_PREFIX = "LOCALSERVE"
-ENV_EXEMPT = frozenset({"help", "version"})  # eager options that act at once: nothing to read from the environment
+
+
+def env_exempt(option: click.Parameter) -> bool:
+    """``--help`` and ``--version``: eager options that act at once and give the command no value."""
+    return option.is_eager and not option.expose_value
 
 
 def envvar_of(option: click.Option) -> str:
@@ -41,7 +46,7 @@ def read_flags_from_environment(command: click.Command) -> None:
     its ``LOCALSERVE_*`` name is always among them, first.
     """
     for param in command.params:
-        if not isinstance(param, click.Option) or param.name in ENV_EXEMPT:
+        if not isinstance(param, click.Option) or env_exempt(param):
             continue
         ours = envvar_of(param)
         others = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or [])
@@ -68,5 +73,6 @@ class HandlerCommand(click.Command):
             ) from None
 
 
-HANDLER_COMMAND: dict[str, Any] = {"cls": HandlerCommand, "context_settings": {"help_option_names": ["--help"]}}
-
+def handler_command() -> Callable[[Callable[..., Any]], HandlerCommand]:
+    """``@click.command()`` for a command with ``--handler``: ``-h`` is it, help is ``--help``."""
+    return click.command(cls=HandlerCommand, context_settings={"help_option_names": ["--help"]})

@@ -31,9 +31,7 @@ _OPTIONS = [
         help="The URL prefix a proxy serves localserve under and strips, e.g. /models (uvicorn's --root-path): "
         "requests arrive without it; the pages' links, /openapi.json's servers and the startup URLs carry it.",
     ),
-    click.option(
-        "--ssl-keyfile", type=_FILE, help="Serve HTTPS with this private key (PEM), with --ssl-certfile."
-    ),
+    click.option("--ssl-keyfile", type=_FILE, help="Serve HTTPS with this private key (PEM), with --ssl-certfile."),
     click.option(
         "--ssl-certfile",
         type=_FILE,

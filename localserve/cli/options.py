@@ -260,7 +260,9 @@ def setup_logging(
     """Configure logging from the command's flags (``quiet``: errors only; ``config_file``: ``--log-config``)."""
     from localserve.logs import configure_logging
 
-    configure_logging(flags.log_format or default_format, "error" if quiet else flags.log_level, config_file=config_file)
+    configure_logging(
+        flags.log_format or default_format, "error" if quiet else flags.log_level, config_file=config_file
+    )
 
 
 def logging_configured(

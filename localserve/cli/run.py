@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from localserve.cli.conventions import HANDLER_COMMAND
+from localserve.cli.conventions import handler_command
 from localserve.cli.options import (
     ApiFlags,
     api_settings,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from localserve.config import ServeConfig
 
 
-@click.command(**HANDLER_COMMAND)
+@handler_command()
 @project_options
 @run_api_options
 @click.option("--api", "api_name", help="Which API of the config receives the request (only it is loaded).")

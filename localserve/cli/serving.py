@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from localserve.cli.conventions import HANDLER_COMMAND
+from localserve.cli.conventions import handler_command
 from localserve.cli.listen import check_listen, listen_options, server_url
 from localserve.cli.options import (
     ApiFlags,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from localserve.config import ServeConfig
 
 
-@click.command(**HANDLER_COMMAND)
+@handler_command()
 @project_options
 @run_api_options
 @click.option("--api", "api_names", multiple=True, help="Serve only this API of the config (repeatable).")
@@ -139,7 +139,7 @@ def serve(
     check_listen(settings)
     setup_logging(flags, config_file=settings["log_config"])
     grpc_port, port = settings["grpc_port"], settings["port"]
-    if grpc_port is not None and grpc_port == port:
+    if grpc_port is not None and grpc_port == port and port != 0:  # 0: each its own free port
         raise ConfigError(f"--grpc-port {grpc_port} is the HTTP port (--port); give gRPC a port of its own, e.g. 8081.")
     if grpc_port is not None and (find_spec("grpc") is None or find_spec("google.protobuf") is None):
         raise ConfigError(

@@ -8,12 +8,12 @@ from typing import Any
 
 import click
 
-from localserve.cli.conventions import HANDLER_COMMAND
+from localserve.cli.conventions import handler_command
 from localserve.cli.options import fail_on_errors, project_options
 from localserve.errors import LocalServeError
 
 
-@click.command(**HANDLER_COMMAND)
+@handler_command()
 @project_options
 @click.option("--handler", "-h", "handler", help='ABEJA handler "module:function" (-h, as in `run`; help is --help).')
 @click.option(

@@ -133,13 +133,14 @@ def configured_logging(
     global _handler
     root, ours = logging.getLogger(), logging.getLogger("localserve")
     handlers, root_level, our_level, previous = list(root.handlers), root.level, ours.level, _handler
-    handler = configure_logging(log_format, level, config_file=config_file)
+    our_handlers, our_propagate = list(ours.handlers), ours.propagate  # a --log-config may change them
     try:
-        yield handler
+        yield configure_logging(log_format, level, config_file=config_file)
     finally:
         flush_access_log()
         root.handlers[:] = handlers
         root.setLevel(root_level)
+        ours.handlers[:], ours.propagate = our_handlers, our_propagate
         ours.setLevel(our_level)
         _handler = previous
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
 from localserve.errors import ModelLoadError
 from localserve.runtimes.progress import download_progress, human_size
 

@@ -94,7 +94,9 @@ class Runner:
         """The startup banner's lines (``server.banner``), with the ports bound."""
         grpc = self.app.grpc
         grpc_port = (grpc.port or self.options.grpc_port) if grpc is not None else None
-        return banner_lines(self.config.source, list(self.app.apis), self.options, port=self.port(), grpc_port=grpc_port)
+        return banner_lines(
+            self.config.source, list(self.app.apis), self.options, port=self.port(), grpc_port=grpc_port
+        )
 
     def start_in_thread(self, wait: float) -> int:
         """Serve the App from a background thread; its port once every API has loaded (or failed to)."""
