@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from localserve.config import ServeConfig
@@ -192,7 +193,7 @@ class Supervisor:
             for process in self.processes:
                 if process is not None:
                     process.close()
-            sock.close()
+            close_socket(sock, self.options.uds)
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -203,11 +204,9 @@ class Supervisor:
     def log_banner(self, sock: socket.socket) -> None:
         """The startup banner (``server.banner``), with the port the shared socket is bound to."""
         port = None if self.options.uds is not None else int(sock.getsockname()[1])
-        names = [api.name for api in self.config.apis]
-        lines = banner_lines(self.config.source, names, self.options, port=port, grpc_port=self.options.grpc_port)
-        lines[0] += f" with {self.replicas} replicas"
-        for line in lines:
-            log.info("%s", line)
+        names, grpc = [api.name for api in self.config.apis], self.options.grpc_port
+        for i, line in enumerate(banner_lines(self.config.source, names, self.options, port=port, grpc_port=grpc)):
+            log.info("%s%s", line, f" with {self.replicas} replicas" if i == 0 else "")
 
     def _watch(self, index: int, process: ReplicaProcess, sock: socket.socket, next_start: dict[int, float]) -> None:
         """One look at replica ``index``: ready, dead (restart after a backoff, or stop the start), or restarted."""
@@ -290,3 +289,10 @@ def bind_socket(host: str, port: int, uds: str | None = None) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def close_socket(sock: socket.socket, uds: str | None) -> None:
+    """Close what ``bind_socket`` opened (and remove its Unix socket's file)."""
+    sock.close()
+    if uds is not None:
+        Path(uds).unlink(missing_ok=True)
