@@ -33,6 +33,7 @@ class Site:
     ranges: bool = True  # whether Range is honoured
     headers: dict[str, str] = field(default_factory=dict)  # extra response headers
     seen: list[dict[str, str | None]] = field(default_factory=list)  # each GET's Range and If-Range
+    busy: int = 0  # the first GETs answered 503, this many
 
     etag: str = '"v1"'
 
@@ -59,6 +60,11 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             asked = self.headers.get("Range")
             site.seen.append({"range": asked, "if-range": self.headers.get("If-Range")})
+            if len(site.seen) <= site.busy:
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             start = 0
             if asked and site.ranges and self.headers.get("If-Range") in (None, site.etag):
                 start = int(re.fullmatch(r"bytes=(\d+)-", asked).group(1))  # type: ignore[union-attr]
@@ -67,7 +73,7 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
             else:
                 self._head(200, len(site.body), {})
             body = site.body[start:]
-            drop = site.drop_at if len(site.seen) == 1 else None
+            drop = site.drop_at if len(site.seen) == site.busy + 1 else None
             for offset in range(0, len(body), PIECE):
                 if drop is not None and offset >= drop:
                     self.close_connection = True
@@ -184,3 +190,21 @@ def test_progress_is_logged_when_stderr_is_not_a_terminal(
     steps = [int(m.group(1)) for line in lines[1:-1] if (m := pattern.fullmatch(line))]
     assert len(steps) == len(lines) - 2  # every line between is a progress line
     assert [s for s in steps if s % 10 == 0] == [10, 20, 30, 40, 50, 60, 70, 80, 90]
+
+
+def test_a_busy_server_is_tried_again_and_a_dead_one_named(
+    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = os.urandom(MiB)
+    url = serve_site(Site(body, busy=1))
+    path = resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert path.read_bytes() == body
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"Download of {url}/m.onnx: HTTP 503 after 0 B; trying again in 0.5 s (try 2 of 4)"
+    ]
+    url = serve_site(Site(body, busy=4))
+    with pytest.raises(ModelLoadError) as info:
+        resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert str(info.value) == (
+        f"Cannot download the model {url}/m.onnx: HTTP 503 after 0 B; gave up after 4 tries in a row without progress."
+    )
