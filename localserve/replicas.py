@@ -18,11 +18,13 @@ import pickle
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from localserve.config import ServeConfig
@@ -30,6 +32,7 @@ from localserve.config.options import ServeOptions
 from localserve.errors import StartError
 from localserve.metrics import MULTIPROC_ENV
 from localserve.replica import ReplicaProcess
+from localserve.server.banner import banner_lines
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3  # a replica's exit code when its APIs could not load (it stops the start)
@@ -169,9 +172,8 @@ class Supervisor:
 
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
-        host, port = self.options.host, self.options.port
-        sock = bind_socket(host, port)
-        log.info("serving %s at http://%s:%d with %d replicas", self.config.source, host, port, self.replicas)
+        sock = bind_socket(self.options.host, self.options.port, self.options.uds)
+        self.log_banner(sock)
 
         def stop(signum: int, frame: Any) -> None:
             self.stopping = True
@@ -191,13 +193,20 @@ class Supervisor:
             for process in self.processes:
                 if process is not None:
                     process.close()
-            sock.close()
+            close_socket(sock, self.options.uds)
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if self.failure is not None:
             raise StartError(f"The server stopped: {self.failure}.")
         return 0
+
+    def log_banner(self, sock: socket.socket) -> None:
+        """The startup banner (``server.banner``), with the port the shared socket is bound to."""
+        port = None if self.options.uds is not None else int(sock.getsockname()[1])
+        names, grpc = [api.name for api in self.config.apis], self.options.grpc_port
+        for i, line in enumerate(banner_lines(self.config.source, names, self.options, port=port, grpc_port=grpc)):
+            log.info("%s%s", line, f" with {self.replicas} replicas" if i == 0 else "")
 
     def _watch(self, index: int, process: ReplicaProcess, sock: socket.socket, next_start: dict[int, float]) -> None:
         """One look at replica ``index``: ready, dead (restart after a backoff, or stop the start), or restarted."""
@@ -257,16 +266,33 @@ def _exit_text(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """The listening socket all replicas share; a LocalServeError naming host and port when it cannot bind."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def bind_socket(host: str, port: int, uds: str | None = None) -> socket.socket:
+    """The listening socket all replicas share (``uds``: a Unix socket at that path, as uvicorn makes one);
+    a LocalServeError naming the address when it cannot bind."""
+    if uds is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if os.path.exists(uds) and stat.S_ISSOCK(os.stat(uds).st_mode):
+            os.unlink(uds)  # a stale socket of an earlier run, as uvicorn removes it
+        address: Any = uds
+    else:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        address = (host, port)
     try:
-        sock.bind((host, port))
+        sock.bind(address)
+        if uds is not None:
+            os.chmod(uds, 0o666)
     except OSError as exc:
         sock.close()
-        raise StartError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+        shown = uds if uds is not None else f"{host}:{port}"
+        raise StartError(f"Cannot listen on {shown}: {exc.strerror}.") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def close_socket(sock: socket.socket, uds: str | None) -> None:
+    """Close what ``bind_socket`` opened (and remove its Unix socket's file)."""
+    sock.close()
+    if uds is not None:
+        Path(uds).unlink(missing_ok=True)

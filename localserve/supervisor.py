@@ -75,11 +75,12 @@ def _serve(
     fatal = [] if fatal is None else fatal
     runner = Runner(config, options)
     app = runner.app
-    server = runner.http_server(on_loaded=(lambda: on_ready() if app.ready else None) if on_ready else None)
-    app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)  # seed 001
-    if sock is None:
-        names = ", ".join(f"/{name}" for name in app.apis)
-        log.info("serving %s at http://%s:%d (%s)", config.source, options.host, options.port, names)
+    server = runner.http_server(
+        on_loaded=(lambda: on_ready() if app.ready else None) if on_ready else None,
+        on_listening=(lambda: _log_lines(runner.banner())) if sock is None else None,  # replicas: the supervisor's
+    )
+    if options.uds is None:  # api-<name> hosts resolve to a TCP port
+        app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)  # seed 001
     stopped: int | None = None
     try:
         with capture_prints():  # what handlers print becomes log lines with their request id
@@ -108,13 +109,18 @@ def _serve(
     return code
 
 
+def _log_lines(lines: list[str]) -> None:
+    for line in lines:
+        log.info("%s", line)
+
+
 def run_replica(start: ReplicaStart, sock: socket.socket, ready: IO[bytes]) -> None:
     """The body of a replica process: serve on ``sock``; write one byte to ``ready`` once every API is loaded."""
     config, options = start.config, start.options
     enter_replica(config.project, config.workdir, config.mnt_mode)
     from localserve.logs import configure_logging
 
-    configure_logging(options.log_format, options.log_level)
+    configure_logging(options.log_format, options.log_level, config_file=options.log_config)
 
     def on_ready() -> None:
         try:

@@ -154,7 +154,7 @@ def api_options(func: F, *, handler_short: bool = False) -> F:
 
 
 def run_api_options(func: F) -> F:
-    """api_options with ``-h`` for ``--handler`` (the ``run`` command, like ABEJA's run-local)."""
+    """api_options with ``-h`` for ``--handler`` (``run`` and ``serve``, like ABEJA's run-local)."""
     return api_options(func, handler_short=True)
 
 
@@ -254,11 +254,15 @@ def environment_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def setup_logging(flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None) -> None:
-    """Configure logging from the command's flags (``quiet``: errors only)."""
+def setup_logging(
+    flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None, config_file: Path | None = None
+) -> None:
+    """Configure logging from the command's flags (``quiet``: errors only; ``config_file``: ``--log-config``)."""
     from localserve.logs import configure_logging
 
-    configure_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)
+    configure_logging(
+        flags.log_format or default_format, "error" if quiet else flags.log_level, config_file=config_file
+    )
 
 
 def logging_configured(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from localserve.cli.conventions import handler_command
 from localserve.cli.options import (
     ApiFlags,
     api_settings,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from localserve.config import ServeConfig
 
 
-@click.command(context_settings={"help_option_names": ["--help"]})
+@handler_command()
 @project_options
 @run_api_options
 @click.option("--api", "api_name", help="Which API of the config receives the request (only it is loaded).")

@@ -10,15 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from localserve.cli.conventions import handler_command
+from localserve.cli.listen import check_listen, listen_options, server_url
 from localserve.cli.options import (
     ApiFlags,
-    api_options,
     api_settings,
     environment_settings,
     fail_on_errors,
     load,
     project_options,
     project_settings,
+    run_api_options,
     setup_logging,
 )
 from localserve.compat.context import Project
@@ -28,9 +30,9 @@ if TYPE_CHECKING:
     from localserve.config import ServeConfig
 
 
-@click.command()
+@handler_command()
 @project_options
-@api_options
+@run_api_options
 @click.option("--api", "api_names", multiple=True, help="Serve only this API of the config (repeatable).")
 # The Docker image sets LOCALSERVE_HOST (and may set LOCALSERVE_PORT): arguments after the image
 # name replace its CMD, and must not lose the address that `docker run -p` reaches.
@@ -127,6 +129,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="Comma-separated addresses (or *) of the proxies whose X-Forwarded-For/-Proto the server trusts, as uvicorn's.",
 )
+@listen_options
 @fail_on_errors
 def serve(
     project: Path,
@@ -135,11 +138,15 @@ def serve(
     api_names: tuple[str, ...],
     **settings: Any,
 ) -> None:
-    """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default)."""
+    """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default).
+
+    -h is --handler, as in ABEJA's run-local; help is --help.
+    """
     # ``settings``: the other flags, named as the fields of ServeOptions and HttpLimits (--host, --port, ...).
-    setup_logging(flags)
+    check_listen(settings)
+    setup_logging(flags, config_file=settings["log_config"])
     grpc_port, port = settings["grpc_port"], settings["port"]
-    if grpc_port is not None and grpc_port == port:
+    if grpc_port is not None and grpc_port == port and port != 0:  # 0: each its own free port
         raise ConfigError(f"--grpc-port {grpc_port} is the HTTP port (--port); give gRPC a port of its own, e.g. 8081.")
     if grpc_port is not None and (find_spec("grpc") is None or find_spec("google.protobuf") is None):
         raise ConfigError(
@@ -148,9 +155,7 @@ def serve(
     config = load(project, config_file, flags)
     if api_names:
         config = config.only(api_names)
-    host, port = settings["host"], settings["port"]
-    display_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    with Project(config, project_settings(flags, quiet=False, url=f"http://{display_host}:{port}")) as config:
+    with Project(config, project_settings(flags, quiet=False, url=server_url(settings))) as config:
         code = _serve(config, flags, settings)
     if code:
         sys.exit(code)

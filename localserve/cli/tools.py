@@ -8,13 +8,14 @@ from typing import Any
 
 import click
 
+from localserve.cli.conventions import handler_command
 from localserve.cli.options import fail_on_errors, project_options
 from localserve.errors import LocalServeError
 
 
-@click.command()
+@handler_command()
 @project_options
-@click.option("--handler", help='ABEJA handler "module:function".')
+@click.option("--handler", "-h", "handler", help='ABEJA handler "module:function" (-h, as in `run`; help is --help).')
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -36,8 +37,9 @@ def check(project: Path, config_file: Path | None, handler: str | None, cache_di
 @click.argument("api", required=False)
 @click.option("--url", default="http://127.0.0.1:8888", show_default=True, help="The running server.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stats as JSON.")
+@click.option("--api-key", help="The key of a server started with --api-key (sent as 'Authorization: Bearer <key>').")
 @fail_on_errors
-def get(api: str | None, url: str, as_json: bool) -> None:
+def get(api: str | None, url: str, as_json: bool, api_key: str | None) -> None:
     """Show each API's status, request counts, latency and tracker stats (like `cortex get`)."""
     import urllib.error
     import urllib.request
@@ -45,12 +47,16 @@ def get(api: str | None, url: str, as_json: bool) -> None:
     from localserve.cli.get_tables import render_get
 
     target = f"{url.rstrip('/')}/{api}/stats" if api else f"{url.rstrip('/')}/stats"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(target, timeout=10) as response:
+        with urllib.request.urlopen(urllib.request.Request(target, headers=headers), timeout=10) as response:
             stats = json.loads(response.read())
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")
-        raise LocalServeError(f"{target} answered {exc.code}: {detail}") from None
+        hint = ""
+        if exc.code == 401:
+            hint = " (give the server's key: --api-key KEY or LOCALSERVE_API_KEY)" if not api_key else " (wrong key?)"
+        raise LocalServeError(f"{target} answered {exc.code}: {detail.strip()}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise LocalServeError(f"Cannot reach localserve at {url}: {reason}. Is `localserve serve` running?") from None

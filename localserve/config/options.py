@@ -62,6 +62,12 @@ class ServeOptions:
     log_format: str | None = None  # --log-format (None: json unless stderr is a terminal)
     log_level: str = "info"  # --log-level
     forwarded_allow_ips: str = "127.0.0.1,::1"  # --forwarded-allow-ips: proxies whose X-Forwarded-* are applied
+    # --root-path: the prefix a proxy serves us under and strips (uvicorn's); links and OpenAPI servers carry it.
+    root_path: str = ""
+    ssl_keyfile: Path | None = None  # --ssl-keyfile: with --ssl-certfile, HTTPS (uvicorn's names)
+    ssl_certfile: Path | None = None  # --ssl-certfile
+    uds: str | None = None  # --uds: serve on this Unix domain socket instead of host:port
+    log_config: Path | None = None  # --log-config: a logging config file (JSON, YAML or INI) applied over ours
     cache_dir: Path | None = None  # --cache-dir; None: $XDG_CACHE_HOME/localserve, else ~/.cache/localserve
     # Read from the environment by the CLI (cli.options.environment_settings), never below it.
     on_kubernetes: bool = False  # KUBERNETES_SERVICE_HOST is set: a node's pods share its cores (no pinning default)

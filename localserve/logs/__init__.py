@@ -28,6 +28,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
+from pathlib import Path
 from typing import TextIO
 
 from localserve.errors import ConfigError
@@ -35,6 +36,7 @@ from localserve.errors import ConfigError
 __all__ = [
     "access_log",
     "api_var",
+    "apply_log_config",
     "capture_prints",
     "configure_logging",
     "configured_logging",
@@ -60,8 +62,11 @@ LEVELS = ("debug", "info", "warning", "error", "critical")
 _handler: logging.Handler | None = None
 
 
-def configure_logging(log_format: str | None, level: str = "info", stream: TextIO | None = None) -> logging.Handler:
-    """Send every log line to stderr as ``json`` or ``text`` (None: json unless stderr is a terminal)."""
+def configure_logging(
+    log_format: str | None, level: str = "info", stream: TextIO | None = None, config_file: Path | None = None
+) -> logging.Handler:
+    """Send every log line to stderr as ``json`` or ``text`` (None: json unless stderr is a terminal);
+    ``config_file`` (``--log-config``) is applied over that (``apply_log_config``)."""
     global _handler
     if level.lower() not in LEVELS:
         raise ConfigError(f"Unknown log level {level!r}; expected one of {', '.join(LEVELS)}.")
@@ -79,22 +84,63 @@ def configure_logging(log_format: str | None, level: str = "info", stream: TextI
     root.setLevel(level.upper())
     logging.getLogger("localserve").setLevel(level.upper())
     _handler = handler
+    if config_file is not None:
+        apply_log_config(config_file)
     return handler
 
 
+def apply_log_config(path: Path) -> None:
+    """``--log-config``: a logging config file applied as uvicorn applies its own ``--log-config``.
+
+    ``.json`` and ``.yaml``/``.yml`` are ``logging.config.dictConfig`` dicts, anything else an INI file
+    for ``logging.config.fileConfig``. Loggers the file does not name keep working
+    (``disable_existing_loggers`` is False unless the file says otherwise, as in uvicorn's own config).
+    """
+    global _handler
+    import logging.config
+
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".json", ".yaml", ".yml"):
+            text = path.read_text(encoding="utf-8")
+            if suffix == ".json":
+                import json
+
+                config = json.loads(text)
+            else:
+                import yaml
+
+                config = yaml.safe_load(text)
+            if not isinstance(config, dict):
+                raise ValueError("expected a mapping (logging.config.dictConfig's schema, with version: 1)")
+            config.setdefault("disable_existing_loggers", False)
+            logging.config.dictConfig(config)
+        else:
+            if not path.is_file():
+                raise FileNotFoundError(f"no such file {str(path)!r}")
+            logging.config.fileConfig(path, disable_existing_loggers=False)
+    except Exception as exc:  # json, yaml, configparser and logging.config each raise their own
+        raise ConfigError(f"--log-config {path}: cannot apply it: {exc}") from None
+    if _handler is not None and _handler not in logging.getLogger().handlers:
+        _handler = None  # the access log writes through the root's handlers now
+
+
 @contextlib.contextmanager
-def configured_logging(log_format: str | None, level: str = "info") -> Iterator[logging.Handler]:
+def configured_logging(
+    log_format: str | None, level: str = "info", config_file: Path | None = None
+) -> Iterator[logging.Handler]:
     """``configure_logging`` for a while: the root's handlers and the levels it replaced are back afterwards."""
     global _handler
     root, ours = logging.getLogger(), logging.getLogger("localserve")
     handlers, root_level, our_level, previous = list(root.handlers), root.level, ours.level, _handler
-    handler = configure_logging(log_format, level)
+    our_handlers, our_propagate = list(ours.handlers), ours.propagate  # a --log-config may change them
     try:
-        yield handler
+        yield configure_logging(log_format, level, config_file=config_file)
     finally:
         flush_access_log()
         root.handlers[:] = handlers
         root.setLevel(root_level)
+        ours.handlers[:], ours.propagate = our_handlers, our_propagate
         ours.setLevel(our_level)
         _handler = previous
 

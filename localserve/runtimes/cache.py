@@ -1,6 +1,6 @@
 """The model cache's files and folders, never half-written where they would be used: a download is written
 to a temporary name in the same folder, fsynced and renamed; a folder is built in a staging folder and
-renamed. Also the cache's keys, the model folder inside an unpacked one, and the progress bar."""
+renamed. Also the cache's keys and the model folder inside an unpacked one (progress: ``progress``)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ import hashlib
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
 
 from localserve.errors import ModelLoadError
+from localserve.runtimes.progress import download_progress, human_size
 
 logger = logging.getLogger("localserve")
 
@@ -33,21 +32,29 @@ def model_root(folder: Path) -> Path:
     return folder
 
 
-def download(read: Callable[[int], bytes], target: Path, total: int | None, label: str, show_bar: bool) -> None:
-    """Stream ``read`` into ``target`` atomically; a short or broken stream raises and leaves nothing behind."""
+def download(chunks: Iterable[bytes], target: Path, total: int | None, label: str, show_bar: bool) -> None:
+    """Write ``chunks`` into ``target`` atomically; a short or broken stream raises and leaves nothing behind.
+
+    Progress goes to a bar (``show_bar``) or to log lines (``progress``); an exception from ``chunks``
+    (a failed checksum at its end included) leaves no file.
+    """
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     tmp = Path(tmp_name)
     started = time.monotonic()
     done = 0
-    bar = _Bar(label, total) if show_bar else None
+    progress = download_progress(label, total, bar=show_bar)
     try:
         with os.fdopen(fd, "wb") as out:
             try:
-                for chunk in _chunks(read, label):
+                for chunk in chunks:
+                    if chunk is RESTART:  # the source starts again from its first byte
+                        out.seek(0)
+                        out.truncate()
+                        done = 0
+                        continue
                     out.write(chunk)
                     done += len(chunk)
-                    if bar is not None:
-                        bar.update(done)
+                    progress.update(done)
             except _Truncated:
                 if total is None:
                     raise ModelLoadError(f"Download of {label} was interrupted after {done} bytes.") from None
@@ -60,14 +67,20 @@ def download(read: Callable[[int], bytes], target: Path, total: int | None, labe
         tmp.unlink(missing_ok=True)
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        progress.close()
     seconds = time.monotonic() - started
-    logger.info("Downloaded %s (%s) in %.1fs to %s", label, _size(done), seconds, target)
+    logger.info("Downloaded %s (%s) in %.1fs to %s", label, human_size(done), seconds, target)
 
 
-def _chunks(read: Callable[[int], bytes], label: str) -> Iterator[bytes]:
-    """Chunks of ``read`` until the end; _Truncated when the stream is cut short."""
+class _Restart(bytes):
+    pass
+
+
+RESTART = _Restart()  # yielded by a source of ``download`` that starts again from its first byte (compared by identity)
+
+
+def read_chunks(read: Callable[[int], bytes], label: str) -> Iterator[bytes]:
+    """Chunks of ``read`` (a file-like object's) until the end; a stream cut short ends ``download`` with how much came."""
     import http.client
 
     while True:
@@ -102,30 +115,6 @@ def staging_dir(parent: Path, target: Path) -> Iterator[Path]:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-class _Bar:
-    """A one-line progress bar on stderr."""
-
-    def __init__(self, label: str, total: int | None, stream: IO[str] | None = None) -> None:
-        self.label, self.total, self.stream = label, total, stream or sys.stderr
-        self.last = 0.0
-
-    def update(self, done: int) -> None:
-        now = time.monotonic()
-        if now - self.last < 0.1 and done != self.total:
-            return
-        self.last = now
-        if self.total:
-            filled = int(30 * done / self.total)
-            self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {_size(done)}/{_size(self.total)}")
-        else:
-            self.stream.write(f"\r{self.label} {_size(done)}")
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.stream.write("\n")
-        self.stream.flush()
-
-
 def cache_key(*parts: str) -> str:
     """A cache folder's key: a digest of the location and its validator (ETag, Last-Modified)."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
@@ -134,11 +123,3 @@ def cache_key(*parts: str) -> str:
 def safe_name(name: str) -> str:
     """A remote file's name fit for the cache folder ("model" when it is empty or a path)."""
     return name if name not in ("", ".", "..") and "/" not in name and "\\" not in name else "model"
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from localserve.errors import ModelLoadError
-from localserve.runtimes.cache import cache_key, download, model_root, safe_name, staging_dir
+from localserve.runtimes.cache import cache_key, download, model_root, read_chunks, safe_name, staging_dir
 
 logger = logging.getLogger("localserve")
 
@@ -104,7 +104,7 @@ def _fetch_s3_object(
     folder.mkdir(parents=True, exist_ok=True)
     body = client.get_object(Bucket=bucket, Key=key, IfMatch=head["ETag"])["Body"]
     try:
-        download(body.read, target, int(head["ContentLength"]), location, show_bar)
+        download(read_chunks(body.read, location), target, int(head["ContentLength"]), location, show_bar)
     finally:
         body.close()
     return target
@@ -134,7 +134,8 @@ def _fetch_s3_prefix(
             dest.parent.mkdir(parents=True, exist_ok=True)
             body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"]
             try:
-                download(body.read, dest, int(obj["Size"]), f"s3://{bucket}/{obj['Key']}", show_bar)
+                label = f"s3://{bucket}/{obj['Key']}"
+                download(read_chunks(body.read, label), dest, int(obj["Size"]), label, show_bar)
             finally:
                 body.close()
     return model_root(target)

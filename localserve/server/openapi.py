@@ -252,8 +252,11 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
     return paths
 
 
-def openapi_document(apis: Sequence[ApiDoc], *, title: str = "localserve", bearer: bool = False) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of a server answering ``apis`` (with ``bearer``: every route needs the key)."""
+def openapi_document(
+    apis: Sequence[ApiDoc], *, title: str = "localserve", bearer: bool = False, root_path: str = ""
+) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of a server answering ``apis`` (with ``bearer``: every route needs the key;
+    ``root_path``: ``--root-path``, its ``servers`` entry, so that "Try it out" goes through the proxy)."""
     paths: dict[str, Any] = {}
     for api in apis:
         paths.update(api_paths(api))
@@ -285,6 +288,8 @@ def openapi_document(apis: Sequence[ApiDoc], *, title: str = "localserve", beare
             }
         },
     }
+    if root_path:
+        document["servers"] = [{"url": root_path}]
     if bearer:
         document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         document["security"] = [{"bearer": []}]

@@ -116,7 +116,7 @@ class Pages:
     def document(self) -> dict[str, Any]:
         """The OpenAPI 3.1 document of every route the server answers."""
         apis = self.api_docs()
-        document = openapi_document(apis, bearer=self.bearer)
+        document = openapi_document(apis, bearer=self.bearer, root_path=self.app.options.root_path)
         if self.v2_inference:
             add_v2_paths(document, [api for api in apis if api.model_format is not None])
         return document

@@ -27,6 +27,7 @@ from localserve.config.options import ServeOptions
 from localserve.errors import LocalServeError
 from localserve.server.app import App
 from localserve.server.auth import require_api_key
+from localserve.server.banner import banner_lines
 from localserve.server.connection.server import bound_port, uvicorn_server
 
 __all__ = ["Runner"]
@@ -65,14 +66,19 @@ class Runner:
 
         return asyncio.run(main())
 
-    def http_server(self, *, on_loaded: Callable[[], None] | None = None) -> uvicorn.Server:
+    def http_server(
+        self, *, on_loaded: Callable[[], None] | None = None, on_listening: Callable[[], None] | None = None
+    ) -> uvicorn.Server:
         """The uvicorn server of the App (not started): SIGTERM/SIGINT begin the App's graceful shutdown.
 
         ``on_loaded``: called on the event loop once loading has ended (loaded, failed or cancelled).
+        ``on_listening``: called once the server listens (``port()`` is the port bound).
         """
         app = self.app
 
         def started() -> None:
+            if on_listening is not None:
+                on_listening()
             if on_loaded is not None and app.loading is not None:
                 app.loading.add_done_callback(lambda _: on_loaded())
 
@@ -83,6 +89,14 @@ class Runner:
     def port(self) -> int | None:
         """The port the App is served on, once it listens."""
         return bound_port(self.server)
+
+    def banner(self) -> list[str]:
+        """The startup banner's lines (``server.banner``), with the ports bound."""
+        grpc = self.app.grpc
+        grpc_port = (grpc.port or self.options.grpc_port) if grpc is not None else None
+        return banner_lines(
+            self.config.source, list(self.app.apis), self.options, port=self.port(), grpc_port=grpc_port
+        )
 
     def start_in_thread(self, wait: float) -> int:
         """Serve the App from a background thread; its port once every API has loaded (or failed to)."""

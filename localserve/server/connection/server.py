@@ -41,7 +41,10 @@ def uvicorn_server(
             asgi,
             host=options.host,
             port=options.port,
-            log_config=None,
+            uds=options.uds,
+            ssl_keyfile=options.ssl_keyfile,
+            ssl_certfile=options.ssl_certfile,
+            log_config=None,  # ours, with --log-config applied over it (logs.configure_logging)
             access_log=False,
             lifespan="on",
             http=protocol_class(options.limits),
@@ -55,6 +58,8 @@ def uvicorn_server(
 
 
 def bound_port(server: uvicorn.Server | None) -> int | None:
-    """The port ``server`` listens on, once it does."""
+    """The port ``server`` listens on, once it does (None on a Unix socket)."""
     servers = getattr(server, "servers", None) or []
-    return int(servers[0].sockets[0].getsockname()[1]) if servers else None
+    if not servers or servers[0].sockets[0].family == socket.AF_UNIX:
+        return None
+    return int(servers[0].sockets[0].getsockname()[1])

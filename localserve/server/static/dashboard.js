@@ -228,7 +228,7 @@ async function poll() {
   const key = currentKey();
   if (key) headers.Authorization = "Bearer " + key;
   try {
-    const response = await fetch("/dashboard/data", { headers, cache: "no-store" });
+    const response = await fetch("dashboard/data", { headers, cache: "no-store" });
     if (response.status === 401) {
       notice.textContent = "401: this server needs an API key; enter it above.";
       notice.className = "notice bad";

@@ -25,14 +25,14 @@ function keyForm(onSave) {
 async function start() {
   const value = key();
   const state = document.getElementById("key-state");
-  const probe = await fetch("/openapi.json", { headers: value ? { Authorization: "Bearer " + value } : {}, cache: "no-store" });
+  const probe = await fetch("openapi.json", { headers: value ? { Authorization: "Bearer " + value } : {}, cache: "no-store" });
   if (probe.status === 401) {
     state.textContent = value ? "401: the key is wrong" : "401: this server needs an API key; enter it";
     document.getElementById("api-key").focus();
     return;
   }
   window.ui = SwaggerUIBundle({
-    url: "/openapi.json",
+    url: "openapi.json",
     dom_id: "#swagger-ui",
     deepLinking: true,
     tryItOutEnabled: true,

@@ -1,0 +1,56 @@
+"""The startup banner: where the server listens, with the port really bound, and the URL of each API and page.
+
+Example::
+
+    for line in banner_lines("cortex.yaml", ["iris"], options, port=54321, grpc_port=None):
+        log.info("%s", line)
+
+``serving cortex.yaml at http://127.0.0.1:54321 (/iris)``, then one line per URL: each API, ``/docs``,
+``/dashboard``, ``/metrics`` (unless ``--no-metrics``) and the gRPC address with ``--grpc-port``. The
+URLs carry ``--root-path`` (what a browser behind the proxy opens) and ``https`` with ``--ssl-certfile``;
+a wildcard address (``0.0.0.0``, ``::``) is shown as the loopback address a browser on this machine reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from localserve.config.options import ServeOptions
+
+__all__ = ["banner_lines", "base_url"]
+
+_LOOPBACK = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def base_url(options: ServeOptions, port: int | None, *, reachable: bool = True) -> str:
+    """``http(s)://host:port`` of the server (``reachable``: a wildcard address as the loopback one)."""
+    scheme = "https" if options.ssl_certfile is not None else "http"
+    if options.uds is not None:
+        return f"{scheme}://localhost"
+    host = _LOOPBACK.get(options.host, options.host) if reachable else options.host
+    return f"{scheme}://{_url_host(host)}:{port}"
+
+
+def banner_lines(
+    source: object, api_names: Sequence[str], options: ServeOptions, *, port: int | None, grpc_port: int | None
+) -> list[str]:
+    """The banner's lines (see the module doc); ``port``/``grpc_port``: those bound (None: not known/off)."""
+    paths = ", ".join(f"/{name}" for name in api_names)
+    if options.uds is not None:
+        where = f"on the Unix socket {options.uds} (curl --unix-socket {options.uds} {base_url(options, port)}/...)"
+    else:
+        where = f"at {base_url(options, port, reachable=False)}{options.root_path}"
+    lines = [f"serving {source} {where} ({paths})"]
+    root = base_url(options, port) + options.root_path
+    lines += [f"  API {name}: {root}/{name}" for name in api_names]
+    lines += [f"  docs: {root}/docs", f"  dashboard: {root}/dashboard"]
+    if options.metrics:
+        lines.append(f"  metrics: {root}/metrics")
+    if grpc_port is not None:
+        host = _LOOPBACK.get(options.host, options.host)
+        lines.append(f"  gRPC (inference.GRPCInferenceService): {_url_host(host)}:{grpc_port}")
+    return lines

@@ -1,0 +1,210 @@
+"""Model downloads over HTTP against a real server on loopback that drops a connection mid-body: resumed with
+``Range``, checked against the checksums given, and followed in log lines when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localserve.errors import ModelLoadError
+from localserve.runtimes.sources import resolve_model
+
+MiB = 1024 * 1024
+PIECE = 64 * 1024  # the server writes the body in pieces of this size
+
+
+@dataclass
+class Site:
+    """What the test server serves and what it saw."""
+
+    body: bytes
+    drop_at: int | None = None  # the first GET sends this many bytes of the body, then closes the connection
+    ranges: bool = True  # whether Range is honoured
+    headers: dict[str, str] = field(default_factory=dict)  # extra response headers
+    seen: list[dict[str, str | None]] = field(default_factory=list)  # each GET's Range and If-Range
+    busy: int = 0  # the first GETs answered 503, this many
+
+    etag: str = '"v1"'
+
+
+def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _head(self, status: int, length: int, extra: dict[str, str]) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(length))
+            self.send_header("ETag", site.etag)
+            self.send_header("Accept-Ranges", "bytes" if site.ranges else "none")
+            for key, value in {**site.headers, **extra}.items():
+                self.send_header(key, value)
+            self.end_headers()
+
+        def do_HEAD(self) -> None:
+            self._head(200, len(site.body), {})
+
+        def do_GET(self) -> None:
+            asked = self.headers.get("Range")
+            site.seen.append({"range": asked, "if-range": self.headers.get("If-Range")})
+            if len(site.seen) <= site.busy:
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            start = 0
+            if asked and site.ranges and self.headers.get("If-Range") in (None, site.etag):
+                start = int(re.fullmatch(r"bytes=(\d+)-", asked).group(1))  # type: ignore[union-attr]
+                end = len(site.body) - 1
+                self._head(206, len(site.body) - start, {"Content-Range": f"bytes {start}-{end}/{len(site.body)}"})
+            else:
+                self._head(200, len(site.body), {})
+            body = site.body[start:]
+            drop = site.drop_at if len(site.seen) == site.busy + 1 else None
+            for offset in range(0, len(body), PIECE):
+                if drop is not None and offset >= drop:
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # the connection drops in the middle of the body
+                    return
+                self.wfile.write(body[offset : offset + PIECE])
+
+    return Handler
+
+
+@pytest.fixture
+def serve_site() -> Iterator[Any]:
+    servers = []
+
+    def start(site: Site) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(site))
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server, thread in servers:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _files(cache: Path) -> list[Path]:
+    return [p for p in cache.rglob("*") if p.is_file()]
+
+
+def test_a_dropped_connection_is_resumed_with_range_and_the_bytes_are_exact(
+    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = os.urandom(3 * MiB)
+    site = Site(body, drop_at=MiB + 5 * PIECE)
+    url = serve_site(site)
+    caplog.set_level("INFO", logger="localserve")
+    path = resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert path.read_bytes() == body
+    first, second = site.seen
+    assert first == {"range": None, "if-range": None}
+    resumed_at = int(second["range"].removeprefix("bytes=").removesuffix("-"))  # type: ignore[union-attr]
+    assert 0 < resumed_at <= MiB + 5 * PIECE  # what had arrived is not asked for again
+    assert second["if-range"] == '"v1"'  # a file changed meanwhile would come whole
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"Download of {url}/m.onnx: the connection dropped (")
+    assert warnings[0].endswith("of 3.0 MiB; trying again in 0.5 s (try 2 of 4)")
+    assert _files(tmp_path / "cache") == [path]  # no .part left
+
+
+def test_a_server_without_ranges_sends_it_all_again(serve_site: Any, tmp_path: Path) -> None:
+    body = os.urandom(2 * MiB)
+    site = Site(body, drop_at=MiB, ranges=False)
+    url = serve_site(site)
+    path = resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert path.read_bytes() == body  # the bytes of the first try were thrown away, not doubled
+    assert len(site.seen) == 2 and site.seen[1]["range"] is not None
+
+
+def test_the_url_fragments_checksum_is_checked(serve_site: Any, tmp_path: Path) -> None:
+    body = os.urandom(MiB)
+    url = serve_site(Site(body))
+    good = hashlib.sha256(body).hexdigest()
+    path = resolve_model(f"{url}/m.onnx#sha256={good}", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert path.read_bytes() == body and path.name == "m.onnx"
+    wrong = "0" * 64
+    with pytest.raises(ModelLoadError) as info:
+        resolve_model(f"{url}/m.onnx#sha256={wrong}", tmp_path, cache_root=tmp_path / "other", progress=False)
+    assert str(info.value) == (
+        f"Cannot download the model {url}/m.onnx: its sha256 is {good}, but the URL's #sha256 says {wrong}; "
+        "the file was not kept."
+    )
+    assert _files(tmp_path / "other") == []
+    with pytest.raises(ModelLoadError) as info:
+        resolve_model(f"{url}/m.onnx#sha256=abc", tmp_path, cache_root=tmp_path / "other", progress=False)
+    assert str(info.value) == (
+        f"Cannot download the model {url}/m.onnx: #sha256=abc is not a sha256 digest (expected 64 hex digits)."
+    )
+
+
+def test_the_servers_content_md5_is_checked(serve_site: Any, tmp_path: Path) -> None:
+    body = os.urandom(MiB)
+    stated = base64.b64encode(hashlib.md5(b"something else").digest()).decode()
+    url = serve_site(Site(body, headers={"Content-MD5": stated}))
+    with pytest.raises(ModelLoadError) as info:
+        resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert str(info.value) == (
+        f"Cannot download the model {url}/m.onnx: its md5 is {hashlib.md5(body).hexdigest()}, but the server's "
+        f"Content-MD5 says {hashlib.md5(b'something else').hexdigest()}; the file was not kept."
+    )
+    assert _files(tmp_path / "cache") == []
+    right = base64.b64encode(hashlib.md5(body).digest()).decode()
+    url = serve_site(Site(body, drop_at=MiB // 2, headers={"x-goog-hash": f"crc32c=AAAAAA==,md5={right}"}))
+    path = resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert path.read_bytes() == body  # resumed, and the digest spans both responses
+
+
+def test_progress_is_logged_when_stderr_is_not_a_terminal(
+    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = os.urandom(8 * MiB)
+    url = serve_site(Site(body))
+    caplog.set_level("INFO", logger="localserve")
+    resolve_model(f"{url}/big.onnx", tmp_path, cache_root=tmp_path / "cache", progress=None)  # pytest's stderr
+    lines = [r.getMessage() for r in caplog.records if r.name == "localserve"]
+    assert lines[0] == f"Downloading {url}/big.onnx (8.0 MiB)"
+    assert lines[-1].startswith(f"Downloaded {url}/big.onnx (8.0 MiB) in ")
+    pattern = re.compile(
+        rf"Downloading {re.escape(url)}/big\.onnx: (\d+)% \([\d.]+ (?:KiB|MiB) of 8\.0 MiB\), [\d.]+ (?:B|KiB|MiB|GiB)/s, ETA \d+ s"
+    )
+    steps = [int(m.group(1)) for line in lines[1:-1] if (m := pattern.fullmatch(line))]
+    assert len(steps) == len(lines) - 2  # every line between is a progress line
+    assert [s for s in steps if s % 10 == 0] == [10, 20, 30, 40, 50, 60, 70, 80, 90]
+
+
+def test_a_busy_server_is_tried_again_and_a_dead_one_named(
+    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = os.urandom(MiB)
+    url = serve_site(Site(body, busy=1))
+    path = resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert path.read_bytes() == body
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"Download of {url}/m.onnx: HTTP 503 after 0 B; trying again in 0.5 s (try 2 of 4)"
+    ]
+    url = serve_site(Site(body, busy=4))
+    with pytest.raises(ModelLoadError) as info:
+        resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
+    assert str(info.value) == (
+        f"Cannot download the model {url}/m.onnx: HTTP 503 after 0 B; gave up after 4 tries in a row without progress."
+    )
