@@ -36,7 +36,11 @@ async def call(
         "root_path": "",
         "query_string": query_string.encode("latin-1"),
         "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-        + [(b"content-length", str(len(body)).encode())],
+        + (
+            []
+            if any(k.lower() == "content-length" for k, _ in headers)
+            else [(b"content-length", str(len(body)).encode())]
+        ),
         "client": ("127.0.0.1", 0),
         "server": ("localserve-run", 0),
         "state": {},
