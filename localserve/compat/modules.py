@@ -47,8 +47,11 @@ def set_aside_shadowed(folders: Iterable[str | Path], own: Iterable[str | Path])
     prefixes = tuple(os.path.join(str(folder), "") for folder in own)
     aside: dict[str, ModuleType] = {}
     for name, module in list(sys.modules.items()):
+        top = name.partition(".")[0]
+        if top not in names or top in sys.builtin_module_names:  # a built-in module is found before any file
+            continue
         file = getattr(module, "__file__", None)
-        if name.partition(".")[0] in names and file and not str(file).startswith(prefixes):
+        if not file or not str(file).startswith(prefixes):
             aside[name] = sys.modules.pop(name)
     return aside
 
