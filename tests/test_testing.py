@@ -92,7 +92,9 @@ def test_two_projects_with_a_main_py_each_do_not_leak_into_each_other(make_proje
 
 
 def test_settings_reach_the_app_and_the_apis(make_project) -> None:
-    project = make_project({"main.py": "def handler(request, context):\n    return {'content': {'context': context}}\n"})
+    project = make_project(
+        {"main.py": "def handler(request, context):\n    return {'content': {'context': context}}\n"}
+    )
     settings = {"api_key": "k", "max_body_size": 10, "max_headers": 20, "context": {"k": 1}}
     with localserve.testing.client(project, handler="main:handler", **settings) as client:
         assert client.post("/", json={}).status_code == 401
