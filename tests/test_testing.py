@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import socket
@@ -185,6 +186,26 @@ def test_errors_say_what_is_wrong(make_project, tmp_path: Path) -> None:
     ):
         pass  # pragma: no cover
     assert state() == before
+    with localserve.testing.client(broken, handler="main:handler", keep_going=True) as client:
+        answer = client.post("/", json={})
+        assert answer.status_code == 503 and "broken at import" in answer.json()["error"]
+    assert state() == before
+
+
+def test_requests_from_threads_run_at_once(make_project) -> None:
+    """Two requests in flight together: each handler waits until the other has started (threads_per_process=2)."""
+    project = make_project(
+        {
+            "main.py": "import threading\n\nBARRIER = threading.Barrier(2, timeout=60)\n\n\n"
+            "def handler(request, context):\n    BARRIER.wait()\n    return {'content': {'ok': True}}\n"
+        }
+    )
+    with (
+        localserve.testing.client(project, handler="main:handler", threads_per_process=2) as client,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        answers = list(pool.map(lambda _: client.post("/", json={}).json(), range(2)))
+    assert answers == [{"ok": True}, {"ok": True}]
 
 
 def test_the_plugin_and_the_module_import_no_heavy_runtime() -> None:
