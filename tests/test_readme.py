@@ -90,7 +90,8 @@ def test_the_pytest_command_passes_in_a_fresh_pytest() -> None:
     command = develop_commands()[1].strip()
     assert command.startswith("python -m pytest ")
     args = [sys.executable, *shlex.split(command)[1:], "-q", "-p", "no:cacheprovider"]
-    env = cli_env(PYTEST_ADDOPTS="-n 0")  # one process: the suite's own workers are busy enough
+    # One process (the suite's own workers are busy enough), and no __pycache__ left in the examples (conftest.py).
+    env = cli_env(PYTEST_ADDOPTS="-n 0", PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run(args, cwd=ROOT, capture_output=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stdout.decode()[-3000:]
     assert "5 passed" in done.stdout.decode()
