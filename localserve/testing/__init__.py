@@ -11,11 +11,12 @@ Example::
 
 ``client`` enters the project exactly as ``serve`` does (the one ``Project`` context: working
 directory, ``sys.path``, ``.env``, ``environment``, the packaged view, ``/mnt/project``, the
-``api-<name>`` hosts, requirements installed), builds the same settings tree and
-the same app, runs its lifespan (every API is loaded before the client is yielded; a load failure
-is raised) and yields an ``httpx.Client`` that calls it without a socket (``testing.transport``). On exit the app is shut down and everything the project changed in the process is undone,
-so the next client, on another project with a ``main.py`` of its own, starts clean. ``run`` is
-``localserve run``: one request to one API, and what the command prints.
+``api-<name>`` hosts, requirements installed), builds the same settings tree and the same app, runs
+its lifespan (every API is loaded before the client is yielded; a load failure is raised) and yields
+an ``httpx.Client`` that calls it without a socket (``testing.transport``). On exit the app is shut
+down and everything the project changed in the process is undone, so the next client, on another
+project with a ``main.py`` of its own, starts clean. ``run`` is ``localserve run``: one request to
+one API, and what the command prints.
 
 Settings are keyword arguments named as ``serve``'s flags and ``ServeOptions``' fields
 (``timeout=5``, ``max_batch_size=8``, ``hide_errors=True``, ``api_key="k"``, ``max_headers=50`` ...),
@@ -102,10 +103,11 @@ def client(
     project, config_file = _where(project_dir, config)
     full = load(project, config_file, replace(flags, handler=handler))
     names = [api] if isinstance(api, str) else list(api or [])
+    serving = serve_options(flags, os.environ, **options)  # the environment as it is, before the project's
     # What user code prints stays on stdout (pytest shows it with the test), unlike serve's log lines.
     with Project(full.only(names) if names else full, project_settings(flags, quiet=False, url=None)) as entered:
         peers = replace(full, workdir=entered.workdir, mnt_mode=entered.mnt_mode)
-        with _serving(entered, peers, serve_options(flags, os.environ, **options), base_url) as test_client:
+        with _serving(entered, peers, serving, base_url) as test_client:
             yield test_client
 
 
