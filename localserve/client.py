@@ -35,8 +35,7 @@ async def call(
         "raw_path": path.encode(),
         "root_path": "",
         "query_string": query_string.encode("latin-1"),
-        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-        + [(b"content-length", str(len(body)).encode())],
+        "headers": _scope_headers(headers, body),
         "client": ("127.0.0.1", 0),
         "server": ("localserve-run", 0),
         "state": {},
@@ -75,6 +74,14 @@ async def call(
         reply = render_error(error, None, logged=True)
         return reply.status, [(k.decode("latin-1"), v.decode("latin-1")) for k, v in reply.headers], reply.body
     return status, response_headers, b"".join(chunks)
+
+
+def _scope_headers(headers: list[tuple[str, str]], body: bytes) -> list[tuple[bytes, bytes]]:
+    """ASGI's headers: lower-case names, and a Content-Length unless the caller's headers have one."""
+    encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    if not any(name == b"content-length" for name, _ in encoded):
+        encoded.append((b"content-length", str(len(body)).encode()))
+    return encoded
 
 
 def run_once(

@@ -19,6 +19,9 @@ from localserve.server import ServeOptions, create_app
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "handlers_examples"
+# No __pycache__ in the examples (pytest's rewritten test files, user code imported in-process): `check` lists
+# what a project does not package, and the tests assert that list. Set before handlers_examples/ is collected.
+sys.dont_write_bytecode = True
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -7,6 +7,8 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, cli_env, free_port, wait_ready
 
 README = (ROOT / "README.md").read_text()
@@ -58,6 +60,63 @@ def test_abeja_run_serve_curl_and_get() -> None:
         ).stdout.decode()
         assert table.splitlines()[1].split()[:3] == ["iris", "ready", "1"]
         assert "iris: classification of 'class_label', 1 prediction" in table
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def develop_section() -> str:
+    return README.split("## Develop a handler\n", 1)[1].split("\n## ", 1)[0]
+
+
+def develop_commands() -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", develop_section(), re.S)
+
+
+def test_the_pytest_examples_are_the_files_ci_runs() -> None:
+    """Each python block is the example file named just before it, which the test command collects (testpaths)."""
+    found = re.findall(r"`(handlers_examples/[\w/]+\.py)`:\n\n```python\n(.*?)```", develop_section(), re.S)
+    assert [path for path, _ in found] == [
+        "handlers_examples/json_tax/test_json_tax.py",
+        "handlers_examples/iris_onnx/test_iris_onnx.py",
+    ]
+    for path, code in found:
+        assert code == (ROOT / path).read_text(), path
+    assert re.search(r'^testpaths = \["tests", "handlers_examples"\]', (ROOT / "pyproject.toml").read_text(), re.M)
+
+
+def test_the_pytest_command_passes_in_a_fresh_pytest() -> None:
+    """The plugin is found by its entry point (no conftest): the README's command, as written, in a process."""
+    command = develop_commands()[1].strip()
+    assert command.startswith("python -m pytest ")
+    args = [sys.executable, *shlex.split(command)[1:], "-q", "-p", "no:cacheprovider"]
+    # One process (the suite's own workers are busy enough), and no __pycache__ left in the examples (conftest.py).
+    env = cli_env(PYTEST_ADDOPTS="-n 0", PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout.decode()[-3000:]
+    assert "5 passed" in done.stdout.decode()
+
+
+def test_the_development_loop_serve_and_curl() -> None:
+    serve_line, _, curl_line, answer = (line for line in develop_commands()[0].splitlines() if line.strip())
+    serve = localserve(serve_line.replace(" &", ""))
+    if (
+        "--reload" in serve
+        and "--reload"
+        not in subprocess.run(
+            [*serve[:3], "serve", "--help"], capture_output=True, env=cli_env(), timeout=60, check=True
+        ).stdout.decode()
+    ):
+        pytest.skip("serve --reload is not on this branch yet (issue 31, part 1)")
+    port = str(free_port())
+    proc = subprocess.Popen(
+        [*serve, "--port", port], cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", proc)
+        curl = shlex.split(curl_line.replace("localhost:8888", f"localhost:{port}"))
+        done = subprocess.run(curl, cwd=ROOT, capture_output=True, timeout=30, check=True)
+        assert done.stdout.decode() == answer.lstrip("# ")
     finally:
         proc.terminate()
         proc.wait(20)

@@ -17,6 +17,7 @@ from localserve.errors import ConfigError, LocalServeError
 
 if TYPE_CHECKING:
     from localserve.compat.context import ProjectSettings
+    from localserve.config.options import ServeOptions
 
 F = Callable[..., Any]
 
@@ -63,24 +64,27 @@ def project_options(func: F) -> F:
 
 @dataclass(frozen=True)
 class ApiFlags:
-    """The flags of `run` and `serve` that shape the APIs (the YAML keys of the one-API case)."""
+    """The flags of `run` and `serve` that shape the APIs (the YAML keys of the one-API case).
 
-    handler: str | None
-    context_json: str | None
-    environment: tuple[str, ...]
-    no_install: bool
-    threads_per_process: int | None
-    max_queue: int | None
-    timeout: float | None
-    max_batch_size: int | None
-    batch_interval: str | None
-    allow_cpu_fallback: bool
-    log_level: str
-    log_format: str | None
-    raw_project: bool
-    system_deps: bool
-    async_store: str | None
-    cache_dir: Path | None
+    The defaults are the flags' (``localserve.testing`` builds one from keyword arguments).
+    """
+
+    handler: str | None = None
+    context_json: str | None = None
+    environment: tuple[str, ...] = ()
+    no_install: bool = False
+    threads_per_process: int | None = None
+    max_queue: int | None = None
+    timeout: float | None = None
+    max_batch_size: int | None = None
+    batch_interval: str | None = None
+    allow_cpu_fallback: bool = False
+    log_level: str = "info"
+    log_format: str | None = None
+    raw_project: bool = False
+    system_deps: bool = False
+    async_store: str | None = None
+    cache_dir: Path | None = None
 
 
 _HANDLER_HELP = 'ABEJA handler "module:function", e.g. main:handler (no config file needed).'
@@ -218,6 +222,17 @@ def api_settings(flags: ApiFlags) -> dict[str, Any]:
         "log_format": flags.log_format,
         "log_level": flags.log_level,
     }
+
+
+def serve_options(flags: ApiFlags, environ: Mapping[str, str], **settings: Any) -> ServeOptions:
+    """The settings tree of ``run``, ``serve`` and ``localserve.testing``: the command's own ``settings``
+    (ServeOptions fields, HttpLimits' fields flat as their flags are), the shared flags, the environment's."""
+    from localserve.config.options import HttpLimits, ServeOptions
+
+    limits = {name: settings.pop(name) for name in HttpLimits.__dataclass_fields__ if name in settings}
+    if limits:
+        settings["limits"] = HttpLimits(**limits)
+    return ServeOptions(**settings, **api_settings(flags), **environment_settings(environ))
 
 
 def cache_of(flags: ApiFlags) -> Path:

@@ -16,20 +16,20 @@ import click
 from localserve.cli.conventions import handler_command
 from localserve.cli.options import (
     ApiFlags,
-    api_settings,
-    environment_settings,
     fail_on_errors,
     load,
     logging_configured,
     project_options,
     project_settings,
     run_api_options,
+    serve_options,
 )
 from localserve.compat.context import Project
 from localserve.errors import ConfigError
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
+    from localserve.config.options import ServeOptions
 
 
 @handler_command()
@@ -84,32 +84,26 @@ def _run(
     query: str,
     output: Path | None,
 ) -> None:
-    from localserve.logs import capture_prints
-
-    body, guessed = _read_input(input_path)
-    header_list = [_split_header(h) for h in headers]
-    if not any(k.lower() == "content-type" for k, _ in header_list) and (content_type or guessed):
-        header_list.append(("Content-Type", content_type or guessed or ""))
+    body, guessed = read_input(input_path)
+    header_list = request_headers([_split_header(h) for h in headers], content_type or guessed)
     if image:
         logging.getLogger("localserve").info(
             "--image %s: localserve runs the handler in the current Python environment, not in that image", image
         )
-    full = load(project, config_file, flags)
-    api = full.api(api_name).name
-    fields = {**api_settings(flags), **environment_settings(os.environ)}  # of ServeOptions
-    settings = project_settings(flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
     real_stdout = sys.stdout  # what user code prints is logged, never mixed with the body
-    # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
-    with Project(full.only([api]), settings) as config, capture_prints():
-        status, response_headers, response_body = _send_one(
-            config,
-            replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode),
-            fields,
-            method=method,
-            headers=header_list,
-            body=body,
-            query_string=query,
-        )
+    status, response_headers, response_body = send_one(
+        project,
+        config_file,
+        flags,
+        serve_options(flags, os.environ, async_jobs=False),  # an AsyncAPI's one job runs at once, without its store
+        api_name=api_name,
+        method=method,
+        headers=header_list,
+        body=body,
+        query=query,
+        quiet=quiet,
+        url=os.environ.get("LOCALSERVE_URL"),
+    )
     if status >= 400:
         click.echo(f"Error: the handler answered {status}:", err=True)
         click.echo(response_body.decode("utf-8", "replace"), err=True)
@@ -127,10 +121,42 @@ def _run(
     real_stdout.buffer.flush()
 
 
+def send_one(
+    project: Path,
+    config_file: Path | None,
+    flags: ApiFlags,
+    options: ServeOptions,
+    *,
+    api_name: str | None,
+    method: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    query: str,
+    quiet: bool,
+    url: str | None,
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """``localserve run`` but its printing (``localserve.testing.run`` too): one request to one API, in its project."""
+    from localserve.logs import capture_prints
+
+    full = load(project, config_file, flags)
+    api = full.api(api_name).name
+    # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
+    with Project(full.only([api]), project_settings(flags, quiet=quiet, url=url)) as config, capture_prints():
+        return _send_one(
+            config,
+            replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode),
+            options,
+            method=method,
+            headers=headers,
+            body=body,
+            query_string=query,
+        )
+
+
 def _send_one(
     config: ServeConfig,
     full: ServeConfig,
-    fields: dict[str, Any],
+    options: ServeOptions,
     *,
     method: str,
     headers: list[tuple[str, str]],
@@ -142,10 +168,8 @@ def _send_one(
     from localserve.client import peer_starter, run_job_once, run_once
     from localserve.compat.hosts import install_api_hosts
     from localserve.peers import Peers
-    from localserve.server import ServeOptions
     from localserve.server.runner import Runner
 
-    options = ServeOptions(**fields, async_jobs=False)  # an AsyncAPI's one job runs at once, without its store
     api = config.apis[0]
     peers = Peers((a.name for a in full.apis), peer_starter(full, options))
     install_api_hosts(peers.port_of)  # undone with the rest of the Project context
@@ -158,7 +182,14 @@ def _send_one(
         peers.close()
 
 
-def _read_input(input_path: str | None) -> tuple[bytes, str | None]:
+def request_headers(headers: list[tuple[str, str]], content_type: str | None) -> list[tuple[str, str]]:
+    """``headers`` with a Content-Type of ``content_type`` (given or guessed) when they name none."""
+    if content_type and not any(k.lower() == "content-type" for k, _ in headers):
+        return [*headers, ("Content-Type", content_type)]
+    return list(headers)
+
+
+def read_input(input_path: str | None) -> tuple[bytes, str | None]:
     if input_path is None:
         return b"", None
     if input_path == "-":

@@ -14,13 +14,12 @@ from localserve.cli.conventions import handler_command
 from localserve.cli.listen import check_listen, listen_options, server_url
 from localserve.cli.options import (
     ApiFlags,
-    api_settings,
-    environment_settings,
     fail_on_errors,
     load,
     project_options,
     project_settings,
     run_api_options,
+    serve_options,
     setup_logging,
 )
 from localserve.compat.context import Project
@@ -164,18 +163,8 @@ def serve(
 def _serve(config: ServeConfig, flags: ApiFlags, settings: dict[str, Any]) -> int:
     """Inside the project: the settings tree built, then serve until stopped; the exit code."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.server import HttpLimits, ServeOptions
     from localserve.supervisor import default_replicas, serve_forever
 
-    limits = HttpLimits(**{name: settings.pop(name) for name in HttpLimits.__dataclass_fields__})
     api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas") or default_replicas(config)
-    options = ServeOptions(
-        **settings,
-        limits=limits,
-        api_key=api_key,
-        replicas=replicas,
-        freeze_heap=True,
-        **api_settings(flags),
-        **environment_settings(os.environ),
-    )
+    options = serve_options(flags, os.environ, **settings, api_key=api_key, replicas=replicas, freeze_heap=True)
     return serve_forever(config, options)

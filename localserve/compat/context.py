@@ -12,9 +12,11 @@ Python's file functions are redirected); the project entered (cwd, ``sys.path``,
 ``log_level``; ``dependencies.sh`` (``--system-deps``); the requirements installed. While inside,
 ``compat.hosts`` may make ``api-<name>`` resolve to this machine. On exit the working directory,
 ``sys.path``, the environment, the resolver, Python's file functions and the logger's level are
-what they were, so a command can run twice in one process (click's ``CliRunner``). What cannot be
-undone in a process stays: a mount namespace once entered, the packaged view (removed when the
-process exits). Modules imported from the folders it put on ``sys.path`` are let go.
+what they were, so a command can run twice in one process (click's ``CliRunner``, ``localserve.testing``).
+What cannot be undone in a process stays: a mount namespace once entered, the packaged view
+(removed when the process exits). Modules imported from the project and the folders it put on
+``sys.path`` are let go, and modules of the same names imported before are set aside meanwhile
+(``compat.modules``): two projects that both have ``main.py`` each import their own.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from localserve.compat.modules import is_ours, put_back, set_aside_shadowed
 from localserve.config import ServeConfig
 from localserve.errors import ConfigError
 
@@ -94,7 +97,9 @@ class Project:
             setattr(os, name, func)
         socket.getaddrinfo = saved["getaddrinfo"]
         os.chdir(saved["cwd"])
-        self._forget_user_modules(saved["modules"], [p for p in sys.path if p and p not in saved["sys.path"]])
+        added = [p for p in sys.path if p and p not in saved["sys.path"]]
+        self._forget_user_modules(saved["modules"], added + saved.get("own", []))
+        put_back(saved.get("aside", {}))
         sys.path[:] = saved["sys.path"]
         environ = saved["environ"]
         for key in [key for key in os.environ if key not in environ]:
@@ -105,16 +110,17 @@ class Project:
 
     @staticmethod
     def _forget_user_modules(before: set[str], added: list[str]) -> None:
-        """Modules imported from the folders the context put on sys.path (user code, its requirements) are let go.
+        """Modules imported from the project and the folders the context put on sys.path (user code, its
+        requirements) are let go; localserve's own stay, even when the project is its checkout.
 
         A module belongs to the sys.path folder nearest its file, so a virtualenv inside the project
         keeps its packages. The next entry imports user code afresh, as a new process would.
         """
         if not added:
             return
-        folders = sorted({os.path.join(folder, "") for folder in sys.path if folder}, key=len, reverse=True)
+        folders = sorted({os.path.join(folder, "") for folder in [*sys.path, *added] if folder}, key=len, reverse=True)
         ours = {os.path.join(folder, "") for folder in added}
-        for name in [name for name in sys.modules if name not in before]:
+        for name in [name for name in sys.modules if name not in before and not is_ours(name)]:
             file = getattr(sys.modules[name], "__file__", None) or ""
             nearest = next((folder for folder in folders if file.startswith(folder)), None)
             if nearest in ours:
@@ -141,6 +147,10 @@ class Project:
             defaults["LOCALSERVE_URL"] = settings.url
         enter_project(workdir, settings.environment, defaults, dotenv=config.project / ".env")
         self._enter_predictors(workdir)
+        # The project's files, wherever sys.path had them before (pytest puts a test's folder there), are its own.
+        own = self._saved["own"] = [str(workdir.resolve()), str(config.project.resolve())]
+        added = [p for p in sys.path if p and p not in self._saved["sys.path"]]
+        self._saved["aside"] = set_aside_shadowed([*added, *own], own + added)
         for api in config.apis:
             image = api.predictor.image if api.predictor else None
             if image:

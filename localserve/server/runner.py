@@ -18,7 +18,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import uvicorn
 
@@ -82,9 +82,12 @@ class Runner:
             if on_loaded is not None and app.loading is not None:
                 app.loading.add_done_callback(lambda _: on_loaded())
 
-        asgi = require_api_key(app, self.options.api_key)
-        self.server = uvicorn_server(asgi, self.options, on_signal=app.begin_shutdown, on_started=started)
+        self.server = uvicorn_server(self.asgi(), self.options, on_signal=app.begin_shutdown, on_started=started)
         return self.server
+
+    def asgi(self) -> Any:
+        """The ASGI app as served (``localserve.testing`` calls it in-process): the App, behind ``--api-key``."""
+        return require_api_key(self.app, self.options.api_key)
 
     def port(self) -> int | None:
         """The port the App is served on, once it listens."""

@@ -63,3 +63,23 @@ def test_a_failed_entry_undoes_what_it_had_done(make_project, tmp_path: Path) ->
     with pytest.raises(ConfigError, match="apis 'a' and 'b' set 'K' to different values"), entering:
         pass  # pragma: no cover
     assert (os.getcwd(), sys.path, dict(os.environ)) == (cwd, path, environ)
+
+
+def test_the_projects_modules_are_let_go_even_when_its_folder_was_on_sys_path(
+    make_project, tmp_path, monkeypatch
+) -> None:
+    """pytest puts a test's folder on sys.path: a test inside the project must not keep its main.py for the next."""
+    project = make_project({"main.py": "WHO = 'project'\n", "cortex_helper_ctx.py": "X = 1\n"})
+    other = make_project({"main.py": "WHO = 'other'\n"}, name="other")
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.syspath_prepend(str(other))
+    import main  # type: ignore[import-not-found]  (other's: first on sys.path)
+
+    config = load_config(project, handler="main:handler")
+    with Project(config, ProjectSettings(cache_dir=tmp_path / "cache")):
+        import cortex_helper_ctx  # noqa: F401
+        import main as inside  # type: ignore[import-not-found]
+
+        assert inside.WHO == "project"  # other's main was set aside
+    assert "cortex_helper_ctx" not in sys.modules
+    assert sys.modules["main"] is main and main.WHO == "other"

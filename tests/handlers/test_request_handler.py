@@ -9,6 +9,7 @@ import logging
 import numpy as np
 import pytest
 
+import localserve.testing
 from localserve.config import load_config
 from localserve.errors import HandlerLoadError
 from localserve.server import create_app
@@ -18,8 +19,8 @@ from tests.models import linear_reference, onnx_linear, onnx_two_inputs
 IRIS = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}
 
 
-def test_iris_onnx_example_seed_000(serve) -> None:
-    with serve(EXAMPLES / "iris_onnx") as client:
+def test_iris_onnx_example_seed_000() -> None:
+    with localserve.testing.client(EXAMPLES / "iris_onnx") as client:
         response = client.post("/iris", json=IRIS)
         assert response.status_code == 200, response.text
         body = response.json()
@@ -35,19 +36,19 @@ def test_iris_onnx_example_seed_000(serve) -> None:
         assert described["status"] == "ready"
 
 
-def test_iris_labels_example_seed_002(serve) -> None:
+def test_iris_labels_example_seed_002() -> None:
     sample = json.loads((EXAMPLES / "iris_labels" / "sample.json").read_text())
-    with serve(EXAMPLES / "iris_labels") as client:
+    with localserve.testing.client(EXAMPLES / "iris_labels") as client:
         response = client.post("/iris-labels", json=sample)
         assert response.status_code == 200, response.text
         assert response.headers["content-type"] == "text/plain; charset=utf-8"
         assert response.text == "iris-virginica"
 
 
-def test_python_predictor_example_seed_001(serve) -> None:
-    with serve(EXAMPLES / "python_predictor") as client:
-        response = client.post("/tax", json={"total_without_tax": 1200})
-        assert response.json() == {"total": 1320.0, "currency": "JPY"}
+def test_python_predictor_example_seed_001(localserve_client) -> None:
+    client = localserve_client(EXAMPLES / "python_predictor")
+    response = client.post("/tax", json={"total_without_tax": 1200})
+    assert response.json() == {"total": 1320.0, "currency": "JPY"}
 
 
 def test_raw_model_and_coercion_errors(serve, make_project) -> None:

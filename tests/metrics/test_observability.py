@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
+import localserve.testing
 from localserve.cli import main
 from tests.conftest import EXAMPLES, wait_until
 from tests.test_e2e import output_of, server
@@ -55,8 +56,8 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def test_metrics_count_exactly(serve) -> None:
-    with serve(EXAMPLES / "json_tax", handler="main:handler") as client:
+def test_metrics_count_exactly() -> None:
+    with localserve.testing.client(EXAMPLES / "json_tax", handler="main:handler") as client:
         for _ in range(3):
             assert client.post("/", json={"total_without_tax": 1}).status_code == 200
         for _ in range(2):

@@ -1,4 +1,4 @@
-"""The app end to end through Starlette's TestClient: ABEJA handlers, routing, errors."""
+"""The app end to end in-process (localserve.testing, Starlette's TestClient): ABEJA handlers, routing, errors."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 import numpy as np
 from PIL import Image
 
+import localserve.testing
 from localserve.server import ServeOptions
 from tests.conftest import EXAMPLES
 
@@ -31,18 +32,19 @@ def handler(request, context):
 """
 
 
-def test_json_tax_example(serve) -> None:
-    with serve(EXAMPLES / "json_tax", handler="main:handler") as client:
-        response = client.post("/", json={"total_without_tax": 100})
-        assert (response.status_code, response.json()) == (200, {"total": 108.0})
-        assert response.headers["content-type"] == "application/json; charset=utf8"
-        response = client.post("/predict", json={"total": 100})
-        assert (response.status_code, response.json()) == (400, {"message": "total_without_tax is need"})
+def test_json_tax_example(localserve_client) -> None:
+    client = localserve_client(EXAMPLES / "json_tax", handler="main:handler")
+    response = client.post("/", json={"total_without_tax": 100})
+    assert (response.status_code, response.json()) == (200, {"total": 108.0})
+    assert response.headers["content-type"] == "application/json; charset=utf8"
+    response = client.post("/predict", json={"total": 100})
+    assert (response.status_code, response.json()) == (400, {"message": "total_without_tax is need"})
 
 
-def test_image_flip_example_mirrors_the_jpeg(serve) -> None:
+def test_image_flip_example_mirrors_the_jpeg() -> None:
     jpeg = (EXAMPLES / "image_flip" / "cat.jpg").read_bytes()
-    with serve(EXAMPLES / "image_flip", handler="main:handler") as client:
+    # install=False: its requirements.txt names Pillow, a test dependency (installs are tested in tests/cli).
+    with localserve.testing.client(EXAMPLES / "image_flip", handler="main:handler", install=False) as client:
         response = client.post("/", content=jpeg, headers={"Content-Type": "image/jpeg"})
     assert response.status_code == 200
     assert response.headers["content-type"] == "image/jpeg"
@@ -53,9 +55,9 @@ def test_image_flip_example_mirrors_the_jpeg(serve) -> None:
     assert np.abs(flipped - original).mean() > 50
 
 
-def test_multipart_echo_example(serve) -> None:
+def test_multipart_echo_example() -> None:
     jpeg = (EXAMPLES / "image_flip" / "cat.jpg").read_bytes()
-    with serve(EXAMPLES / "multipart_echo", handler="main:handler") as client:
+    with localserve.testing.client(EXAMPLES / "multipart_echo", handler="main:handler") as client:
         response = client.post(
             "/",
             files={"file1": (None, b'{"foo": "bar"}', "application/json"), "image": ("cat.jpg", jpeg, "image/jpeg")},

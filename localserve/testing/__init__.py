@@ -1,0 +1,241 @@
+"""``localserve.testing``: the app ``localserve serve`` builds, called in-process from a test suite.
+
+Example::
+
+    import localserve.testing
+
+    def test_tax():
+        with localserve.testing.client("handlers_examples/json_tax", handler="main:handler") as client:
+            response = client.post("/", json={"total_without_tax": 100})
+        assert response.json() == {"total": 108.0}
+
+``client`` enters the project exactly as ``serve`` does (the one ``Project`` context: working
+directory, ``sys.path``, ``.env``, ``environment``, the packaged view, ``/mnt/project``, the
+``api-<name>`` hosts, requirements installed), builds the same settings tree and the same app, runs
+its lifespan (every API is loaded before the client is yielded; a load failure is raised) and yields
+an ``httpx.Client`` that calls it without a socket (``testing.transport``). On exit the app is shut
+down and everything the project changed in the process is undone, so the next client, on another
+project with a ``main.py`` of its own, starts clean. ``run`` is ``localserve run``: one request to
+one API, and what the command prints.
+
+Settings are keyword arguments named as ``serve``'s flags and ``ServeOptions``' fields
+(``timeout=5``, ``max_batch_size=8``, ``hide_errors=True``, ``api_key="k"``, ``max_headers=50`` ...),
+plus ``context`` (the ABEJA handler's context dict), ``environment`` (a dict for user code) and
+``install`` (``False`` skips requirements.txt). ``LOCALSERVE_*`` variables are the CLI's; here
+settings are passed, never read from the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from localserve.cli.options import ApiFlags, load, project_settings, serve_options
+from localserve.cli.run import read_input, request_headers, send_one
+from localserve.compat.context import Project
+from localserve.config.options import HttpLimits, ServeOptions
+from localserve.errors import ConfigError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from localserve.config import ServeConfig
+    from localserve.server import App
+
+__all__ = ["RunResult", "client", "run"]
+
+THREADS_EXIT_WAIT = 10.0  # seconds the APIs' threads get to end once the app has shut down
+_FLAGS = {f.name for f in fields(ApiFlags)} - {"context_json", "environment", "no_install"}
+_OPTIONS = {f.name for f in fields(ServeOptions)} | {f.name for f in fields(HttpLimits)}
+_INTERNAL = {"replica", "replicas", "metrics_dir", "accept_when_loaded", "limits"}  # the supervisor's, or flat here
+_EXTRA = {"context", "environment", "install"}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What ``localserve run`` answers: the status, the headers and the body it prints (stdout, or stderr on error)."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @property
+    def exit_code(self) -> int:
+        """``localserve run``'s exit status: 0, or 1 when the handler answered 400 or more."""
+        return 0 if self.status < 400 else 1
+
+    @property
+    def text(self) -> str:
+        """The body as text (UTF-8, undecodable bytes replaced)."""
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+
+@contextlib.contextmanager
+def client(
+    project_dir: str | os.PathLike[str],
+    handler: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+    *,
+    api: str | Iterable[str] | None = None,
+    base_url: str = "http://testserver",
+    **settings: Any,
+) -> Iterator[httpx.Client]:
+    """An ``httpx.Client`` bound to the app ``serve`` would build for the project, once every API has loaded.
+
+    ``handler``: an ABEJA handler (``"main:handler"``) when the project has no config file; ``config``:
+    the config file (relative to the project); ``api``: serve only this API, or these (``serve --api``).
+    """
+    flags, options = _settings(settings, "client")
+    if options.get("replicas", 1) != 1:
+        raise ValueError("localserve.testing.client() runs one replica in this process; test replicas with serve.")
+    project, config_file = _where(project_dir, config)
+    full = load(project, config_file, replace(flags, handler=handler))
+    names = [api] if isinstance(api, str) else list(api or [])
+    serving = serve_options(flags, os.environ, **options)  # the environment as it is, before the project's
+    # What user code prints stays on stdout (pytest shows it with the test), unlike serve's log lines.
+    with Project(full.only(names) if names else full, project_settings(flags, quiet=False, url=None)) as entered:
+        peers = replace(full, workdir=entered.workdir, mnt_mode=entered.mnt_mode)
+        with _serving(entered, peers, serving, base_url) as test_client:
+            yield test_client
+
+
+@contextlib.contextmanager
+def _serving(config: ServeConfig, full: ServeConfig, options: ServeOptions, base_url: str) -> Iterator[httpx.Client]:
+    """Inside the project: the App's lifespan run and every API loaded, a client on it; the API threads joined after."""
+    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
+    from localserve.client import peer_starter
+    from localserve.compat.hosts import install_api_hosts
+    from localserve.peers import Peers
+    from localserve.server.runner import Runner
+
+    httpx, transport = _transport_modules()
+    runner = Runner(config, options)
+    # http://api-<name>:8888 from user code: the API on a loopback server of its own, started on call (as run).
+    peers = Peers((a.name for a in full.apis), peer_starter(full, options))
+    install_api_hosts(peers.port_of)  # undone with the rest of the Project context
+    runner.app.host_names = frozenset(a.name for a in config.apis)  # Host: api-<name> on / and /predict (seed 001)
+    try:
+        with transport.AppLoop(runner.asgi()) as loop:
+            loop.run(_loaded(runner.app))
+            if runner.failure is not None:
+                raise runner.failure
+            with httpx.Client(transport=transport.InProcessTransport(loop), base_url=base_url) as http:
+                yield http
+    finally:
+        busy = runner.app.join_threads(THREADS_EXIT_WAIT)
+        peers.close()
+        if busy:
+            logging.getLogger("localserve").warning("these threads still run after the client closed: %s", busy)
+
+
+def _transport_modules() -> tuple[Any, Any]:
+    """httpx (the extra ``testing``) and the in-process transport, with a clear error when httpx is missing."""
+    try:
+        import httpx
+
+        from localserve.testing import transport
+    except ModuleNotFoundError as exc:
+        if exc.name != "httpx":
+            raise
+        raise ModuleNotFoundError(
+            "localserve.testing.client() needs httpx, which is not installed: pip install 'localserve[testing]'.",
+            name="httpx",
+        ) from None
+    return httpx, transport
+
+
+async def _loaded(app: App) -> None:
+    if app.loading is not None:
+        await asyncio.wait({app.loading})
+
+
+def run(
+    project_dir: str | os.PathLike[str],
+    input: bytes | str | os.PathLike[str] | None = None,
+    handler: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+    *,
+    api: str | None = None,
+    method: str = "POST",
+    headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    content_type: str | None = None,
+    query: str = "",
+    **settings: Any,
+) -> RunResult:
+    """``localserve run``: one request to one API, in-process; what the command prints, with the status.
+
+    ``input``: the body as bytes, or a file to send (its Content-Type guessed from its name, as
+    ``--input FILE``); ``api``: which API of the config (``--api``).
+    """
+    flags, options = _settings(settings, "run")
+    project, config_file = _where(project_dir, config)
+    body, guessed = b"", None
+    if isinstance(input, bytes):
+        body = input
+    elif input is not None:
+        if not Path(input).is_file():
+            raise ConfigError(f"input={str(input)!r}: no such file; pass the request body as bytes, or a file's path.")
+        body, guessed = read_input(str(input))
+    pairs = list(headers.items() if isinstance(headers, Mapping) else headers)
+    status, response_headers, response_body = send_one(
+        project,
+        config_file,
+        replace(flags, handler=handler),
+        serve_options(flags, os.environ, **{"async_jobs": False, **options}),  # an AsyncAPI's job runs at once
+        api_name=api,
+        method=method,
+        headers=request_headers(pairs, content_type or guessed),
+        body=body,
+        query=query,
+        quiet=False,
+        url=None,
+    )
+    return RunResult(status, response_headers, response_body)
+
+
+def _where(project_dir: str | os.PathLike[str], config: str | os.PathLike[str] | None) -> tuple[Path, Path | None]:
+    """The project folder and its config file (relative to it), each checked to exist."""
+    project = Path(project_dir)
+    if not project.is_dir():
+        what = "is not a directory" if project.exists() else "does not exist"
+        raise ConfigError(
+            f"Project directory {str(project_dir)!r} {what}; expected the folder of your handler (main.py) "
+            "or of cortex.yaml / localserve.yaml."
+        )
+    if config is None:
+        return project, None
+    config_file = Path(config) if Path(config).is_absolute() else project / config
+    return project, config_file
+
+
+def _settings(settings: dict[str, Any], where: str) -> tuple[ApiFlags, dict[str, Any]]:
+    """The keyword settings split into serve's flags and ServeOptions' fields; a name of neither is a TypeError."""
+    known = _FLAGS | _OPTIONS | _EXTRA
+    for name in settings:
+        if name not in known or name in _INTERNAL - {"replicas"}:
+            close = difflib.get_close_matches(name, sorted(known - _INTERNAL), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(
+                f"localserve.testing.{where}() got an unknown setting {name!r}{hint} Settings are serve's flags "
+                "and ServeOptions' fields (timeout=5, hide_errors=True, ...), context, environment and install."
+            )
+    flags = ApiFlags(
+        context_json=json.dumps(settings["context"]) if settings.get("context") is not None else None,
+        environment=tuple(f"{key}:{value}" for key, value in (settings.get("environment") or {}).items()),
+        no_install=not settings.get("install", True),
+        **{name: value for name, value in settings.items() if name in _FLAGS},
+    )
+    options = {name: value for name, value in settings.items() if name in _OPTIONS and name not in _FLAGS}
+    return flags, options
