@@ -126,6 +126,11 @@ class Pipeline:
         """Run the threads on ``cpus`` from their next job on (``--pin-threads``)."""
         self._affinity = set(cpus)
 
+    @property
+    def pinned_to(self) -> set[int] | None:
+        """The cores ``pin`` put the threads on; None when they keep every core."""
+        return self._affinity
+
     def stop(self) -> None:
         """End the threads once the work they hold is done; nothing queued starts any more."""
         if self.queue.closing:
