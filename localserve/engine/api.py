@@ -150,8 +150,8 @@ class ApiRuntime:
     def swap(self, runtime: Runtime) -> Runtime:
         """Serve ``runtime`` (loaded) from the next request on; the Runtime it replaces, to drain (event loop only)."""
         old = self.runtime
-        if old.pipeline.pinned_to is not None:
-            runtime.pipeline.pin(old.pipeline.pinned_to)
+        if old.pipeline.affinity is not None:
+            runtime.pipeline.pin(old.pipeline.affinity)
         self.runtime = runtime
         self.api, self.endpoint, self.pipeline, self.lifecycle = (
             runtime.api,
