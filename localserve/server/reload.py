@@ -149,6 +149,7 @@ class Reloader:
 
     def start(self) -> None:
         """Watch from now on (on the running loop)."""
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)  # "1 change detected": our "reloaded" line says it
         self._task = asyncio.get_running_loop().create_task(self._watch())
 
     async def stop(self) -> None:
