@@ -39,7 +39,10 @@ PROJECTS = {
         '"class_label": metadata["labels"][class_id], "round": {n},',
     ),
 }
-DESCRIPTION = {"iris": "iris ONNX (handlers_examples/iris_onnx)", "tf": "TF SavedModel (handlers_examples/tf_savedmodel)"}
+DESCRIPTION = {
+    "iris": "iris ONNX (handlers_examples/iris_onnx)",
+    "tf": "TF SavedModel (handlers_examples/tf_savedmodel)",
+}
 POLL = 0.002  # seconds between two asks while nothing answers yet (connection refused, 503 loading)
 
 
@@ -98,7 +101,9 @@ def measure(name: str, rounds: int, work: Path) -> dict:
             found = re.findall(r"reloaded .* in ([\d.]+) s after", log.read_text(errors="replace"))
             loads.append(float(found[-1]) if found else float("nan"))
             restart_port = free_port()
-            fresh = ServerProcess(serve_command(project, restart_port), restart_port, work / f"{name}-restart.log", env=env)
+            fresh = ServerProcess(
+                serve_command(project, restart_port), restart_port, work / f"{name}-restart.log", env=env
+            )
             fresh.start()
             try:
                 restarts.append(first_answer(restart_port, path, body, n, fresh.started_at))
@@ -127,7 +132,9 @@ def main() -> None:
         print("tf: skipped, TensorFlow is not installed (pip install 'localserve[tensorflow]')")
         names.remove("tf")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"localserve reload benchmark: {args.rounds} save(s) per project, {cores} cores, reloads and restarts alternated")
+    print(
+        f"localserve reload benchmark: {args.rounds} save(s) per project, {cores} cores, reloads and restarts alternated"
+    )
     results = {}
     with tempfile.TemporaryDirectory(prefix="localserve-reload-") as work:
         for name in names:

@@ -33,7 +33,9 @@ def test_replace_api_swaps_after_loading_and_a_failure_changes_nothing(serve, ma
             assert client.post("/").text == "one"
         assert not engine.retiring
 
-        seconds = client.portal.call(engine.replace_api, rt.api.name, dataclasses.replace(rt.api, handler="two:handler"))
+        seconds = client.portal.call(
+            engine.replace_api, rt.api.name, dataclasses.replace(rt.api, handler="two:handler")
+        )
         assert seconds >= 0 and rt.runtime is not first and rt.api.handler == "two:handler"
         assert client.post("/").text == "two"
         # Nothing was in flight on the old runtime: it drains at once, and its thread ends.

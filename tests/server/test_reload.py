@@ -234,7 +234,10 @@ def test_config_edits_and_a_failing_init_keep_the_last_good_version(make_project
         assert greeting() == "hi"
 
         mark = served.mark()
-        edit(project / "predictor.py", PREDICTOR.replace('self.greeting = config["greeting"]', 'raise RuntimeError("no")'))
+        edit(
+            project / "predictor.py",
+            PREDICTOR.replace('self.greeting = config["greeting"]', 'raise RuntimeError("no")'),
+        )
         failed = served.wait_line(FAILED, mark)
         assert "PythonPredictor.__init__ raised RuntimeError: no" in failed
         served.wait_line(r'raise RuntimeError\("no"\)', mark)  # its traceback, with the user's line
