@@ -48,6 +48,7 @@ log = logging.getLogger("localserve")
 
 REQUIREMENTS = ("requirements.txt", "Pipfile")
 STEP_MS = 50  # a batch of changes ends after this long without another (watchfiles' step)
+SHOWN = 10  # changed files named in the log and on /readyz; "and N more" after them
 STOP_WAIT = 5.0  # seconds the watcher's thread gets to see the stop (it looks every STEP_MS)
 
 
@@ -62,13 +63,18 @@ class ProjectReload(Protocol):
 class Changes:
     """What one batch of file changes touched."""
 
-    files: list[str] = field(default_factory=list)  # as the log names them: relative to the project
+    files: list[str] = field(default_factory=list)  # relative to the project, sorted
     config: bool = False
     environment: bool = False  # .env
     requirements: bool = False
     rules: bool = False  # .cortexignore / .localserveignore
     code: bool = False  # anything else user code may read: every API reloads
     models: set[Path] = field(default_factory=set)  # files inside an API's model location
+
+    def named(self) -> str:
+        """The files for a log line: the first SHOWN, then how many more."""
+        more = len(self.files) - SHOWN
+        return ", ".join(self.files[:SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
 def model_location(api: ApiConfig, project: Path) -> Path | None:
@@ -134,7 +140,7 @@ class Reloader:
         self.root = config.project
         self.generation = 0  # reloads done; /readyz shows it
         self.error: str | None = None  # the last reload's failure, until a good one
-        self.changed: list[str] = []  # the files of the last reload (done or failed)
+        self.changed: list[str] = []  # the files of the last reload (done or failed), the first SHOWN
         self.watched = self._watched(config)
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -154,12 +160,11 @@ class Reloader:
 
     async def stop(self) -> None:
         """Stop watching; a reload under way is cancelled (the version serving stays)."""
-        self._stop.set()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, STOP_WAIT)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                pass
+        self._stop.set()  # the watcher's thread sees it within STEP_MS
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=STOP_WAIT)
 
     async def _watch(self) -> None:
         paths = {self.root.resolve()}
@@ -189,7 +194,7 @@ class Reloader:
     async def reload(self, changes: Changes) -> bool:
         """Reload what ``changes`` touched; False when it failed (the last good version serves on)."""
         start = time.perf_counter()
-        self.changed = changes.files
+        self.changed = changes.files[:SHOWN]
         names: list[str] = []
         try:
             if changes.rules:
@@ -210,7 +215,7 @@ class Reloader:
             "reloaded %s in %.3f s after %s changed (generation %d)",
             reloaded,
             time.perf_counter() - start,
-            ", ".join(changes.files),
+            changes.named(),
             self.generation,
         )
         return True
@@ -245,7 +250,7 @@ class Reloader:
         self.error = without_paths(message, self.root)
         log.error(
             "reload failed after %s changed; still serving the last good version: %s%s",
-            ", ".join(changes.files),
+            changes.named(),
             message,
             f"\n{details.rstrip()}" if details else "",
         )
