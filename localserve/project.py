@@ -212,6 +212,11 @@ def install_requirements(project: Path, cache: Path, *, quiet: bool = False) -> 
     return target
 
 
+def activate_requirements(target: Path) -> None:
+    """Put an installed requirements folder on sys.path and PYTHONPATH again (``serve --reload``)."""
+    _activate(target)
+
+
 def _activate(target: Path) -> None:
     if str(target) not in sys.path:
         sys.path.insert(1, str(target))

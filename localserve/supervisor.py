@@ -23,17 +23,21 @@ from localserve.errors import StartError
 from localserve.logs import capture_prints
 from localserve.replicas import EXIT_LOAD_FAILED, ReplicaStart, Supervisor
 from localserve.server import ServeOptions
+from localserve.server.reload import ProjectReload
 from localserve.server.runner import Runner
 
 log = logging.getLogger("localserve")
 THREADS_EXIT_WAIT = 1.0  # seconds the API's threads get to end once the server has stopped (see _serve)
 
 
-def serve_forever(config: ServeConfig, options: ServeOptions) -> int:
-    """Serve until SIGTERM/SIGINT with ``options.replicas`` processes; returns the process exit code."""
+def serve_forever(config: ServeConfig, options: ServeOptions, project: ProjectReload | None = None) -> int:
+    """Serve until SIGTERM/SIGINT with ``options.replicas`` processes; returns the process exit code.
+
+    ``project``: the Project context the server runs in, entered again by ``--reload`` (one process only).
+    """
     if options.replicas == 1:
         fatal: list[str] = []
-        code = _serve(config, options, sock=None, fatal=fatal)
+        code = _serve(config, options, sock=None, fatal=fatal, project=project)
         if fatal:
             raise StartError(f"The server stopped: {fatal[0]}")
         return code
@@ -70,10 +74,11 @@ def _serve(
     sock: socket.socket | None,
     fatal: list[str] | None = None,
     on_ready: Callable[[], None] | None = None,
+    project: ProjectReload | None = None,
 ) -> int:
     """Serve ``config`` in this process until stopped (on ``sock``, a replica's); the exit code."""
     fatal = [] if fatal is None else fatal
-    runner = Runner(config, options)
+    runner = Runner(config, options, project)
     app = runner.app
     server = runner.http_server(
         on_loaded=(lambda: on_ready() if app.ready else None) if on_ready else None,

@@ -151,3 +151,19 @@ def test_v2_benchmark_prints_the_three_routes_and_the_ratio() -> None:
         assert re.search(rf"^{route}\s+\d+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+[\d.]+$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^V2 binary / V2 JSON throughput: [\d.]+x$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^gRPC raw / V2 JSON throughput: [\d.]+x; gRPC raw / V2 binary: [\d.]+x; ", proc.stdout, re.M)
+
+
+@pytest.mark.slow
+def test_reload_benchmark_prints_the_reload_and_restart_times() -> None:
+    """benchmarks/reload.py: one save of the iris example reloaded, and one restart (TensorFlow's case is the
+    same plumbing with a slower start)."""
+    pytest.importorskip("onnxruntime")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "reload.py"), "--rounds", "1", "--only", "iris"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(
+        r"^iris ONNX \(handlers_examples/iris_onnx\): save -> new code answering [\d,]+ ms \(min [\d,]+, max [\d,]+; "
+        r"the server's reload [\d,]+ ms\); restart -> first answer [\d,]+ ms; reload / restart [\d.]+x$",
+        proc.stdout,
+        re.M,
+    ), proc.stdout

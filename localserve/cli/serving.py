@@ -69,6 +69,12 @@ if TYPE_CHECKING:
     type=click.FloatRange(min=0),
     help="Seconds in-flight requests get to finish on SIGTERM/SIGINT.",
 )
+@click.option(
+    "--reload",
+    is_flag=True,
+    help="Watch the project and reload what changed (code, config, .env, requirements, model files); a bad edit "
+    "keeps the last good version serving. One process: not with --replicas.",
+)
 @click.option("--keep-going", is_flag=True, help="Keep serving the other APIs when one fails to load (it answers 503).")
 @click.option("--access-log/--no-access-log", default=True, show_default=True, help="One log line per request.")
 @click.option(
@@ -151,20 +157,32 @@ def serve(
         raise ConfigError(
             "--grpc-port needs grpcio and protobuf, which are not installed: pip install 'localserve[grpc]'."
         )
-    config = load(project, config_file, flags)
-    if api_names:
-        config = config.only(api_names)
-    with Project(config, project_settings(flags, quiet=False, url=server_url(settings))) as config:
-        code = _serve(config, flags, settings)
+    if settings["reload"] and settings["replicas"] not in (None, 1):  # as uvicorn refuses --reload with --workers
+        raise ConfigError(
+            f"--reload serves from one process, which it reloads in place; drop --replicas {settings['replicas']}."
+        )
+
+    def read() -> ServeConfig:
+        config = load(project, config_file, flags)
+        return config.only(api_names) if api_names else config
+
+    context = Project(
+        read(),
+        project_settings(flags, quiet=False, url=server_url(settings)),
+        reread=read if settings["reload"] else None,  # --reload reads the config again, with these flags
+    )
+    with context as config:
+        code = _serve(config, flags, settings, context)
     if code:
         sys.exit(code)
 
 
-def _serve(config: ServeConfig, flags: ApiFlags, settings: dict[str, Any]) -> int:
+def _serve(config: ServeConfig, flags: ApiFlags, settings: dict[str, Any], context: Project) -> int:
     """Inside the project: the settings tree built, then serve until stopped; the exit code."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
     from localserve.supervisor import default_replicas, serve_forever
 
-    api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas") or default_replicas(config)
+    api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas")
+    replicas = 1 if settings["reload"] else replicas or default_replicas(config)
     options = serve_options(flags, os.environ, **settings, api_key=api_key, replicas=replicas, freeze_heap=True)
-    return serve_forever(config, options)
+    return serve_forever(config, options, context if options.reload else None)

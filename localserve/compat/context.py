@@ -27,13 +27,13 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from localserve.compat.modules import is_ours, put_back, set_aside_shadowed
+from localserve.compat.modules import forget_installed, forget_modules, put_back, set_aside_shadowed
 from localserve.config import ServeConfig
 from localserve.errors import ConfigError
 
@@ -60,10 +60,14 @@ class ProjectSettings:
 class Project:
     """The platform's surroundings of user code, entered by the process that serves (see the module doc)."""
 
-    def __init__(self, config: ServeConfig, settings: ProjectSettings) -> None:
+    def __init__(
+        self, config: ServeConfig, settings: ProjectSettings, reread: Callable[[], ServeConfig] | None = None
+    ) -> None:
         self.config = config
         self.settings = settings
+        self.reread = reread  # the config read again as the command read it (its flags applied): serve --reload
         self._saved: dict[str, Any] = {}
+        self._entered: ServeConfig | None = None  # what __enter__ returned: the workdir and /mnt/project mode
 
     def __enter__(self) -> ServeConfig:
         self._save()
@@ -98,55 +102,24 @@ class Project:
         socket.getaddrinfo = saved["getaddrinfo"]
         os.chdir(saved["cwd"])
         added = [p for p in sys.path if p and p not in saved["sys.path"]]
-        self._forget_user_modules(saved["modules"], added + saved.get("own", []))
+        forget_modules(saved["modules"], added + saved.get("own", []))
         put_back(saved.get("aside", {}))
         sys.path[:] = saved["sys.path"]
-        environ = saved["environ"]
-        for key in [key for key in os.environ if key not in environ]:
-            del os.environ[key]
-        os.environ.update(environ)
+        _set_environ(saved["environ"])
         logging.getLogger(USER_LOGGER).setLevel(saved["level"])
-        self._saved = {}
-
-    @staticmethod
-    def _forget_user_modules(before: set[str], added: list[str]) -> None:
-        """Modules imported from the project and the folders the context put on sys.path (user code, its
-        requirements) are let go; localserve's own stay, even when the project is its checkout.
-
-        A module belongs to the sys.path folder nearest its file, so a virtualenv inside the project
-        keeps its packages. The next entry imports user code afresh, as a new process would.
-        """
-        if not added:
-            return
-        folders = sorted({os.path.join(folder, "") for folder in [*sys.path, *added] if folder}, key=len, reverse=True)
-        ours = {os.path.join(folder, "") for folder in added}
-        for name in [name for name in sys.modules if name not in before and not is_ours(name)]:
-            file = getattr(sys.modules[name], "__file__", None) or ""
-            nearest = next((folder for folder in folders if file.startswith(folder)), None)
-            if nearest in ours:
-                del sys.modules[name]
+        self._saved, self._entered = {}, None
 
     def _enter(self) -> ServeConfig:
         from localserve.compat.mnt import provide_mnt_project
-        from localserve.compat.platform import ABEJA_LOCAL_VALUES, run_dependencies_script
+        from localserve.compat.platform import run_dependencies_script
         from localserve.compat.view import packaged_view
-        from localserve.project import TRAINING_RESULT_DIR, enter_project, install_requirements
 
         config, settings = self.config, self.settings
         workdir = config.project
         if not settings.raw_project and config.config_file is not None:
             workdir = packaged_view(config.project, config.config_file)
         mnt_mode = provide_mnt_project(workdir, project=config.project)
-        defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
-        handlers = [api.handler for api in config.apis if api.handler]
-        if handlers:
-            defaults.update(ABEJA_LOCAL_VALUES)
-        if len(handlers) == 1:
-            defaults["HANDLER"] = handlers[0]
-        if settings.url:
-            defaults["LOCALSERVE_URL"] = settings.url
-        enter_project(workdir, settings.environment, defaults, dotenv=config.project / ".env")
-        self._enter_predictors(workdir)
+        self._enter_code(config, workdir)
         # The project's files, wherever sys.path had them before (pytest puts a test's folder there), are its own.
         own = self._saved["own"] = [str(workdir.resolve()), str(config.project.resolve())]
         added = [p for p in sys.path if p and p not in self._saved["sys.path"]]
@@ -159,12 +132,82 @@ class Project:
                 )
         run_dependencies_script(config.project, allowed=settings.system_deps)
         if settings.install:
-            install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)
-        return replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
+            from localserve.project import install_requirements
 
-    def _enter_predictors(self, workdir: Path) -> None:
+            install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)
+        self._entered = replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
+        return self._entered
+
+    def _enter_code(self, config: ServeConfig, workdir: Path) -> None:
+        """The working directory, sys.path and the environment of user code (.env, --environment, the predictors')."""
+        from localserve.compat.platform import ABEJA_LOCAL_VALUES
+        from localserve.project import TRAINING_RESULT_DIR, enter_project
+
+        defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
+        handlers = [api.handler for api in config.apis if api.handler]
+        if handlers:
+            defaults.update(ABEJA_LOCAL_VALUES)
+        if len(handlers) == 1:
+            defaults["HANDLER"] = handlers[0]
+        if self.settings.url:
+            defaults["LOCALSERVE_URL"] = self.settings.url
+        enter_project(workdir, self.settings.environment, defaults, dotenv=config.project / ".env")
+        self._enter_predictors(config, workdir)
+
+    def reload(self, *, requirements: bool) -> ServeConfig:
+        """While inside (``serve --reload``): the config read again and the surroundings of user code made again.
+
+        The packaged view takes the files added and removed; the environment is made again from
+        ``.env``, ``--environment`` and the predictors' ``env``; with ``requirements`` they are
+        installed (their cached folder replaces the old one on sys.path); the modules of user code
+        are let go with their bytecode, so the next import reads the files afresh. An invalid config
+        or ``.env``, or a failed install, is raised with the environment and sys.path as they were.
+        ``dependencies.sh`` is not run again. Returns the config as ``__enter__`` returns it.
+        """
+        entered = self._entered
+        if entered is None:
+            raise RuntimeError("Project.reload outside the project")
+        config = self.reread() if self.reread is not None else self.config
+        environ, path = dict(os.environ), list(sys.path)
+        try:
+            reloaded = self._reenter(config, entered, requirements=requirements)
+        except BaseException:
+            _set_environ(environ)
+            sys.path[:] = path
+            raise
+        self.config = config
+        return reloaded
+
+    def _reenter(self, config: ServeConfig, entered: ServeConfig, *, requirements: bool) -> ServeConfig:
+        from localserve.compat.view import sync_view
+        from localserve.project import activate_requirements, cached_requirements, install_requirements
+
+        saved, settings = self._saved, self.settings
+        workdir = entered.workdir or config.project
+        if entered.workdir is not None:
+            sync_view(config.project, config.config_file, workdir)
+        added = [p for p in sys.path if p and p not in saved["sys.path"]]
+        envs = [p for p in added if Path(p).parent == settings.cache_dir / "envs"]
+        forget_modules(saved["modules"], [*[p for p in added if p not in envs], str(config.project)], bytecode=True)
+        _set_environ(saved["environ"])
+        sys.path[:] = saved["sys.path"]
+        self._enter_code(config, workdir)
+        if settings.install:
+            if requirements:
+                install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)
+            elif (target := cached_requirements(config.project, settings.cache_dir)) is not None:
+                activate_requirements(target)
+        gone = [p for p in envs if p not in sys.path]
+        kept = forget_installed(saved["modules"], gone) if gone else []
+        if kept:
+            log.warning(
+                "requirements changed: %s, already imported with native code, stay as loaded until serve restarts",
+                ", ".join(kept),
+            )
+        return replace(config, workdir=entered.workdir, mnt_mode=entered.mnt_mode)
+
+    def _enter_predictors(self, config: ServeConfig, workdir: Path) -> None:
         """Each predictor's ``python_path`` on sys.path, its ``env`` exported, the most verbose ``log_level``."""
-        config = self.config
         api_env: dict[str, tuple[str, str]] = {}
         levels = []
         for api in config.apis:
@@ -187,3 +230,10 @@ class Project:
         os.environ.update({key: value for key, (_, value) in api_env.items() if key not in self.settings.environment})
         if levels:
             logging.getLogger(USER_LOGGER).setLevel(min(levels))
+
+
+def _set_environ(environ: Mapping[str, str]) -> None:
+    """Make ``os.environ`` exactly ``environ``."""
+    for key in [key for key in os.environ if key not in environ]:
+        del os.environ[key]
+    os.environ.update(environ)

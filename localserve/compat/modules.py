@@ -1,20 +1,33 @@
-"""User modules across ``Project`` contexts: each entry imports the project's code afresh, as a new process would.
+"""User modules across ``Project`` contexts and reloads: imported afresh, as a new process would import them.
+
+Example::
+
+    aside = set_aside_shadowed(folders, own)            # on entry: another project's `main` set aside
+    forget_modules(before, ["/tmp/localserve-project-x/", "/home/me/proj/"], bytecode=True)
+    put_back(aside)                                      # on exit
 
 Two projects of one test session may both have ``main.py``. Python caches a module by its name,
-so the second project's ``import main`` would get the first one's. On entry the modules that the
-project's own files shadow (same top-level name, a file elsewhere) are set aside; on exit what the
-project imported is let go and what was set aside is put back.
+so the second project's ``import main`` would get the first one's: on entry, the modules that the
+project's own files shadow (same top-level name, a file elsewhere) are set aside, and put back on
+exit. A module belongs to the ``sys.path`` folder nearest its file, so a virtualenv inside the
+project keeps its packages. ``Project`` lets go of user code on exit (a second ``run`` in one
+process imports it again) and on each reload of ``serve --reload``; localserve's own modules are
+never let go nor set aside, even when the project is localserve's checkout.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterable
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["is_ours", "put_back", "set_aside_shadowed", "top_level_names"]
+__all__ = ["forget_installed", "forget_modules", "is_ours", "put_back", "set_aside_shadowed", "top_level_names"]
+
+log = logging.getLogger("localserve")
 
 _KEPT = frozenset({"localserve", "cortex_internal", "__main__"})  # ours, whatever a project holds
 
@@ -59,3 +72,61 @@ def set_aside_shadowed(folders: Iterable[str | Path], own: Iterable[str | Path])
 def put_back(aside: dict[str, ModuleType]) -> None:
     """Undo ``set_aside_shadowed``: each module back under its name, replacing what was imported meanwhile."""
     sys.modules.update(aside)
+
+
+def _folder(path: str) -> str:
+    return os.path.join(path, "")
+
+
+def _owned(before: set[str], folders: Iterable[str]) -> dict[str, str]:
+    """The modules imported since ``before`` whose nearest folder (of sys.path and ``folders``) is one of
+    ``folders``: name -> file."""
+    ours = {_folder(folder) for folder in folders}
+    candidates = sorted({_folder(folder) for folder in sys.path if folder} | ours, key=len, reverse=True)
+    owned: dict[str, str] = {}
+    for name, module in list(sys.modules.items()):
+        if name in before or is_ours(name):
+            continue
+        file = getattr(module, "__file__", None) or ""
+        nearest = next((folder for folder in candidates if file.startswith(folder)), None)
+        if nearest in ours:
+            owned[name] = file
+    return owned
+
+
+def forget_modules(before: set[str], folders: Iterable[str], *, bytecode: bool = False) -> list[str]:
+    """Let go of the modules imported from ``folders`` since ``before``; their names.
+
+    ``bytecode``: their cached ``.pyc`` goes too. Python trusts a ``.pyc`` whose source has the
+    size and modification time (in whole seconds) it recorded, so an edit within the second that
+    keeps the size would otherwise be read from the stale bytecode.
+    """
+    owned = _owned(before, folders)
+    for name in owned:
+        module = sys.modules.pop(name, None)
+        cached = getattr(module, "__cached__", None)
+        if bytecode and isinstance(cached, str):
+            try:
+                os.unlink(cached)
+            except OSError:
+                pass
+    return sorted(owned)
+
+
+def forget_installed(before: set[str], folders: Iterable[str]) -> list[str]:
+    """Let go of the packages imported from requirement folders that were replaced; the packages kept.
+
+    A package with native code (an extension module) cannot be imported twice in one process, so
+    it stays as it was loaded, and the names of such packages are returned for a warning.
+    """
+    packages: dict[str, dict[str, str]] = {}
+    for name, file in _owned(before, folders).items():
+        packages.setdefault(name.partition(".")[0], {})[name] = file
+    kept = []
+    for package, modules in sorted(packages.items()):
+        if any(file.endswith(tuple(EXTENSION_SUFFIXES)) for file in modules.values()):
+            kept.append(package)
+            continue
+        for name in modules:
+            sys.modules.pop(name, None)
+    return kept

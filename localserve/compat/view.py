@@ -37,6 +37,64 @@ def packaged_view(project: Path, config_file: Path | None) -> Path:
     return root
 
 
+def sync_view(project: Path, config_file: Path | None, mirror: Path) -> None:
+    """Bring the mirror ``packaged_view`` made up to date: links for files added, none for files gone or now ignored.
+
+    The bytecode Python wrote in the mirror (``__pycache__``) stays.
+    """
+    project = project.resolve()
+    wanted = _packaged(project, config_file)
+    _prune(mirror, wanted)
+    for relative, is_folder in wanted.items():  # parents come before their contents (walk order)
+        target = mirror / relative
+        if is_folder:
+            target.mkdir(exist_ok=True)
+        elif not target.is_symlink():
+            os.symlink(project / relative, target)
+
+
+def _prune(mirror: Path, wanted: dict[str, bool]) -> None:
+    """Remove from the mirror what is no longer packaged (``__pycache__`` aside)."""
+    for folder, dirs, files in os.walk(mirror):
+        prefix = Path(folder).relative_to(mirror).as_posix() + "/"
+        prefix = "" if prefix == "./" else prefix
+        for name in list(dirs):
+            path = Path(folder) / name
+            if path.is_symlink():  # a linked folder is a file of the mirror
+                dirs.remove(name)
+                files.append(name)
+            elif wanted.get(prefix + name) is not True:
+                dirs.remove(name)
+                if name != "__pycache__":
+                    shutil.rmtree(path, ignore_errors=True)
+        for name in files:
+            if wanted.get(prefix + name) is not False:
+                os.unlink(Path(folder) / name)
+
+
+def _packaged(project: Path, config_file: Path | None) -> dict[str, bool]:
+    """The packaged paths of ``project`` (relative, POSIX) in walk order: True for a folder, False for a file or link."""
+    rules = IgnoreRules(builtin_patterns(project, config_file) + user_patterns(project))
+    wanted: dict[str, bool] = {}
+    for folder, dirs, files in os.walk(project):
+        relative_folder = Path(folder).relative_to(project).as_posix()
+        prefix = "" if relative_folder == "." else relative_folder + "/"
+        kept_dirs = []
+        for name in sorted(dirs):
+            if rules.match(prefix + name, True):
+                continue
+            if (Path(folder) / name).is_symlink():
+                wanted[prefix + name] = False  # a linked folder: linked as a whole
+            else:
+                wanted[prefix + name] = True
+                kept_dirs.append(name)
+        dirs[:] = kept_dirs
+        for name in sorted(files):
+            if not rules.match(prefix + name, (Path(folder) / name).is_dir()):
+                wanted[prefix + name] = False
+    return wanted
+
+
 def _walk(project: Path, config_file: Path | None, mirror: Path | None) -> list[str]:
     rules = IgnoreRules(builtin_patterns(project, config_file) + user_patterns(project))
     excluded: list[str] = []

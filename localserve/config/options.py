@@ -69,6 +69,8 @@ class ServeOptions:
     uds: str | None = None  # --uds: serve on this Unix domain socket instead of host:port
     log_config: Path | None = None  # --log-config: a logging config file (JSON, YAML or INI) applied over ours
     cache_dir: Path | None = None  # --cache-dir; None: $XDG_CACHE_HOME/localserve, else ~/.cache/localserve
+    # --reload: watch the project, reload what changed; a failed load (at start too) keeps serving, no pinning default.
+    reload: bool = False
     # Read from the environment by the CLI (cli.options.environment_settings), never below it.
     on_kubernetes: bool = False  # KUBERNETES_SERVICE_HOST is set: a node's pods share its cores (no pinning default)
     s3_endpoint: str | None = None  # LOCALSERVE_S3_ENDPOINT (deprecated); None: botocore's own (AWS_ENDPOINT_URL_S3)

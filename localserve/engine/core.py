@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from localserve.config import ServeConfig
+from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
-from localserve.engine.api import ApiRuntime
+from localserve.engine.api import ApiRuntime, Runtime
 from localserve.errors import LocalServeError
 from localserve.logs import access_log
 from localserve.metrics import Metrics
@@ -65,6 +65,7 @@ class Engine:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._cancel_timer: asyncio.TimerHandle | None = None
         self.request_cpu: dict[str, float] = {}  # CPU seconds a request takes on its API's thread (pinning default)
+        self.retiring: dict[Runtime, asyncio.Task[None]] = {}  # replaced runtimes answering their last requests
 
     # -- every request, counted once --------------------------------------------------------------
     def began(self, rt: ApiRuntime) -> None:
@@ -105,7 +106,7 @@ class Engine:
                 await rt.load()
             except LocalServeError as exc:
                 log.error("%s", exc)
-                if not self.options.keep_going:
+                if not (self.options.keep_going or self.options.reload):  # --reload: the next good save loads it
                     if self.on_fatal is None:
                         raise
                     self.on_fatal(exc)
@@ -115,9 +116,31 @@ class Engine:
         pin = self.options.pin_threads
         if pin:
             self.pin_threads()
-        elif pin is None and self.pin_by_default():
+        elif pin is None and not self.options.reload and self.pin_by_default():
             for rt in self.apis.values():  # pinned once every API's requests prove short (see _measured)
                 rt.pipeline.measure(functools.partial(self._measured, rt.api.name))
+
+    async def replace_api(self, name: str, api: ApiConfig) -> float:
+        """Load ``api`` beside API ``name``'s runtime, then serve it; the seconds its load took (``serve --reload``).
+
+        The new runtime loads and warms up on threads of its own while the old one serves; then, in
+        one step on the event loop, new requests get the new one and the old one drains: the
+        requests queued or running on it finish there, then its threads end. A failure raises a
+        LocalServeError and changes nothing.
+        """
+        rt = self.apis[name]
+        runtime = rt.build(api)
+        seconds = await rt.load_runtime(runtime)
+        old = rt.swap(runtime)
+        self.retiring[old] = asyncio.get_running_loop().create_task(self._retire(old))
+        return seconds
+
+    async def _retire(self, old: Runtime) -> None:
+        try:
+            await old.lifecycle.drained()
+        finally:
+            old.pipeline.stop()
+            self.retiring.pop(old, None)
 
     @staticmethod
     def freeze_heap() -> None:
@@ -231,13 +254,13 @@ class Engine:
 
     def cancel_waiting(self) -> None:
         """Nothing queued starts any more, and every client still waiting gets a JSON 503."""
-        for rt in self.apis.values():
-            rt.pipeline.stop()
-            count = rt.lifecycle.cancel_waiting()
+        for name, runtime in [(rt.api.name, rt.runtime) for rt in self.apis.values()] + [
+            (old.api.name, old) for old in self.retiring
+        ]:
+            runtime.pipeline.stop()
+            count = runtime.lifecycle.cancel_waiting()
             if count:
-                log.warning(
-                    "api %r: %d request(s) still waiting were answered 503 as the server stopped", rt.api.name, count
-                )
+                log.warning("api %r: %d request(s) still waiting were answered 503 as the server stopped", name, count)
 
     async def shutdown(self) -> None:
         """Cancel loading and the requests still waiting."""
@@ -251,8 +274,8 @@ class Engine:
         """After ``shutdown``: wait up to ``timeout`` seconds for every API's threads; the names of those still running."""
         deadline = time.monotonic() + timeout
         running: list[str] = []
-        for rt in self.apis.values():
-            running += rt.pipeline.join(max(0.0, deadline - time.monotonic()))
+        for pipeline in [rt.pipeline for rt in self.apis.values()] + [old.pipeline for old in self.retiring]:
+            running += pipeline.join(max(0.0, deadline - time.monotonic()))
         return running
 
     @property

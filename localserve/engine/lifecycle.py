@@ -71,6 +71,7 @@ class Lifecycle:
         self.tick = max(0.001, min(WATCH_AFTER, self.timeout / 2))  # how often _sweep looks at them
         self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop whose timer runs _sweep, if any
         self._admission = Admission(pipeline.queue)
+        self._idle: asyncio.Future[None] | None = None  # set once no request waits, while ``drained`` waits for it
 
     def admit(self) -> Admission:
         """Admit one request: NotReady or Overloaded (503) at once, else an ``Admission`` to read its body in."""
@@ -114,6 +115,8 @@ class Lifecycle:
                 reply.status = ended  # sent as 200, recorded as what happened: cut short (500) or left (499)
         finally:
             del waiting[job]
+            if self._idle is not None and not waiting and not self._idle.done():
+                self._idle.set_result(None)  # a replaced runtime (serve --reload) has answered its last request
             if job.listener is not None:
                 job.listener.cancel()
             # Cancelled (the awaiting task was, which cancels the future it awaited): work nobody waits for
@@ -187,6 +190,12 @@ class Lifecycle:
         if after is not None:
             reply.after = None
             self.pipeline.call(functools.partial(_run_after, self.name, after, request_id, self.pipeline.hooks))
+
+    async def drained(self) -> None:
+        """Return once no request waits for an answer here (a runtime replaced by ``serve --reload``)."""
+        if self.waiting:
+            self._idle = asyncio.get_running_loop().create_future()
+            await self._idle
 
     def cancel_waiting(self) -> int:
         """Shutdown: nothing queued starts any more; every waiting client is answered 503. Returns how many."""

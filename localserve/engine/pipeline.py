@@ -71,7 +71,7 @@ class Pipeline:
         self._claim, self._start, self._prepared, self._upstream = jobs.claim, jobs.start, jobs.prepared, jobs.upstream
         self._workers: list[threading.Thread] = []
         self.drain_limit = DRAIN_LIMIT - 1  # items a thread takes from the queue besides the one it waited for
-        self._affinity: set[int] | None = None
+        self.affinity: set[int] | None = None  # the cores ``pin`` put the threads on
         self._pinned = threading.local()
         # Set to measure the thread's CPU time per request once (see ``measure``); None otherwise.
         self.measured: CpuMeter | None = None
@@ -124,7 +124,7 @@ class Pipeline:
 
     def pin(self, cpus: set[int]) -> None:
         """Run the threads on ``cpus`` from their next job on (``--pin-threads``)."""
-        self._affinity = set(cpus)
+        self.affinity = set(cpus)
 
     def stop(self) -> None:
         """End the threads once the work they hold is done; nothing queued starts any more."""
@@ -185,9 +185,9 @@ class Pipeline:
 
     def _handle(self, items: list[Job | Outputs | Call | None]) -> bool:
         """Run one drained set of work items; True when told to stop."""
-        if self._affinity is not None and getattr(self._pinned, "cpus", None) != self._affinity:
-            os.sched_setaffinity(0, self._affinity)  # 0: this thread
-            self._pinned.cpus = self._affinity
+        if self.affinity is not None and getattr(self._pinned, "cpus", None) != self.affinity:
+            os.sched_setaffinity(0, self.affinity)  # 0: this thread
+            self._pinned.cpus = self.affinity
         stop = False
         fresh: list[Job] = []
         done: Done = []

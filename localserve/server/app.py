@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -33,6 +34,7 @@ from localserve.protocols.splitter import SplitterRoutes
 from localserve.protocols.v2.routes import V2Routes, infer_params
 from localserve.response import Reply
 from localserve.server.pages import Pages
+from localserve.server.reload import ProjectReload, Reloader
 from localserve.server.routes import NativeRoutes
 
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -50,10 +52,13 @@ class App:
         config: ServeConfig,
         options: ServeOptions | None = None,
         on_fatal: Callable[[LocalServeError], None] | None = None,
+        project: ProjectReload | None = None,
     ) -> None:
         self.config = config
         self.options = options = options or ServeOptions()
         self.engine = engine = Engine(config, options, on_fatal)
+        # serve --reload: the project entered again after each edit (the CLI's Project context)
+        self.reloader = Reloader(engine, config, project) if options.reload and project is not None else None
         self.apis = engine.apis
         self.metrics = engine.metrics
         self.stats = engine.stats
@@ -142,12 +147,16 @@ class App:
             self.jobs.start(workers=self.options.async_workers)
         if self.grpc is not None:
             await self.grpc.start()
+        if self.reloader is not None:
+            self.reloader.start()
         if wait and self.engine.loading is not None:
             await self.engine.loading
 
     async def shutdown(self) -> None:
         """Stop the AsyncAPI workers, cancel loading and the requests still waiting; flush the access log."""
         self.jobs.stop()
+        if self.reloader is not None:
+            await self.reloader.stop()
         if self.grpc is not None:
             await self.grpc.stop()  # the calls in flight had their grace since begin_shutdown
         await self.engine.shutdown()
@@ -179,15 +188,16 @@ class App:
         return JSONResponse({"status": "ok"}, headers={"x-request-id": request_id_of(request.scope)})
 
     async def readyz(self, request: StarletteRequest) -> Response:
-        """GET /readyz: 200 once every API is loaded, else 503; each API's status."""
+        """GET /readyz: 200 once every API is loaded, else 503; each API's status (and --reload's, see Reloader.status)."""
         apis = {name: state_of(rt) for name, rt in self.apis.items()}
         stores = await self.jobs.problems() if self.jobs else {}  # an AsyncAPI needs its job store
         for name, problem in stores.items():
             apis[name] = {**apis[name], "store": problem}
         ready = self.ready and not stores
-        return JSONResponse(
-            {"status": "ready" if ready else "not ready", "apis": apis}, status_code=200 if ready else 503
-        )
+        body: dict[str, Any] = {"status": "ready" if ready else "not ready", "apis": apis}
+        if self.reloader is not None:  # a failed reload is a detail: the last good version still serves
+            body["reload"] = self.reloader.status()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics_route(self, request: StarletteRequest) -> Response:
         """GET /metrics: the Prometheus text of every replica, with the trackers."""

@@ -157,7 +157,7 @@ class Pages:
         return JSONResponse(self.data())
 
     def data(self) -> dict[str, Any]:
-        """The dashboard's figures: ``dashboard_figures`` per API, with status, device and tracker."""
+        """The dashboard's figures: ``dashboard_figures`` per API, with status, device and tracker; ``--reload``'s state."""
         figures = dashboard_figures(self.app.metrics)
         stats = {entry["api"]: entry for entry in self.app.stats.stats_json()}
         apis = []
@@ -177,7 +177,8 @@ class Pages:
                     "tracker": stats.get(name, {}).get("tracker"),
                 }
             )
-        return {"time": time.time(), "metrics": self.app.metrics is not None, "apis": apis}
+        reload = self.app.reloader.status() if self.app.reloader is not None else None  # serve --reload
+        return {"time": time.time(), "metrics": self.app.metrics is not None, "apis": apis, "reload": reload}
 
 
 def _no_page(request: StarletteRequest) -> Response:

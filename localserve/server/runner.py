@@ -29,6 +29,7 @@ from localserve.server.app import App
 from localserve.server.auth import require_api_key
 from localserve.server.banner import banner_lines
 from localserve.server.connection.server import bound_port, uvicorn_server
+from localserve.server.reload import ProjectReload
 
 __all__ = ["Runner"]
 
@@ -39,13 +40,13 @@ T = TypeVar("T")
 class Runner:
     """Builds the App of ``config`` with ``options``, and starts and stops it (see the module doc)."""
 
-    def __init__(self, config: ServeConfig, options: ServeOptions) -> None:
+    def __init__(self, config: ServeConfig, options: ServeOptions, project: ProjectReload | None = None) -> None:
         self.config = config
         self.options = options
         self.failure: LocalServeError | None = None  # the load failure that stopped the start
         self.server: uvicorn.Server | None = None  # while served over HTTP
         self._thread: threading.Thread | None = None
-        self.app = App(config, options, self._on_fatal)
+        self.app = App(config, options, self._on_fatal, project)  # project: entered again by --reload
 
     def _on_fatal(self, exc: LocalServeError) -> None:
         self.failure = exc

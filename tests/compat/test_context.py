@@ -83,3 +83,52 @@ def test_the_projects_modules_are_let_go_even_when_its_folder_was_on_sys_path(
         assert inside.WHO == "project"  # other's main was set aside
     assert "cortex_helper_ctx" not in sys.modules
     assert sys.modules["main"] is main and main.WHO == "other"
+
+
+def test_reload_takes_the_edits_and_a_bad_one_changes_nothing(
+    make_project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve --reload's side of the context: the config read again, .env again, the packaged view synced, user
+    modules let go with their bytecode; an invalid .env raises with the environment and sys.path as they were."""
+    config_text = "- name: p\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: predictor.py\n"
+    project = make_project(
+        {
+            "cortex.yaml": config_text + "    config: {v: 1}\n",
+            "predictor.py": PREDICTOR,
+            "helper_reload.py": "VALUE = 1\n",
+            "gone.txt": "x",
+            ".env": "FROM_DOTENV_RELOAD=one\n",
+        }
+    )
+    settings = ProjectSettings(cache_dir=tmp_path / "cache")
+    context = Project(load_config(project), settings, reread=lambda: load_config(project))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # whatever PYTHONDONTWRITEBYTECODE says here
+    with context as config:
+        workdir = config.workdir
+        assert workdir is not None
+        import helper_reload
+
+        bytecode = Path(helper_reload.__cached__)
+        assert helper_reload.VALUE == 1 and bytecode.is_file()
+        (project / "helper_reload.py").write_text("VALUE = 2\n")  # same size, same second: stale bytecode otherwise
+        (project / "added.txt").write_text("new")
+        (project / "gone.txt").unlink()
+        (project / ".env").write_text("FROM_DOTENV_RELOAD=two\n")
+        (project / "cortex.yaml").write_text(config_text + "    config: {v: 2}\n")
+
+        reloaded = context.reload(requirements=False)
+
+        assert reloaded.apis[0].predictor.config == {"v": 2}  # type: ignore[union-attr]
+        assert (reloaded.workdir, reloaded.mnt_mode) == (workdir, config.mnt_mode)
+        assert os.environ["FROM_DOTENV_RELOAD"] == "two" and sys.path[0] == str(workdir)
+        assert (workdir / "added.txt").read_text() == "new" and not (workdir / "gone.txt").exists()
+        assert "helper_reload" not in sys.modules and not bytecode.exists()
+        import helper_reload as again
+
+        assert again.VALUE == 2 and (workdir / "__pycache__").is_dir()  # the mirror keeps its bytecode folder
+
+        (project / ".env").write_text("not a variable line\n")
+        environ, path = dict(os.environ), list(sys.path)
+        with pytest.raises(ConfigError, match=r"\.env, line 1: expected VARIABLE=value"):
+            context.reload(requirements=False)
+        assert (dict(os.environ), sys.path) == (environ, path)

@@ -117,15 +117,17 @@ class AsyncJobs:
     @staticmethod
     def _runner(rt: ApiRuntime) -> Callable[[Job], concurrent.futures.Future[Any]]:
         def run(job: Job) -> concurrent.futures.Future[Any]:
+            runtime = rt.runtime  # its endpoint on its threads, even if serve --reload swaps in another meanwhile
+
             def call() -> str:
                 tokens = api_var.set(rt.api.name), request_id_var.set(job.id)
                 try:
-                    return execute(rt.endpoint, job)
+                    return execute(runtime.endpoint, job)
                 finally:
                     request_id_var.reset(tokens[1])
                     api_var.reset(tokens[0])
 
-            return rt.pipeline.call(call)
+            return runtime.pipeline.call(call)
 
         return run
 

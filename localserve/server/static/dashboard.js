@@ -222,6 +222,14 @@ function card(api, t) {
   return node;
 }
 
+// serve --reload: a failed reload (the last good version still serves) until the next good save.
+function showReload(reload) {
+  const banner = document.getElementById("reload");
+  const error = reload && reload.error;
+  banner.hidden = !error;
+  banner.textContent = error ? `reload failed (still serving the last good version) after ${reload.changed.join(", ")} changed: ${error}` : "";
+}
+
 async function poll() {
   const notice = document.getElementById("notice");
   const headers = {};
@@ -241,6 +249,7 @@ async function poll() {
     apis.replaceChildren(...data.apis.map((api) => card(api, data.time)));
     notice.textContent = `${data.apis.length} API${data.apis.length === 1 ? "" : "s"} · updated ${new Date(data.time * 1000).toLocaleTimeString()} · every ${INTERVAL_MS / 1000} s` + (data.metrics ? "" : " · metrics are off");
     notice.className = "notice";
+    showReload(data.reload);
     document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
   } catch (error) {
     notice.textContent = `could not reach the server: ${error.message}`;

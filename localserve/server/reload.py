@@ -1,0 +1,256 @@
+"""``serve --reload``: watch the project, reload what changed, and never let a bad edit take the server down.
+
+Example::
+
+    reloader = Reloader(app.engine, config, project)     # project: compat.context.Project (ProjectReload)
+    reloader.start()                                     # on the serving loop, once the APIs load
+    reloader.status()    # {"generation": 2, "error": None, "changed": ["handler.py"]} for /readyz
+
+``watchfiles`` (the library uvicorn's reloader uses) watches the project folder and the config
+file from a thread of its own; the ignore rules of the packaged project (``localserve.ignore``)
+say which files count, and the config file, ``.env``, ``requirements.txt``/``Pipfile``, the
+ignore files and the APIs' model files always do. Each batch of changes is one reload, one at a
+time, on the event loop:
+
+1. the project is entered again off the loop (``ProjectReload.reload``): the config read again with
+   the command's flags, ``.env`` and the environment, the requirements installed when they
+   changed, the packaged view, the modules of user code let go;
+2. the APIs to reload are picked: every API after an edit of code, ``.env`` or the requirements;
+   else the APIs whose config entry changed, whose model files changed, or that failed to load;
+3. each is loaded and warmed up beside the version serving (``Engine.replace_api``), then swapped
+   in: new requests get it, the requests in flight finish on the old one.
+
+Any failure (a syntax error, an exception at import or in ``__init__``, an invalid config, a
+failed install) keeps the last good version serving: it is logged once with its traceback and
+shown on ``/readyz`` and the dashboard until the next good save clears it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from localserve.config import ApiConfig, ServeConfig
+from localserve.engine.core import Engine
+from localserve.error_text import without_paths
+from localserve.errors import ConfigError, LocalServeError
+from localserve.ignore import IGNORE_FILES, ignored
+
+__all__ = ["ProjectReload", "Reloader"]
+
+log = logging.getLogger("localserve")
+
+REQUIREMENTS = ("requirements.txt", "Pipfile")
+STEP_MS = 50  # a batch of changes ends after this long without another (watchfiles' step)
+SHOWN = 10  # changed files named in the log and on /readyz; "and N more" after them
+STOP_WAIT = 5.0  # seconds the watcher's thread gets to see the stop (it looks every STEP_MS)
+
+
+class ProjectReload(Protocol):
+    """The project the server runs in, entered again after an edit (``compat.context.Project``)."""
+
+    def reload(self, *, requirements: bool) -> ServeConfig:
+        """The config read again, the surroundings of user code made again; raises LocalServeError."""
+
+
+@dataclass
+class Changes:
+    """What one batch of file changes touched."""
+
+    files: list[str] = field(default_factory=list)  # relative to the project, sorted
+    config: bool = False
+    environment: bool = False  # .env
+    requirements: bool = False
+    rules: bool = False  # .cortexignore / .localserveignore
+    code: bool = False  # anything else user code may read: every API reloads
+    models: set[Path] = field(default_factory=set)  # files inside an API's model location
+
+    def named(self) -> str:
+        """The files for a log line: the first SHOWN, then how many more."""
+        more = len(self.files) - SHOWN
+        return ", ".join(self.files[:SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def model_location(api: ApiConfig, project: Path) -> Path | None:
+    """The local file or folder of ``api``'s model; None for none, or one fetched from a URL."""
+    location = api.model_location
+    if not location or "://" in location:
+        return None
+    return (project / location).resolve()
+
+
+class Watched:
+    """The watch filter: which changed paths count (see the module doc)."""
+
+    def __init__(self, project: Path, config_file: Path | None, models: list[Path]) -> None:
+        self.project = project.resolve()
+        self.config_file = config_file.resolve() if config_file is not None else None
+        self.models = models
+        self.ignored = ignored(self.project, self.config_file)
+
+    def __call__(self, change: object, path: str) -> bool:
+        file = Path(path)
+        if file == self.config_file or any(file.is_relative_to(model) for model in self.models):
+            return True
+        if not file.is_relative_to(self.project):
+            return False
+        relative = file.relative_to(self.project).as_posix()
+        if relative in (".env", *IGNORE_FILES, *REQUIREMENTS):
+            return True
+        try:
+            return not self.ignored(file)
+        except (OSError, ValueError):
+            return False
+
+    def classify(self, paths: list[str]) -> Changes:
+        """Sort a batch of changed paths into what they touch."""
+        changes = Changes()
+        for path in sorted(paths):
+            file = Path(path)
+            relative = file.relative_to(self.project).as_posix() if file.is_relative_to(self.project) else path
+            changes.files.append(relative)
+            if file == self.config_file:
+                changes.config = True
+            elif relative == ".env":
+                changes.environment = True
+            elif relative in REQUIREMENTS:
+                changes.requirements = True
+            elif relative in IGNORE_FILES:
+                changes.rules = True
+            elif any(file.is_relative_to(model) for model in self.models):
+                changes.models.add(file)
+            else:
+                changes.code = True
+        return changes
+
+
+class Reloader:
+    """Watches the project of a serving App and reloads its APIs (see the module doc)."""
+
+    def __init__(self, engine: Engine, config: ServeConfig, project: ProjectReload) -> None:
+        self.engine = engine
+        self.config = config
+        self.project = project
+        self.root = config.project
+        self.generation = 0  # reloads done; /readyz shows it
+        self.error: str | None = None  # the last reload's failure, until a good one
+        self.changed: list[str] = []  # the files of the last reload (done or failed), the first SHOWN
+        self.watched = self._watched(config)
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def _watched(self, config: ServeConfig) -> Watched:
+        models = [m for api in config.apis if (m := model_location(api, config.project)) is not None]
+        return Watched(config.project, config.config_file, models)
+
+    def status(self) -> dict[str, Any]:
+        """For /readyz and the dashboard: reloads done, the error of the last one that failed (until fixed)."""
+        return {"generation": self.generation, "error": self.error, "changed": self.changed}
+
+    def start(self) -> None:
+        """Watch from now on (on the running loop)."""
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)  # "1 change detected": our "reloaded" line says it
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def stop(self) -> None:
+        """Stop watching; a reload under way is cancelled (the version serving stays)."""
+        self._stop.set()  # the watcher's thread sees it within STEP_MS
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=STOP_WAIT)
+
+    async def _watch(self) -> None:
+        paths = {self.root.resolve()}
+        if self.watched.config_file is not None and not self.watched.config_file.is_relative_to(self.root.resolve()):
+            paths.add(self.watched.config_file.parent)
+        batches = self._batches(sorted(paths))
+        # The first step of the generator makes the watcher (inotify's watches are set when it returns).
+        waiting = asyncio.ensure_future(batches.__anext__())
+        await asyncio.sleep(0)
+        log.info("reload: watching %s for changes", ", ".join(str(p) for p in sorted(paths)))
+        while True:
+            try:
+                paths_changed = await waiting
+            except StopAsyncIteration:
+                return
+            await self.reload(self.watched.classify(paths_changed))
+            waiting = asyncio.ensure_future(batches.__anext__())
+
+    async def _batches(self, paths: list[Path]) -> AsyncIterator[list[str]]:
+        from watchfiles import awatch
+
+        async for batch in awatch(
+            *paths, watch_filter=lambda change, path: self.watched(change, path), stop_event=self._stop, step=STEP_MS
+        ):
+            yield [path for _, path in batch]
+
+    async def reload(self, changes: Changes) -> bool:
+        """Reload what ``changes`` touched; False when it failed (the last good version serves on)."""
+        start = time.perf_counter()
+        self.changed = changes.files[:SHOWN]
+        names: list[str] = []
+        try:
+            if changes.rules:
+                self.watched = self._watched(self.config)  # the ignore files, read again (a bad pattern raises)
+            config = await asyncio.to_thread(self.project.reload, requirements=changes.requirements)
+            names = self.plan(config, changes)
+            for name in names:
+                await self.engine.replace_api(name, config.api(name))
+        except Exception as exc:  # a bad edit must never take the server down
+            self._failed(exc, changes)
+            return False
+        self.config = config
+        self.watched = self._watched(config)
+        self.generation += 1
+        self.error = None
+        reloaded = ", ".join(repr(name) for name in names) or "no API (none changed)"
+        log.info(
+            "reloaded %s in %.3f s after %s changed (generation %d)",
+            reloaded,
+            time.perf_counter() - start,
+            changes.named(),
+            self.generation,
+        )
+        return True
+
+    def plan(self, config: ServeConfig, changes: Changes) -> list[str]:
+        """The APIs to reload, in the config's order; a ConfigError when the APIs themselves changed."""
+        serving = self.engine.apis
+        names = [api.name for api in config.apis]
+        if set(names) != set(serving):
+            raise ConfigError(
+                f"{config.source}: the config now names the APIs {', '.join(names) or 'none'} (serving: "
+                f"{', '.join(serving)}); adding, removing or renaming an API needs a restart of serve."
+            )
+        everything = changes.code or changes.environment or changes.requirements
+        chosen = []
+        for api in config.apis:
+            rt = serving[api.name]
+            models = [m for m in (model_location(api, config.project), model_location(rt.api, config.project)) if m]
+            touched = any(file.is_relative_to(model) for file in changes.models for model in models)
+            if everything or touched or api != rt.api or rt.state != "ready":
+                chosen.append(api.name)
+        return chosen
+
+    def _failed(self, exc: Exception, changes: Changes) -> None:
+        """Log a failed reload once, with its traceback, and keep it for /readyz until the next good one."""
+        details = exc.details if isinstance(exc, LocalServeError) else ""
+        if not details:
+            cause = exc.__cause__ if isinstance(exc, LocalServeError) else exc
+            if cause is not None:
+                details = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+        message = str(exc) if isinstance(exc, LocalServeError) else f"{type(exc).__name__}: {exc}"
+        self.error = without_paths(message, self.root)
+        log.error(
+            "reload failed after %s changed; still serving the last good version: %s%s",
+            changes.named(),
+            message,
+            f"\n{details.rstrip()}" if details else "",
+        )
