@@ -209,7 +209,12 @@ def test_the_command_serves_every_address_on_the_exposed_port_and_the_health_che
     env = image_env("cpu")
     params = serve.make_context(serve.name, argv[1:], resilient_parsing=True, default_map=None).params
     assert env["LOCALSERVE_HOST"] == "0.0.0.0"  # reachable through `docker run -p`
-    assert env["LOCALSERVE_PORT"] == _one("EXPOSE").value == str(params["port"])
+    http_port, grpc_port = _one("EXPOSE").value.split()
+    assert env["LOCALSERVE_PORT"] == http_port == str(params["port"])
+    # The Open Inference Protocol over gRPC on KServe's port, in every variant (the grpc extra).
+    assert env["LOCALSERVE_GRPC_PORT"] == grpc_port == "8081"
+    for variant in ("gpu", "cpu", "cpu-onnx"):
+        assert "grpc" in image_env(variant)["LOCALSERVE_EXTRAS"].split(","), variant
     assert argv[argv.index("--project") + 1] == _one("WORKDIR").value
     _, rest = _flags_and_rest(_one("HEALTHCHECK").value)
     keyword, _, command = rest.partition(" ")
