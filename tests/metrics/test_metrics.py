@@ -189,6 +189,45 @@ def test_metrics_client_exports_user_metrics() -> None:
     assert s[key("localserve_user_confidence_bucket", api="iris", label="setosa", le="1.0")] == 1
 
 
+def test_metrics_client_takes_cortex_calls() -> None:
+    """Cortex's MetricsClient (v0.30+): gauge / increment / histogram, keyword ``metric``; ``put`` stays."""
+    metrics = Metrics(apis=["iris"])
+    client = metrics.client("iris")
+    client.gauge("active_connections", 1001, tags={"protocol": "http"})
+    client.gauge(metric="queue", value=3)
+    client.increment(metric="model_calls", tags={"model_version": "v1"})
+    client.increment("model_calls", 2, {"model_version": "v1"})
+    client.increment(metric_name="model_calls", value=1, tags={"model_version": "v1"})
+    client.histogram(metric="inference_time_milliseconds", value=120, tags={"model_version": "v1"})
+    client.put(metric="queue", value=4)
+
+    s = scrape(metrics.render()[0])
+    assert s[key("localserve_user_active_connections", api="iris", protocol="http")] == 1001
+    assert s[key("localserve_user_queue", api="iris")] == 4
+    assert s[key("localserve_user_model_calls_total", api="iris", model_version="v1")] == 4
+    assert s[key("localserve_user_inference_time_milliseconds_count", api="iris", model_version="v1")] == 1
+    assert s[key("localserve_user_inference_time_milliseconds_sum", api="iris", model_version="v1")] == 120
+
+
+@pytest.mark.parametrize("method", ["gauge", "put", "increment", "histogram"])
+@pytest.mark.parametrize("name", ["cortex_latency", "istio_requests"])
+def test_metrics_client_refuses_cortex_prefixes_as_cortex_did(method: str, name: str) -> None:
+    client = Metrics(apis=["iris"]).client("iris")
+    with pytest.raises(ValueError) as info:
+        getattr(client, method)(name, 1)
+    assert str(info.value) == (
+        f"Metric name ({name}) is invalid because it starts with a cortex exclusive prefix.\n"
+        "The following are prefixes are exclusive to cortex: ('cortex_', 'istio_')."
+    )
+
+
+def test_metrics_client_takes_the_name_once() -> None:
+    client = Metrics(apis=["iris"]).client("iris")
+    with pytest.raises(TypeError) as info:
+        client.increment("a", metric_name="b")
+    assert str(info.value) == "metrics_client.increment() takes the metric's name once, as 'metric' or 'metric_name'"
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
