@@ -26,6 +26,7 @@ from localserve.engine.api import state_of
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, MethodNotAllowed, NotFound
 from localserve.logs import flush_access_log
+from localserve.metrics import expose
 from localserve.project import default_cache_dir
 from localserve.protocols.asyncapi import AsyncJobs
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
@@ -187,10 +188,12 @@ class App:
         """GET /metrics: the Prometheus text of every replica, with the trackers."""
         if self.metrics is None:
             return await self.not_found(request, NotFound("metrics are off"))
-        body, content_type = self.metrics.render()
+        families = self.metrics.families()
         if self.jobs:
-            body += await self.jobs.metrics()  # AsyncAPI queue and job latency, from the job stores
-        return Response(body, media_type=content_type)
+            families += await self.jobs.metrics()  # AsyncAPI queue and job latency, from the job stores
+        headers = request.headers
+        body, answer = expose(families, headers.get("accept", ""), headers.get("accept-encoding", ""))
+        return Response(body, headers=answer)
 
     async def all_stats(self, request: StarletteRequest) -> Response:
         """GET /stats: every API's counts, latency and tracker (and an AsyncAPI's jobs)."""
