@@ -7,7 +7,7 @@ import math
 import numbers
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -139,6 +139,24 @@ def _metric_argument(method: str, metric: Any, metric_name: Any) -> Any:
     return name
 
 
+def _recorder(method: str, doc: str, default: float | None = None) -> Callable[..., None]:
+    """One method of ``MetricsClient``: Cortex's signature, plus localserve's earlier keyword ``metric_name``."""
+
+    def record(
+        self: MetricsClient,
+        metric: str | None = None,
+        value: float | None = default,
+        tags: Mapping[str, Any] | None = None,
+        *,
+        metric_name: str | None = None,
+    ) -> None:
+        self._user.record(method, self._api, _metric_argument(method, metric, metric_name), value, tags)
+
+    record.__name__ = record.__qualname__ = method
+    record.__doc__ = doc
+    return record
+
+
 class MetricsClient:
     """Cortex's ``metrics_client`` for predictors; a metric ``name`` is exported as ``localserve_user_<name>``.
 
@@ -153,50 +171,9 @@ class MetricsClient:
         self._user = user_metrics
         self._api = api
 
-    def gauge(
-        self,
-        metric: str | None = None,
-        value: float | None = None,
-        tags: Mapping[str, Any] | None = None,
-        *,
-        metric_name: str | None = None,
-    ) -> None:
-        """Set the gauge ``metric`` to ``value`` (Prometheus Gauge)."""
-        name = _metric_argument("gauge", metric, metric_name)
-        self._user.record("gauge", self._api, name, value, tags)
-
-    def put(
-        self,
-        metric_name: str | None = None,
-        value: float | None = None,
-        tags: Mapping[str, Any] | None = None,
-        *,
-        metric: str | None = None,
-    ) -> None:
-        """``gauge`` under its earlier name."""
-        name = _metric_argument("put", metric, metric_name)
-        self._user.record("put", self._api, name, value, tags)
-
-    def increment(
-        self,
-        metric: str | None = None,
-        value: float = 1,
-        tags: Mapping[str, Any] | None = None,
-        *,
-        metric_name: str | None = None,
-    ) -> None:
-        """Add ``value`` to the counter ``metric`` (Prometheus Counter, exported with the suffix ``_total``)."""
-        name = _metric_argument("increment", metric, metric_name)
-        self._user.record("increment", self._api, name, value, tags)
-
-    def histogram(
-        self,
-        metric: str | None = None,
-        value: float | None = None,
-        tags: Mapping[str, Any] | None = None,
-        *,
-        metric_name: str | None = None,
-    ) -> None:
-        """Observe ``value`` in the histogram ``metric`` (Prometheus Histogram)."""
-        name = _metric_argument("histogram", metric, metric_name)
-        self._user.record("histogram", self._api, name, value, tags)
+    gauge = _recorder("gauge", "Set the gauge ``metric`` to ``value`` (a Prometheus Gauge).")
+    put = _recorder("put", "``gauge``, under localserve's earlier name.")
+    increment = _recorder(
+        "increment", "Add ``value`` to the counter ``metric`` (a Prometheus Counter, exported with ``_total``).", 1
+    )
+    histogram = _recorder("histogram", "Observe ``value`` in the histogram ``metric`` (a Prometheus Histogram).")
