@@ -28,6 +28,9 @@ _INTS = {
     "int32": 2**31,
     "int64": 2**63,
 }
+# The least magnitude each float dtype rounds to infinity (its largest value and half a step): below it a
+# number is cast to the nearest float; from it on, refused.
+_FLOAT_MAX = {"float16": 65520.0, "float32": 3.4028235677973366e38}
 _UINTS = {"uint8": 2**8, "uint16": 2**16, "uint32": 2**32, "uint64": 2**64}
 
 
@@ -56,6 +59,8 @@ def element_schema(dtype: str) -> dict[str, Any]:
         return {"type": "integer", "minimum": -_INTS[dtype], "maximum": _INTS[dtype] - 1}
     if dtype in _UINTS:
         return {"type": "integer", "minimum": 0, "maximum": _UINTS[dtype] - 1}
+    if dtype in _FLOAT_MAX:  # a larger number is refused: it does not fit the model's dtype
+        return {"type": "number", "exclusiveMinimum": -_FLOAT_MAX[dtype], "exclusiveMaximum": _FLOAT_MAX[dtype]}
     if dtype.startswith(("float", "bfloat")):
         return {"type": "number"}
     return {}
@@ -149,6 +154,22 @@ def _api_request_body(api: ApiDoc) -> dict[str, Any]:
     return {"required": api.kind != "abeja", "content": content}
 
 
+def _api_responses(api: ApiDoc) -> dict[str, Any]:
+    answer: dict[str, Any] = {"*/*": {"schema": {}}}
+    if api.kind == "abeja":  # the handler chooses its status and body, errors included
+        return {
+            "default": {
+                "description": "What the handler returned (its status_code, content_type and content); or "
+                "localserve's JSON error (413, 500, 503, 504).",
+                "content": answer,
+            }
+        }
+    return {
+        "200": {"description": "What the API returned.", "content": answer},
+        **error_responses(400, 413, 500, 503, 504),
+    }
+
+
 def _describe_text(api: ApiDoc) -> str:
     if api.kind == "abeja":
         return "An ABEJA handler: `handler(request, context)` receives the body whatever its Content-Type."
@@ -173,10 +194,7 @@ def api_paths(api: ApiDoc) -> dict[str, Any]:
         "description": _describe_text(api),
         "tags": tag,
         "requestBody": _api_request_body(api),
-        "responses": {
-            "200": {"description": "What the API returned.", "content": {"*/*": {"schema": {}}}},
-            **error_responses(400, 413, 500, 503, 504),
-        },
+        "responses": _api_responses(api),
     }
     describe = {
         "summary": f"Describe {api.name!r}: kind, model format, device, inputs and outputs",
@@ -195,19 +213,33 @@ def api_paths(api: ApiDoc) -> dict[str, Any]:
     }
     paths[f"/{api.name}"]["post"] = {**predict, "operationId": f"post_{api.name}"}
     if api.serves_root:
-        root = {"post": {**predict, "operationId": "post_root"}}
-        if api.kind == "abeja":  # an ABEJA handler keeps "/" for every method
-            root["get"] = {
-                **predict,
-                "operationId": "get_root",
-                "summary": f"GET to {api.name!r} (the query string is the body)",
-            }
-            del root["get"]["requestBody"]
-        else:
-            root["get"] = {**describe, "operationId": "describe_root"}
-        paths["/"] = root
+        paths["/"] = {
+            "post": {**predict, "operationId": "post_root"},
+            "get": {**describe, "operationId": "describe_root"},
+        }
         paths["/predict"] = {"post": {**predict, "operationId": "predict_root"}}
+    if api.kind == "abeja":
+        _abeja_methods(paths, predict, api.name)
     return paths
+
+
+def _abeja_methods(paths: dict[str, Any], predict: dict[str, Any], name: str) -> None:
+    """An ABEJA handler also receives GET (but ``GET /<api>``, which describes it), PUT, PATCH and DELETE, as
+    ``server/routes.py`` passes them (``ABEJA_METHODS``)."""
+    get = {**predict, "summary": f"GET to {name!r} (the query string is the body)"}
+    del get["requestBody"]
+    for path, item in paths.items():
+        if "post" not in item:
+            continue
+        operation = item["post"]["operationId"].removeprefix("post_")
+        if "get" not in item or path in ("/", "/predict"):
+            item["get"] = {**get, "operationId": f"get_{operation}"}
+        for method in ("put", "patch", "delete"):
+            item[method] = {
+                **predict,
+                "operationId": f"{method}_{operation}",
+                "summary": f"{method.upper()} to {name!r}",
+            }
 
 
 def get_route(summary: str, tag: str, operation_id: str, content: dict[str, Any], *errors: int) -> dict[str, Any]:
