@@ -225,11 +225,22 @@ class App:
             )  # a set's order, made stable
             error = MethodNotAllowed(request.method, request.url.path, allow)
         else:
-            paths = sorted(p for p in self.routes if not p.endswith("/predict") or p == "/predict")
             path = request.url.path
             shown = path if len(path) <= 200 else f"{path[:200]}..."  # a 60 KB path is not echoed whole
-            error = NotFound(f"No route {shown!r}; the APIs answer at {', '.join(paths)}.")
-        return starlette_response(render_error(error, rid), rid)
+            error = NotFound(f"No route {shown!r}; {self._routes_for(path)}.")
+        v2 = request.url.path.startswith("/v2/") or request.url.path == "/v2"
+        return starlette_response(render_error(error, rid, v2=v2), rid)
+
+    def _routes_for(self, path: str) -> str:
+        """The routes a 404 at ``path`` lists: the Open Inference Protocol's under /v2, else the APIs'."""
+        if path.startswith("/v2/"):
+            models = [f"/v2/models/{name}" for name in self.v2.names()]
+            stats = ["/v2/models/stats"] if models else []
+            every = ["/v2", "/v2/health/live", "/v2/health/ready", *stats]
+            every += [f"{model}{tail}" for model in models for tail in ("", "/ready", "/config", "/stats", "/infer")]
+            return f"the Open Inference Protocol's routes are {', '.join(every)}"
+        paths = sorted(p for p in self.routes if not p.endswith("/predict") or p == "/predict")
+        return f"the APIs answer at {', '.join(paths)}"
 
 
 def starlette_response(reply: Reply, request_id: str) -> Response:

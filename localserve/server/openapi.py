@@ -262,8 +262,10 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
         "/healthz": get_route("The server is alive", "health", "healthz", status),
         "/health_check": get_route("The server is alive (ABEJA's path)", "health", "health_check", status),
         "/readyz": get_route("Every API is loaded", "health", "readyz", ready, 503),
-        "/v2/health/live": get_route("The server is alive (Open Inference Protocol)", "v2", "v2_live", status),
-        "/v2/health/ready": get_route("Every API is loaded (Open Inference Protocol)", "v2", "v2_ready", ready, 503),
+        "/v2/health/live": get_route("The server is alive (Open Inference Protocol)", "health", "v2_live", status),
+        "/v2/health/ready": get_route(
+            "Every API is loaded (Open Inference Protocol)", "health", "v2_ready", ready, 503
+        ),
         "/metrics": get_route("Prometheus metrics", "observability", "metrics", {"text/plain": {"schema": {}}}, 404),
         "/stats": get_route(
             "Request counts, latency and tracker of every API",
@@ -274,6 +276,7 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
         "/openapi.json": get_route("This document", "pages", "openapi", {JSON: {"schema": {"type": "object"}}}),
         "/docs": get_route("Try the APIs from a browser", "pages", "docs", {"text/html": {"schema": {}}}),
         "/dashboard": get_route("A live dashboard of every API", "pages", "dashboard", {"text/html": {"schema": {}}}),
+        "/favicon.ico": get_route("The pages' icon", "pages", "favicon", {"image/x-icon": {"schema": {}}}),
         "/dashboard/data": get_route(
             "The dashboard's figures (from /metrics and /stats)",
             "pages",
@@ -300,7 +303,7 @@ def openapi_document(apis: Sequence[ApiDoc], *, title: str = "localserve", beare
         },
         "paths": dict(sorted(paths.items())),
         "tags": [{"name": api.name, "description": f"API {api.name!r} ({api.kind})"} for api in apis]
-        + [{"name": n} for n in ("health", "observability", "pages", "v2")],
+        + [{"name": n} for n in ("health", "observability", "pages")],  # "v2" with V2 models (openapi_v2)
         "components": {
             "schemas": {
                 "Error": {

@@ -43,13 +43,19 @@ def _v2_tensor(spec: dict[str, Any], *, concrete: bool = False) -> dict[str, Any
 
 
 def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
-    """Add the Open Inference Protocol's routes for the ``apis`` that are V2 models (a model run by localserve)."""
-    document["components"]["schemas"].update(_v2_schemas())
+    """Add the Open Inference Protocol's routes for the ``apis`` that are V2 models (a model run by localserve).
+
+    Without one, the server's ``/v2`` metadata joins the health routes, and there is no ``v2`` section and
+    no V2 schema.
+    """
     paths = document["paths"]
-    paths["/v2"] = get_route("Server metadata (Open Inference Protocol)", "v2", "v2_server", {JSON: {"schema": {}}})
     any_json = {JSON: {"schema": {"type": "object"}}}
     models = [api for api in apis if api.model_format is not None and api.kind == "request_handler"]
+    tag = "v2" if models else "health"
+    paths["/v2"] = get_route("Server metadata (Open Inference Protocol)", tag, "v2_server", {JSON: {"schema": {}}})
     if models:
+        document["components"]["schemas"].update(_v2_schemas())
+        document["tags"].append({"name": "v2", "description": "The Open Inference Protocol (KServe V2)"})
         paths["/v2/models/stats"] = get_route(
             "Statistics of every model (Triton's extension)", "v2", "v2_stats", any_json, 404
         )
