@@ -6,15 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from localserve.server.openapi import (
-    JSON,
-    ApiDoc,
-    element_schema,
-    error_responses,
-    get_route,
-    tensor_example,
-    tensor_schema,
-)
+from localserve.server.openapi import JSON, ApiDoc, error_responses, get_route
+from localserve.server.openapi_tensors import element_schema, tensor_example, tensor_schema
 
 _MAX_DIM = 2**63 - 1  # as the V2 codec checks shapes: int64 dimensions
 
