@@ -5,7 +5,7 @@ Example::
     metrics = Metrics(apis=["iris"])
     metrics.request_started("iris")
     metrics.request_finished("iris", 200, 0.0012)
-    body, content_type = metrics.render()
+    body, headers = metrics.render(accept="application/openmetrics-text", accept_encoding="gzip")
 
 Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (its public API only).
 With several replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one
