@@ -1,4 +1,4 @@
-"""``localserve check``: validate a project's config and files without loading any model."""
+"""``localserve check``: refuse what ``serve`` refuses at load, without loading a model or creating a predictor."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from localserve.config import ApiConfig, ServeConfig
-from localserve.errors import ConfigError
+from localserve.errors import ConfigError, ModelLoadError
 
 
 def check_project(config: ServeConfig, cache: Path) -> Iterator[str]:
     """Yield one line per API; raise ConfigError at the first missing file."""
     for api in config.apis:
         _check_files(config, api)
+        _check_model(config, api)
         yield f"ok  {api.name}: {_summary(api)}"
     for splitter in config.splitters:
         apis = ", ".join(f"{t.name} {t.weight}%" + (" (shadow)" if t.shadow else "") for t in splitter.apis)
@@ -39,6 +40,26 @@ def _check_files(config: ServeConfig, api: ApiConfig) -> None:
     for key, path in files:
         if not (config.project / path).exists():
             raise ConfigError(f"{where}: {key} {path!r} does not exist in the project directory {config.project}.")
+
+
+def _check_model(config: ServeConfig, api: ApiConfig) -> None:
+    """What loading the API's model would refuse, short of loading it: the runtime installed (the one function that
+    serve asks), and for a local SavedModel folder its signatures (read from saved_model.pb, as loading decides)."""
+    from localserve.runtimes import require_runtime
+
+    if api.model_format is None or api.model_location is None:
+        return
+    where = f"{config.source}: api {api.name!r}"
+    try:
+        require_runtime(api.model_format)
+        path = config.project / api.model_location
+        if api.model_format == "tensorflow" and "://" not in api.model_location and path.is_dir():
+            from localserve.runtimes.tensorflow import inspect_saved_model
+
+            # A TensorFlowPredictor may name the signature in each call; a request handler API runs one.
+            inspect_saved_model(path, api.tf_signature_key, needs_signature=api.predictor is None)
+    except ModelLoadError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _summary(api: ApiConfig) -> str:
@@ -87,6 +108,8 @@ def _surroundings(config: ServeConfig, cache: Path) -> Iterator[str]:
                 else f"pip install {package}, or add it to requirements.txt"
             )
             problems.append(f"{where} imports {missing!r}, which is not installed; {hint}.")
+        elif result.get("refused"):
+            problems.append(f"{config.source}: api {result['api']!r}: {result['refused']}")
         elif result.get("error"):
             problems.append(f"{where}: importing it failed: {result['error']}")
     if problems:

@@ -36,16 +36,18 @@ CORTEX_PREINSTALLED = ("boto3", "msgpack", "numpy", "requests", "dill")
 PROBE_TIMEOUT = 300.0
 
 
-def user_modules(config: ServeConfig) -> list[tuple[str, str, str]]:
-    """(api, how, target) per module to import: ("iris", "file", "handler.py") or ("tax", "module", "main")."""
-    modules = []
+def user_modules(config: ServeConfig) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(api, how, target, what serve looks for in it) per module to import: ("iris", "file", "predictor.py",
+    {"predictor": {...}}) or ("tax", "module", "main", {"handler": "main:handler"})."""
+    modules: list[tuple[str, str, str, dict[str, Any]]] = []
     for api in config.apis:
         if api.handler:
-            modules.append((api.name, "module", api.handler.partition(":")[0]))
+            modules.append((api.name, "module", api.handler.partition(":")[0], {"handler": api.handler}))
         if api.request_handler:
-            modules.append((api.name, "file", api.request_handler))
+            modules.append((api.name, "file", api.request_handler, {"request_handler": api.request_handler}))
         if api.predictor:
-            modules.append((api.name, "file", api.predictor.path))
+            predictor = {"type": api.predictor.type, "path": api.predictor.path}
+            modules.append((api.name, "file", api.predictor.path, {"predictor": predictor}))
     return modules
 
 
@@ -101,9 +103,6 @@ def _normalise(name: str) -> str:
 
 
 def _main(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the subprocess
-    import importlib
-    import traceback
-
     project = Path(spec["project"])
     os.chdir(project)
     sys.path.insert(0, str(project))
@@ -121,28 +120,59 @@ def _main(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the subpr
     install_redirect(project)
     devnull = open(os.devnull, "w")  # noqa: SIM115  (stdout for user prints until the process ends)
     real_stdout, sys.stdout = sys.stdout, devnull
-    for api, how, target in spec["modules"]:
-        result: dict[str, Any] = {"api": api, "target": target}
-        try:
-            if how == "module":
-                importlib.import_module(target)
-            else:
-                from localserve.handlers.loader import load_file
-
-                load_file(target, project, api=api, what="module")
-        except ModuleNotFoundError as exc:
-            result["missing"] = exc.name
-        except Exception as exc:
-            cause = exc.__cause__ or exc.__context__
-            if isinstance(cause, ModuleNotFoundError):
-                result["missing"] = cause.name
-            else:
-                result["error"] = f"{type(exc).__name__}: {exc}"
-                result["details"] = traceback.format_exc(limit=-3)
-        except SystemExit as exc:
-            result["error"] = f"SystemExit: {exc}"
-        real_stdout.write(json.dumps(result) + "\n")
+    for api, how, target, wanted in spec["modules"]:
+        real_stdout.write(json.dumps(_probe(api, how, target, wanted, project)) + "\n")
         real_stdout.flush()
+
+
+def _probe(
+    api: str, how: str, target: str, wanted: dict[str, Any], project: Path
+) -> dict[str, Any]:  # pragma: no cover
+    """Import one user module and inspect it as ``serve`` would: the result line for ``check``."""
+    import importlib
+    import traceback
+
+    from localserve.errors import HandlerLoadError
+
+    result: dict[str, Any] = {"api": api, "target": target}
+    try:
+        if how == "module":
+            module = importlib.import_module(target)
+        else:
+            from localserve.handlers.loader import load_file
+
+            module = load_file(target, project, api=api, what="module")
+        _inspect(module, wanted, project)
+    except HandlerLoadError as exc:  # what serve refuses in the module, short of running the predictor's __init__
+        result["refused"] = str(exc)
+    except ModuleNotFoundError as exc:
+        result["missing"] = exc.name
+    except Exception as exc:
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, ModuleNotFoundError):
+            result["missing"] = cause.name
+        else:
+            result["error"] = f"{type(exc).__name__}: {exc}"
+            result["details"] = traceback.format_exc(limit=-3)
+    except SystemExit as exc:
+        result["error"] = f"SystemExit: {exc}"
+    return result
+
+
+def _inspect(module: Any, wanted: dict[str, Any], project: Path) -> None:  # pragma: no cover - in the subprocess
+    """What ``serve`` checks in the imported ``module`` before it calls user code: the same functions decide."""
+    from localserve.config import PredictorConfig
+    from localserve.handlers.abeja import inspect_handler
+    from localserve.handlers.loader import load_attr
+    from localserve.handlers.predictor import inspect_predictor
+    from localserve.handlers.request_handler import inspect_hooks
+
+    if "handler" in wanted:
+        inspect_handler(load_attr(wanted["handler"], project), wanted["handler"])
+    elif "request_handler" in wanted:
+        inspect_hooks(module, wanted["request_handler"])
+    else:
+        inspect_predictor(module, PredictorConfig(**wanted["predictor"]))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -157,3 +157,30 @@ def wait_polls(page: Any, polls: int) -> None:
 def figure(page: Any, api: str, name: str) -> str:
     text: str = page.locator(f'[data-api="{api}"] [data-figure="{name}"] dd').inner_text()
     return text
+
+
+# What a chart's text measures in the page: its computed font size and its rendered height (CSS px), and the
+# SVG's scale on screen (1: one user unit a pixel), for each chart of each card.
+CHART_TEXT = """
+() => [...document.querySelectorAll("svg.chart")].map((chart) => ({
+  api: chart.closest("[data-api]").dataset.api,
+  chart: chart.dataset.chart,
+  scale: chart.getScreenCTM().a,
+  ticks: [...chart.querySelectorAll("text[data-tick]")].map((t) => t.textContent),
+  sizes: [...chart.querySelectorAll("text")].map((t) => getComputedStyle(t).fontSize),
+  heights: [...chart.querySelectorAll("text")].map((t) => Math.round(t.getBoundingClientRect().height * 10) / 10),
+}))
+"""
+
+
+def chart_text(page: Any) -> list[dict[str, Any]]:
+    """``CHART_TEXT`` of the page."""
+    found: list[dict[str, Any]] = page.evaluate(CHART_TEXT)
+    return found
+
+
+def shots_dir(fallback: Path) -> Path:
+    """Where the browser tests save their screenshots: ``$LOCALSERVE_SHOTS`` (to look at them), else ``fallback``."""
+    folder = Path(os.environ.get("LOCALSERVE_SHOTS") or fallback)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

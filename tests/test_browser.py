@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests import browser
+from tests.conftest import wait_until
 from tests.test_e2e import server
 
 pytestmark = [
@@ -145,3 +146,109 @@ def test_with_an_api_key_the_pages_ask_for_it_and_work_with_it(tmp_path: Path) -
     # the only errors are the browser's reports of the refused requests, before the key was entered
     assert docs_errors and all("401 (Unauthorized)" in error for error in docs_errors)
     assert dashboard_errors and all("401 (Unauthorized)" in error for error in dashboard_errors)
+
+
+def loaded(url: str) -> bool:
+    try:
+        apis = httpx.get(f"{url}/readyz").json()["apis"]
+    except httpx.TransportError:  # not listening yet
+        return False
+    return all(api["status"] != "loading" for api in apis.values())
+
+
+ICON = """
+async () => {
+  const link = document.querySelector("link[rel=icon]");
+  const image = new Image();
+  image.src = link.href;
+  await image.decode();
+  return [new URL(link.href).pathname, image.naturalWidth];
+}
+"""
+
+FAILING = """
+class PythonPredictor:
+    def __init__(self, config):
+        raise RuntimeError("no vocabulary")
+
+    def predict(self, payload):
+        return payload
+"""
+
+
+def test_dashboard_chart_text_keeps_its_size_and_the_axes_one_format_at_any_width(url: str, tmp_path: Path) -> None:
+    shots = browser.shots_dir(tmp_path)
+    browser.send_traffic(url, 1)
+    measured = {}
+    for width in (420, 1400):
+        with browser.browser_page(width=width, height=900) as page:
+            browser.open_dashboard(page, url)
+            browser.send_traffic(url, 1)  # a second poll with traffic: both charts have points
+            browser.wait_polls(page, 3)
+            measured[width] = browser.chart_text(page)
+            page.screenshot(path=str(shots / f"dashboard-{width}.png"), full_page=True)
+            errors = page.errors
+        assert errors == []
+    small, large = measured[420], measured[1400]
+    assert [(c["api"], c["chart"]) for c in small] == [(c["api"], c["chart"]) for c in large]
+    assert {c["chart"] for c in small} == {"latency", "rate"}
+    for chart in small + large:
+        assert chart["scale"] == 1  # drawn at its width in pixels: nothing scales its text
+        assert set(chart["sizes"]) == {"11px"}
+        assert len(chart["ticks"]) == 3
+        # one formatter: the three ticks of an axis have the same decimals, and the chart's unit
+        decimals = {len(tick.split(" ")[0].removesuffix("/s").partition(".")[2]) for tick in chart["ticks"]}
+        assert len(decimals) == 1, chart["ticks"]
+        assert all(tick.endswith(" ms" if chart["chart"] == "latency" else "/s") for tick in chart["ticks"])
+    assert [c["heights"][0] for c in small] == [c["heights"][0] for c in large]  # the same text, the same height
+
+
+def test_dashboard_draws_no_chart_for_a_failed_api_and_the_pages_have_their_icon(tmp_path: Path) -> None:
+    shots = browser.shots_dir(tmp_path)
+    project = browser.write_project(tmp_path / "project")
+    (project / "broken.py").write_text(FAILING)
+    with (project / "cortex.yaml").open("a") as config:
+        config.write("- kind: api\n  name: broken\n  predictor: {type: python, path: broken.py}\n")
+    with server("--project", str(project), "--keep-going", ready=False) as (url, _):
+        wait_until(lambda: loaded(url), "every API loaded or failed")
+        browser.send_traffic(url, 1)
+        with browser.browser_page(width=1400) as page:
+            icons: list[tuple[str, int]] = []
+            page.on(
+                "response", lambda r: icons.append((r.url.removeprefix(url), r.status)) if "favicon" in r.url else None
+            )
+            browser.open_dashboard(page, url)
+            broken = page.locator('[data-api="broken"]')
+            assert broken.locator("[data-status]").inner_text() == "failed"
+            assert broken.locator(".error").inner_text() == (
+                "PythonPredictor.__init__ raised RuntimeError: no vocabulary"
+            )
+            assert broken.locator("svg.chart").count() == 0
+            assert page.locator('[data-api="iris"] svg.chart').count() == 2
+            page.screenshot(path=str(shots / "dashboard-failed-api.png"), full_page=True)
+            icons = [page.evaluate(ICON)]
+            page.goto(f"{url}/docs")
+            page.locator("#operations-iris-post_iris").wait_for()
+            assert page.locator("#operations-tag-v2").count() == 1  # iris is a V2 model
+            icons.append(page.evaluate(ICON))
+            errors = page.errors
+    assert icons == [["/favicon.ico", 32], ["/favicon.ico", 32]]  # both pages' icon, decoded by the browser
+    assert errors == []
+
+
+def test_docs_has_no_v2_section_without_a_v2_model(tmp_path: Path) -> None:
+    shots = browser.shots_dir(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "echo.py").write_text(browser.EXAMPLES.joinpath("multipart_echo", "main.py").read_text())
+    with (
+        server("--project", str(project), "--handler", "echo:handler") as (url, _),
+        browser.browser_page(width=1400) as page,
+    ):
+        page.goto(f"{url}/docs")
+        page.locator("#operations-project-post_project").wait_for()
+        tags = page.locator(".opblock-tag").all_inner_texts()
+        models = page.locator(".models").count() and page.locator(".models").inner_text()
+        page.screenshot(path=str(shots / "docs-no-v2.png"), full_page=True)
+    assert [tag.split("\n")[0] for tag in tags] == ["project", "health", "observability", "pages"]
+    assert "V2" not in str(models)

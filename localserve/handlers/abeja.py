@@ -20,6 +20,17 @@ from localserve.runtimes import Feed, Model
 log = logging.getLogger("localserve")
 
 
+def inspect_handler(func: Any, handler: str) -> Callable[[Request, dict[str, Any]], Any]:
+    """``func``, the object that ``handler`` ("main:handler") names, if ``serve`` can call it as
+    ``handler(request, context)``; else HandlerLoadError (``localserve check`` runs this too)."""
+    if not callable(func):
+        raise HandlerLoadError(f'Handler "{handler}" is a {type(func).__name__}, not a function.')
+    count, varargs = positional_count(func)
+    if count != 2 and not (varargs and count < 2):
+        raise HandlerLoadError(f'Handler "{handler}" must accept 2 parameters (request, context); it accepts {count}.')
+    return func  # type: ignore[no-any-return]
+
+
 class AbejaHandler:
     """``handler(request, context)``: the whole answer in one stage of user code."""
 
@@ -34,15 +45,7 @@ class AbejaHandler:
     def load(self) -> None:
         """Import the handler function and check that it takes (request, context)."""
         assert self.api.handler is not None
-        func = load_attr(self.api.handler, self.options.project)
-        if not callable(func):
-            raise HandlerLoadError(f'Handler "{self.api.handler}" is a {type(func).__name__}, not a function.')
-        count, varargs = positional_count(func)
-        if count != 2 and not (varargs and count < 2):
-            raise HandlerLoadError(
-                f'Handler "{self.api.handler}" must accept 2 parameters (request, context); it accepts {count}.'
-            )
-        self.func = func
+        self.func = inspect_handler(load_attr(self.api.handler, self.options.project), self.api.handler)
 
     def describe(self) -> dict[str, Any]:
         """JSON for GET /<api>: the handler's name."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from localserve.config import ApiConfig
+from localserve.config import ApiConfig, PredictorConfig
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
 from localserve.handlers import USER_ESCAPES, EndpointOptions, run_stage, truncate, user_error
 from localserve.handlers.loader import load_file, parameter_names
@@ -23,6 +23,37 @@ from localserve.runtimes import Feed, Model
 CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client"}
 PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
 POST_PREDICT_PARAMS = ("response", "payload", "query_params", "headers")  # Cortex 0.2x: what it passed by name
+
+
+def inspect_predictor(module: Any, spec: PredictorConfig) -> tuple[type, list[str], list[str]]:
+    """The predictor class of ``module`` and the parameters of its ``__init__`` and ``predict``; HandlerLoadError
+    for what ``serve`` refuses before it creates the predictor (``localserve check`` runs this too)."""
+    cls = getattr(module, spec.class_name, None)
+    if not isinstance(cls, type):
+        classes = [n for n, v in vars(module).items() if isinstance(v, type) and v.__module__ == module.__name__]
+        raise HandlerLoadError(
+            f"{spec.path}: no class {spec.class_name} (predictor type {spec.type!r}); "
+            f"it defines: {', '.join(classes) or 'no classes'}."
+        )
+    available = ["config", "metrics_client", *([CLIENT_PARAMS[spec.type]] if spec.type in CLIENT_PARAMS else [])]
+    init_params = parameter_names(cls.__init__)[1:]  # type: ignore[misc]
+    unknown = [p for p in init_params if p not in available]
+    if unknown:
+        raise HandlerLoadError(
+            f"{spec.path}: {spec.class_name}.__init__ has an unknown parameter {unknown[0]!r}; "
+            f"it may take: {', '.join(available)}."
+        )
+    predict = getattr(cls, "predict", None)
+    if not callable(predict):
+        raise HandlerLoadError(f"{spec.path}: {spec.class_name} has no predict() method.")
+    predict_params = parameter_names(predict)[1:]
+    unknown = [p for p in predict_params if p not in PREDICT_PARAMS]
+    if unknown:
+        raise HandlerLoadError(
+            f"{spec.path}: {spec.class_name}.predict has an unknown parameter {unknown[0]!r}; "
+            f"it may take: {', '.join(PREDICT_PARAMS)}."
+        )
+    return cls, init_params, predict_params
 
 
 class ModelClient:
@@ -62,16 +93,10 @@ class PredictorEndpoint:
         self.post_params: list[str] | None = None  # post_predict's parameters; None: the class has none
 
     def load(self) -> None:
-        """Import the predictor file, load its model (ONNX/TensorFlow predictors) and create the predictor."""
+        """Import the predictor file, check its class, load its model (ONNX/TensorFlow predictors), create the predictor."""
         spec = self.predictor
         module = load_file(spec.path, self.options.project, api=self.api.name, what="predictor")
-        cls = getattr(module, spec.class_name, None)
-        if not isinstance(cls, type):
-            classes = [n for n, v in vars(module).items() if isinstance(v, type) and v.__module__ == module.__name__]
-            raise HandlerLoadError(
-                f"{spec.path}: no class {spec.class_name} (predictor type {spec.type!r}); "
-                f"it defines: {', '.join(classes) or 'no classes'}."
-            )
+        cls, init_params, self.predict_params = inspect_predictor(module, spec)
         available: dict[str, Any] = {
             "config": dict(spec.config),
             "metrics_client": self.options.metrics_client,
@@ -79,23 +104,6 @@ class PredictorEndpoint:
         if spec.type in CLIENT_PARAMS:
             self.client_model = load_api_model(self.api, self.options)
             available[CLIENT_PARAMS[spec.type]] = ModelClient(self.client_model)
-        init_params = parameter_names(cls.__init__)[1:]  # type: ignore[misc]
-        unknown = [p for p in init_params if p not in available]
-        if unknown:
-            raise HandlerLoadError(
-                f"{spec.path}: {spec.class_name}.__init__ has an unknown parameter {unknown[0]!r}; "
-                f"it may take: {', '.join(available)}."
-            )
-        predict = getattr(cls, "predict", None)
-        if not callable(predict):
-            raise HandlerLoadError(f"{spec.path}: {spec.class_name} has no predict() method.")
-        self.predict_params = parameter_names(predict)[1:]
-        unknown = [p for p in self.predict_params if p not in PREDICT_PARAMS]
-        if unknown:
-            raise HandlerLoadError(
-                f"{spec.path}: {spec.class_name}.predict has an unknown parameter {unknown[0]!r}; "
-                f"it may take: {', '.join(PREDICT_PARAMS)}."
-            )
         self.post_params = _post_predict_params(cls, spec.path, spec.class_name)
         try:
             self.instance = cls(**{name: available[name] for name in init_params})

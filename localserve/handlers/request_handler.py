@@ -45,6 +45,12 @@ def load_api_model(api: ApiConfig, options: EndpointOptions) -> Model:
     return model
 
 
+def inspect_hooks(module: Any, path: str) -> tuple[tuple[Callable[..., Any] | None, bool], ...]:
+    """``pre_inference`` and ``post_inference`` of the request handler ``module`` (file ``path``), each as
+    (function or None, takes the 3-argument form); HandlerLoadError for what ``serve`` refuses (and ``check``)."""
+    return _hook(module, "pre_inference", path), _hook(module, "post_inference", path)
+
+
 def _hook(module: Any, name: str, path: str) -> tuple[Callable[..., Any] | None, bool]:
     """(function, takes the 3-argument form) for pre_inference / post_inference."""
     func = getattr(module, name, None)
@@ -81,8 +87,7 @@ class RequestHandlerEndpoint:
             module = load_file(
                 self.api.request_handler, self.options.project, api=self.api.name, what="request_handler"
             )
-            self.pre, self.pre_three = _hook(module, "pre_inference", self.api.request_handler)
-            self.post, self.post_three = _hook(module, "post_inference", self.api.request_handler)
+            (self.pre, self.pre_three), (self.post, self.post_three) = inspect_hooks(module, self.api.request_handler)
         self.model = load_api_model(self.api, self.options)
         require = getattr(self.model, "require_signature", None)
         if require is not None:  # the model runs on every request: it needs its one signature

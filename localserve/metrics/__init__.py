@@ -5,7 +5,7 @@ Example::
     metrics = Metrics(apis=["iris"])
     metrics.request_started("iris")
     metrics.request_finished("iris", 200, 0.0012)
-    body, content_type = metrics.render()
+    body, headers = metrics.render(accept="application/openmetrics-text", accept_encoding="gzip")
 
 Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (its public API only).
 With several replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one
@@ -19,23 +19,23 @@ tracker's figures are metrics too (``localserve.tracker``).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Mapping
-from glob import glob
+from collections.abc import Callable, Iterable
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
-    generate_latest,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
 )
 from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.metrics_core import Metric
 
-from localserve.errors import ConfigError
+from localserve.metrics.exposition import ReplicaProcesses, expose
 from localserve.metrics.figures import ApiFigures, Distribution, read_figures
+from localserve.metrics.folder import MULTIPROC_ENV, check_multiprocess_dir, mark_process_dead, prepare_metrics_dir
 from localserve.metrics.names import (
     BATCH_SIZE,
     DURATION,
@@ -68,18 +68,22 @@ __all__ = [
     "Metrics",
     "MetricsClient",
     "check_multiprocess_dir",
+    "expose",
     "mark_process_dead",
     "prepare_metrics_dir",
     "read_figures",
 ]
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 STAGES = ("pre_inference", "inference", "post_inference", "handler", "predict")
 DURATION_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+# No `*_created` series: they double the page, Prometheus ignores them and prometheus_client cannot add them
+# up across replicas. This is prometheus_client's switch for the whole process, user code's metrics included.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class ApiMetrics:
@@ -108,9 +112,7 @@ class Metrics:
     def __init__(self, apis: Iterable[str] = (), *, directory: str | None = None) -> None:
         self.directory = directory
         self.registry = registry = CollectorRegistry()
-        self.requests = Counter(
-            REQUESTS, "Requests answered, by status code.", ["api", "code", "status_class"], registry=registry
-        )
+        self.requests = Counter(REQUESTS, "Requests answered, by status code.", ["api", "code"], registry=registry)
         self.duration = Histogram(
             DURATION,
             "Time from request received to response ready.",
@@ -152,9 +154,14 @@ class Metrics:
         for api in apis:
             self.api(api)
         self._scrape: CollectorRegistry = registry
-        if directory is not None:
+        self._system = CollectorRegistry()  # on /metrics only: figures() has no use for them
+        PlatformCollector(registry=self._system)
+        if directory is None:
+            ProcessCollector(registry=self._system)
+        else:
             self._scrape = CollectorRegistry()
             _multiprocess.MultiProcessCollector(self._scrape, path=directory)  # type: ignore[no-untyped-call]
+            self._system.register(ReplicaProcesses(directory))
 
     def _define_tracker(self, registry: CollectorRegistry) -> None:
         """Cortex's tracker (``tracker.py``): classes counted, values as a fixed-bin histogram, min, max, sum."""
@@ -199,9 +206,7 @@ class Metrics:
         """One answer of ``status_code`` after ``seconds``: the request counter and the latency histogram."""
         counter = children.codes.get(status_code)
         if counter is None:
-            counter = children.codes[status_code] = self.requests.labels(
-                children.name, str(status_code), f"{status_code // 100}xx"
-            )
+            counter = children.codes[status_code] = self.requests.labels(children.name, str(status_code))
         counter.inc()
         children.duration.observe(seconds)
 
@@ -270,31 +275,10 @@ class Metrics:
         """Every API's figures, read once from ``collect()`` (``read_figures``): what every view derives from."""
         return read_figures(self.collect())
 
-    def render(self) -> tuple[bytes, str]:
-        """The body and content type of ``GET /metrics``; all replicas' figures in multiprocess mode."""
-        return generate_latest(self._scrape), CONTENT_TYPE_LATEST
+    def families(self) -> list[Metric]:
+        """What ``GET /metrics`` shows: ``collect()`` and the process's (every replica's) and platform's figures."""
+        return [*self._scrape.collect(), *self._system.collect()]
 
-
-def check_multiprocess_dir(directory: str, environment: Mapping[str, str]) -> None:
-    """Refuse a metrics folder that prometheus_client was not told of: ``environment`` is the process's, at start."""
-    if environment.get(MULTIPROC_ENV) != directory:
-        raise ConfigError(
-            f"The metrics folder {directory!r} needs {MULTIPROC_ENV}={directory} in the process's environment "
-            f"before prometheus_client is imported (got {environment.get(MULTIPROC_ENV)!r}); the supervisor sets "
-            "it when it spawns a replica."
-        )
-
-
-def prepare_metrics_dir(directory: str) -> None:
-    """Create ``directory`` for the replicas' metrics, removing files of an earlier run."""
-    os.makedirs(directory, exist_ok=True)
-    for path in glob(os.path.join(directory, "*.db")):
-        os.remove(path)
-
-
-def mark_process_dead(pid: int, directory: str) -> None:
-    """Tell the metrics that replica ``pid`` has exited: its in-flight and queue gauges stop counting.
-
-    Its counters and histograms stay: the requests it answered did happen.
-    """
-    _multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+    def render(self, accept: str = "", accept_encoding: str = "") -> tuple[bytes, dict[str, str]]:
+        """The body and headers of ``GET /metrics`` (``expose``); all replicas' figures in multiprocess mode."""
+        return expose(self.families(), accept, accept_encoding)

@@ -14,8 +14,9 @@ TRACKER_CLASS = "localserve_tracker_class"
 TRACKER_VALUE = "localserve_tracker_value"
 TRACKER_MIN = "localserve_tracker_value_min"
 TRACKER_MAX = "localserve_tracker_value_max"
-# The histogram has negative bounds, so prometheus_client (as OpenMetrics asks) writes no `_sum` for it.
-TRACKER_TOTAL = "localserve_tracker_value_total"
+# The histogram has negative bounds, so prometheus_client (as OpenMetrics asks) writes no `_sum` for it; the sum
+# is this gauge, whose name may end neither in `_sum` (the histogram's) nor in `_total` (counters', promtool says).
+TRACKER_TOTAL = "localserve_tracker_sum_of_values"
 POST_PREDICT_FAILURES = "localserve_post_predict_failures"
 SPLITTER_REQUESTS = "localserve_splitter_requests"
 SPLITTER_SHADOW = "localserve_splitter_shadow_requests"

@@ -7,7 +7,7 @@ import math
 import numbers
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -17,7 +17,9 @@ logger = logging.getLogger("localserve")
 USER_BUCKETS = tuple(m * 10.0**e for e in range(-3, 6) for m in (1.0, 2.5, 5.0))
 USER_PREFIX = "localserve_user_"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_METHODS = {"gauge": "put", "counter": "increment", "histogram": "histogram"}
+_KINDS = {"gauge": "gauge", "put": "gauge", "increment": "counter", "histogram": "histogram"}
+# Cortex's MetricsClient (cortex_internal/lib/metrics.py, v0.30+) refused these, raising into the predictor.
+RESERVED_PREFIXES = ("cortex_", "istio_")
 
 
 class _UserMetric:
@@ -38,8 +40,9 @@ class UserMetrics:
         self._children: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], Any] = {}
         self._lock = threading.Lock()
 
-    def record(self, kind: str, api: str, name: Any, value: Any, tags: Any) -> None:
-        """One call of the user's metrics client (put / increment / histogram) as ``localserve_user_<name>``."""
+    def record(self, method: str, api: str, name: Any, value: Any, tags: Any) -> None:
+        """One call of the user's metrics client (gauge / put / increment / histogram) as ``localserve_user_<name>``."""
+        kind = _KINDS[method]
         try:
             child = self._child(kind, api, name, value, tags)
             if kind == "gauge":
@@ -49,9 +52,9 @@ class UserMetrics:
             else:
                 child.observe(value)
         except _UserMetricError as exc:
-            logger.error("metrics_client.%s(%r): %s", _METHODS[kind], name, exc)
+            logger.error("metrics_client.%s(%r): %s", method, name, exc)
         except Exception as exc:  # a metrics call never fails the user's request
-            logger.error("metrics_client.%s(%r) failed: %s", _METHODS[kind], name, exc)
+            logger.error("metrics_client.%s(%r) failed: %s", method, name, exc)
 
     def _child(self, kind: str, api: str, name: Any, value: Any, tags: Any) -> Any:
         if not isinstance(name, str) or not _NAME_RE.match(name) or name.startswith("__"):
@@ -87,7 +90,7 @@ class UserMetrics:
 
     def _make(self, kind: str, name: str, labelnames: tuple[str, ...]) -> Any:
         full_name = USER_PREFIX + name
-        doc = f"User metric {name!r} (metrics_client.{_METHODS[kind]})."
+        doc = f"User metric {name!r} (a {kind} of metrics_client)."
         try:
             if kind == "gauge":
                 return Gauge(full_name, doc, labelnames, registry=self._registry, multiprocess_mode="mostrecent")
@@ -119,25 +122,58 @@ def _labels(tags: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(items))
 
 
+def check_metric_name(metric: Any) -> None:
+    """Raise Cortex's own error for a name with one of its reserved prefixes (as its client did, word for word)."""
+    if isinstance(metric, str) and metric.startswith(RESERVED_PREFIXES):
+        raise ValueError(
+            f"Metric name ({metric}) is invalid because it starts with a cortex exclusive prefix.\n"
+            f"The following are prefixes are exclusive to cortex: {RESERVED_PREFIXES}."
+        )
+
+
+def _metric_argument(method: str, metric: Any, metric_name: Any) -> Any:
+    if (metric is None) == (metric_name is None):
+        raise TypeError(f"metrics_client.{method}() takes the metric's name once, as 'metric' or 'metric_name'")
+    name = metric if metric is not None else metric_name
+    check_metric_name(name)
+    return name
+
+
+def _recorder(method: str, doc: str, default: float | None = None) -> Callable[..., None]:
+    """One method of ``MetricsClient``: Cortex's signature, plus localserve's earlier keyword ``metric_name``."""
+
+    def record(
+        self: MetricsClient,
+        metric: str | None = None,
+        value: float | None = default,
+        tags: Mapping[str, Any] | None = None,
+        *,
+        metric_name: str | None = None,
+    ) -> None:
+        self._user.record(method, self._api, _metric_argument(method, metric, metric_name), value, tags)
+
+    record.__name__ = record.__qualname__ = method
+    record.__doc__ = doc
+    return record
+
+
 class MetricsClient:
     """Cortex's ``metrics_client`` for predictors; a metric ``name`` is exported as ``localserve_user_<name>``.
 
-    Tags become labels, beside ``api``. Mistakes (bad name, value or tags; one name used as two kinds,
-    or with another set of tag names) are logged as errors and never raised into the predictor.
+    Cortex's calls (v0.30+): ``gauge(metric, value, tags)``, ``increment(metric, value=1, tags)``,
+    ``histogram(metric, value, tags)``; ``put`` and the keyword ``metric_name`` of earlier localserve versions
+    still work. Tags become labels, beside ``api``. A name starting with ``cortex_`` or ``istio_`` raises
+    Cortex's ``ValueError``; other mistakes (bad name, value or tags; one name used as two kinds, or with another
+    set of tag names) are logged as errors and never raised into the predictor.
     """
 
     def __init__(self, user_metrics: UserMetrics, api: str) -> None:
         self._user = user_metrics
         self._api = api
 
-    def put(self, metric_name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
-        """Set the gauge ``metric_name`` to ``value``."""
-        self._user.record("gauge", self._api, metric_name, value, tags)
-
-    def increment(self, metric_name: str, value: float = 1, tags: Mapping[str, Any] | None = None) -> None:
-        """Add ``value`` to the counter ``metric_name`` (exported with the suffix ``_total``)."""
-        self._user.record("counter", self._api, metric_name, value, tags)
-
-    def histogram(self, metric_name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
-        """Observe ``value`` in the histogram ``metric_name``."""
-        self._user.record("histogram", self._api, metric_name, value, tags)
+    gauge = _recorder("gauge", "Set the gauge ``metric`` to ``value`` (a Prometheus Gauge).")
+    put = _recorder("put", "``gauge``, under localserve's earlier name.")
+    increment = _recorder(
+        "increment", "Add ``value`` to the counter ``metric`` (a Prometheus Counter, exported with ``_total``).", 1
+    )
+    histogram = _recorder("histogram", "Observe ``value`` in the histogram ``metric`` (a Prometheus Histogram).")

@@ -7,6 +7,7 @@ RUNTIMES, when an API that needs them is loaded.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -73,13 +74,37 @@ class Model(Protocol):
         dimension and fixed other ones (so each batch size can be warmed up); else None."""
 
 
-def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
-    """Open the model at ``path`` (already fetched locally) with the runtime for ``model_format``."""
+# The package each runtime imports, looked for (never imported) by ``require_runtime``.
+RUNTIME_PACKAGES = {"onnx": "onnxruntime", "tensorflow": "tensorflow"}
+
+
+def require_runtime(model_format: str) -> str:
+    """The runtime of ``model_format`` ("module:Class"); ModelLoadError when the format is unknown or its package
+    is not installed. Looks for the package without importing it: ``serve`` and ``localserve check`` both ask."""
     try:
         target = RUNTIMES[model_format]
     except KeyError:
         raise ModelLoadError(f"Unknown model format {model_format!r}; expected one of {', '.join(RUNTIMES)}.") from None
-    module_name, _, class_name = target.partition(":")
+    package = RUNTIME_PACKAGES[model_format]
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a parent package that fails, or a module without a spec
+        found = False
+    if not found:
+        raise _not_installed(model_format, f"No module named {package!r}")
+    return target
+
+
+def _not_installed(model_format: str, reason: object) -> ModelLoadError:
+    extra = "onnx" if model_format == "onnx" else "tensorflow"
+    return ModelLoadError(
+        f"The {model_format} runtime is not installed ({reason}); install it with: pip install 'localserve[{extra}]'."
+    )
+
+
+def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
+    """Open the model at ``path`` (already fetched locally) with the runtime for ``model_format``."""
+    module_name, _, class_name = require_runtime(model_format).partition(":")
     if model_format == "tensorflow" and "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
         # TensorFlow reads it when it is imported, here: its C++ info and warning lines stay out of
         # our logs unless the user asked for them by setting it.
@@ -87,10 +112,7 @@ def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = "onnx" if model_format == "onnx" else "tensorflow"
-        raise ModelLoadError(
-            f"The {model_format} runtime is not installed ({exc}); install it with: pip install 'localserve[{extra}]'."
-        ) from None
+        raise _not_installed(model_format, exc) from None
     model: Model = getattr(module, class_name)(path, options)
     return model
 

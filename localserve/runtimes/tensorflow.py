@@ -50,12 +50,7 @@ class TensorFlowModel:
 
     def __init__(self, path: Path, options: LoadOptions) -> None:
         self.path = Path(path)
-        if not (self.path / "saved_model.pb").is_file():
-            what = "does not exist" if not self.path.exists() else "has no saved_model.pb"
-            raise ModelLoadError(
-                f"Cannot load TensorFlow model {self.path}: it {what}; expected a SavedModel directory "
-                "(saved_model.pb and variables/), as tf.saved_model.save writes it."
-            )
+        _require_saved_model(self.path)
         self.device = _choose_device(options)
         try:
             with tf.device(self.device):
@@ -83,11 +78,7 @@ class TensorFlowModel:
     def require_signature(self) -> None:
         """ModelLoadError unless one signature is chosen (APIs that run the model on each request need one)."""
         if self._default_signature is None:
-            listed = ", ".join(map(repr, self._signatures))
-            raise ModelLoadError(
-                f"TensorFlow model {self.path} has several signatures and none is 'serving_default'; "
-                f"set tf_signature_key to one of {listed}."
-            )
+            raise _none_chosen(self.path, list(self._signatures))
 
     @property
     def input_signature(self) -> dict[str, Any]:
@@ -179,6 +170,32 @@ def _choose_device(options: LoadOptions) -> str:
     )
     no_gpu(why, options)
     return "/CPU:0"
+
+
+def inspect_saved_model(path: Path, signature_key: str | None, *, needs_signature: bool) -> None:
+    """What loading the SavedModel at ``path`` would refuse about it, read from saved_model.pb alone (no graph is
+    loaded: ``localserve check``): ModelLoadError when it is no SavedModel, has no signature ``signature_key``, or,
+    ``needs_signature`` (an API that runs it on each request), has several and none is chosen."""
+    _require_saved_model(path)
+    available = sorted(_read_signature_defs(path))
+    if _choose_signature(available, signature_key, path) is None and needs_signature:
+        raise _none_chosen(path, available)
+
+
+def _require_saved_model(path: Path) -> None:
+    if not (path / "saved_model.pb").is_file():
+        what = "does not exist" if not path.exists() else "has no saved_model.pb"
+        raise ModelLoadError(
+            f"Cannot load TensorFlow model {path}: it {what}; expected a SavedModel directory "
+            "(saved_model.pb and variables/), as tf.saved_model.save writes it."
+        )
+
+
+def _none_chosen(path: Path, available: list[str]) -> ModelLoadError:
+    return ModelLoadError(
+        f"TensorFlow model {path} has several signatures and none is 'serving_default'; "
+        f"set tf_signature_key to one of {', '.join(map(repr, available))}."
+    )
 
 
 def _choose_signature(available: list[str], wanted: str | None, path: Path) -> str | None:

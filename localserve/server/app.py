@@ -27,6 +27,7 @@ from localserve.engine.api import state_of
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, MethodNotAllowed, NotFound
 from localserve.logs import flush_access_log
+from localserve.metrics import expose
 from localserve.project import default_cache_dir
 from localserve.protocols.asyncapi import AsyncJobs
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
@@ -203,10 +204,12 @@ class App:
         """GET /metrics: the Prometheus text of every replica, with the trackers."""
         if self.metrics is None:
             return await self.not_found(request, NotFound("metrics are off"))
-        body, content_type = self.metrics.render()
+        families = self.metrics.families()
         if self.jobs:
-            body += await self.jobs.metrics()  # AsyncAPI queue and job latency, from the job stores
-        return Response(body, media_type=content_type)
+            families += await self.jobs.metrics()  # AsyncAPI queue and job latency, from the job stores
+        headers = request.headers
+        body, answer = expose(families, headers.get("accept", ""), headers.get("accept-encoding", ""))
+        return Response(body, headers=answer)
 
     async def all_stats(self, request: StarletteRequest) -> Response:
         """GET /stats: every API's counts, latency and tracker (and an AsyncAPI's jobs)."""
@@ -240,11 +243,22 @@ class App:
             )  # a set's order, made stable
             error = MethodNotAllowed(request.method, request.url.path, allow)
         else:
-            paths = sorted(p for p in self.routes if not p.endswith("/predict") or p == "/predict")
             path = request.url.path
             shown = path if len(path) <= 200 else f"{path[:200]}..."  # a 60 KB path is not echoed whole
-            error = NotFound(f"No route {shown!r}; the APIs answer at {', '.join(paths)}.")
-        return starlette_response(render_error(error, rid), rid)
+            error = NotFound(f"No route {shown!r}; {self._routes_for(path)}.")
+        v2 = request.url.path.startswith("/v2/") or request.url.path == "/v2"
+        return starlette_response(render_error(error, rid, v2=v2), rid)
+
+    def _routes_for(self, path: str) -> str:
+        """The routes a 404 at ``path`` lists: the Open Inference Protocol's under /v2, else the APIs'."""
+        if path.startswith("/v2/"):
+            models = [f"/v2/models/{name}" for name in self.v2.names()]
+            stats = ["/v2/models/stats"] if models else []
+            every = ["/v2", "/v2/health/live", "/v2/health/ready", *stats]
+            every += [f"{model}{tail}" for model in models for tail in ("", "/ready", "/config", "/stats", "/infer")]
+            return f"the Open Inference Protocol's routes are {', '.join(every)}"
+        paths = sorted(p for p in self.routes if not p.endswith("/predict") or p == "/predict")
+        return f"the APIs answer at {', '.join(paths)}"
 
 
 def starlette_response(reply: Reply, request_id: str) -> Response:

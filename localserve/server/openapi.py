@@ -17,18 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localserve import __version__
+from localserve.server.openapi_tensors import fits_inputs, model_example, model_request_schema
 
 JSON = "application/json"
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
-# JSON Schema of one element of each dtype a model describes (``runtimes.*.describe``). Integer
-# bounds keep a conforming request from overflowing the cast to the model's dtype.
-_INTS = {
-    "int8": 2**7,
-    "int16": 2**15,
-    "int32": 2**31,
-    "int64": 2**63,
-}
-_UINTS = {"uint8": 2**8, "uint16": 2**16, "uint32": 2**32, "uint64": 2**64}
 
 
 @dataclass(frozen=True)
@@ -44,72 +36,6 @@ class ApiDoc:
     example: Any = None  # a JSON request body (the project's sample.json)
     serves_root: bool = False  # the only API: it also answers at "/" (and "/predict")
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def element_schema(dtype: str) -> dict[str, Any]:
-    """JSON Schema of one tensor element of ``dtype`` (a numpy dtype name, or "string")."""
-    if dtype == "bool":
-        return {"type": "boolean"}
-    if dtype == "string":
-        return {"type": "string"}
-    if dtype in _INTS:
-        return {"type": "integer", "minimum": -_INTS[dtype], "maximum": _INTS[dtype] - 1}
-    if dtype in _UINTS:
-        return {"type": "integer", "minimum": 0, "maximum": _UINTS[dtype] - 1}
-    if dtype.startswith(("float", "bfloat")):
-        return {"type": "number"}
-    return {}
-
-
-def tensor_schema(dtype: str, shape: Sequence[Any] | None) -> dict[str, Any]:
-    """Nested JSON arrays of ``shape`` (fixed sizes as min/max items); any shape when unknown."""
-    element = element_schema(dtype)
-    if shape is None:
-        return {"description": f"a {dtype} tensor of any shape", "anyOf": [element, {"type": "array"}]}
-    schema: dict[str, Any] = element
-    for dim in reversed(list(shape)):
-        schema = {"type": "array", "items": schema}
-        if isinstance(dim, int) and dim >= 0:
-            schema["minItems"] = schema["maxItems"] = dim
-    shown = [d if isinstance(d, int) and d >= 0 else -1 for d in shape]
-    schema["description"] = f"{dtype} of shape {shown}"
-    return schema
-
-
-def tensor_example(dtype: str, shape: Sequence[Any] | None) -> Any:
-    """A tensor of ones of ``shape`` (an unknown dimension taken as 1)."""
-    one: Any = "a" if dtype == "string" else True if dtype == "bool" else 1
-    value = one
-    for dim in reversed(list(shape or [1])):
-        value = [value] * (dim if isinstance(dim, int) and dim >= 0 else 1)
-    return value
-
-
-def model_request_schema(inputs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The body of a raw-model API: a dict of input name -> tensor, or the tensor itself for one input."""
-    properties = {i["name"]: tensor_schema(i["type"], i["shape"]) for i in inputs}
-    by_name: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "required": [i["name"] for i in inputs],
-        "additionalProperties": False,
-    }
-    if len(inputs) == 1:
-        only = inputs[0]
-        return {"anyOf": [by_name, tensor_schema(only["type"], only["shape"])]}
-    return by_name
-
-
-def model_example(inputs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """An example request for a raw model: a tensor of ones for each input."""
-    return {i["name"]: tensor_example(i["type"], i["shape"]) for i in inputs}
-
-
-def fits_inputs(value: Any, inputs: Sequence[dict[str, Any]]) -> bool:
-    """Whether ``value`` names exactly the model's inputs (or is a list, for a single input)."""
-    if isinstance(value, dict):
-        return set(value) == {i["name"] for i in inputs}
-    return isinstance(value, list) and len(inputs) == 1
 
 
 def error_responses(*codes: int) -> dict[str, Any]:
@@ -149,6 +75,22 @@ def _api_request_body(api: ApiDoc) -> dict[str, Any]:
     return {"required": api.kind != "abeja", "content": content}
 
 
+def _api_responses(api: ApiDoc) -> dict[str, Any]:
+    answer: dict[str, Any] = {"*/*": {"schema": {}}}
+    if api.kind == "abeja":  # the handler chooses its status and body, errors included
+        return {
+            "default": {
+                "description": "What the handler returned (its status_code, content_type and content); or "
+                "localserve's JSON error (413, 500, 503, 504).",
+                "content": answer,
+            }
+        }
+    return {
+        "200": {"description": "What the API returned.", "content": answer},
+        **error_responses(400, 413, 500, 503, 504),
+    }
+
+
 def _describe_text(api: ApiDoc) -> str:
     if api.kind == "abeja":
         return "An ABEJA handler: `handler(request, context)` receives the body whatever its Content-Type."
@@ -173,10 +115,7 @@ def api_paths(api: ApiDoc) -> dict[str, Any]:
         "description": _describe_text(api),
         "tags": tag,
         "requestBody": _api_request_body(api),
-        "responses": {
-            "200": {"description": "What the API returned.", "content": {"*/*": {"schema": {}}}},
-            **error_responses(400, 413, 500, 503, 504),
-        },
+        "responses": _api_responses(api),
     }
     describe = {
         "summary": f"Describe {api.name!r}: kind, model format, device, inputs and outputs",
@@ -195,19 +134,33 @@ def api_paths(api: ApiDoc) -> dict[str, Any]:
     }
     paths[f"/{api.name}"]["post"] = {**predict, "operationId": f"post_{api.name}"}
     if api.serves_root:
-        root = {"post": {**predict, "operationId": "post_root"}}
-        if api.kind == "abeja":  # an ABEJA handler keeps "/" for every method
-            root["get"] = {
-                **predict,
-                "operationId": "get_root",
-                "summary": f"GET to {api.name!r} (the query string is the body)",
-            }
-            del root["get"]["requestBody"]
-        else:
-            root["get"] = {**describe, "operationId": "describe_root"}
-        paths["/"] = root
+        paths["/"] = {
+            "post": {**predict, "operationId": "post_root"},
+            "get": {**describe, "operationId": "describe_root"},
+        }
         paths["/predict"] = {"post": {**predict, "operationId": "predict_root"}}
+    if api.kind == "abeja":
+        _abeja_methods(paths, predict, api.name)
     return paths
+
+
+def _abeja_methods(paths: dict[str, Any], predict: dict[str, Any], name: str) -> None:
+    """An ABEJA handler also receives GET (but ``GET /<api>``, which describes it), PUT, PATCH and DELETE, as
+    ``server/routes.py`` passes them (``ABEJA_METHODS``)."""
+    get = {**predict, "summary": f"GET to {name!r} (the query string is the body)"}
+    del get["requestBody"]
+    for path, item in paths.items():
+        if "post" not in item:
+            continue
+        operation = item["post"]["operationId"].removeprefix("post_")
+        if "get" not in item or path in ("/", "/predict"):
+            item["get"] = {**get, "operationId": f"get_{operation}"}
+        for method in ("put", "patch", "delete"):
+            item[method] = {
+                **predict,
+                "operationId": f"{method}_{operation}",
+                "summary": f"{method.upper()} to {name!r}",
+            }
 
 
 def get_route(summary: str, tag: str, operation_id: str, content: dict[str, Any], *errors: int) -> dict[str, Any]:
@@ -230,8 +183,10 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
         "/healthz": get_route("The server is alive", "health", "healthz", status),
         "/health_check": get_route("The server is alive (ABEJA's path)", "health", "health_check", status),
         "/readyz": get_route("Every API is loaded", "health", "readyz", ready, 503),
-        "/v2/health/live": get_route("The server is alive (Open Inference Protocol)", "v2", "v2_live", status),
-        "/v2/health/ready": get_route("Every API is loaded (Open Inference Protocol)", "v2", "v2_ready", ready, 503),
+        "/v2/health/live": get_route("The server is alive (Open Inference Protocol)", "health", "v2_live", status),
+        "/v2/health/ready": get_route(
+            "Every API is loaded (Open Inference Protocol)", "health", "v2_ready", ready, 503
+        ),
         "/metrics": get_route("Prometheus metrics", "observability", "metrics", {"text/plain": {"schema": {}}}, 404),
         "/stats": get_route(
             "Request counts, latency and tracker of every API",
@@ -242,6 +197,7 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
         "/openapi.json": get_route("This document", "pages", "openapi", {JSON: {"schema": {"type": "object"}}}),
         "/docs": get_route("Try the APIs from a browser", "pages", "docs", {"text/html": {"schema": {}}}),
         "/dashboard": get_route("A live dashboard of every API", "pages", "dashboard", {"text/html": {"schema": {}}}),
+        "/favicon.ico": get_route("The pages' icon", "pages", "favicon", {"image/x-icon": {"schema": {}}}),
         "/dashboard/data": get_route(
             "The dashboard's figures (from /metrics and /stats)",
             "pages",
@@ -271,7 +227,7 @@ def openapi_document(
         },
         "paths": dict(sorted(paths.items())),
         "tags": [{"name": api.name, "description": f"API {api.name!r} ({api.kind})"} for api in apis]
-        + [{"name": n} for n in ("health", "observability", "pages", "v2")],
+        + [{"name": n} for n in ("health", "observability", "pages")],  # "v2" with V2 models (openapi_v2)
         "components": {
             "schemas": {
                 "Error": {

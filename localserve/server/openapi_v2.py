@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from localserve.server.openapi import JSON, ApiDoc, error_responses, get_route, tensor_example
+from localserve.server.openapi import JSON, ApiDoc, error_responses, get_route
+from localserve.server.openapi_tensors import element_schema, tensor_example, tensor_schema
+
+_MAX_DIM = 2**63 - 1  # as the V2 codec checks shapes: int64 dimensions
 
 _V2_DATATYPES = {
     "bool": "BOOL",
@@ -33,13 +36,19 @@ def _v2_tensor(spec: dict[str, Any], *, concrete: bool = False) -> dict[str, Any
 
 
 def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
-    """Add the Open Inference Protocol's routes for the ``apis`` that are V2 models (a model run by localserve)."""
-    document["components"]["schemas"].update(_v2_schemas())
+    """Add the Open Inference Protocol's routes for the ``apis`` that are V2 models (a model run by localserve).
+
+    Without one, the server's ``/v2`` metadata joins the health routes, and there is no ``v2`` section and
+    no V2 schema.
+    """
     paths = document["paths"]
-    paths["/v2"] = get_route("Server metadata (Open Inference Protocol)", "v2", "v2_server", {JSON: {"schema": {}}})
     any_json = {JSON: {"schema": {"type": "object"}}}
     models = [api for api in apis if api.model_format is not None and api.kind == "request_handler"]
+    tag = "v2" if models else "health"
+    paths["/v2"] = get_route("Server metadata (Open Inference Protocol)", tag, "v2_server", {JSON: {"schema": {}}})
     if models:
+        document["components"]["schemas"].update(_v2_schemas())
+        document["tags"].append({"name": "v2", "description": "The Open Inference Protocol (KServe V2)"})
         paths["/v2/models/stats"] = get_route(
             "Statistics of every model (Triton's extension)", "v2", "v2_stats", any_json, 404
         )
@@ -49,29 +58,99 @@ def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
 
 
 def _v2_schemas() -> dict[str, Any]:
-    """The V2Tensor and V2InferRequest schemas the infer routes refer to."""
-    return {
-        "V2Tensor": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string"},
-                "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-                "datatype": {"enum": sorted(set(_V2_DATATYPES.values()))},
-                "parameters": {"type": "object"},
-                "data": {"type": "array"},
-            },
-            "required": ["name", "shape", "datatype", "data"],
+    """The V2 schemas every model's routes share: a tensor (any model's) and the inference response."""
+    tensor = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+            "datatype": {"enum": sorted(set(_V2_DATATYPES.values()))},
+            "parameters": {"type": "object"},
+            "data": {"type": "array"},
         },
-        "V2InferRequest": {
+        "required": ["name", "shape", "datatype"],
+    }
+    return {
+        "V2Tensor": tensor,
+        "V2InferResponse": {
             "type": "object",
             "properties": {
+                "model_name": {"type": "string"},
+                "model_version": {"type": "string"},
                 "id": {"type": "string"},
                 "parameters": {"type": "object"},
-                "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/V2Tensor"}},
-                "outputs": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+                "outputs": {"type": "array", "items": {"$ref": "#/components/schemas/V2Tensor"}},
             },
-            "required": ["inputs"],
+            "required": ["model_name", "outputs"],
         },
+    }
+
+
+def _data_schema(dtype: str, shape: Sequence[Any] | None) -> dict[str, Any]:
+    """A V2 input's 'data': its elements, flat or nested in the input's shape. JSON Schema cannot tie the number
+    of elements to the request's 'shape' (their product), which the server checks (400)."""
+    element = {"type": "string"} if dtype == "string" else element_schema(dtype)
+    flat = {"type": "array", "items": element}
+    if not shape or len(shape) == 1:
+        return flat
+    nested = tensor_schema(dtype, shape)
+    nested.pop("description", None)
+    return {"anyOf": [flat, nested]}
+
+
+def _input_schema(spec: dict[str, Any]) -> dict[str, Any]:
+    """One of the model's inputs in an inference request: its name, datatype and shape as the model has them."""
+    v2 = _v2_tensor(spec)
+    dims = [{"const": d} if d >= 0 else {"type": "integer", "minimum": 0, "maximum": _MAX_DIM} for d in v2["shape"]]
+    shape: dict[str, Any] = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": _MAX_DIM}}
+    if spec.get("shape") is not None:
+        shape = {"type": "array", "prefixItems": dims, "minItems": len(dims), "maxItems": len(dims)}
+    return {
+        "type": "object",
+        "properties": {
+            "name": {"const": v2["name"]},
+            "datatype": {"const": v2["datatype"]},
+            "shape": shape,
+            "parameters": {"type": "object", "not": {"required": ["binary_data_size"]}},
+            "data": _data_schema(spec["type"], spec.get("shape")),
+        },
+        "required": ["name", "shape", "datatype", "data"],
+    }
+
+
+def _infer_request_schema(api: ApiDoc) -> dict[str, Any]:
+    """An inference request of ``api`` in JSON: each of the model's inputs once, outputs named at most once."""
+    names = [i["name"] for i in api.inputs]
+    outputs = [o["name"] for o in api.outputs if o.get("type") in _V2_DATATYPES]
+    flag = {"type": "object", "properties": {"binary_data_output": {"type": "boolean"}}}
+    requested = {
+        "type": "object",
+        "properties": {
+            "name": {"enum": outputs},
+            "parameters": {
+                "type": "object",
+                "properties": {"binary_data": {"type": "boolean"}},
+                "not": {"required": ["classification"]},
+            },
+        },
+        "required": ["name"],
+    }
+    inputs: dict[str, Any] = {
+        "type": "array",
+        "items": {"oneOf": [_input_schema(i) for i in api.inputs]},
+        "minItems": len(names),
+        "maxItems": len(names),
+        "allOf": [{"contains": {"properties": {"name": {"const": n}}}} for n in names],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "parameters": flag,
+            "inputs": inputs,
+            "outputs": {"type": "array", "items": requested, "maxItems": len(outputs), "uniqueItems": True},
+        },
+        "required": ["inputs"],
     }
 
 
@@ -101,10 +180,17 @@ def _v2_model_paths(api: ApiDoc, any_json: dict[str, Any]) -> dict[str, Any]:
             "tags": ["v2"],
             "requestBody": {
                 "required": True,
-                "content": {JSON: {"schema": {"$ref": "#/components/schemas/V2InferRequest"}, "example": example}},
+                "content": {JSON: {"schema": _infer_request_schema(api), "example": example}},
             },
             "responses": {
-                "200": {"description": "The outputs.", "content": {JSON: {"schema": {}}}},
+                "200": {
+                    "description": "The outputs; with binary outputs asked for, the JSON header (its length in "
+                    "Inference-Header-Content-Length) and then their bytes.",
+                    "content": {
+                        JSON: {"schema": {"$ref": "#/components/schemas/V2InferResponse"}},
+                        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                    },
+                },
                 **error_responses(400, 404, 503),
             },
         }

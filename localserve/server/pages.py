@@ -47,7 +47,13 @@ DASHBOARD_FILES = ("dashboard.js", "dashboard.css", "pages.css")
 # The pages and their files are the same for everyone and hold no figures: with ``--api-key`` they stay
 # open, so that they can ask for the key; what they fetch (/openapi.json, /dashboard/data) needs it.
 PAGE_PATHS = frozenset(
-    {"/docs", "/dashboard", *(f"/docs/{f}" for f in DOCS_FILES), *(f"/dashboard/{f}" for f in DASHBOARD_FILES)}
+    {
+        "/docs",
+        "/dashboard",
+        "/favicon.ico",  # browsers ask for it without the key
+        *(f"/docs/{f}" for f in DOCS_FILES),
+        *(f"/dashboard/{f}" for f in DASHBOARD_FILES),
+    }
 )
 
 
@@ -94,7 +100,12 @@ class Pages:
             Route("/dashboard", self.dashboard),
             Route("/dashboard/data", self.dashboard_data),
             Route("/dashboard/{file}", self.dashboard_file),
+            Route("/favicon.ico", self.favicon),
         ]
+
+    async def favicon(self, request: StarletteRequest) -> Response:
+        """GET /favicon.ico: the pages' icon (32 px), which browsers ask for on any page of the server."""
+        return Response(_static("favicon.ico"), media_type="image/x-icon", headers={"cache-control": "max-age=86400"})
 
     # -- /openapi.json ------------------------------------------------------------------------
     @property

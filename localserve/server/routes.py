@@ -7,9 +7,10 @@ by the engine.
 
 Which methods a route takes: a Cortex API answers ``POST`` (predict) on every route, and
 ``GET``/``HEAD`` (describe) on ``/<api>`` and ``/``; ``/<api>/predict`` and ``/predict`` take
-``POST`` only, as Cortex's own server did. ``OPTIONS`` answers 204 with ``Allow``; any other
-method is 405 with ``Allow``, before the body is read or user code runs. ABEJA handlers receive
-every method (the platform passed ``http_method`` through), so none of this applies to them.
+``POST`` only, as Cortex's own server did. An ABEJA handler also receives ``GET``, ``PUT``, ``PATCH`` and
+``DELETE`` (the platform passed ``http_method`` through), on every route but ``GET /<api>``, which describes
+it. ``OPTIONS`` answers 204 with ``Allow``; any other method (``TRACE``, ``CONNECT``, ...) is 405 with
+``Allow``, before the body is read or user code runs. The OpenAPI document lists the same methods.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ from localserve.protocols.http import send_reply as send_answer
 
 DESCRIBE_ROUTE = b"GET, HEAD, POST, OPTIONS"
 PREDICT_ROUTE = b"POST, OPTIONS"
+ABEJA_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")  # what an ABEJA handler receives (server/openapi.py too)
+ALLOW = {  # (an ABEJA handler, the /predict form) -> the methods the route takes
+    (False, False): DESCRIBE_ROUTE,
+    (False, True): PREDICT_ROUTE,
+    (True, False): b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+    (True, True): b"GET, POST, PUT, PATCH, DELETE, OPTIONS",
+}
 Route = tuple[ApiRuntime, bool]  # the API, and whether the path is the /predict form
 
 
@@ -53,16 +61,14 @@ class NativeRoutes:
         """Answer a request on ``route``: predict, describe, or the method's refusal."""
         rt, is_predict = route
         method = scope["method"]
-        if method != "POST" and rt.api.kind != "abeja":
-            if method in ("GET", "HEAD") and not is_predict:  # uvicorn sends no body for HEAD
-                await send_answer(send, json_reply(200, rt.describe()), request_id_of(scope))
-            else:
-                allow = PREDICT_ROUTE if is_predict else DESCRIBE_ROUTE
-                await answer_other_method(send, method, scope["path"], allow, request_id_of(scope))
-        elif is_predict or method != "GET":
+        abeja = rt.api.kind == "abeja"
+        if method == "POST" or (abeja and method in ABEJA_METHODS and (is_predict or method != "GET")):
             await self.predict(rt, scope, receive, send)
-        else:  # GET /<api> of an ABEJA handler describes it too
+        elif method in ("GET", "HEAD") and not is_predict:  # uvicorn sends no body for HEAD
             await send_answer(send, json_reply(200, rt.describe()), request_id_of(scope))
+        else:
+            allow = ALLOW[abeja, is_predict]
+            await answer_other_method(send, method, scope["path"], allow, request_id_of(scope))
 
     async def predict(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
         """One request of ``rt``'s API, counted once by the engine: metrics, tracker, access log."""

@@ -53,6 +53,36 @@ def test_parameters_are_passed_by_name(serve, make_project) -> None:
         )
 
 
+def test_metrics_client_takes_cortex_calls_and_refuses_its_prefixes(serve, make_project) -> None:
+    project = project_with(
+        make_project,
+        """
+        class PythonPredictor:
+            def __init__(self, config, metrics_client):
+                self.metrics = metrics_client
+
+            def predict(self, payload):
+                self.metrics.gauge(metric=payload, value=2, tags={"protocol": "http"})
+                self.metrics.increment(metric="calls", tags={"model_version": "v1"})
+                self.metrics.histogram("time_ms", 120)
+                return "ok"
+        """,
+    )
+    with serve(project) as client:
+        assert client.post("/pred", json="active").text == "ok"
+        refused = client.post("/pred", json="cortex_active")
+        assert (refused.status_code, refused.json()["error"]) == (
+            500,
+            "PythonPredictor.predict raised ValueError: Metric name (cortex_active) is invalid because it starts "
+            "with a cortex exclusive prefix.\nThe following are prefixes are exclusive to cortex: "
+            "('cortex_', 'istio_').",
+        )
+        body = client.get("/metrics").text
+    assert 'localserve_user_active{api="pred",protocol="http"} 2.0' in body
+    assert 'localserve_user_calls_total{api="pred",model_version="v1"} 1.0' in body
+    assert 'localserve_user_time_ms_count{api="pred"} 1.0' in body
+
+
 def test_return_types(serve, make_project) -> None:
     project = project_with(
         make_project,

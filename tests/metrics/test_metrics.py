@@ -48,12 +48,12 @@ def test_request_figures_are_exact() -> None:
     metrics.request_started("iris")
     metrics.count(metrics.api("iris"), 503, 0.0001)  # answered by the server before it started
 
-    body, content_type = metrics.render()
-    assert content_type.startswith("text/plain; version=")
+    body, headers = metrics.render()
+    assert headers["Content-Type"].startswith("text/plain; version=")
     s = scrape(body)
-    assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 2
-    assert s[key("localserve_requests_total", api="iris", code="400", status_class="4xx")] == 1
-    assert s[key("localserve_requests_total", api="iris", code="503", status_class="5xx")] == 2
+    assert s[key("localserve_requests_total", api="iris", code="200")] == 2
+    assert s[key("localserve_requests_total", api="iris", code="400")] == 1
+    assert s[key("localserve_requests_total", api="iris", code="503")] == 2
     assert s[key("localserve_request_duration_seconds_count", api="iris")] == 5
     assert s[key("localserve_request_duration_seconds_sum", api="iris")] == pytest.approx(0.5043)
     assert s[key("localserve_request_duration_seconds_bucket", api="iris", le="0.00025")] == 2
@@ -189,6 +189,45 @@ def test_metrics_client_exports_user_metrics() -> None:
     assert s[key("localserve_user_confidence_bucket", api="iris", label="setosa", le="1.0")] == 1
 
 
+def test_metrics_client_takes_cortex_calls() -> None:
+    """Cortex's MetricsClient (v0.30+): gauge / increment / histogram, keyword ``metric``; ``put`` stays."""
+    metrics = Metrics(apis=["iris"])
+    client = metrics.client("iris")
+    client.gauge("active_connections", 1001, tags={"protocol": "http"})
+    client.gauge(metric="queue", value=3)
+    client.increment(metric="model_calls", tags={"model_version": "v1"})
+    client.increment("model_calls", 2, {"model_version": "v1"})
+    client.increment(metric_name="model_calls", value=1, tags={"model_version": "v1"})
+    client.histogram(metric="inference_time_milliseconds", value=120, tags={"model_version": "v1"})
+    client.put(metric="queue", value=4)
+
+    s = scrape(metrics.render()[0])
+    assert s[key("localserve_user_active_connections", api="iris", protocol="http")] == 1001
+    assert s[key("localserve_user_queue", api="iris")] == 4
+    assert s[key("localserve_user_model_calls_total", api="iris", model_version="v1")] == 4
+    assert s[key("localserve_user_inference_time_milliseconds_count", api="iris", model_version="v1")] == 1
+    assert s[key("localserve_user_inference_time_milliseconds_sum", api="iris", model_version="v1")] == 120
+
+
+@pytest.mark.parametrize("method", ["gauge", "put", "increment", "histogram"])
+@pytest.mark.parametrize("name", ["cortex_latency", "istio_requests"])
+def test_metrics_client_refuses_cortex_prefixes_as_cortex_did(method: str, name: str) -> None:
+    client = Metrics(apis=["iris"]).client("iris")
+    with pytest.raises(ValueError) as info:
+        getattr(client, method)(name, 1)
+    assert str(info.value) == (
+        f"Metric name ({name}) is invalid because it starts with a cortex exclusive prefix.\n"
+        "The following are prefixes are exclusive to cortex: ('cortex_', 'istio_')."
+    )
+
+
+def test_metrics_client_takes_the_name_once() -> None:
+    client = Metrics(apis=["iris"]).client("iris")
+    with pytest.raises(TypeError) as info:
+        client.increment("a", metric_name="b")
+    assert str(info.value) == "metrics_client.increment() takes the metric's name once, as 'metric' or 'metric_name'"
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -293,8 +332,8 @@ def test_replicas_share_figures_through_the_metrics_dir(tmp_path: Path) -> None:
     pid_b = _python(WORKER, metrics_dir, "500", "5").strip()
 
     s = scrape(_python(RENDER, metrics_dir).encode())
-    assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 3
-    assert s[key("localserve_requests_total", api="iris", code="500", status_class="5xx")] == 5
+    assert s[key("localserve_requests_total", api="iris", code="200")] == 3
+    assert s[key("localserve_requests_total", api="iris", code="500")] == 5
     assert s[key("localserve_request_duration_seconds_count", api="iris")] == 8
     assert s[key("localserve_request_duration_seconds_bucket", api="iris", le="0.0025")] == 8
     assert s[key("localserve_request_duration_seconds_sum", api="iris")] == pytest.approx(0.016)
@@ -310,7 +349,7 @@ def test_replicas_share_figures_through_the_metrics_dir(tmp_path: Path) -> None:
     assert s[key("localserve_requests_in_flight", api="iris")] == 1
     assert s[key("localserve_queue_depth", api="iris")] == 3
     assert s[key("localserve_model_load_seconds", api="iris")] == 3
-    assert s[key("localserve_requests_total", api="iris", code="500", status_class="5xx")] == 5
+    assert s[key("localserve_requests_total", api="iris", code="500")] == 5
     assert pid_a != pid_b
 
 
@@ -392,7 +431,7 @@ def test_concurrent_updates_from_worker_threads_are_exact() -> None:
     assert s[key("localserve_stage_duration_seconds_bucket", api="iris", stage="inference", le="0.0025")] == 80_000
     assert s[key("localserve_stage_duration_seconds_sum", api="iris", stage="inference")] == pytest.approx(160.0)
     assert s[key("localserve_stage_duration_seconds_count", api="iris", stage="pre_inference")] == 80_000
-    assert s[key("localserve_requests_total", api="iris", code="200", status_class="2xx")] == 20_000
+    assert s[key("localserve_requests_total", api="iris", code="200")] == 20_000
     assert s[key("localserve_request_duration_seconds_count", api="iris")] == 20_000
     assert s[key("localserve_requests_in_flight", api="iris")] == 0
     for phase in PHASES:

@@ -1,8 +1,12 @@
-"""A bounded schemathesis run against ``localserve serve``: nothing it can send from /openapi.json gets a 5xx."""
+"""Bounded schemathesis runs against ``localserve serve``: nothing it can send from /openapi.json gets a 5xx, and
+with every check of its CLI, the document and the server agree."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +17,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, cli_env
 from tests.models import onnx_two_inputs
 from tests.test_e2e import server
 
@@ -67,3 +71,56 @@ def test_no_route_answers_5xx(api_schema: tuple[str, Any]) -> None:
     stats = {entry["api"]: entry["requests"] for entry in httpx.get(f"{url}/stats").json()}
     assert stats["two"]["2xx"] > 0 and stats["two"]["4xx"] > 0 and stats["two"]["5xx"] == 0, stats
     assert failures == {}
+
+
+ANY_BODY = """
+def handler(request, context):
+    return {"status_code": 200, "content_type": "application/json", "content": {"method": request["http_method"]}}
+"""
+
+
+def test_schemathesis_with_every_check_finds_nothing(tmp_path: Path) -> None:
+    """schemathesis' CLI with all its checks (its coverage phase sends the methods the document does not list):
+    iris's ONNX model, raw (so its V2 routes too), and an ABEJA handler that takes any request.
+
+    Positive data acceptance is schemathesis' own but for one rule JSON Schema cannot state
+    (tests/server/schemathesis_hooks.py). Bounded and deterministic: 20 examples an operation, no seed.
+    """
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "cortex.yaml").write_text(
+        "- kind: api\n  name: iris\n  model: iris.onnx\n- kind: api\n  name: echo\n  handler: echo:handler\n"
+    )
+    shutil.copy(EXAMPLES / "iris_onnx" / "iris.onnx", project / "iris.onnx")
+    (project / "echo.py").write_text(ANY_BODY)
+    st = [sys.executable, "-c", "from schemathesis.cli import schemathesis; schemathesis()"]
+    with server("--project", str(project), "--no-access-log") as (url, _):
+        done = subprocess.run(
+            [
+                *st,
+                "run",
+                f"{url}/openapi.json",
+                "--checks",
+                "all",
+                "--exclude-checks",
+                "positive_data_acceptance",  # replaced by the hooks' positive_data_accepted
+                "--phases",
+                "examples,coverage,fuzzing",
+                "--max-examples",
+                "20",
+                "--generation-deterministic",
+                "--continue-on-failure",
+                "--workers",
+                "1",
+                "--no-color",
+            ],
+            cwd=tmp_path,  # schemathesis keeps its .schemathesis/ there; the hooks come through PYTHONPATH
+            env=cli_env(SCHEMATHESIS_HOOKS="tests.server.schemathesis_hooks"),
+            capture_output=True,
+            text=True,
+            timeout=500,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    selected = re.search(r"Selected: (\d+)/", done.stdout)
+    assert selected is not None and f"Tested: {selected.group(1)}\n" in done.stdout, done.stdout[-3000:]

@@ -78,6 +78,7 @@ def test_openapi_document_is_valid_and_describes_every_route(make_project, serve
         "/docs",
         "/dashboard",
         "/dashboard/data",
+        "/favicon.ico",
     }
     paths = document["paths"]
     # A raw model: the body is the model's inputs, by name, dtype and shape; the example is built from them
@@ -99,7 +100,16 @@ def test_openapi_document_is_valid_and_describes_every_route(make_project, serve
             },
             "scale": {
                 "type": "array",
-                "items": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 1},
+                "items": {
+                    "type": "array",
+                    "items": {  # a number that float32 rounds to infinity is refused
+                        "type": "number",
+                        "exclusiveMinimum": -3.4028235677973366e38,
+                        "exclusiveMaximum": 3.4028235677973366e38,
+                    },
+                    "minItems": 1,
+                    "maxItems": 1,
+                },
                 "description": "float32 of shape [-1, 1]",
             },
         },
@@ -255,7 +265,7 @@ def test_dashboard_data_comes_from_the_metrics(make_project, serve) -> None:
     echo = figures_of(data, "echo")
     assert (echo["figures"]["codes"], echo["device"], echo["tracker"]) == ({"200": 1.0}, None, None)
     # the same figures as the text of /metrics
-    assert 'localserve_requests_total{api="iris",code="200",status_class="2xx"} 3.0' in metrics
+    assert 'localserve_requests_total{api="iris",code="200"} 3.0' in metrics
     assert 'localserve_request_duration_seconds_count{api="iris"} 4.0' in metrics
 
 
@@ -292,7 +302,7 @@ def test_with_an_api_key_the_pages_are_open_and_their_data_is_not(make_project, 
         refused = {path: client.get(path).status_code for path in ("/openapi.json", "/dashboard/data", "/docs/x")}
         keyed = client.get("/dashboard/data", headers={"authorization": "Bearer s3cret"})
     assert opened == dict.fromkeys(sorted(PAGE_PATHS), 200)
-    assert len(opened) == 10
+    assert len(opened) == 11  # the favicon among them
     assert refused == {"/openapi.json": 401, "/dashboard/data": 401, "/docs/x": 401}
     assert [api["name"] for api in keyed.json()["apis"]] == ["proj"]
 
@@ -314,3 +324,51 @@ def test_an_abeja_handler_keeps_the_root_for_every_method_beside_the_pages(make_
         pages = [client.get(path).status_code for path in ("/docs", "/dashboard", "/openapi.json")]
     assert seen == {m: m for m in ("GET", "POST", "PUT", "PATCH", "DELETE")}
     assert pages == [200, 200, 200]
+
+
+def test_the_favicon_is_served(make_project, serve) -> None:
+    project = make_project({"main.py": ECHO})
+    with serve(project, handler="main:handler") as client:
+        icon = client.get("/favicon.ico")
+        pages = [client.get(page).text for page in ("/docs", "/dashboard")]
+    assert (icon.status_code, icon.headers["content-type"]) == (200, "image/x-icon")
+    assert icon.content[:4] == b"\x00\x00\x01\x00"  # an ICO with one image: a 32 px PNG
+    assert icon.content[22:30] == b"\x89PNG\r\n\x1a\n"
+    assert all('<link rel="icon" href="favicon.ico">' in page for page in pages)  # relative: --root-path
+
+
+def test_without_a_v2_model_the_document_has_no_v2_section(make_project, serve) -> None:
+    project = make_project({"main.py": ECHO})
+    with serve(project, handler="main:handler") as client:
+        document = client.get("/openapi.json").json()
+        missing = client.get("/v2/nope")
+    tags = {tag for item in document["paths"].values() for operation in item.values() for tag in operation["tags"]}
+    assert "v2" not in tags and "v2" not in {tag["name"] for tag in document["tags"]}
+    assert [name for name in document["components"]["schemas"] if name.startswith("V2")] == []
+    assert {"/v2", "/v2/health/live", "/v2/health/ready"} <= set(document["paths"])  # the server answers them
+    assert (missing.status_code, missing.json()) == (
+        404,
+        {
+            "error": "No route '/v2/nope'; the Open Inference Protocol's routes are /v2, "
+            "/v2/health/live, /v2/health/ready."
+        },
+    )
+
+
+def test_a_v2_404_lists_the_v2_routes(make_project, serve) -> None:
+    project = make_project({"cortex.yaml": "- kind: api\n  name: iris\n  model: iris.onnx\n"})
+    shutil.copy(EXAMPLES / "iris_onnx" / "iris.onnx", project / "iris.onnx")
+    with serve(project) as client:
+        document = client.get("/openapi.json").json()
+        missing = client.get("/v2/models/iris/nope")
+        native = client.get("/nope")
+    assert "v2" in {tag["name"] for tag in document["tags"]}
+    routes = ", ".join(f"/v2/models/iris{tail}" for tail in ("", "/ready", "/config", "/stats", "/infer"))
+    assert (missing.status_code, missing.json()) == (
+        404,
+        {
+            "error": "No route '/v2/models/iris/nope'; the Open Inference Protocol's routes are /v2, "
+            f"/v2/health/live, /v2/health/ready, /v2/models/stats, {routes}."
+        },
+    )
+    assert native.json()["error"] == "No route '/nope'; the APIs answer at /, /iris, /predict."

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from localserve.protocols.asyncapi.store import LATENCY_BOUNDS, JobStore, StoreError
@@ -57,10 +57,8 @@ class _StoreCollector(Collector):
         yield up
 
 
-def render_metrics(stores: Mapping[str, JobStore]) -> bytes:
-    """The Prometheus text exposition of the AsyncAPI figures (empty without AsyncAPIs)."""
+def collect_metrics(stores: Mapping[str, JobStore]) -> list[Metric]:
+    """The AsyncAPI metric families, read from the stores (none without AsyncAPIs)."""
     if not stores:
-        return b""
-    registry = CollectorRegistry()
-    registry.register(_StoreCollector(stores))
-    return generate_latest(registry)
+        return []
+    return list(_StoreCollector(stores).collect())

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+from prometheus_client.metrics_core import Metric
+
 from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.errors import ClientGone, LocalServeError, RequestError, StoreUnavailable
 from localserve.logs import api_var, request_id_var
-from localserve.protocols.asyncapi.metrics import render_metrics
+from localserve.protocols.asyncapi.metrics import collect_metrics
 from localserve.protocols.asyncapi.store import (
     JOB_ID_RE,
     Job,
@@ -167,9 +169,9 @@ class AsyncJobs:
                 "mean_seconds": seconds / finished if finished else None,
             }
 
-    async def metrics(self) -> bytes:
-        """Prometheus text of the queue length and job latency of every AsyncAPI (figures from the stores)."""
-        return await asyncio.to_thread(render_metrics, self.stores)
+    async def metrics(self) -> list[Metric]:
+        """The metric families of the queue length and job latency of every AsyncAPI (figures from the stores)."""
+        return await asyncio.to_thread(collect_metrics, self.stores)
 
     # -- routes ---------------------------------------------------------------------------------
     def claims(self, scope: Scope) -> str | None:

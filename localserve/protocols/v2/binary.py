@@ -43,9 +43,9 @@ def parse_header_length(value: bytes | None, body_size: int) -> int | None:
 
 def binary_size(parameters: Mapping[str, Any], name: str) -> int | None:
     """An input's ``binary_data_size`` (None when its data is JSON)."""
-    size = parameters.get("binary_data_size")
-    if size is None:
+    if "binary_data_size" not in parameters:
         return None
+    size = parameters["binary_data_size"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise RequestError(
             f"Input {name!r} has binary_data_size {size!r}; expected a whole number of bytes, 0 or more."

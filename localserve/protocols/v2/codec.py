@@ -33,6 +33,9 @@ class Decoded:
     outputs: list[Requested]
 
 
+_OPTIONAL = {"id": "a string", "outputs": "a list of objects with a 'name'"}
+
+
 def decode_request(
     body: bytes,
     header_length: int | None,
@@ -56,6 +59,9 @@ def decode_request(
         raise RequestError(f"The request's JSON header{where} is not valid JSON: {exc}.") from None
     if not isinstance(header, dict):
         raise RequestError(f"The request must be a JSON object with 'inputs'; got {_kind(header)}.")
+    for key, expected in _OPTIONAL.items():  # left out, each has a default; null is not one (as in Triton)
+        if key in header and header[key] is None:
+            raise RequestError(f"The request's {key!r} must be {expected}, or left out; got null.")
     request_id = header.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise RequestError(f"The request's 'id' must be a string; got {_kind(request_id)}.")
@@ -162,9 +168,11 @@ def _requested(value: Any, outputs: Sequence[TensorSpec], default_binary: bool) 
 
 
 def _parameters(item: Mapping[str, Any], what: str) -> Mapping[str, Any]:
-    parameters = item.get("parameters")
-    if parameters is None:
+    if "parameters" not in item:
         return {}
+    parameters = item["parameters"]
+    if parameters is None:
+        raise RequestError(f"The 'parameters' of {what} must be an object, or left out; got null.")
     if not isinstance(parameters, dict):
         raise RequestError(f"The 'parameters' of {what} must be an object; got {_kind(parameters)}.")
     return parameters
@@ -178,6 +186,8 @@ def _flag(parameters: Mapping[str, Any], key: str, what: str) -> bool:
 
 
 def _shape(value: Any, spec: TensorSpec) -> tuple[int, ...]:
+    if isinstance(value, list):  # JSON Schema's integers (the OpenAPI document's) include 4.0
+        value = [int(d) if isinstance(d, float) and d.is_integer() else d for d in value]
     if not isinstance(value, list) or not all(
         isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in value
     ):

@@ -77,23 +77,43 @@ function figure(label, value, cls = "") {
   return el("div", { class: "figure " + cls, "data-figure": label }, el("dt", {}, label), el("dd", {}, value));
 }
 
-// A line chart of several series over the kept history: [{name, cls, points: [[t, v|null]]}].
-function lineChart(series, unit, label) {
-  const W = 480, H = 140, L = 60, B = 18, T = 8, R = 8;
-  const chart = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, "data-chart": label });
-  const all = series.flatMap((s) => s.points.filter((p) => p[1] !== null));
+// One formatter for every chart's axis: the ticks 0, top/2 and top with the decimals that show two significant
+// digits of the step between them (the same for the three, at most 3), and the chart's unit.
+function axisLabels(top, unit) {
+  const step = top / 2;
+  const decimals = Math.min(3, Math.max(0, 1 - Math.floor(Math.log10(step)))); // two significant digits of the step
+  return [0, 0.5, 1].map((f) => (top * f).toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals }) + unit);
+}
+
+// A line chart of several series over the kept history: [{name, cls, points: [[t, v|null]]}]; ``scale`` turns a
+// value into the axis's unit (seconds -> ms). The SVG is drawn at its box's width in pixels, one user unit a
+// pixel, so its text keeps the stylesheet's px size at any window width; ``fitCharts`` redraws on resize.
+function lineChart(series, scale, unit, label) {
+  const chart = svg("svg", { class: "chart", role: "img", "aria-label": label, "data-chart": label });
+  chart.draw = (width) => drawChart(chart, Math.max(Math.floor(width), 160), series, scale, unit);
+  return chart;
+}
+
+function drawChart(chart, W, series, scale, unit) {
+  const H = 140, L = 64, B = 18, T = 8, R = 8;
+  chart.replaceChildren();
+  chart.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  chart.setAttribute("width", W);
+  chart.setAttribute("height", H);
+  const all = series.flatMap((s) => s.points.filter((p) => p[1] !== null)).map((p) => scale(p[1]));
   const times = series.flatMap((s) => s.points.map((p) => p[0]));
   // the kept history fills the width (at least ten intervals)
   const t1 = Math.max(...times, 1), t0 = Math.min(t1 - INTERVAL_MS / 100, ...times);
-  const top = Math.max(...all.map((p) => p[1]), 0) * 1.1 || 1;
+  const top = Math.max(...all, 0) * 1.1 || 1;
   const x = (t) => L + (W - L - R) * (t - t0) / (t1 - t0 || 1);
   const y = (v) => H - B - (H - B - T) * v / top;
-  for (const f of [0, 0.5, 1]) {
-    chart.append(svg("line", { class: "grid", x1: L, x2: W - R, y1: y(top * f), y2: y(top * f) }));
-    const text = svg("text", { x: L - 4, y: y(top * f) + 4, "text-anchor": "end" });
-    text.textContent = unit(top * f);
+  axisLabels(top, unit).forEach((tick, i) => {
+    const v = top * i / 2;
+    chart.append(svg("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+    const text = svg("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end", "data-tick": i });
+    text.textContent = tick;
     chart.append(text);
-  }
+  });
   const age = svg("text", { x: W - R, y: H - 4, "text-anchor": "end" });
   age.textContent = `last ${Math.round(t1 - t0)} s`;
   chart.append(age);
@@ -103,16 +123,25 @@ function lineChart(series, unit, label) {
       if (run.length) chart.append(svg("polyline", { class: s.cls, points: run.join(" "), "data-series": s.name }));
       run = [];
     };
-    for (const [t, v] of s.points) {
-      if (v === null) { flush(); continue; }
+    for (const [t, value] of s.points) {
+      if (value === null) { flush(); continue; }
+      const v = scale(value);
       run.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
       // a dot for every point, so that an interval alone between two idle ones still shows
       chart.append(svg("circle", { class: s.cls, cx: x(t).toFixed(1), cy: y(v).toFixed(1), r: 2, "data-series": s.name }));
     }
     flush();
   }
-  return chart;
 }
+
+// Draw every chart at the width its card gives it (after the cards are in the page, and on resize).
+function fitCharts() {
+  for (const chart of document.querySelectorAll("svg.chart")) {
+    const box = getComputedStyle(chart.parentElement); // the card's content box: its width less its padding
+    chart.draw(chart.parentElement.clientWidth - parseFloat(box.paddingLeft) - parseFloat(box.paddingRight));
+  }
+}
+window.addEventListener("resize", fitCharts);
 
 function legend(items) {
   return el("div", { class: "legend" }, ...items.map(([name, color]) => el("span", {}, el("i", { style: `background:${color}` }), name)));
@@ -197,10 +226,13 @@ function card(api, t) {
     name, cls: name,
     points: points.slice(1).map((p, i) => [p.t, quantile(q, diffBuckets(p.buckets, points[i].buckets))]),
   }));
-  node.append(el("h3", {}, "latency per interval (since start: p50 / p90 / p99 above)"),
-    lineChart(series, ms, "latency"), legend([["p50", "var(--accent)"], ["p90", "#8250df"], ["p99", "var(--bad)"]]));
-  const rates = points.slice(1).map((p, i) => [p.t, (p.total - points[i].total) / (p.t - points[i].t)]);
-  node.append(el("h3", {}, "requests per second"), lineChart([{ name: "rate", cls: "rate", points: rates }], (v) => num(v, v < 10 ? 1 : 0), "rate"));
+  if (api.status !== "failed") { // a failed API answers nothing but 503s: no chart to draw
+    node.append(el("h3", {}, "latency per interval (since start: p50 / p90 / p99 above)"),
+      lineChart(series, (seconds) => seconds * 1000, " ms", "latency"),
+      legend([["p50", "var(--accent)"], ["p90", "#8250df"], ["p99", "var(--bad)"]]));
+    const rates = points.slice(1).map((p, i) => [p.t, (p.total - points[i].total) / (p.t - points[i].t)]);
+    node.append(el("h3", {}, "requests per second"), lineChart([{ name: "rate", cls: "rate", points: rates }], (v) => v, "/s", "rate"));
+  }
   const sizes = [];
   let seen = 0, low = 0;
   for (const [le, count] of batch.buckets) {
@@ -247,6 +279,7 @@ async function poll() {
     const data = await response.json();
     const apis = document.getElementById("apis");
     apis.replaceChildren(...data.apis.map((api) => card(api, data.time)));
+    fitCharts();
     notice.textContent = `${data.apis.length} API${data.apis.length === 1 ? "" : "s"} · updated ${new Date(data.time * 1000).toLocaleTimeString()} · every ${INTERVAL_MS / 1000} s` + (data.metrics ? "" : " · metrics are off");
     notice.className = "notice";
     showReload(data.reload);
