@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from localserve.config.models import parse_models
 from localserve.config.schema import (
     API_KEYS,
     ASYNC_KEYS,
@@ -15,7 +16,6 @@ from localserve.config.schema import (
     REALTIME_KEYS,
     UPDATE_STRATEGY_KEYS,
 )
-from localserve.config.models import parse_models
 from localserve.config.values import at_line, check_keys, describe, integer, opt_str, parse_duration
 from localserve.errors import ConfigError
 

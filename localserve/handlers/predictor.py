@@ -7,36 +7,30 @@ same length (Cortex's server-side batching).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from localserve.config import ApiConfig
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
 from localserve.handlers import USER_ESCAPES, EndpointOptions, run_stage, truncate, user_error
+from localserve.handlers.clients import (
+    ModelClient,
+    MultiModelClient,
+    PythonClient,
+    describe_models,
+    model_opener,
+    open_models,
+)
 from localserve.handlers.loader import load_file, parameter_names
 from localserve.handlers.request_handler import load_api_model, log
 from localserve.payload import decode_payload
 from localserve.request import Request
 from localserve.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model
+from localserve.runtimes.modelset import ModelSet, Source
 
-CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client"}
+CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client", "python": "python_client"}
 PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
-
-
-class ModelClient:
-    """``onnx_client`` / ``tensorflow_client``: runs the API's model, in process."""
-
-    def __init__(self, model: Model) -> None:
-        self.model = model
-
-    def predict(self, model_input: Any, signature_key: str | None = None, model_name: str | None = None) -> Any:
-        """Coerce ``model_input`` as a request handler's return would be, and run the model."""
-        return self.model.predict(model_input, signature_key)  # type: ignore[attr-defined]
-
-    @property
-    def input_signature(self) -> Any:
-        """The model's inputs, as ``pre_inference`` gets them."""
-        return self.model.input_signature
 
 
 class PredictorEndpoint:
@@ -55,6 +49,7 @@ class PredictorEndpoint:
         self.options = options
         self.batches_lists = api.batching is not None
         self.client_model: Model | None = None
+        self.models: ModelSet | None = None  # several models (models: {paths | dir}, multi_model_reloading)
         self.instance: Any = None
         self.predict_params: list[str] = []
 
@@ -73,7 +68,11 @@ class PredictorEndpoint:
             "config": dict(spec.config),
             "metrics_client": self.options.metrics_client,
         }
-        if spec.type in CLIENT_PARAMS:
+        if spec.models is not None:
+            self.models = self._open_models()
+            client = PythonClient(self.models) if spec.type == "python" else MultiModelClient(self.models)
+            available[CLIENT_PARAMS[spec.type]] = client
+        elif spec.type != "python":
             self.client_model = load_api_model(self.api, self.options)
             available[CLIENT_PARAMS[spec.type]] = ModelClient(self.client_model)
         init_params = parameter_names(cls.__init__)[1:]  # type: ignore[misc]
@@ -98,6 +97,24 @@ class PredictorEndpoint:
         except USER_ESCAPES as exc:  # loading runs on the API's thread
             error = user_error(exc, f"{spec.class_name}.__init__")
             raise HandlerLoadError(str(error)) from exc
+        if self.models is not None and self.models.capacity is None:
+            self.models.load_all()  # without the cache every model loads at start, as on Cortex
+
+    def _open_models(self) -> ModelSet:
+        if self.predictor.type != "python":
+            return open_models(self.api, self.options, model_opener(self.api, self.options))
+        cls_name = self.predictor.class_name
+
+        def load_with_predictor(files: Path, source: Source) -> Any:
+            load = getattr(self.instance, "load_model", None)
+            if not callable(load):
+                raise HandlerLoadError(
+                    f"{self.predictor.path}: {cls_name} needs a load_model(model_path) method "
+                    "to serve 'multi_model_reloading'."
+                )
+            return run_stage(self.options.observe, "load_model", f"{cls_name}.load_model", load, str(files))
+
+        return open_models(self.api, self.options, load_with_predictor)
 
     def describe(self) -> dict[str, Any]:
         """JSON for GET /<api>: the predictor's type and file, and its model's signature when it has one."""
@@ -109,6 +126,8 @@ class PredictorEndpoint:
         }
         if self.client_model is not None:
             info.update(self.client_model.describe())
+        if self.models is not None:
+            info["models"] = describe_models(self.models)
         return info
 
     def _arguments(self, request: Request) -> dict[str, Any]:

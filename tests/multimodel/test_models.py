@@ -1,0 +1,83 @@
+"""Cortex multi-model APIs (``models: {paths | dir}``): names, versions, the cache, its figures and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.multimodel.helpers import ONNX_PREDICTOR, X, expected, models_dir, project_yaml
+
+
+def make(make_project, tmp_path: Path, models: str, versions: dict[str, list[int]], **kw: str) -> Path:
+    project = make_project({"cortex.yaml": project_yaml(models, **kw), "predictor.py": ONNX_PREDICTOR})
+    models_dir(project / "models", versions)
+    return project
+
+
+def test_a_dir_of_three_models_with_a_cache_of_one(serve, make_project, tmp_path) -> None:
+    project = make(
+        make_project,
+        tmp_path,
+        "      dir: models\n      cache_size: 1\n      disk_cache_size: 3\n",
+        {"a": [1, 2], "b": [1], "c": [3]},
+    )
+    with serve(project) as client:
+        assert client.get("/multi").json()["models"]["in_memory"] == []  # nothing loads before its first use
+        for model, version in (("a", 2), ("b", 1), ("b", 1), ("c", 3), ("a", 2)):
+            response = client.post(f"/multi?model={model}", json=X)
+            assert response.status_code == 200, response.text
+            assert response.json() == {"logits": expected(model, version)}
+        assert client.post("/multi?model=a&version=1", json=X).json() == {"logits": expected("a", 1)}
+        described = client.get("/multi").json()["models"]
+    assert described["in_memory"] == [{"model": "a", "version": 1}]
+    assert described["available"] == {"a": [1, 2], "b": [1], "c": [3]}
+    events = [(e["event"], e["model"], e["version"]) for e in described["events"]]
+    assert events == [
+        ("load", "a", 2),
+        ("load", "b", 1),
+        ("evict", "a", 2),
+        ("load", "c", 3),
+        ("evict", "b", 1),
+        ("load", "a", 2),
+        ("evict", "c", 3),
+        ("load", "a", 1),
+        ("evict", "a", 2),
+    ]
+
+
+def test_paths_without_the_cache_load_every_version_at_start(serve, make_project, tmp_path) -> None:
+    models = "      paths:\n        - {name: first, path: models/a}\n        - {name: second, path: models/b}\n"
+    project = make(make_project, tmp_path, models, {"a": [1, 2], "b": [5]})
+    with serve(project) as client:
+        described = client.get("/multi").json()["models"]
+        assert described["in_memory"] == [
+            {"model": "first", "version": 1},
+            {"model": "first", "version": 2},
+            {"model": "second", "version": 5},
+        ]
+        assert client.post("/multi?model=first", json=X).json() == {"logits": expected("a", 2)}
+        assert client.post("/multi?model=second&version=latest", json=X).json() == {"logits": expected("b", 5)}
+        assert client.post("/multi?model=first&version=1", json=X).json() == {"logits": expected("a", 1)}
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "message"),
+    [
+        (
+            "model=zebra",
+            404,
+            "Model 'zebra' wasn't found in the list of available models; the models are: 'a', 'b'.",
+        ),
+        ("model=a&version=7", 404, "Model 'a' has no version 7; its versions are: 1, 2."),
+        ("model=a&version=newest", 400, "model_version must be a whole number or 'latest' (or 'highest'); got 'newest'."),
+        ("", 400, "model_name was not specified; choose one of the following: a, b."),
+    ],
+)
+def test_unknown_model_and_version(serve, make_project, tmp_path, query: str, status: int, message: str) -> None:
+    project = make(make_project, tmp_path, "      dir: models\n", {"a": [1, 2], "b": [1]})
+    with serve(project) as client:
+        response = client.post(f"/multi?{query}", json=X)
+        assert response.status_code == status
+        assert response.json()["error"] == message
+        assert client.post("/multi?model=b", json=X).status_code == 200  # the API keeps answering
