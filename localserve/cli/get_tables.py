@@ -47,6 +47,9 @@ def render_get(stats: Sequence[Mapping[str, Any]] | Mapping[str, Any], api: str 
         tracker = entry.get("tracker")
         if tracker:
             blocks.append(_render_tracker(str(entry.get("api")), tracker))
+        models = entry.get("models")  # a multi-model API's model versions
+        if models:
+            blocks.append(_render_models(str(entry.get("api")), models))
         jobs = entry.get("jobs")  # an AsyncAPI's jobs (the POSTs above are its submits)
         if jobs:
             blocks.append(_render_jobs(str(entry.get("api")), jobs))
@@ -71,6 +74,23 @@ def _render_tracker(api: str, tracker: Mapping[str, Any]) -> str:
         return title
     row = [_number(tracker.get(k)) for k in ("min", "max", "mean")]
     return title + "\n" + _table(["min", "max", "mean"], [row], numeric_from=0)
+
+
+def _render_models(api: str, models: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            str(m.get("model")),
+            str(m.get("version")),
+            str(m.get("loads", 0)),
+            str(sum((m.get("evictions") or {}).values())),
+            _ms(m.get("load_mean")),
+            str(m.get("calls", 0)),
+            _ms(m.get("latency_mean")),
+        ]
+        for m in models
+    ]
+    headers = ["model", "version", "loads", "evictions", "load", "calls", "mean"]
+    return f"{api}: models\n" + _table(headers, rows, numeric_from=1)
 
 
 def _render_jobs(api: str, jobs: Mapping[str, Any]) -> str:

@@ -47,6 +47,7 @@ class ApiRuntime:
             load=load,
             observe=observe,
             metrics_client=metrics.client(api.name) if metrics is not None else None,
+            model_observer=metrics.models.observer(api.name) if metrics is not None else None,
             cache_dir=options.cache_dir,
             s3_endpoint=options.s3_endpoint,
         )

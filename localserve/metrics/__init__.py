@@ -7,14 +7,12 @@ Example::
     metrics.request_finished("iris", 200, 0.0012)
     body, content_type = metrics.render()
 
-Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (its public API only).
-With several replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one
-fresh folder per serve and sets ``PROMETHEUS_MULTIPROC_DIR`` to it in each replica's environment
-when it spawns the replica (the one place localserve sets that variable: prometheus_client reads it
-when it is imported); ``Metrics(directory=...)`` then reads every replica's files on ``render()``.
-``/stats``, ``localserve get``, the dashboard and the Open Inference Protocol's statistics are derived
-from these same figures by one reader over ``collect()`` (``localserve.metrics.figures``); the
-tracker's figures are metrics too (``localserve.tracker``).
+Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (public API only). With
+replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one fresh folder per
+serve and sets ``PROMETHEUS_MULTIPROC_DIR`` in each replica's environment as it spawns it (prometheus_client
+reads it on import); ``Metrics(directory=...)`` then reads every replica's files on ``render()``.
+``/stats``, ``localserve get``, the dashboard and V2's statistics derive from these figures by one reader
+(``localserve.metrics.figures``); the tracker's (``tracker``) and the models' (``metrics.models``) too.
 """
 
 from __future__ import annotations
@@ -50,6 +48,7 @@ from localserve.metrics.names import (
     TRACKER_TOTAL,
     TRACKER_VALUE,
 )
+from localserve.metrics.models import ModelMetrics
 from localserve.metrics.phases import PHASES, Phases
 from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
 from localserve.tracker import REGRESSION_BOUNDS
@@ -146,6 +145,7 @@ class Metrics:
             registry=registry,
         )
         self._define_tracker(registry)
+        self.models = ModelMetrics(registry, DURATION_BUCKETS)  # the models of multi-model APIs
         self._user = UserMetrics(registry)
         self._phases = Phases(registry, multiprocess=directory is not None)
         self.apis: dict[str, ApiMetrics] = {}

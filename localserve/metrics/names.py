@@ -16,3 +16,8 @@ TRACKER_MIN = "localserve_tracker_value_min"
 TRACKER_MAX = "localserve_tracker_value_max"
 # The histogram has negative bounds, so prometheus_client (as OpenMetrics asks) writes no `_sum` for it.
 TRACKER_TOTAL = "localserve_tracker_value_total"
+# The models of an API with several models (Cortex's models: {paths | dir}), labelled api, model, version.
+MODEL_LOADS = "localserve_model_loads"
+MODEL_EVICTIONS = "localserve_model_evictions"  # also labelled reason: cache | removed | replaced
+MODEL_LOAD_DURATION = "localserve_model_load_duration_seconds"
+MODEL_DURATION = "localserve_model_duration_seconds"

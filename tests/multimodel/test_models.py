@@ -81,3 +81,42 @@ def test_unknown_model_and_version(serve, make_project, tmp_path, query: str, st
         assert response.status_code == status
         assert response.json()["error"] == message
         assert client.post("/multi?model=b", json=X).status_code == 200  # the API keeps answering
+
+
+def test_figures_in_metrics_stats_get_and_dashboard(serve, make_project, tmp_path) -> None:
+    from localserve.cli.get_tables import render_get
+
+    project = make(
+        make_project,
+        tmp_path,
+        "      dir: models\n      cache_size: 1\n      disk_cache_size: 2\n",
+        {"a": [1], "b": [2]},
+    )
+    with serve(project) as client:
+        for model in ("a", "b", "a"):
+            assert client.post(f"/multi?model={model}", json=X).status_code == 200
+        text = client.get("/metrics").text
+        stats = client.get("/multi/stats").json()
+        dashboard = client.get("/dashboard/data").json()
+    assert 'localserve_model_loads_total{api="multi",model="a",version="1"} 2.0' in text
+    assert 'localserve_model_loads_total{api="multi",model="b",version="2"} 1.0' in text
+    assert 'localserve_model_evictions_total{api="multi",model="a",reason="cache",version="1"} 1.0' in text
+    assert 'localserve_model_evictions_total{api="multi",model="b",reason="cache",version="2"} 1.0' in text
+    assert 'localserve_model_duration_seconds_count{api="multi",model="a",version="1"} 2.0' in text
+    models = stats["models"]
+    assert [(m["model"], m["version"], m["loads"], m["evictions"], m["calls"]) for m in models] == [
+        ("a", 1, 2, {"cache": 1}, 2),
+        ("b", 2, 1, {"cache": 1}, 1),
+    ]
+    assert all(m["load_mean"] > 0 and m["latency_mean"] > 0 for m in models)
+    table = render_get(stats).split("multi: models\n")[1].splitlines()
+    assert table[0].split() == ["model", "version", "loads", "evictions", "load", "calls", "mean"]
+    assert table[1].split()[:4] == ["a", "1", "2", "1"] and table[2].split()[:4] == ["b", "2", "1", "1"]
+    assert [m["model"] for m in _dashboard_models(dashboard)] == ["a", "b"]
+
+
+def _dashboard_models(data: dict) -> list[dict]:
+    for api in data.get("apis", []):
+        if api.get("name") == "multi":
+            return api["figures"]["models"]
+    raise AssertionError(data)
