@@ -13,6 +13,7 @@ from localserve.config.options import ServeOptions
 from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Hooks
+from localserve.engine.routing import describe_routes
 from localserve.error_text import without_paths
 from localserve.errors import HandlerLoadError, LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
@@ -100,6 +101,9 @@ class ApiRuntime:
         """JSON for GET /<api>: the endpoint's description with the API's status (and error)."""
         info = self.endpoint.describe() if self.state == "ready" else {"name": self.api.name, "kind": self.api.kind}
         info["status"] = self.state
+        models = info.get("models")
+        if self.pipeline.routes is not None and isinstance(models, dict):
+            models["batches"] = describe_routes(self.pipeline.routes)  # V2 batch sizes per model version
         if self.error:
             info["error"] = self.error
         return info

@@ -34,6 +34,7 @@ from prometheus_client.metrics_core import Metric
 
 from localserve.errors import ConfigError
 from localserve.metrics.figures import ApiFigures, Distribution, read_figures
+from localserve.metrics.models import ModelMetrics
 from localserve.metrics.names import (
     BATCH_SIZE,
     DURATION,
@@ -48,7 +49,6 @@ from localserve.metrics.names import (
     TRACKER_TOTAL,
     TRACKER_VALUE,
 )
-from localserve.metrics.models import ModelMetrics
 from localserve.metrics.phases import PHASES, Phases
 from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
 from localserve.tracker import REGRESSION_BOUNDS
