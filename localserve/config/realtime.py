@@ -83,7 +83,7 @@ def _flatten_models(pred: dict[str, Any], kind: str, where: str) -> None:
         if (key == "models") == (ptype == "python"):
             instead = "'multi_model_reloading'" if ptype == "python" else "'models'"
             raise ConfigError(
-                f"{at_line(pred, 'type', where)}: {key!r} in 'predictor' does not apply to a {ptype} predictor; "
+                f"{at_line(pred, 'type', where)}: {key!r} in 'predictor' does not apply to {ptype} predictors; "
                 f"use {instead}."
             )
         single, many = parse_models(raw, key, ptype, kind, pred.get("processes_per_replica"), where)

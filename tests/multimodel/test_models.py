@@ -120,3 +120,44 @@ def _dashboard_models(data: dict) -> list[dict]:
         if api.get("name") == "multi":
             return api["figures"]["models"]
     raise AssertionError(data)
+
+
+PYTHON_PREDICTOR = """
+import json
+
+
+class PythonPredictor:
+    def __init__(self, python_client, config):
+        self.client = python_client
+        self.loaded = []
+
+    def load_model(self, model_path):
+        self.loaded.append(model_path.rsplit("/", 2)[-2:])
+        with open(model_path + "/weights.json") as f:
+            return json.load(f)
+
+    def predict(self, payload, query_params):
+        model = self.client.get_model(query_params["model"], query_params.get("version", "latest"))
+        return {"answer": model["scale"] * payload, "loaded": self.loaded}
+"""
+
+
+def test_python_predictor_multi_model_reloading(serve, make_project) -> None:
+    yaml = (
+        "- name: py\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: predictor.py\n"
+        "    multi_model_reloading: {dir: weights, cache_size: 1, disk_cache_size: 2}\n"
+    )
+    files = {"cortex.yaml": yaml, "predictor.py": PYTHON_PREDICTOR}
+    for model, version, scale in (("double", 1, 2), ("double", 2, 20), ("triple", 1, 3)):
+        files[f"weights/{model}/{version}/weights.json"] = f'{{"scale": {scale}}}'
+    project = make_project(files)
+    with serve(project) as client:
+        assert client.post("/py?model=double", json=5).json() == {"answer": 100, "loaded": [["double", "2"]]}
+        assert client.post("/py?model=triple", json=5).json()["answer"] == 15
+        last = client.post("/py?model=double&version=1", json=5).json()
+        missing = client.post("/py?model=half", json=5)
+    assert last == {"answer": 10, "loaded": [["double", "2"], ["triple", "1"], ["double", "1"]]}
+    assert (missing.status_code, missing.json()["error"]) == (
+        404,
+        "Model 'half' wasn't found in the list of available models; the models are: 'double', 'triple'.",
+    )
