@@ -133,7 +133,10 @@ class ModelRoutes:
             found[1].stop()
 
     def stop(self) -> None:
-        """At shutdown: every batcher ends."""
+        """At shutdown: every batcher ends, and the watching of the model folders."""
+        models = getattr(self.pipeline.endpoint, "models", None)
+        if models is not None:
+            models.close()
         with self._lock:
             batchers = [b for _, b in self.batchers.values()]
             self.batchers.clear()

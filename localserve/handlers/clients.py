@@ -20,7 +20,8 @@ from localserve.errors import ModelLoadError
 from localserve.handlers import EndpointOptions
 from localserve.runtimes import Model, load_model
 from localserve.runtimes.cache import model_root
-from localserve.runtimes.modelset import ModelSet, Opener, Source
+from localserve.runtimes.modelset import ModelSet
+from localserve.runtimes.versions import Opener, Source
 
 
 class ModelClient:
@@ -117,6 +118,13 @@ def open_models(api: ApiConfig, options: EndpointOptions, opener: Opener) -> Mod
         return resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)
 
     return ModelSet(api.predictor.models, opener, resolve, options.model_observer)
+
+
+def start_watching(models: ModelSet) -> None:
+    """Live reloading: local model folders are watched, remote ones polled (``runtimes/watch.py``)."""
+    from localserve.runtimes.watch import watch_models
+
+    models.watcher = watch_models(models, lambda location: None if "://" in location else models.resolve(location))
 
 
 def describe_models(models: ModelSet) -> dict[str, Any]:

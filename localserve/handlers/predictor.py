@@ -20,6 +20,7 @@ from localserve.handlers.clients import (
     describe_models,
     model_opener,
     open_models,
+    start_watching,
 )
 from localserve.handlers.loader import load_file, parameter_names
 from localserve.handlers.request_handler import load_api_model, log
@@ -27,7 +28,8 @@ from localserve.payload import decode_payload
 from localserve.request import Request
 from localserve.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model
-from localserve.runtimes.modelset import ModelSet, Source
+from localserve.runtimes.modelset import ModelSet
+from localserve.runtimes.versions import Source
 
 CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client", "python": "python_client"}
 PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
@@ -97,8 +99,10 @@ class PredictorEndpoint:
         except USER_ESCAPES as exc:  # loading runs on the API's thread
             error = user_error(exc, f"{spec.class_name}.__init__")
             raise HandlerLoadError(str(error)) from exc
-        if self.models is not None and self.models.capacity is None:
-            self.models.load_all()  # without the cache every model loads at start, as on Cortex
+        if self.models is not None:
+            if self.models.capacity is None:
+                self.models.load_all()  # without the cache every model loads at start, as on Cortex
+            start_watching(self.models)
 
     def _open_models(self) -> ModelSet:
         if self.predictor.type != "python":

@@ -20,52 +20,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
-from localserve.errors import ModelLoadError, NotFound, RequestError
+from localserve.errors import LocalServeError, ModelLoadError, NotFound, RequestError
+from localserve.runtimes.versions import ModelObserver, Opener, Source, stamp_of, versions_in
 
 log = logging.getLogger("localserve")
 
 EVENTS_KEPT = 200  # the latest load / eviction events kept for /stats and `get`
 LATEST = ("latest", "highest")
-
-
-class ModelObserver(Protocol):
-    """Where a model set's figures go (the metrics of the API): loads, evictions, model calls."""
-
-    def loaded(self, model: str, version: int, seconds: float) -> None:
-        """Version ``version`` of ``model`` was loaded in ``seconds``."""
-
-    def evicted(self, model: str, version: int, reason: str) -> None:
-        """It left memory: ``cache`` (least recently used), ``removed`` or ``replaced`` (its files went or changed)."""
-
-    def ran(self, model: str, version: int, seconds: float) -> None:
-        """One call of it took ``seconds``."""
-
-
-@dataclass(frozen=True)
-class Source:
-    """One model as configured: its name, where it is, its TensorFlow signature key."""
-
-    name: str
-    location: str
-    signature_key: str | None = None
-
-
-Opener = Callable[[Path, Source], Any]
-"""Opens one version of a model: its file or folder (already local) -> the loaded model."""
-
-
-def versions_in(folder: Path) -> dict[int, Path]:
-    """The version folders of a model (sub-folders named by whole numbers); ``{1: folder}`` when it has none."""
-    if folder.is_dir():
-        found = {int(p.name): p for p in folder.iterdir() if p.is_dir() and p.name.isdigit() and any(p.iterdir())}
-        if found:
-            return found
-    return {1: folder}
 
 
 class ModelSet:
@@ -88,6 +53,9 @@ class ModelSet:
         self._stamps: dict[tuple[str, int], float] = {}  # the modification time of each loaded version's files
         self._loading: dict[tuple[str, int], threading.Lock] = {}
         self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=EVENTS_KEPT)
+        self.generation = 0  # how many times the folders were read again (``refresh``); ``changed`` is notified
+        self.changed = threading.Condition()
+        self.watcher: Any = None  # the ModelWatcher of live reloading, once started
         self._sources = self._configured()
         self._listing: dict[str, Any] = {}  # what the folders held when last read; cleared by ``refresh``
         self._resolved: dict[str, Path] = {}  # remote locations, fetched once (until ``refresh``)
@@ -243,40 +211,51 @@ class ModelSet:
             for number in sorted(self.versions(name)):
                 self.get(name, number)
 
+    def snapshot(self) -> dict[str, set[int]]:
+        """Every model's versions as the folders hold them now (nothing when they cannot be read)."""
+        try:
+            return {name: set(self.versions(name)) for name in self.names()}
+        except (LocalServeError, OSError):
+            return {}
+
     def refresh(self, *, remote: bool = False) -> list[dict[str, Any]]:
-        """After the files changed: versions gone or changed leave memory (in-flight calls keep theirs);
-        without the cache, new versions are loaded; ``remote``: fetch remote locations again. Returns what changed."""
-        changes: list[dict[str, Any]] = []
+        """Read the folders again (``remote``: fetch remote locations again): versions gone or changed leave
+        memory (calls in flight keep theirs); without the cache new versions load. Returns what changed."""
+        before = self.snapshot()
         self._listing = {}
         if remote:
             self._resolved = {}
+        after = self.snapshot()
+        changes = [
+            {"model": name, "version": v, "change": "added"}
+            for name in after
+            for v in after[name] - before.get(name, set())
+        ] + [
+            {"model": name, "version": v, "change": "removed"}
+            for name in before
+            for v in before[name] - after.get(name, set())
+        ]
         with self._lock:
             loaded = dict(self._stamps)
         for key, stamp in loaded.items():
-            try:
-                files = self.pick(key[0], key[1])[2]
-            except (NotFound, RequestError, ModelLoadError):
-                files = None
+            files = self.versions(key[0])[key[1]] if key[1] in after.get(key[0], ()) else None
             if files is None or stamp_of(files) != stamp:
-                reason = "removed" if files is None else "replaced"
                 with self._lock:
                     gone = self._loaded.pop(key, None) is not None
                     self._stamps.pop(key, None)
                 if gone:
-                    self._evicted(key, reason)
-                    changes.append({"model": key[0], "version": key[1], "change": reason})
+                    self._evicted(key, "removed" if files is None else "replaced")
+                    if files is not None:
+                        changes.append({"model": key[0], "version": key[1], "change": "replaced"})
         if self.capacity is None:
-            before = set(self.loaded())
             self.load_all()
-            changes += [{"model": k[0], "version": k[1], "change": "added"} for k in self.loaded() if k not in before]
+        self.events.append({"event": "refresh", "changes": changes})
+        with self.changed:
+            self.generation += 1
+            self.changed.notify_all()
         return changes
 
-
-def stamp_of(files: Path) -> float:
-    """The latest modification time of a version's files (a changed file is a changed model); -1 when gone."""
-    try:
-        if files.is_file():
-            return float(files.stat().st_mtime_ns)
-        return float(max([files.stat().st_mtime_ns, *(p.stat().st_mtime_ns for p in files.rglob("*"))]))
-    except OSError:
-        return -1.0
+    def close(self) -> None:
+        """Stop watching the folders (at shutdown)."""
+        if self.watcher is not None:
+            self.watcher.close()
