@@ -25,6 +25,7 @@ from typing import Any
 
 from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
 from localserve.errors import LocalServeError, ModelLoadError, NotFound, RequestError
+from localserve.runtimes.diskcache import DiskCache
 from localserve.runtimes.versions import ModelObserver, Opener, Source, stamp_of, versions_in
 
 log = logging.getLogger("localserve")
@@ -58,7 +59,7 @@ class ModelSet:
         self.watcher: Any = None  # the ModelWatcher of live reloading, once started
         self._sources = self._configured()
         self._listing: dict[str, Any] = {}  # what the folders held when last read; cleared by ``refresh``
-        self._resolved: dict[str, Path] = {}  # remote locations, fetched once (until ``refresh``)
+        self._disk = DiskCache(config.disk_cache_size, resolve)  # remote locations' local copies
 
     # -- what there is ---------------------------------------------------------------------------
     def _configured(self) -> dict[str, Source]:
@@ -75,12 +76,7 @@ class ModelSet:
         return self.config.path is not None
 
     def _local(self, location: str) -> Path:
-        if "://" not in location:
-            return self.resolve(location)
-        path = self._resolved.get(location)
-        if path is None:
-            path = self._resolved[location] = self.resolve(location)
-        return path
+        return self._disk.local(location) if "://" in location else self.resolve(location)
 
     def sources(self) -> dict[str, Source]:
         """Every model there is (a ``dir`` as last read: ``refresh`` reads it again)."""
@@ -169,7 +165,18 @@ class ModelSet:
             evicted = self._keep(key, model, files)
         for old in evicted:
             self._evicted(old, "cache")
+        if self._disk.limit is not None:
+            self._trim_disk()
         return source.name, number, model
+
+    def _trim_disk(self) -> None:
+        sources = self.sources()
+        in_memory = {sources[name].location for name, _ in self.loaded() if name in sources}
+        for location in self._disk.trim(in_memory | ({self.config.dir} if self.config.dir else set())):
+            name = next((s.name for s in sources.values() if s.location == location), location)
+            self._listing.pop("/" + name, None)
+            self.events.append({"event": "disk-evict", "model": name})
+            log.info("model %r: its downloaded copy was deleted (disk_cache_size %s)", name, self._disk.limit)
 
     def _load(self, source: Source, number: int, files: Path) -> Any:
         start = time.perf_counter()
@@ -224,7 +231,7 @@ class ModelSet:
         before = self.snapshot()
         self._listing = {}
         if remote:
-            self._resolved = {}
+            self._disk.forget()
         after = self.snapshot()
         changes = [
             {"model": name, "version": v, "change": "added"}
