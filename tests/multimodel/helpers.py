@@ -33,8 +33,10 @@ def bias_of(model: str, version: int) -> list[float]:
 
 def expected(model: str, version: int, x: list[list[float]] = X) -> list[list[float]]:
     """The logits model ``model`` version ``version`` answers for ``x``."""
-    logits = linear_reference(x)[1] + np.asarray(bias_of(model, version), dtype=np.float32) - np.asarray(
-        [0.0, 0.5, 1.0], dtype=np.float32
+    logits = (
+        linear_reference(x)[1]
+        + np.asarray(bias_of(model, version), dtype=np.float32)
+        - np.asarray([0.0, 0.5, 1.0], dtype=np.float32)
     )
     return logits.tolist()
 

@@ -31,7 +31,9 @@ def config(body: str, *, kind: str = "RealtimeAPI", type: str = "onnx") -> str:
             "a model in memory is also on disk.",
         ),
         (
-            config("    processes_per_replica: 2\n    models:\n      dir: m\n      cache_size: 1\n      disk_cache_size: 1\n"),
+            config(
+                "    processes_per_replica: 2\n    models:\n      dir: m\n      cache_size: 1\n      disk_cache_size: 1\n"
+            ),
             "cortex.yaml: api 'a': with the model cache on ('cache_size' in 'models') 'processes_per_replica' must be 1, "
             "got 2: each process would keep its own cache (as Cortex refused too).",
         ),

@@ -70,7 +70,11 @@ def test_paths_without_the_cache_load_every_version_at_start(serve, make_project
             "Model 'zebra' wasn't found in the list of available models; the models are: 'a', 'b'.",
         ),
         ("model=a&version=7", 404, "Model 'a' has no version 7; its versions are: 1, 2."),
-        ("model=a&version=newest", 400, "model_version must be a whole number or 'latest' (or 'highest'); got 'newest'."),
+        (
+            "model=a&version=newest",
+            400,
+            "model_version must be a whole number or 'latest' (or 'highest'); got 'newest'.",
+        ),
         ("", 400, "model_name was not specified; choose one of the following: a, b."),
     ],
 )

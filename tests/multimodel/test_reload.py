@@ -17,8 +17,10 @@ def wait_for_change(models: Any, seen: int, change: dict[str, Any]) -> int:
     """Wait on the model set's event until a refresh after ``seen`` reported ``change``; the generation then."""
     with models.changed:
         assert models.changed.wait_for(
-            lambda: models.generation > seen
-            and any(change in e.get("changes", ()) for e in list(models.events) if e["event"] == "refresh"),
+            lambda: (
+                models.generation > seen
+                and any(change in e.get("changes", ()) for e in list(models.events) if e["event"] == "refresh")
+            ),
             timeout=60,
         ), list(models.events)
         return int(models.generation)

@@ -14,10 +14,10 @@ from tests.runtimes.test_sources import aws_env, bucket, s3_endpoint  # noqa: F4
 pytestmark = pytest.mark.slow
 
 
-def upload(bucket: Any, root: Path) -> None:
+def upload(target: Any, root: Path) -> None:
     for path in sorted(root.rglob("*")):
         if path.is_file():
-            bucket.put_object(Key=path.relative_to(root).as_posix(), Body=path.read_bytes())
+            target.put_object(Key=path.relative_to(root).as_posix(), Body=path.read_bytes())
 
 
 def test_s3_models_are_fetched_on_use_and_trimmed_on_disk(serve, make_project, bucket, tmp_path: Path) -> None:  # noqa: F811
