@@ -165,3 +165,30 @@ def test_python_predictor_multi_model_reloading(serve, make_project) -> None:
         404,
         "Model 'half' wasn't found in the list of available models; the models are: 'double', 'triple'.",
     )
+
+
+def test_the_iris_models_example(serve) -> None:
+    from tests.conftest import EXAMPLES
+
+    sample = {"input": [5.1, 3.5, 1.4, 0.2]}
+    with serve(EXAMPLES / "iris_models") as client:
+        answers = [
+            client.post("/iris-models", json={**sample, **extra}).json()
+            for extra in ({"model": "iris", "version": 1}, {"model": "sepals"}, {"model": "iris"})
+        ]
+        listed = [m["name"] for m in client.get("/v2/models").json()]
+        events = [(e["event"], e["model"], e["version"]) for e in client.get("/iris-models").json()["models"]["events"]]
+    assert [(a["model"], a["class_label"]) for a in answers] == [
+        ("iris", "iris-setosa"),
+        ("sepals", "iris-setosa"),
+        ("iris", "iris-setosa"),
+    ]
+    assert answers[0]["probability"] < answers[2]["probability"]  # version 2 is surer than version 1
+    assert listed == ["iris-models.iris", "iris-models.iris", "iris-models.sepals"]
+    assert events == [
+        ("load", "iris", 1),
+        ("load", "sepals", 1),
+        ("evict", "iris", 1),
+        ("load", "iris", 2),
+        ("evict", "sepals", 1),
+    ]
