@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config import ApiConfig
+from localserve.config.schema import ModelsConfig
 from localserve.errors import ModelLoadError
 from localserve.handlers import EndpointOptions
 from localserve.runtimes import Model, load_model
@@ -118,6 +119,21 @@ def open_models(api: ApiConfig, options: EndpointOptions, opener: Opener) -> Mod
         return resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)
 
     return ModelSet(api.predictor.models, opener, resolve, options.model_observer)
+
+
+def versioned_api(api: ApiConfig, options: EndpointOptions) -> ApiConfig | None:
+    """``api`` with its one model (``models: {path: ...}``) as a ModelSet when that folder holds version folders
+    (Cortex's ``<path>/<version>/``: the highest serves, new ones are picked up); None for a plain model."""
+    from localserve.runtimes.sources import resolve_model
+
+    location, predictor = api.model_location, api.predictor
+    if location is None or predictor is None:
+        return None
+    path = resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)
+    if not path.is_dir() or not any(p.is_dir() and p.name.isdigit() for p in path.iterdir()):
+        return None
+    models = ModelsConfig(path=location, signature_key=api.tf_signature_key)
+    return replace(api, predictor=replace(predictor, models=models))
 
 
 def start_watching(models: ModelSet) -> None:

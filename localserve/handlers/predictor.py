@@ -21,6 +21,7 @@ from localserve.handlers.clients import (
     model_opener,
     open_models,
     start_watching,
+    versioned_api,
 )
 from localserve.handlers.loader import load_file, parameter_names
 from localserve.handlers.request_handler import load_api_model, log
@@ -70,13 +71,9 @@ class PredictorEndpoint:
             "config": dict(spec.config),
             "metrics_client": self.options.metrics_client,
         }
-        if spec.models is not None:
-            self.models = self._open_models()
-            client = PythonClient(self.models) if spec.type == "python" else MultiModelClient(self.models)
+        client = self._client()
+        if client is not None:
             available[CLIENT_PARAMS[spec.type]] = client
-        elif spec.type != "python":
-            self.client_model = load_api_model(self.api, self.options)
-            available[CLIENT_PARAMS[spec.type]] = ModelClient(self.client_model)
         init_params = parameter_names(cls.__init__)[1:]  # type: ignore[misc]
         unknown = [p for p in init_params if p not in available]
         if unknown:
@@ -104,9 +101,24 @@ class PredictorEndpoint:
                 self.models.load_all()  # without the cache every model loads at start, as on Cortex
             start_watching(self.models)
 
-    def _open_models(self) -> ModelSet:
+    def _client(self) -> Any:
+        """The predictor's client: of several models, of one model in version folders, or of one model."""
+        spec = self.predictor
+        if spec.models is not None:
+            self.models = self._open_models(self.api)
+            return PythonClient(self.models) if spec.type == "python" else MultiModelClient(self.models)
+        if spec.type == "python":
+            return None
+        versioned = versioned_api(self.api, self.options)  # models: {path: ...} holding version folders
+        if versioned is not None:
+            self.models = self._open_models(versioned)
+            return MultiModelClient(self.models)
+        self.client_model = load_api_model(self.api, self.options)
+        return ModelClient(self.client_model)
+
+    def _open_models(self, api: ApiConfig) -> ModelSet:
         if self.predictor.type != "python":
-            return open_models(self.api, self.options, model_opener(self.api, self.options))
+            return open_models(api, self.options, model_opener(api, self.options))
         cls_name = self.predictor.class_name
 
         def load_with_predictor(files: Path, source: Source) -> Any:
@@ -118,7 +130,7 @@ class PredictorEndpoint:
                 )
             return run_stage(self.options.observe, "load_model", f"{cls_name}.load_model", load, str(files))
 
-        return open_models(self.api, self.options, load_with_predictor)
+        return open_models(api, self.options, load_with_predictor)
 
     def describe(self) -> dict[str, Any]:
         """JSON for GET /<api>: the predictor's type and file, and its model's signature when it has one."""

@@ -126,3 +126,19 @@ def test_a_request_in_flight_finishes_on_the_model_it_started_with(serve, make_p
         predictor.release.set()
         held.join(60)
     assert result == [1]  # the one in flight finished on version 1
+
+
+def test_one_model_path_with_version_folders_serves_the_highest_and_picks_up_new_ones(
+    serve, make_project, tmp_path: Path
+) -> None:
+    project = make_project({"cortex.yaml": project_yaml("      path: models/a\n"), "predictor.py": ONNX_PREDICTOR})
+    root = models_dir(project / "models", {"a": [1, 3]})
+    with serve(project) as client:
+        models = client.app.apis["multi"].endpoint.models
+        assert client.post("/multi", json=X).json() == {"logits": expected("a", 3)}  # no name needed: one model
+        assert client.post("/multi?version=1", json=X).json() == {"logits": expected("a", 1)}
+        seen = models.generation
+        add_version(tmp_path / "staging", "a", 7)
+        os.rename(tmp_path / "staging" / "a" / "7", root / "a" / "7")
+        wait_for_change(models, seen, {"model": "_cortex_default", "version": 7, "change": "added"})
+        assert client.post("/multi", json=X).json() == {"logits": expected("a", 7)}
