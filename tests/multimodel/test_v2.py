@@ -132,3 +132,26 @@ def test_tritonclient_reaches_one_model_of_a_real_server(make_project) -> None:
             assert [(m["name"], m["version"]) for m in index] == [("multi.a", "1"), ("multi.b", "1"), ("multi.b", "4")]
         finally:
             client.close()
+
+
+@pytest.mark.slow
+def test_tritonclient_grpc_reaches_one_model(make_project) -> None:
+    import tritonclient.grpc as triton_grpc
+
+    from tests.conftest import free_port
+
+    project = make_project({"cortex.yaml": project_yaml("      dir: models\n"), "predictor.py": ONNX_PREDICTOR})
+    models_dir(project / "models", {"a": [1, 2]})
+    port = free_port()
+    with server("--grpc-port", str(port), cwd=project):
+        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{port}")
+        try:
+            assert client.is_model_ready("multi.a")
+            assert client.get_model_metadata("multi.a", as_json=True)["versions"] == ["1", "2"]
+            given = triton_grpc.InferInput("x", [1, 4], "FP32")
+            given.set_data_from_numpy(np.array(X, dtype=np.float32))
+            result = client.infer("multi.a", [given], model_version="1")
+            assert result.as_numpy("logits").tolist() == expected("a", 1)
+            assert client.infer("multi.a", [given]).as_numpy("logits").tolist() == expected("a", 2)
+        finally:
+            client.close()
