@@ -45,6 +45,9 @@ class ModelRoutes:
         self.pipeline = pipeline
         self.batchers: dict[tuple[str, int], tuple[Model, Batcher]] = {}
         self._lock = threading.Lock()
+        models = getattr(pipeline.endpoint, "models", None)
+        if models is not None:  # a version leaving memory retires its batcher (which held the model)
+            models.listeners.append(self.drop)
         self.sizes: dict[tuple[str, int], list[int]] = {}  # batch sizes each model version ran (tests, /stats)
 
     def take(self, jobs: list[Job], done: Done) -> list[Job]:
@@ -142,11 +145,6 @@ class ModelRoutes:
             self.batchers.clear()
         for batcher in batchers:
             batcher.stop()
-
-    def flush(self) -> None:
-        """Report the model calls of every batcher (their figures are written once the answers are out)."""
-        for _, batcher in list(self.batchers.values()):
-            batcher.flush()
 
 
 def describe_routes(routes: ModelRoutes | None) -> dict[str, Any]:

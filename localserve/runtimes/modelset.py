@@ -57,6 +57,7 @@ class ModelSet:
         self.generation = 0  # how many times the folders were read again (``refresh``); ``changed`` is notified
         self.changed = threading.Condition()
         self.watcher: Any = None  # the ModelWatcher of live reloading, once started
+        self.listeners: list[Callable[[tuple[str, int]], None]] = []  # told of each version leaving memory
         self._sources = self._configured()
         self._listing: dict[str, Any] = {}  # what the folders held when last read; cleared by ``refresh``
         self._disk = DiskCache(config.disk_cache_size, resolve)  # remote locations' local copies
@@ -205,6 +206,8 @@ class ModelSet:
         log.info("model %r version %d left memory (%s)", key[0], key[1], reason)
         if self.observer is not None:
             self.observer.evicted(key[0], key[1], reason)
+        for listener in self.listeners:
+            listener(key)
 
     def ran(self, name: str, version: int, seconds: float) -> None:
         """One call of a model took ``seconds`` (the clients report it)."""
@@ -212,11 +215,17 @@ class ModelSet:
             self.observer.ran(name, version, seconds)
 
     # -- start and reload ---------------------------------------------------------------------------
-    def load_all(self) -> None:
-        """Without the cache: every version of every model, at start (Cortex's behaviour)."""
+    def load_all(self, *, skip_failures: bool = False) -> None:
+        """Without the cache: every version of every model, at start (Cortex's behaviour); on a refresh a
+        version that does not load yet (being copied in) is logged and skipped."""
         for name in self.names():
             for number in sorted(self.versions(name)):
-                self.get(name, number)
+                try:
+                    self.get(name, number)
+                except (LocalServeError, OSError) as exc:
+                    if not skip_failures:
+                        raise
+                    log.warning("model %r version %d does not load (yet): %s", name, number, exc)
 
     def snapshot(self) -> dict[str, set[int]]:
         """Every model's versions as the folders hold them now (nothing when they cannot be read)."""
@@ -255,7 +264,7 @@ class ModelSet:
                     if files is not None:
                         changes.append({"model": key[0], "version": key[1], "change": "replaced"})
         if self.capacity is None:
-            self.load_all()
+            self.load_all(skip_failures=True)
         self.events.append({"event": "refresh", "changes": changes})
         with self.changed:
             self.generation += 1

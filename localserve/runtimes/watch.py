@@ -15,7 +15,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from localserve.errors import LocalServeError
 from localserve.runtimes.modelset import ModelSet
 
 log = logging.getLogger("localserve")
@@ -70,7 +69,7 @@ class ModelWatcher:
     def _refresh(self, *, remote: bool) -> None:
         try:
             changes = self.models.refresh(remote=remote)
-        except (LocalServeError, OSError) as exc:
+        except Exception as exc:  # user code (load_model) included: the watch goes on
             log.warning("models: reading the models again failed: %s", exc)
             return
         for change in changes:
