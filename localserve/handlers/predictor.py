@@ -67,6 +67,11 @@ class PredictorEndpoint:
                 f"{spec.path}: no class {spec.class_name} (predictor type {spec.type!r}); "
                 f"it defines: {', '.join(classes) or 'no classes'}."
             )
+        if spec.type == "python" and spec.models is not None and not callable(getattr(cls, "load_model", None)):
+            raise HandlerLoadError(
+                f"{spec.path}: {spec.class_name} needs a load_model(self, model_path) method to serve "
+                "'multi_model_reloading' (python_client.get_model calls it for each model version)."
+            )
         available: dict[str, Any] = {
             "config": dict(spec.config),
             "metrics_client": self.options.metrics_client,
@@ -122,12 +127,7 @@ class PredictorEndpoint:
         cls_name = self.predictor.class_name
 
         def load_with_predictor(files: Path, source: Source) -> Any:
-            load = getattr(self.instance, "load_model", None)
-            if not callable(load):
-                raise HandlerLoadError(
-                    f"{self.predictor.path}: {cls_name} needs a load_model(model_path) method "
-                    "to serve 'multi_model_reloading'."
-                )
+            load = self.instance.load_model
             return run_stage(self.options.observe, "load_model", f"{cls_name}.load_model", load, str(files))
 
         return open_models(api, self.options, load_with_predictor)

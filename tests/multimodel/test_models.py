@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,66 @@ def test_the_iris_models_example(serve) -> None:
         ("load", "iris", 2),
         ("evict", "sepals", 1),
     ]
+
+
+def test_a_python_predictor_without_load_model_fails_to_load(make_project, monkeypatch) -> None:
+    from localserve.config import load_config
+    from localserve.errors import HandlerLoadError
+    from localserve.handlers import EndpointOptions, create_endpoint
+
+    yaml = (
+        "- name: py\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: predictor.py\n"
+        "    multi_model_reloading: {dir: weights}\n"
+    )
+    code = "class PythonPredictor:\n    def __init__(self, python_client):\n        pass\n\n    def predict(self):\n        pass\n"
+    project = make_project({"cortex.yaml": yaml, "predictor.py": code, "weights/m/1/w.json": "{}"})
+    monkeypatch.chdir(project)
+    (api,) = load_config(project).apis
+    endpoint = create_endpoint(api, EndpointOptions(project=project))
+    with pytest.raises(HandlerLoadError) as caught:
+        endpoint.load()
+    assert str(caught.value) == (
+        "predictor.py: PythonPredictor needs a load_model(self, model_path) method to serve 'multi_model_reloading' "
+        "(python_client.get_model calls it for each model version)."
+    )
+
+
+SLOW_LOAD_PREDICTOR = """
+import threading
+
+loading, release = threading.Event(), threading.Event()
+
+
+class PythonPredictor:
+    def __init__(self, python_client):
+        self.client = python_client
+
+    def load_model(self, model_path):
+        if model_path.endswith("slow/1"):
+            loading.set()
+            release.wait(60)
+        return model_path.rsplit("/", 2)[-2]
+
+    def predict(self, query_params):
+        return self.client.get_model(query_params["model"])
+"""
+
+
+def test_other_models_answer_while_one_loads(serve, make_project) -> None:
+    yaml = (
+        "- name: py\n  kind: RealtimeAPI\n  threads_per_process: 2\n  predictor:\n    type: python\n"
+        "    path: predictor.py\n    multi_model_reloading: {dir: weights, cache_size: 2, disk_cache_size: 2}\n"
+    )
+    files = {"cortex.yaml": yaml, "predictor.py": SLOW_LOAD_PREDICTOR}
+    files |= {f"weights/{m}/1/w.json": "{}" for m in ("slow", "fast")}
+    with serve(make_project(files)) as client:
+        import predictor
+
+        slow: list[str] = []
+        thread = threading.Thread(target=lambda: slow.append(client.post("/py?model=slow").text))
+        thread.start()
+        assert predictor.loading.wait(60)  # one API thread is inside load_model("slow")
+        assert client.post("/py?model=fast").text == "fast"  # the other loads and answers meanwhile
+        predictor.release.set()
+        thread.join(60)
+    assert slow == ["slow"]
