@@ -44,10 +44,13 @@ def parse_models(
                 f"{at_line(raw, one, where)}: invalid value {raw[one]!r} for {one!r} in {key!r}; "
                 "expected a non-empty string."
             )
-    if ptype == "python" and raw.get("signature_key") is not None:
+    keyed = raw.get("signature_key") is not None or any(
+        isinstance(item, dict) and item.get("signature_key") is not None for item in raw.get("paths") or []
+    )
+    if ptype != "tensorflow" and keyed:
         raise ConfigError(
-            f"{at_line(raw, 'signature_key', where)}: 'signature_key' in {key!r} applies to tensorflow "
-            "predictors only; a python predictor loads its models itself (load_model)."
+            f"{at_line(raw, 'signature_key', where)}: 'signature_key' in {key!r} applies to tensorflow predictors "
+            f"only (the models of {ptype} predictors have no signature keys)."
         )
     cache_size, disk_cache_size = _cache_sizes(raw, key, kind, processes, where)
     if ptype != "python" and given == ["path"] and cache_size is None:

@@ -81,7 +81,12 @@ def config(body: str, *, kind: str = "RealtimeAPI", type: str = "onnx") -> str:
         (
             config("    multi_model_reloading:\n      dir: m\n      signature_key: s\n", type="python"),
             "cortex.yaml, line 8: api 'a': 'signature_key' in 'multi_model_reloading' applies to tensorflow "
-            "predictors only; a python predictor loads its models itself (load_model).",
+            "predictors only (the models of python predictors have no signature keys).",
+        ),
+        (
+            config("    models:\n      paths: [{name: x, path: a, signature_key: s}]\n"),
+            "cortex.yaml: api 'a': 'signature_key' in 'models' applies to tensorflow predictors only "
+            "(the models of onnx predictors have no signature keys).",
         ),
     ],
 )
