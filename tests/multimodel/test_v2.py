@@ -155,3 +155,29 @@ def test_tritonclient_grpc_reaches_one_model(make_project) -> None:
             assert client.infer("multi.a", [given]).as_numpy("logits").tolist() == expected("a", 2)
         finally:
             client.close()
+
+
+@pytest.mark.slow
+def test_the_dashboard_shows_each_model_version(make_project, tmp_path) -> None:
+    import httpx
+
+    from tests import browser
+
+    if browser.chromium_missing() is not None:
+        pytest.skip(browser.chromium_missing() or "")
+    models = "      dir: models\n      cache_size: 1\n      disk_cache_size: 2\n"
+    project = make_project({"cortex.yaml": project_yaml(models), "predictor.py": ONNX_PREDICTOR})
+    models_dir(project / "models", {"a": [1], "b": [2]})
+    with server(cwd=project) as (url, _):
+        for model in ("a", "b", "a"):
+            assert httpx.post(f"{url}/multi?model={model}", json=X).status_code == 200
+        with browser.browser_page() as page:
+            browser.open_dashboard(page, url)
+            rows = page.locator('[data-api="multi"] table.models tr[data-model]')
+            rows.first.wait_for()
+            cells = [rows.nth(i).locator("td").all_inner_texts() for i in range(rows.count())]
+            errors = page.errors
+    assert [c[:5] for c in cells] == [["a", "1", "2", "1", cells[0][4]], ["b", "2", "1", "1", cells[1][4]]]
+    assert all(c[4].endswith(" ms") and c[6].endswith(" ms") for c in cells)
+    assert [c[5] for c in cells] == ["2", "1"]  # calls
+    assert errors == []
