@@ -167,3 +167,14 @@ def test_reload_benchmark_prints_the_reload_and_restart_times() -> None:
         proc.stdout,
         re.M,
     ), proc.stdout
+
+
+@pytest.mark.slow
+def test_multimodel_benchmark_prints_uncached_against_cached() -> None:
+    """benchmarks/multimodel.py: the first request of a model not in memory against one in memory."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "multimodel.py"), "--rounds", "2", "--model", "iris"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT / "benchmarks")
+    assert proc.returncode == 0, proc.stderr
+    for label in ("uncached model, first request", "cached model"):
+        assert re.search(rf"^{label} +median +[\d.]+ ms, p90 +[\d.]+ ms$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^uncached / cached \(median\): [\d.]+x$", proc.stdout, re.M), proc.stdout

@@ -18,6 +18,7 @@ EXPECTED = {
     "json_tax": {"total": 108.0},
     "iris_onnx": lambda out: out["class_label"] == "iris-setosa" and out["class_index"] == 0,
     "iris_labels": "iris-virginica",
+    "iris_models": {"model": "iris", "version": "latest", "class_label": "iris-setosa", "probability": 0.9989},
     "python_predictor": {"total": 1320.0, "currency": "JPY"},
     "tf_savedmodel": lambda out: out["class_label"] == "iris-versicolor",
     "tf_predictor": {"text": "HELLO LOCALSERVE!", "length": 16},

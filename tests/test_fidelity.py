@@ -240,8 +240,8 @@ def test_both_config_generations_in_one_file(tmp_path: Path) -> None:
             "cortex.yaml: api 'a': 'model' belongs to 'kind: api' (Cortex 0.8-0.11); with 'kind: RealtimeAPI' use 'models: {path: ...}' in 'predictor'.",
         ),
         (
-            "- name: a\n  kind: RealtimeAPI\n  predictor:\n    type: onnx\n    path: p.py\n    models:\n      paths: [{name: x, path: x.onnx}]\n",
-            "cortex.yaml, line 7: api 'a': 'models: {paths: ...}' serves several models from one API (Cortex's multi-model caching), which localserve does not do; give each model its own API with 'models: {path: ...}'.",
+            "- name: a\n  kind: RealtimeAPI\n  predictor:\n    type: onnx\n    path: p.py\n    models:\n      paths: [{name: x, path: x.onnx}]\n      cache_size: 1\n",
+            "cortex.yaml: api 'a': 'cache_size' and 'disk_cache_size' in 'models' go together (Cortex's model cache); set 'disk_cache_size' too, or neither.",
         ),
         (
             "- kind: api\n  name: a\n  model: m.onnx\n  compute:\n    cpu: 1\n    inf: 1\n",

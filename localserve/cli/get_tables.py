@@ -50,6 +50,9 @@ def render_get(stats: Sequence[Mapping[str, Any]] | Mapping[str, Any], api: str 
         targets = entry.get("targets")  # a TrafficSplitter's requests per API
         if targets:
             blocks.append(_render_targets(str(entry.get("api")), targets, entry.get("shadow")))
+        models = entry.get("models")  # a multi-model API's model versions
+        if models:
+            blocks.append(_render_models(str(entry.get("api")), models))
         jobs = entry.get("jobs")  # an AsyncAPI's jobs (the POSTs above are its submits)
         if jobs:
             blocks.append(_render_jobs(str(entry.get("api")), jobs))
@@ -89,6 +92,23 @@ def _render_targets(splitter: str, targets: Mapping[str, Any], shadow: Mapping[s
         outcomes = ", ".join(f"{o} {shadow.get(o, 0)}" for o in ("answered", "failed", "dropped"))
         text += f"\nshadow {shadow.get('api')} ({shadow.get('weight')}% copied): {outcomes}"
     return text
+
+
+def _render_models(api: str, models: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            str(m.get("model")),
+            str(m.get("version")),
+            str(m.get("loads", 0)),
+            str(sum((m.get("evictions") or {}).values())),
+            _ms(m.get("load_mean")),
+            str(m.get("calls", 0)),
+            _ms(m.get("latency_mean")),
+        ]
+        for m in models
+    ]
+    headers = ["model", "version", "loads", "evictions", "load", "calls", "mean"]
+    return f"{api}: models\n" + _table(headers, rows, numeric_from=1)
 
 
 def _render_jobs(api: str, jobs: Mapping[str, Any]) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from localserve.config.schema import LOG_LEVELS, PREDICTOR_CLASSES, PREDICTOR_KEYS, PredictorConfig
+from localserve.config.schema import LOG_LEVELS, MULTI, PREDICTOR_CLASSES, PREDICTOR_KEYS, ModelsConfig, PredictorConfig
 from localserve.config.values import check_keys, describe, opt_str, suggest
 from localserve.errors import ConfigError
 
 REALTIME_ONLY = {
     "models": "'model_path'",
+    "multi_model_reloading": "'kind: RealtimeAPI'",
     "server_side_batching": "'batching'",
     "signature_key": "'tf_signature_key'",
     "processes_per_replica": "'compute: {init_replicas: N}'",
@@ -27,7 +28,8 @@ def parse_predictor(raw: Any, where: str) -> PredictorConfig | None:
         raw = {"type": "python", "path": raw}
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: 'predictor' must be a mapping with 'type' and 'path', got {describe(raw)}.")
-    check_keys(raw, PREDICTOR_KEYS, where, "predictor")
+    models = raw.get(MULTI)  # several models, parsed by realtime_entry (kind: RealtimeAPI / AsyncAPI only)
+    check_keys({k: v for k, v in raw.items() if k != MULTI}, PREDICTOR_KEYS, where, "predictor")
     ptype = raw.get("type", "python")
     if ptype not in PREDICTOR_CLASSES:
         raise ConfigError(
@@ -57,6 +59,7 @@ def parse_predictor(raw: Any, where: str) -> PredictorConfig | None:
         env=env,
         log_level=log_level,
         image=image if isinstance(image, str) else None,
+        models=models if isinstance(models, ModelsConfig) else None,
     )
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from localserve.config.models import parse_models
 from localserve.config.schema import (
     API_KEYS,
     ASYNC_KEYS,
     AUTOSCALING_KEYS,
     DEFAULT_ASYNC_RETENTION,
-    MODELS_KEYS,
+    MULTI,
     NETWORKING_KEYS,
     REALTIME_KEYS,
     UPDATE_STRATEGY_KEYS,
@@ -43,8 +44,8 @@ def realtime_entry(entry: dict[str, Any], name: str, kind: str, where: str) -> d
             value = pred.pop(key)
             if target not in entry:  # a top-level key (or its command-line flag) wins
                 out[target] = value
+    _flatten_models(pred, kind, where)
     pred.pop("processes_per_replica", None)  # read by realtime_fields
-    _flatten_models(pred, where)
     signature_key = pred.pop("signature_key", None)
     if signature_key is not None:
         out["tf_signature_key"] = signature_key
@@ -71,27 +72,29 @@ def _check_entry_keys(entry: dict[str, Any], kind: str, where: str) -> None:
             check_keys(raw, keys, where, section)
 
 
-def _flatten_models(pred: dict[str, Any], where: str) -> None:
-    """The predictor's ``models: {path, signature_key}`` moved into ``model_path`` and ``signature_key``."""
-    models = pred.pop("models", None)
-    if models is None:
-        return
-    if not isinstance(models, dict):
-        raise ConfigError(f"{where}: 'models' in 'predictor' must be a mapping, got {describe(models)}.")
-    check_keys(models, MODELS_KEYS, where, "models")
-    for many in ("paths", "dir"):
-        if models.get(many) is not None:
+def _flatten_models(pred: dict[str, Any], kind: str, where: str) -> None:
+    """``models`` / ``multi_model_reloading``: one model moved into ``model_path`` (and ``signature_key``),
+    several into a ModelsConfig under the private key ``MULTI`` (read by ``parse_predictor``)."""
+    ptype = pred.get("type", "python")
+    for key in ("models", "multi_model_reloading"):
+        raw = pred.pop(key, None)
+        if raw is None:
+            continue
+        if (key == "models") == (ptype == "python"):
+            instead = "'multi_model_reloading'" if ptype == "python" else "'models'"
             raise ConfigError(
-                f"{at_line(models, many, where)}: 'models: {{{many}: ...}}' serves several models from one API "
-                "(Cortex's multi-model caching), which localserve does not do; give each model its own API "
-                "with 'models: {path: ...}'."
+                f"{at_line(pred, 'type', where)}: {key!r} in 'predictor' does not apply to {ptype} predictors; "
+                f"use {instead}."
             )
-    if models.get("path") is not None:
-        if pred.get("model_path") is not None:
-            raise ConfigError(f"{where}: 'model_path' and 'models' in 'predictor' cannot both be set.")
-        pred["model_path"] = models["path"]
-    if models.get("signature_key") is not None:
-        pred["signature_key"] = models["signature_key"]
+        single, many = parse_models(raw, key, ptype, kind, pred.get("processes_per_replica"), where)
+        if single is not None:
+            if pred.get("model_path") is not None:
+                raise ConfigError(f"{where}: 'model_path' and 'models' in 'predictor' cannot both be set.")
+            pred["model_path"] = single
+            if raw.get("signature_key") is not None:
+                pred["signature_key"] = raw["signature_key"]
+        else:
+            pred[MULTI] = many
 
 
 def _apply_autoscaling(entry: dict[str, Any], autoscaling: Any, out: dict[str, Any], where: str) -> None:

@@ -66,6 +66,7 @@ PREDICTOR_KEYS = (
     "config",
     # Cortex 0.25-0.33
     "models",
+    "multi_model_reloading",
     "signature_key",
     "server_side_batching",
     "processes_per_replica",
@@ -78,6 +79,8 @@ PREDICTOR_KEYS = (
     "shm_size",
 )
 MODELS_KEYS = ("path", "paths", "dir", "signature_key", "cache_size", "disk_cache_size")
+MULTI = "__models__"  # the parsed ModelsConfig travels from realtime_entry to parse_predictor under this key
+SINGLE_MODEL_NAME = "_cortex_default"  # Cortex's name for the model of 'path'; refused as a name in 'paths'
 AUTOSCALING_KEYS = (
     "min_replicas",
     "max_replicas",
@@ -123,6 +126,33 @@ CUDA_OPTION_KEYS = (
 
 
 @dataclass(frozen=True)
+class ModelPath:
+    """One entry of ``paths``: a model's name, where it is, and (TensorFlow) its signature key."""
+
+    name: str
+    path: str
+    signature_key: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    """Several models served by one predictor: ``paths`` or ``dir`` (or ``path`` for a Python predictor's
+    ``multi_model_reloading``), the default signature key and the two cache sizes."""
+
+    paths: tuple[ModelPath, ...] = ()
+    dir: str | None = None
+    path: str | None = None
+    signature_key: str | None = None
+    cache_size: int | None = None  # models kept in memory (None: every model, loaded at start)
+    disk_cache_size: int | None = None  # models kept on disk
+
+    @property
+    def caching(self) -> bool:
+        """Cortex's dynamic model caching: models load on first use and the least recently used leave."""
+        return self.cache_size is not None
+
+
+@dataclass(frozen=True)
 class PredictorConfig:
     """Cortex's ``predictor`` block: the predictor class's type and file, its config and model."""
 
@@ -134,6 +164,7 @@ class PredictorConfig:
     env: Mapping[str, str] = field(default_factory=dict)  # Cortex 0.25+: environment of the API's process
     log_level: str | None = None  # Cortex 0.25+: level of the user logger (debug | info | warning | error)
     image: str | None = None  # Cortex 0.25+: the platform's image; localserve uses the current environment
+    models: ModelsConfig | None = None  # Cortex 0.25+: several models (paths, dir) or a python predictor's
 
     @property
     def class_name(self) -> str:

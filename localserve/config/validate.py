@@ -166,7 +166,7 @@ def _check_served(
             f"{where}: 'request_handler' needs a 'model' to run between pre_inference and post_inference."
         )
     if predictor is not None:
-        if predictor.type in ("onnx", "tensorflow") and not (predictor.model_path or model):
+        if predictor.type in ("onnx", "tensorflow") and not (predictor.model_path or model or predictor.models):
             raise ConfigError(
                 f"{where}: a predictor of type {predictor.type!r} needs a model; set 'model_path' in 'predictor'."
             )
@@ -197,6 +197,8 @@ def _model_format(
                 "('.onnx' is ONNX; a folder or a '.zip' is a TensorFlow SavedModel); set 'model_format: onnx' "
                 "or 'model_format: tensorflow'."
             )
+    elif predictor is not None and predictor.models is not None and predictor.type in ("onnx", "tensorflow"):
+        model_format = predictor.type
     elif model_format is not None:
         raise ConfigError(f"{where}: 'model_format' is set but there is no 'model'.")
     return model_format

@@ -21,6 +21,7 @@ from localserve.config.options import ServeOptions
 from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Hooks
+from localserve.engine.routing import describe_routes
 from localserve.error_text import without_paths
 from localserve.errors import HandlerLoadError, LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
@@ -106,6 +107,7 @@ class ApiRuntime:
             load=load,
             observe=self.observe,
             metrics_client=metrics.client(api.name) if metrics is not None else None,
+            model_observer=metrics.models.observer(api.name) if metrics is not None else None,
             cache_dir=options.cache_dir,
             s3_endpoint=options.s3_endpoint,
         )
@@ -182,6 +184,9 @@ class ApiRuntime:
         loaded = self.state == "ready" and not self.front_only
         info = self.endpoint.describe() if loaded else {"name": self.api.name, "kind": self.api.kind}
         info["status"] = self.state
+        models = info.get("models")
+        if self.pipeline.routes is not None and isinstance(models, dict):
+            models["batches"] = describe_routes(self.pipeline.routes)  # V2 batch sizes per model version
         if self.error:
             info["error"] = self.error
         return info

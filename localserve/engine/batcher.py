@@ -109,6 +109,8 @@ class Batcher:
     def submit(self, entries: list[Entry]) -> list[tuple[Any, Outcome]] | None:
         """Queue ``entries`` for the model; returns their outcomes when this thread ran the model itself."""
         with self._mutex:
+            if self._closed:  # retired (its model version left memory): whoever still holds it runs inline
+                return self.run(entries)
             if self._busy or self._pending or (self.thread is not None and self.upstream()):
                 self._pending.extend(entries)
                 self._cond.notify()
@@ -136,7 +138,7 @@ class Batcher:
             with cond:
                 while not self._closed and (self._busy or not self._pending):
                     cond.wait()
-                if self._closed:
+                if self._closed and not self._pending:  # what was queued before the stop is still run
                     return
                 deadline = time.monotonic() + self.interval
                 while (full := self._full()) is None:

@@ -56,8 +56,9 @@ class ListBatches:
                 item = waiting.items.get(timeout=remaining)
             except queue.Empty:
                 return
-            if not isinstance(item, Job):
-                waiting.items.put(item)  # a stop or a call: handled after this batch
+            if not isinstance(item, Job) or item.prepare is not None:
+                # a stop, a call, or a request with its own stages (V2): handled after this batch
+                waiting.items.put(item)
                 return
             claimed = waiting.claim([item])
             waiting.prepared(len(claimed))

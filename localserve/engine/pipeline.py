@@ -18,7 +18,6 @@ those done are answered before the next begins, instead of waiting for the whole
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 import os
@@ -37,6 +36,7 @@ from localserve.engine.job import Call, Job, Outputs
 from localserve.engine.jobqueue import JobQueue
 from localserve.engine.lists import ListBatches
 from localserve.engine.ports import Hooks
+from localserve.engine.routing import ModelRoutes
 from localserve.errors import InternalError
 from localserve.handlers import Endpoint
 from localserve.logs import api_var, request_id_var
@@ -60,15 +60,15 @@ class Pipeline:
         self.threads = api.threads_per_process
         self.max_queue = api.max_queue
         self.hooks = hooks or Hooks()
-        self.loop: asyncio.AbstractEventLoop | None = None
         self.batcher: Batcher | None = None
         self.lists: ListBatches | None = None  # predictors with batching get lists of payloads
+        self.routes: ModelRoutes | None = None  # a multi-model API: V2 requests name one of its models
         self._flush: Callable[[], None] | None = None  # the batcher's: reports a model call once answered
         self.queue = jobs = JobQueue(self.name, self.max_queue, self.hooks.depth)
         self._queue = jobs.items
         # The queue's own methods, bound once: the event loop calls them for every request.
         self.submit, self.drop, self.full = jobs.submit, jobs.drop, jobs.full
-        self._claim, self._start, self._prepared, self._upstream = jobs.claim, jobs.start, jobs.prepared, jobs.upstream
+        self._start, self._prepared, self._upstream = jobs.start, jobs.prepared, jobs.upstream
         self._workers: list[threading.Thread] = []
         self.drain_limit = DRAIN_LIMIT - 1  # items a thread takes from the queue besides the one it waited for
         self.affinity: set[int] | None = None  # the cores ``pin`` put the threads on
@@ -93,6 +93,8 @@ class Pipeline:
     def attach_model(self) -> None:
         """After loading: set up dynamic batching for the endpoint's model (warming every batch size)."""
         batching = self.api.batching
+        if getattr(self.endpoint, "models", None) is not None:
+            self.routes = ModelRoutes(self)
         if batching is None:
             return
         model = getattr(self.endpoint, "model", None)
@@ -104,7 +106,7 @@ class Pipeline:
             model,
             buckets=bucket_sizes(batching.max_batch_size, batching.batch_sizes),
             interval=batching.batch_interval,
-            deliver=self._deliver,
+            deliver=self.deliver,
             upstream=self._upstream,
             observe=self.hooks.batch,
             observe_run=None if self.hooks.stage is None else lambda s: self.hooks.stage("inference", s),  # type: ignore[misc]
@@ -115,8 +117,7 @@ class Pipeline:
         self.drain_limit = self.batcher.max_rows - 1
 
     def measure(self, report: Callable[[float], None]) -> None:
-        """Call ``report`` once, on the API's thread, with the CPU seconds a request takes on it (``CpuMeter``:
-        ``MEASURE_JOBS`` requests after ``MEASURE_AFTER``)."""
+        """``report`` the CPU seconds a request takes on the API's thread, once (``CpuMeter``)."""
         self.measured = CpuMeter(report, self.MEASURE_AFTER, self.MEASURE_JOBS)
 
     MEASURE_AFTER = 50
@@ -133,16 +134,15 @@ class Pipeline:
         self.queue.closing = True
         for _ in self._workers:
             self._queue.put(None)
-        if self.batcher is not None:
-            self.batcher.stop()
+        for batcher in (self.batcher, self.routes):
+            if batcher is not None:
+                batcher.stop()
 
     def join(self, timeout: float) -> list[str]:
         """After ``stop``: wait up to ``timeout`` seconds for the API's threads to end; the names of those still running.
 
-        A thread still running holds a load or a request, maybe inside a runtime's native code,
-        which the interpreter's exit would pull its libraries from under ("terminate called
-        without an active exception", exit 134): the server then ends with ``os._exit``.
-        """
+        A thread still running (a load or a request, maybe in a runtime's native code, whose libraries the
+        interpreter's exit would pull away: exit 134) makes the server end with ``os._exit``."""
         threads = list(self._workers)
         if self.batcher is not None and self.batcher.thread is not None:
             threads.append(self.batcher.thread)
@@ -197,7 +197,7 @@ class Pipeline:
             elif isinstance(item, Job):
                 fresh.append(item)
             elif isinstance(item, Outputs):
-                self._finish_all(item.outcomes, done)
+                self.finish_all(item.outcomes, done)
             else:
                 item.run()
         if fresh:
@@ -207,6 +207,8 @@ class Pipeline:
 
     def _begin(self, jobs: list[Job], done: Done) -> None:
         """Start the first stage of freshly drained ``jobs``; what is answered already goes to ``done``."""
+        if self.routes is not None and not (jobs := self.routes.take(jobs, done)):
+            return
         if self.lists is not None:
             self.lists.run(jobs, done)
         elif self.batcher is None:
@@ -267,16 +269,16 @@ class Pipeline:
         if feeds:
             outcomes = batcher.submit(feeds)
             if outcomes is not None:
-                self._finish_all(outcomes, done)
+                self.finish_all(outcomes, done)
 
-    def _finish_all(self, outcomes: list[tuple[Job, Any]], done: Done) -> None:
+    def finish_all(self, outcomes: list[tuple[Job, Any]], done: Done) -> None:
         for job, output in outcomes:
             if isinstance(output, BaseException):
                 done.append((job, as_error(output, self.name)))
             else:
-                self._finish_one(job, output, done)
+                self.finish_one(job, output, done)
 
-    def _finish_one(self, job: Job, output: Any, done: Done) -> None:
+    def finish_one(self, job: Job, output: Any, done: Done) -> None:
         self._enter(job)
         job.times.append(time.perf_counter())
         try:
@@ -289,7 +291,7 @@ class Pipeline:
     def _enter(self, job: Job) -> None:
         request_id_var.set(job.request.request_id)  # api_var is set once per thread (_work)
 
-    def _deliver(self, outcomes: list[tuple[Job, Any]]) -> None:
+    def deliver(self, outcomes: list[tuple[Job, Any]]) -> None:
         """Called on the batcher's thread: the last stage goes back to the API's threads."""
         self._queue.put(Outputs(outcomes))
 

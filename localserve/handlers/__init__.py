@@ -40,6 +40,7 @@ class EndpointOptions:
     load: LoadOptions = field(default_factory=LoadOptions)
     observe: Callable[[str, float], None] = no_stage  # stage timings -> metrics
     metrics_client: Any = None  # MetricsClient for predictors
+    model_observer: Any = None  # ModelObserver: the per-model figures of an API with several models
     cache_dir: Path | None = None  # --cache-dir: downloaded models go under it (None: the default folder)
     s3_endpoint: str | None = None  # the S3 endpoint of s3:// models (None: botocore's own choice)
 

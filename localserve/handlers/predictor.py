@@ -8,19 +8,32 @@ same length (Cortex's server-side batching).
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 from localserve.config import ApiConfig, PredictorConfig
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
 from localserve.handlers import USER_ESCAPES, EndpointOptions, run_stage, truncate, user_error
+from localserve.handlers.clients import (
+    ModelClient,
+    MultiModelClient,
+    PythonClient,
+    describe_models,
+    model_opener,
+    open_models,
+    start_watching,
+    versioned_api,
+)
 from localserve.handlers.loader import load_file, parameter_names
 from localserve.handlers.request_handler import load_api_model, log
 from localserve.payload import decode_payload
 from localserve.request import Request
 from localserve.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model
+from localserve.runtimes.modelset import ModelSet
+from localserve.runtimes.versions import Source
 
-CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client"}
+CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client", "python": "python_client"}
 PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
 POST_PREDICT_PARAMS = ("response", "payload", "query_params", "headers")  # Cortex 0.2x: what it passed by name
 
@@ -35,7 +48,9 @@ def inspect_predictor(module: Any, spec: PredictorConfig) -> tuple[type, list[st
             f"{spec.path}: no class {spec.class_name} (predictor type {spec.type!r}); "
             f"it defines: {', '.join(classes) or 'no classes'}."
         )
-    available = ["config", "metrics_client", *([CLIENT_PARAMS[spec.type]] if spec.type in CLIENT_PARAMS else [])]
+    # A python predictor has a client only with multi_model_reloading (python_client.get_model).
+    client = spec.type in CLIENT_PARAMS and (spec.type != "python" or spec.models is not None)
+    available = ["config", "metrics_client", *([CLIENT_PARAMS[spec.type]] if client else [])]
     init_params = parameter_names(cls.__init__)[1:]  # type: ignore[misc]
     unknown = [p for p in init_params if p not in available]
     if unknown:
@@ -56,22 +71,6 @@ def inspect_predictor(module: Any, spec: PredictorConfig) -> tuple[type, list[st
     return cls, init_params, predict_params
 
 
-class ModelClient:
-    """``onnx_client`` / ``tensorflow_client``: runs the API's model, in process."""
-
-    def __init__(self, model: Model) -> None:
-        self.model = model
-
-    def predict(self, model_input: Any, signature_key: str | None = None, model_name: str | None = None) -> Any:
-        """Coerce ``model_input`` as a request handler's return would be, and run the model."""
-        return self.model.predict(model_input, signature_key)  # type: ignore[attr-defined]
-
-    @property
-    def input_signature(self) -> Any:
-        """The model's inputs, as ``pre_inference`` gets them."""
-        return self.model.input_signature
-
-
 class PredictorEndpoint:
     """``PythonPredictor`` / ``ONNXPredictor`` / ``TensorFlowPredictor``: ``predict`` answers in one stage.
 
@@ -88,6 +87,7 @@ class PredictorEndpoint:
         self.options = options
         self.batches_lists = api.batching is not None
         self.client_model: Model | None = None
+        self.models: ModelSet | None = None  # several models (models: {paths | dir}, multi_model_reloading)
         self.instance: Any = None
         self.predict_params: list[str] = []
         self.post_params: list[str] | None = None  # post_predict's parameters; None: the class has none
@@ -97,19 +97,54 @@ class PredictorEndpoint:
         spec = self.predictor
         module = load_file(spec.path, self.options.project, api=self.api.name, what="predictor")
         cls, init_params, self.predict_params = inspect_predictor(module, spec)
+        if spec.type == "python" and spec.models is not None and not callable(getattr(cls, "load_model", None)):
+            raise HandlerLoadError(
+                f"{spec.path}: {spec.class_name} needs a load_model(self, model_path) method to serve "
+                "'multi_model_reloading' (python_client.get_model calls it for each model version)."
+            )
         available: dict[str, Any] = {
             "config": dict(spec.config),
             "metrics_client": self.options.metrics_client,
         }
-        if spec.type in CLIENT_PARAMS:
-            self.client_model = load_api_model(self.api, self.options)
-            available[CLIENT_PARAMS[spec.type]] = ModelClient(self.client_model)
+        client = self._client()
+        if client is not None:
+            available[CLIENT_PARAMS[spec.type]] = client
         self.post_params = _post_predict_params(cls, spec.path, spec.class_name)
         try:
             self.instance = cls(**{name: available[name] for name in init_params})
         except USER_ESCAPES as exc:  # loading runs on the API's thread
             error = user_error(exc, f"{spec.class_name}.__init__")
             raise HandlerLoadError(str(error)) from exc
+        if self.models is not None:
+            if self.models.capacity is None:
+                self.models.load_all()  # without the cache every model loads at start, as on Cortex
+            start_watching(self.models)
+
+    def _client(self) -> Any:
+        """The predictor's client: of several models, of one model in version folders, or of one model."""
+        spec = self.predictor
+        if spec.models is not None:
+            self.models = self._open_models(self.api)
+            return PythonClient(self.models) if spec.type == "python" else MultiModelClient(self.models)
+        if spec.type == "python":
+            return None
+        versioned = versioned_api(self.api, self.options)  # models: {path: ...} holding version folders
+        if versioned is not None:
+            self.models = self._open_models(versioned)
+            return MultiModelClient(self.models)
+        self.client_model = load_api_model(self.api, self.options)
+        return ModelClient(self.client_model)
+
+    def _open_models(self, api: ApiConfig) -> ModelSet:
+        if self.predictor.type != "python":
+            return open_models(api, self.options, model_opener(api, self.options))
+        cls_name = self.predictor.class_name
+
+        def load_with_predictor(files: Path, source: Source) -> Any:
+            load = self.instance.load_model
+            return run_stage(self.options.observe, "load_model", f"{cls_name}.load_model", load, str(files))
+
+        return open_models(api, self.options, load_with_predictor)
 
     def describe(self) -> dict[str, Any]:
         """JSON for GET /<api>: the predictor's type and file, and its model's signature when it has one."""
@@ -121,6 +156,8 @@ class PredictorEndpoint:
         }
         if self.client_model is not None:
             info.update(self.client_model.describe())
+        if self.models is not None:
+            info["models"] = describe_models(self.models)
         return info
 
     def _arguments(self, request: Request) -> dict[str, Any]:

@@ -7,14 +7,12 @@ Example::
     metrics.request_finished("iris", 200, 0.0012)
     body, headers = metrics.render(accept="application/openmetrics-text", accept_encoding="gzip")
 
-Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (its public API only).
-With several replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one
-fresh folder per serve and sets ``PROMETHEUS_MULTIPROC_DIR`` to it in each replica's environment
-when it spawns the replica (the one place localserve sets that variable: prometheus_client reads it
-when it is imported); ``Metrics(directory=...)`` then reads every replica's files on ``render()``.
-``/stats``, ``localserve get``, the dashboard and the Open Inference Protocol's statistics are derived
-from these same figures by one reader over ``collect()`` (``localserve.metrics.figures``); the
-tracker's figures are metrics too (``localserve.tracker``).
+Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (public API only). With
+replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one fresh folder per
+serve and sets ``PROMETHEUS_MULTIPROC_DIR`` in each replica's environment as it spawns it (prometheus_client
+reads it on import); ``Metrics(directory=...)`` then reads every replica's files on ``render()``.
+``/stats``, ``localserve get``, the dashboard and V2's statistics derive from these figures by one reader
+(``localserve.metrics.figures``); the tracker's (``tracker``) and the models' (``metrics.models``) too.
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from prometheus_client.metrics_core import Metric
 from localserve.metrics.exposition import ReplicaProcesses, expose
 from localserve.metrics.figures import ApiFigures, Distribution, read_figures
 from localserve.metrics.folder import MULTIPROC_ENV, check_multiprocess_dir, mark_process_dead, prepare_metrics_dir
+from localserve.metrics.models import ModelMetrics
 from localserve.metrics.names import (
     BATCH_SIZE,
     DURATION,
@@ -148,6 +147,7 @@ class Metrics:
             registry=registry,
         )
         self._define_tracker(registry)
+        self.models = ModelMetrics(registry, DURATION_BUCKETS)  # the models of multi-model APIs
         self._user = UserMetrics(registry)
         self._phases = Phases(registry, multiprocess=directory is not None)
         self.apis: dict[str, ApiMetrics] = {}

@@ -22,7 +22,11 @@ from localserve.metrics.names import (
     BATCH_SIZE,
     DURATION,
     IN_FLIGHT,
+    MODEL_DURATION,
+    MODEL_EVICTIONS,
     MODEL_LOAD,
+    MODEL_LOAD_DURATION,
+    MODEL_LOADS,
     PHASE,
     QUEUE_DEPTH,
     REQUESTS,
@@ -45,6 +49,16 @@ class Distribution:
 
 
 @dataclass
+class VersionFigures:
+    """One model version of a multi-model API: loads, evictions by reason, load and call times."""
+
+    loads: float = 0.0
+    evictions: dict[str, float] = field(default_factory=dict)
+    load_time: Distribution = field(default_factory=Distribution)
+    latency: Distribution = field(default_factory=Distribution)
+
+
+@dataclass
 class ApiFigures:
     """What the metrics hold for one API (every replica's figures added up)."""
 
@@ -61,6 +75,7 @@ class ApiFigures:
     values_total: float = 0.0
     values_min: float | None = None
     values_max: float | None = None
+    models: dict[tuple[str, str], VersionFigures] = field(default_factory=dict)  # (model, version): its figures
 
     def requests(self, status_class: str) -> int:
         """Requests answered with a status of ``status_class`` ("2xx", "4xx", "5xx")."""
@@ -84,7 +99,15 @@ def read_figures(families: Iterable[Metric]) -> dict[str, ApiFigures]:
                 figures = apis[api] = ApiFigures()
             read(figures, sample.name[len(family.name) :], sample.labels, sample.value)
     for figures in apis.values():
-        for distribution in (figures.latency, figures.batch_size, figures.values, *figures.stages.values()):
+        versions = figures.models.values()
+        for distribution in (
+            figures.latency,
+            figures.batch_size,
+            figures.values,
+            *figures.stages.values(),
+            *(v.latency for v in versions),
+            *(v.load_time for v in versions),
+        ):
             distribution.buckets.sort()
     return apis
 
@@ -134,6 +157,32 @@ def _classes(figures: ApiFigures, suffix: str, labels: dict[str, str], value: fl
         figures.classes[labels["class"]] = figures.classes.get(labels["class"], 0.0) + value
 
 
+def _version(figures: ApiFigures, labels: dict[str, str]) -> VersionFigures:
+    key = (labels["model"], labels["version"])
+    found = figures.models.get(key)
+    if found is None:
+        found = figures.models[key] = VersionFigures()
+    return found
+
+
+def _model_loads(figures: ApiFigures, suffix: str, labels: dict[str, str], value: float) -> None:
+    if suffix == "_total":
+        _version(figures, labels).loads += value
+
+
+def _model_evictions(figures: ApiFigures, suffix: str, labels: dict[str, str], value: float) -> None:
+    if suffix == "_total":
+        evictions = _version(figures, labels).evictions
+        evictions[labels["reason"]] = evictions.get(labels["reason"], 0.0) + value
+
+
+def _model_distribution(attribute: str) -> Callable[[ApiFigures, str, dict[str, str], float], None]:
+    def read(figures: ApiFigures, suffix: str, labels: dict[str, str], value: float) -> None:
+        _add(getattr(_version(figures, labels), attribute), suffix, labels, value)
+
+    return read
+
+
 # Family name → how its samples are read (the sample name's suffix after the family's name: "_total",
 # "_bucket", "_count", "_sum", or "" for a gauge).
 _READ: dict[str, Callable[[ApiFigures, str, dict[str, str], float], None]] = {
@@ -150,4 +199,8 @@ _READ: dict[str, Callable[[ApiFigures, str, dict[str, str], float], None]] = {
     TRACKER_TOTAL: _value("values_total"),
     TRACKER_MIN: _value("values_min"),
     TRACKER_MAX: _value("values_max"),
+    MODEL_LOADS: _model_loads,
+    MODEL_EVICTIONS: _model_evictions,
+    MODEL_LOAD_DURATION: _model_distribution("load_time"),
+    MODEL_DURATION: _model_distribution("latency"),
 }

@@ -20,3 +20,8 @@ TRACKER_TOTAL = "localserve_tracker_sum_of_values"
 POST_PREDICT_FAILURES = "localserve_post_predict_failures"
 SPLITTER_REQUESTS = "localserve_splitter_requests"
 SPLITTER_SHADOW = "localserve_splitter_shadow_requests"
+# The models of an API with several models (Cortex's models: {paths | dir}), labelled api, model, version.
+MODEL_LOADS = "localserve_model_loads"
+MODEL_EVICTIONS = "localserve_model_evictions"  # also labelled reason: cache | removed | replaced
+MODEL_LOAD_DURATION = "localserve_model_load_duration_seconds"
+MODEL_DURATION = "localserve_model_duration_seconds"

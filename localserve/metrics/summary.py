@@ -86,7 +86,27 @@ class StatsSummary:
             "requests": {c: figures.requests(c) for c in STATUS_CLASSES},
             "latency": latency,
             "tracker": None if tracker is None else _tracker_json(tracker, figures),
+            **({"models": models_json(figures)} if figures.models else {}),
         }
+
+
+def models_json(figures: ApiFigures) -> list[dict[str, Any]]:
+    """Each model version of a multi-model API: loads, evictions by reason, mean load and call times."""
+    out = []
+    for (model, version), found in sorted(figures.models.items(), key=lambda item: (item[0][0], int(item[0][1]))):
+        load, call = found.load_time, found.latency
+        out.append(
+            {
+                "model": model,
+                "version": int(version),
+                "loads": int(found.loads),
+                "evictions": {reason: int(n) for reason, n in sorted(found.evictions.items())},
+                "load_mean": round(load.sum / load.count, 9) if load.count else None,
+                "calls": int(call.count),
+                "latency_mean": round(call.sum / call.count, 9) if call.count else None,
+            }
+        )
+    return out
 
 
 def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:

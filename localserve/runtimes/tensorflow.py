@@ -71,7 +71,7 @@ class TensorFlowModel:
             raise RequestError(
                 f"TensorFlow model {self.path.name} has several signatures "
                 f"({', '.join(map(repr, self._signatures))}) and none is chosen; pass the key as "
-                "tensorflow_client.predict(model_input, signature_key) or set tf_signature_key."
+                "tensorflow_client.predict(model_input, signature_key=...) or set tf_signature_key."
             )
         return self._default_signature
 

@@ -27,6 +27,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from localserve.errors import NotFound
+from localserve.metrics.summary import models_json
 from localserve.protocols.http import render_error, request_id_of
 from localserve.server.openapi import ApiDoc, openapi_document
 from localserve.server.openapi_v2 import add_v2_paths
@@ -74,6 +75,7 @@ def dashboard_figures(metrics: Metrics | None) -> dict[str, dict[str, Any]]:
             "model_load": figures.model_load,
             "latency": _histogram(figures.latency),
             "batch_size": _histogram(figures.batch_size),
+            "models": models_json(figures),
         }
         for name, figures in metrics.figures().items()
     }

@@ -176,7 +176,10 @@ def test_run_names_the_apis_of_a_splitter_and_check_lists_it(make_project, tmp_p
         {
             "cortex.yaml": APIS.lstrip()
             + "- name: s\n  kind: TrafficSplitter\n  apis: [{name: a, weight: 100}, {name: b, weight: 5, shadow: true}]\n",
-            "p.py": "class PythonPredictor:\n    def __init__(self, config):\n        pass\n",
+            "p.py": (
+                "class PythonPredictor:\n    def __init__(self, config):\n        pass\n\n"
+                "    def predict(self, payload):\n        return payload\n"
+            ),
         }
     )
     config = load_config(project)

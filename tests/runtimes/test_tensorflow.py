@@ -181,7 +181,7 @@ def test_signature_choice(tmp_path: Path) -> None:
         several.predict([[1.0, 2.0, 3.0, 4.0]])
     assert str(request_error.value) == (
         "TensorFlow model ambiguous has several signatures ('a', 'b') and none is chosen; pass the key as "
-        "tensorflow_client.predict(model_input, signature_key) or set tf_signature_key."
+        "tensorflow_client.predict(model_input, signature_key=...) or set tf_signature_key."
     )
     with pytest.raises(ModelLoadError) as info:  # a request handler API runs one signature per request
         several.require_signature()

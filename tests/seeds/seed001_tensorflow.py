@@ -4,4 +4,4 @@ class TensorFlowPredictor:
         self.client = tensorflow_client
         # Additional initialization may be done here
     def predict(self, payload, request_id):
-        return {key: self.client.predict(payload["x"], key)["probabilities"].tolist() for key in ("a", "b")}
+        return {key: self.client.predict(payload["x"], signature_key=key)["probabilities"].tolist() for key in ("a", "b")}

@@ -66,6 +66,8 @@ def test_openapi_document_is_valid_and_describes_every_route(make_project, serve
             for tail in ("", "/ready", "/config", "/stats", "/infer")
         ),
         "/v2",
+        "/v2/models",
+        "/v2/repository/index",
         "/v2/models/stats",
         "/healthz",
         "/health_check",
@@ -159,6 +161,8 @@ def test_v2_paths_are_one_call_away_and_only_for_models() -> None:
         "/v2",
         "/v2/health/live",
         "/v2/health/ready",
+        "/v2/models",
+        "/v2/repository/index",
         "/v2/models/stats",
         *(f"/v2/models/iris{tail}" for tail in ("", "/infer", "/ready", "/config", "/stats")),
     }
@@ -174,6 +178,7 @@ def test_every_v2_path_in_the_document_answers(make_project, serve) -> None:
         assert {path for path, item in v2.items() if "post" in item} == {
             "/v2/models/iris/infer",
             "/v2/models/two/infer",
+            "/v2/repository/index",
         }
         for path, item in v2.items():
             if "get" in item:

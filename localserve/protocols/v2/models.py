@@ -9,13 +9,17 @@ for them with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from localserve.engine.api import ApiRuntime
 from localserve.errors import NotFound, NotReady
+from localserve.protocols.v2.multi import MultiModels, locate
 from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
+
+Route = Callable[[], tuple[tuple[str, int], Any, Callable[[float], None]]]
+"""A model of a multi-model API: () -> ((model, version), the loaded model, where its call time goes)."""
 
 PLATFORMS = {"onnx": "onnx_onnxv1", "tensorflow": "tensorflow_savedmodel"}
 VERSION = "1"  # localserve serves one version of each model
@@ -34,12 +38,14 @@ class V2Model:
     max_batch_size: int
     dynamic_batching: bool  # the API batches requests together (its ``batching``)
     keep_bytes: bool  # BYTES stay bytes (TensorFlow) or are decoded as UTF-8 (onnxruntime)
+    versions: tuple[str, ...] = (VERSION,)  # a model of a multi-model API: its version folders
+    route: Route | None = None  # a model of a multi-model API: the model version each request runs
 
     def metadata(self) -> dict[str, Any]:
         """The V2 model metadata response: name, versions, platform, inputs, outputs."""
         return {
             "name": self.name,
-            "versions": [VERSION],
+            "versions": list(self.versions),
             "platform": self.platform,
             "inputs": [spec.metadata() for spec in self.inputs],
             "outputs": [spec.metadata() for spec in self.outputs],
@@ -61,7 +67,7 @@ class V2Model:
             "name": self.name,
             "platform": self.platform,
             "backend": self.platform.split("_")[0],
-            "version_policy": {"latest": {"num_versions": 1}},
+            "version_policy": {"latest": {"num_versions": 1}} if self.route is None else {"all": {}},
             "max_batch_size": self.max_batch_size,
             "input": [tensor(spec) for spec in self.inputs],
             "output": [tensor(spec) for spec in self.outputs],
@@ -81,6 +87,11 @@ def not_a_model(rt: ApiRuntime) -> str | None:
             f"API {api.name!r} is an ABEJA handler, which takes requests, not tensors; the Open Inference Protocol "
             "serves only APIs whose ONNX or TensorFlow model localserve runs itself. Use its own route "
             f"(/{api.name})."
+        )
+    if api.predictor is not None and api.predictor.models is not None and api.predictor.type != "python":
+        return (
+            f"API {api.name!r} serves several models; over the Open Inference Protocol each is a model of its own, "
+            f"named '{api.name}.<model>' (GET /v2/models/stats lists them)."
         )
     if api.predictor is not None:
         return (
@@ -104,6 +115,11 @@ def v2_model(rt: ApiRuntime) -> V2Model | None:
     model = getattr(rt.endpoint, "model", None)
     if rt.state != "ready" or model is None or not_a_model(rt) is not None:
         return None
+    return view_of(rt, rt.api.name, model)
+
+
+def view_of(rt: ApiRuntime, name: str, model: Any, **extra: Any) -> V2Model:
+    """The V2 view of ``model`` (an API's, or one of a multi-model API's) served as ``name``."""
     described = model.describe()
     inputs = tuple(_spec(item) for item in described.get("inputs", []))
     every = tuple(_spec(item) for item in described.get("outputs", []))
@@ -112,7 +128,7 @@ def v2_model(rt: ApiRuntime) -> V2Model | None:
     batchable = all(spec.shape is not None and spec.shape and spec.shape[0] == -1 for spec in inputs + outputs)
     rows = batching.max_batch_size if batching is not None else DEFAULT_MAX_BATCH_SIZE
     return V2Model(
-        name=rt.api.name,
+        name=name,
         platform=PLATFORMS[model.format],
         inputs=inputs,
         outputs=outputs,
@@ -120,6 +136,7 @@ def v2_model(rt: ApiRuntime) -> V2Model | None:
         max_batch_size=rows if batchable else 0,
         dynamic_batching=batching is not None and batchable,
         keep_bytes=model.format == "tensorflow",
+        **extra,
     )
 
 
@@ -144,10 +161,22 @@ class V2Models:
     def __init__(self, apis: Mapping[str, ApiRuntime]) -> None:
         self.apis = apis
         self._models: dict[str, V2Model] = {}
+        self.multi = MultiModels(apis, view_of)
 
     def names(self) -> list[str]:
-        """The APIs that are V2 models (loaded or not)."""
-        return [name for name, rt in self.apis.items() if not_a_model(rt) is None]
+        """The APIs that are V2 models (loaded or not), then the models of multi-model APIs (``<api>.<model>``)."""
+        return [name for name, rt in self.apis.items() if not_a_model(rt) is None] + self.multi.names()
+
+    def api_of(self, name: str) -> ApiRuntime | None:
+        """The API that V2 model ``name`` belongs to (itself, or the multi-model API of ``<api>.<model>``)."""
+        rt = self.apis.get(name)
+        if rt is None and (found := self.multi.split(name)) is not None:
+            rt = found[0]
+        return rt
+
+    async def locate(self, name: str, version: str | None = None) -> tuple[ApiRuntime, V2Model]:
+        """``find``, loading a multi-model API's model (off the event loop) when it is not in memory."""
+        return await locate(lambda: self.find(name, version))
 
     def no_model(self, name: str) -> NotFound:
         """The 404 for a model name that is no API."""
@@ -158,7 +187,10 @@ class V2Models:
         """The API and its V2 model; NotFound (404) or NotReady (503) otherwise."""
         rt = self.apis.get(name)
         if rt is None:
-            raise self.no_model(name)
+            found = self.multi.find(name, version)
+            if found is None:
+                raise self.no_model(name)
+            return found
         why = not_a_model(rt)
         if why is not None:
             raise NotFound(why)

@@ -38,6 +38,7 @@ from localserve.protocols.http import (
 from localserve.protocols.v2.binary import HEADER_LENGTH, parse_header_length
 from localserve.protocols.v2.codec import Decoded, decode_request, encode_response
 from localserve.protocols.v2.models import VERSION, V2Model, V2Models
+from localserve.protocols.v2.multi import routed
 from localserve.protocols.v2.stats import model_stats
 from localserve.protocols.v2.tensors import Requested
 from localserve.request import Request
@@ -92,6 +93,7 @@ class V2Routes:
             ("/v2", self.server),
             ("/v2/", self.server),
             ("/v2/models/stats", self.all_stats),  # before the model routes: "stats" is no model name
+            ("/v2/models", self.index),
             (model, self.metadata),
             (version, self.metadata),
             (f"{model}/ready", self.ready),
@@ -103,6 +105,7 @@ class V2Routes:
         ]
         routes: list[BaseRoute] = [Route(path, _Asgi(fn), methods=["GET"]) for path, fn in gets]
         routes += [Route(path, _Asgi(self.infer), methods=["POST"]) for path in (INFER_ROUTE, f"{version}/infer")]
+        routes.append(Route("/v2/repository/index", _Asgi(self.index), methods=["POST"]))
         return routes
 
     @property
@@ -115,10 +118,10 @@ class V2Routes:
         """The APIs that are V2 models (loaded or not)."""
         return self.models.names()
 
-    def find(self, scope: Scope) -> tuple[ApiRuntime, V2Model]:
+    async def find(self, scope: Scope) -> tuple[ApiRuntime, V2Model]:
         """The API and its V2 model named in the path; NotFound (404) or NotReady (503) otherwise."""
         params = scope["path_params"]
-        return self.models.find(params["name"], params.get("version"))
+        return await self.models.locate(params["name"], params.get("version"))
 
     # -- GET routes -----------------------------------------------------------------------------
     async def server(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -136,7 +139,7 @@ class V2Routes:
     async def ready(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models/{m}/ready: 200 once the model is loaded, else the error (404 or 503)."""
         try:
-            self.find(scope)
+            await self.find(scope)
         except LocalServeError as exc:
             await send_error(send, exc, request_id_of(scope), v2=True)
             return
@@ -145,6 +148,22 @@ class V2Routes:
     async def stats(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models/{m}/stats: the statistics extension for one model."""
         await self._get(scope, send, lambda rt, model: {"model_stats": [self._stats(model.name)]})
+
+    async def index(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET /v2/models (and Triton's POST /v2/repository/index): every V2 model, each version of it, its state."""
+        entries = []
+        for name in self.names():
+            multi = self.models.multi.split(name)
+            if multi is not None:  # a model of a multi-model API: every version, loaded on first use
+                versions = [str(v) for v in sorted(multi[1].versions(multi[2]))]
+                entries += [{"name": name, "version": v, "state": "READY"} for v in versions]
+                continue
+            try:
+                self.models.find(name)
+                entries.append({"name": name, "version": VERSION, "state": "READY"})
+            except LocalServeError:  # not loaded (yet)
+                entries.append({"name": name, "version": VERSION, "state": "UNAVAILABLE"})
+        await _send_json(send, 200, entries)
 
     async def all_stats(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models/stats: the statistics extension for every V2 model."""
@@ -160,7 +179,7 @@ class V2Routes:
 
     async def _get(self, scope: Scope, send: Send, answer: Callable[[ApiRuntime, V2Model], Any]) -> None:
         try:
-            rt, model = self.find(scope)
+            rt, model = await self.find(scope)
             value = answer(rt, model)
         except LocalServeError as exc:
             await send_error(send, exc, request_id_of(scope), v2=True)
@@ -173,7 +192,7 @@ class V2Routes:
         start = time.perf_counter()
         request_id = request_id_of(scope)
         engine = self.engine
-        rt = engine.apis.get(scope["path_params"]["name"])
+        rt = self.models.api_of(scope["path_params"]["name"])
         if rt is None:  # no API to count it under: its access line alone
             status = await send_error(send, self.models.no_model(scope["path_params"]["name"]), request_id, v2=True)
             if engine.access_log:
@@ -186,7 +205,7 @@ class V2Routes:
     ) -> tuple[int, None]:
         """The answer to an inference request of ``rt``'s API: its status (no tracker: V2 feeds the model directly)."""
         try:
-            _, model = self.find(scope)
+            _, model = await self.find(scope)
         except LocalServeError as exc:
             return await send_error(send, exc, request_id, v2=True), None
         status, _ = await self.door.serve(
@@ -221,12 +240,12 @@ class _Call:
         self.header_length = header_length
         self.decoded: Decoded | None = None
 
-    def prepare(self, request: Request) -> dict[str, Any]:
+    def prepare(self, request: Request) -> Any:
         model = self.model
         self.decoded = decode_request(
             request.body, self.header_length, model.inputs, model.outputs, keep_bytes=model.keep_bytes
         )
-        return self.decoded.feed
+        return routed(model, self.decoded.feed)
 
     def finish(self, request: Request, output: Any) -> Reply:
         decoded = self.decoded

@@ -251,6 +251,15 @@ function card(api, t) {
       figure("count", num(tracker.count)), figure("min", num(tracker.min, 3)), figure("mean", num(tracker.mean, 3)), figure("max", num(tracker.max, 3))));
     if (tracker.histogram.length) node.append(bars(histogramRows(tracker.histogram), "histogram"));
   }
+  if (f.models && f.models.length) {
+    // a multi-model API: each model version's loads, evictions, mean load and call times
+    const head = el("tr", {}, ...["model", "version", "loads", "evictions", "load", "calls", "mean"].map((h) => el("th", {}, h)));
+    const rows = f.models.map((m) => el("tr", { "data-model": `${m.model}/${m.version}` },
+      el("td", {}, m.model), el("td", {}, String(m.version)), el("td", {}, num(m.loads)),
+      el("td", {}, num(Object.values(m.evictions).reduce((a, b) => a + b, 0))),
+      el("td", {}, ms(m.load_mean)), el("td", {}, num(m.calls)), el("td", {}, ms(m.latency_mean))));
+    node.append(el("h3", {}, "models"), el("table", { class: "models" }, head, ...rows));
+  }
   return node;
 }
 

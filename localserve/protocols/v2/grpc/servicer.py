@@ -39,6 +39,7 @@ from localserve.protocols.v2.grpc.outputs import encode_response
 from localserve.protocols.v2.grpc.status import render_status
 from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
 from localserve.protocols.v2.models import VERSION, V2Model, V2Models
+from localserve.protocols.v2.multi import routed
 from localserve.protocols.v2.stats import model_stats
 from localserve.request import Request
 from localserve.response import Reply
@@ -96,7 +97,7 @@ class Servicer:
         """Ready once the model is loaded; NOT_FOUND for no such model (or version)."""
         await self._check_key(context, "ModelReady")
         try:
-            self.models.find(request.name, request.version or None)
+            await self.models.locate(request.name, request.version or None)
         except NotReady:
             return pb.ModelReadyResponse(ready=False)
         except LocalServeError as exc:
@@ -137,7 +138,7 @@ class Servicer:
     async def _model(self, context: Context, rpc: str, name: str, version: str) -> V2Model:
         await self._check_key(context, rpc)
         try:
-            return self.models.find(name, version or None)[1]
+            return (await self.models.locate(name, version or None))[1]
         except LocalServeError as exc:
             await self._abort(context, exc)
 
@@ -151,7 +152,7 @@ class Servicer:
         engine = self.engine
         try:
             name, version = peek_model(data)
-            rt = engine.apis.get(name)
+            rt = self.models.api_of(name)
             if rt is None:
                 raise self.models.no_model(name)
         except LocalServeError as exc:  # no API to count it under: its access line alone
@@ -178,7 +179,7 @@ class Servicer:
     ) -> Reply:
         if self.stopping:
             raise ShuttingDown()
-        _, model = self.models.find(name, version or None)
+        _, model = await self.models.locate(name, version or None)
         with rt.lifecycle.admit():  # 503 when not ready or full (grpc has read the message already)
             request = Request("POST", [], data, request_id=request_id, path=INFER_PATH)
         remaining = context.time_remaining()
@@ -235,7 +236,7 @@ class _Infer:
         self.version = version
         self.decoded: Decoded | None = None
 
-    def prepare(self, request: Request) -> dict[str, Any]:
+    def prepare(self, request: Request) -> Any:
         try:
             message = pb.ModelInferRequest.FromString(request.body)
         except DecodeError as exc:
@@ -247,7 +248,7 @@ class _Infer:
             )
         model = self.model
         self.decoded = decode_request(message, model.inputs, model.outputs, keep_bytes=model.keep_bytes)
-        return self.decoded.feed
+        return routed(model, self.decoded.feed)
 
     def finish(self, request: Request, output: Any) -> Reply:
         decoded = self.decoded

@@ -1,0 +1,111 @@
+"""The models of a multi-model API (Cortex's ``models: {paths | dir}``) as V2 models of their own.
+
+Each model of API ``multi`` is the V2 model ``multi.<model>`` (an API name has no dot, so the name
+cannot clash with an API's), its version folders are its V2 versions, and a request without a
+version runs the highest. Reading a model's metadata, configuration or readiness loads it (off the
+event loop) like a request would: it is a use for the model cache. Each request looks its version
+up again, so an evicted version is loaded again and a new highest version is used at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from localserve.engine.api import ApiRuntime
+from localserve.engine.routing import ModelFeed
+from localserve.errors import NotReady
+
+if TYPE_CHECKING:
+    from localserve.protocols.v2.models import V2Model
+
+SEPARATOR = "."
+
+
+def model_set(rt: ApiRuntime) -> Any:
+    """The ModelSet of an ONNX or TensorFlow predictor with several models; None for any other API."""
+    predictor = rt.api.predictor
+    if predictor is None or predictor.models is None or predictor.type == "python":
+        return None
+    return getattr(rt.endpoint, "models", None)
+
+
+class NeedsLoad(Exception):
+    """The model a V2 name means is not described yet: ``load`` (blocking) loads and describes it."""
+
+    def __init__(self, load: Callable[[], None]) -> None:
+        super().__init__("load first")
+        self.load = load
+
+
+class MultiModels:
+    """The V2 names of the models of every multi-model API of a replica."""
+
+    def __init__(self, apis: Mapping[str, ApiRuntime], describe: Callable[..., V2Model]) -> None:
+        self.apis = apis
+        self.describe = describe  # models.view_of: (rt, name, model, **fields) -> V2Model
+        self._views: dict[tuple[str, int], V2Model] = {}
+
+    def names(self) -> list[str]:
+        """``<api>.<model>`` for each model of each loaded multi-model API."""
+        out: list[str] = []
+        for name, rt in self.apis.items():
+            models = model_set(rt)
+            if models is not None and rt.state == "ready":
+                out += [f"{name}{SEPARATOR}{model}" for model in models.names()]
+        return out
+
+    def split(self, name: str) -> tuple[ApiRuntime, Any, str] | None:
+        """(the API, its ModelSet, the model's name) for a V2 name ``<api>.<model>``; None for any other name."""
+        api, sep, model = name.partition(SEPARATOR)
+        rt = self.apis.get(api)
+        models = None if rt is None or not sep else model_set(rt)
+        if rt is None or models is None:
+            return None
+        return rt, models, model
+
+    def find(self, name: str, version: str | None) -> tuple[ApiRuntime, V2Model] | None:
+        """The API and the V2 view of the model version; None when ``name`` is no model of a multi-model API.
+
+        NotFound (404) for an unknown model or version, NotReady before the API is loaded, NeedsLoad
+        when the version has not been described yet.
+        """
+        found = self.split(name)
+        if found is None:
+            return None
+        rt, models, model = found
+        if rt.state != "ready" or models is None:
+            raise NotReady(rt.api.name, rt.error)
+        _, number, _ = models.pick(model, version or "latest")
+        view = self._views.get((name, number))
+        if view is None:
+            raise NeedsLoad(lambda: self._describe(rt, models, name, model, number))
+        return rt, view
+
+    def _describe(self, rt: ApiRuntime, models: Any, name: str, model: str, number: int) -> None:
+        _, _, loaded = models.get(model, number)
+        versions = tuple(str(v) for v in sorted(models.versions(model)))
+
+        def route() -> tuple[tuple[str, int], Any, Callable[[float], None]]:
+            key_name, key_version, current = models.get(model, number)
+            return (key_name, key_version), current, lambda s: models.ran(key_name, key_version, s)
+
+        self._views[(name, number)] = self.describe(rt, name, loaded, versions=versions, route=route)
+
+
+async def locate(find: Callable[[], tuple[ApiRuntime, V2Model]]) -> tuple[ApiRuntime, V2Model]:
+    """``find()``, loading the model it needs off the event loop first when it must."""
+    try:
+        return find()
+    except NeedsLoad as need:
+        await asyncio.to_thread(need.load)
+        return find()
+
+
+def routed(model: V2Model, feed: Any) -> Any:
+    """The feed as the engine runs it: for a model of a multi-model API, tagged with its model version."""
+    if model.route is None:
+        return feed
+    key, loaded, ran = model.route()
+    return ModelFeed(key, loaded, feed, ran)
