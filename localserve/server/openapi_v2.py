@@ -45,10 +45,10 @@ def add_v2_paths(document: dict[str, Any], apis: Sequence[ApiDoc]) -> None:
     any_json = {JSON: {"schema": {"type": "object"}}}
     listing = {JSON: {"schema": {"type": "array", "items": {"type": "object"}}}}
     index = "Every V2 model and version, with its state (a multi-model API's models as <api>.<model>)"
-    paths["/v2/models"] = get_route(index, "v2", "v2_models", listing)
-    paths["/v2/repository/index"] = {"post": {**get_route(index, "v2", "v2_repository_index", listing)["get"]}}
     models = [api for api in apis if api.model_format is not None and api.kind == "request_handler"]
     tag = "v2" if models else "health"
+    paths["/v2/models"] = get_route(index, tag, "v2_models", listing)
+    paths["/v2/repository/index"] = {"post": {**get_route(index, tag, "v2_repository_index", listing)["get"]}}
     paths["/v2"] = get_route("Server metadata (Open Inference Protocol)", tag, "v2_server", {JSON: {"schema": {}}})
     if models:
         document["components"]["schemas"].update(_v2_schemas())
