@@ -29,31 +29,28 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import stages  # noqa: E402
 from onnx_models import BUILDERS, build_models  # noqa: E402
 from servers import HANDLER, LOCALSERVE_BATCHING, LOCALSERVE_YAML  # noqa: E402
 
 WRK_LUA = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = %s\n'
 
 
-def thread_times(app: Any) -> dict[str, float]:
-    """CPU seconds so far of the event loop's thread and of each thread of each API."""
-    loop = app.engine.loop if hasattr(app, "engine") else app.loop
-    assert loop is not None
-    times: dict[str, float] = {}
-    done = threading.Event()
-
-    def on_loop() -> None:
-        times["event loop"] = time.thread_time()
-        done.set()
-
-    loop.call_soon_threadsafe(on_loop)
-    done.wait(10)
+def app_threads(app: Any) -> dict[str, threading.Thread]:
+    """The threads that serve: the event loop's (this process's main thread), each API's workers and batcher."""
+    found = {"event loop": threading.main_thread()}
     for name, rt in app.apis.items():
-        times[f"{name} worker"] = rt.pipeline.call(time.thread_time).result(10)
+        for index, thread in enumerate(getattr(rt.pipeline, "_workers", [])):
+            found[f"{name} worker{index or ''}"] = thread
         batcher = getattr(rt.pipeline, "batcher", None)
-        if batcher is not None and hasattr(batcher, "_thread_time"):
-            times[f"{name} batcher"] = batcher._thread_time()
-    return times
+        if batcher is not None and getattr(batcher, "thread", None) is not None:
+            found[f"{name} batcher"] = batcher.thread
+    return found
+
+
+def thread_times(threads: dict[str, threading.Thread]) -> dict[str, float]:
+    """CPU seconds so far of each thread (read from this thread: no hop onto the measured ones)."""
+    return {k: time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for k, t in threads.items() if t.ident}
 
 
 def main() -> int:
@@ -65,6 +62,7 @@ def main() -> int:
     parser.add_argument("--localserve-path", type=Path, help="a checkout to measure (default: this one)")
     parser.add_argument("--config-extra", default="", help="lines added to the API's config, e.g. '  model_threads: 1'")
     parser.add_argument("--serve-args", default="", help="extra flags for serve, e.g. '--no-access-log'")
+    parser.add_argument("--no-stages", action="store_true", help="no timers around the stages: threads' totals only")
     parser.add_argument("--profile", choices=["loop", "worker"], help="cProfile one thread (slower)")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
@@ -114,6 +112,8 @@ def main() -> int:
             while not captured or not captured[0].ready:
                 time.sleep(0.05)
             app = captured[0]
+            if not opts.no_stages:
+                result["stages"] = stages.instrument(app)
             wrk = ["wrk", "-t1", f"-c{opts.concurrency}", "-s", str(lua)]
             subprocess.run([*wrk, "-d1s", url], capture_output=True, check=True)  # warm-up
             profile = None
@@ -128,9 +128,10 @@ def main() -> int:
                     else next(iter(app.apis.values())).pipeline.call
                 )
                 on(profile.enable)
-            before = thread_times(app)
+            threads = app_threads(app)
+            before, spent_before = thread_times(threads), stages.snapshot()
             done = subprocess.run([*wrk, f"-d{opts.duration}s", url], capture_output=True, text=True, check=True)
-            after = thread_times(app)
+            after, spent_after = thread_times(threads), stages.snapshot()
             if profile is not None:
                 on(profile.disable)
                 time.sleep(0.2)
@@ -140,7 +141,8 @@ def main() -> int:
             m = re.search(r"(\d+) requests in", done.stdout)
             rps = re.search(r"Requests/sec:\s*([\d.]+)", done.stdout)
             result.update(requests=int(m.group(1)) if m else 0, rps=float(rps.group(1)) if rps else 0.0)
-            result["cost"] = {k: after[k] - before[k] for k in after}
+            result["cost"] = {k: (threads[k].name, after[k] - before[k]) for k in after}
+            result["spent"] = (spent_before, spent_after)
             result["cmd"] = " ".join([*wrk, f"-d{opts.duration}s", url])
             import os
             import signal
@@ -165,8 +167,11 @@ def main() -> int:
     print(
         f"{opts.model} c={opts.concurrency}{' batched' if opts.batched else ''}: {n} requests, {result['rps']:.0f} req/s"
     )
-    for thread, seconds in result["cost"].items():
-        print(f"  {thread:<16} {1e6 * seconds / n:8.1f} us CPU per request")
+    if opts.no_stages:
+        for thread, (_, seconds) in result["cost"].items():
+            print(f"  {thread:<16} {1e6 * seconds / n:8.1f} us CPU per request")
+    else:
+        print("\n".join(stages.report(*result["spent"], result["cost"], n)))
     if "profile" in result:
         import pstats
 

@@ -175,6 +175,7 @@ def merge_rounds(runs: list[dict]) -> dict:
     for concurrency in dict.fromkeys(c["concurrency"] for r in served for c in r["cells"]):
         same = [c for r in served for c in r["cells"] if c["concurrency"] == concurrency]
         cell = {key: statistics.median(c[key] for c in same) for key in ("rps", "p50_ms", "p99_ms")}
+        cell["p999_ms"] = statistics.median(c.get("p999_ms", 0.0) for c in same)
         cell.update({key: sum(c[key] for c in same) for key in ("requests", "duration_s", "non2xx", "errors")})
         cells.append({"concurrency": concurrency, **cell, "rps_rounds": [c["rps"] for c in same]})
     memory = {key: statistics.median(r["memory"][key] for r in served) for key in served[0]["memory"]}

@@ -1,0 +1,81 @@
+"""CPU time per request by stage, on the thread that ran it: timers put around a running server's stages.
+
+Used by hotpath.py. Each stage is timed with ``time.thread_time_ns`` on entry and exit (about 1 us of
+its own per stage, counted in the stage); a thread's ``other`` is its whole CPU time less its timed
+stages: waiting for work, waking up, the queue, the answer's write, the records.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# (thread name, stage) -> CPU nanoseconds; each key is written by one thread only.
+SPENT: dict[tuple[str, str], int] = {}
+
+ORDER = ["decode", "pre_inference", "coerce", "model", "post_inference", "encode"]
+
+
+def _timed(stage: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    clock = time.thread_time_ns
+    current = threading.current_thread
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = clock()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            key = (current().name, stage)
+            SPENT[key] = SPENT.get(key, 0) + clock() - start
+
+    return wrapper
+
+
+def instrument(app: Any) -> list[str]:
+    """Put the timers around every API's stages; returns the stages it found (older checkouts lack some)."""
+    import localserve.handlers.request_handler as rh
+
+    found = []
+    for module_attr, stage in (("decode_payload", "decode"), ("cortex_reply", "encode")):
+        if hasattr(rh, module_attr):
+            setattr(rh, module_attr, _timed(stage, getattr(rh, module_attr)))
+            found.append(stage)
+    for rt in app.apis.values():
+        endpoint = rt.pipeline.endpoint
+        for attr, stage in (("pre", "pre_inference"), ("post", "post_inference")):
+            if getattr(endpoint, attr, None) is not None:
+                setattr(endpoint, attr, _timed(stage, getattr(endpoint, attr)))
+                found.append(stage)
+        model = getattr(endpoint, "model", None)
+        for attr, stage in (("coerce", "coerce"), ("run", "model")):
+            if model is not None and hasattr(model, attr):
+                setattr(model, attr, _timed(stage, getattr(model, attr)))
+                found.append(stage)
+    return [s for s in ORDER if s in found]
+
+
+def snapshot() -> dict[tuple[str, str], int]:
+    return dict(SPENT)
+
+
+def report(before: dict, after: dict, totals: dict[str, tuple[str, float]], requests: int) -> list[str]:
+    """Lines: each thread's stages and its other work, in us per request.
+
+    ``totals``: display name -> (thread name, CPU seconds of the thread over the run)."""
+    lines = [f"  {'thread':<18}{'stage':<16}{'us/request':>11}"]
+    for shown, (thread, seconds) in totals.items():
+        spent = {
+            stage: (after.get((thread, stage), 0) - before.get((thread, stage), 0)) / 1e3 / requests for stage in ORDER
+        }
+        spent = {stage: us for stage, us in spent.items() if us > 0}
+        total = 1e6 * seconds / requests
+        for stage, us in spent.items():
+            lines.append(f"  {shown:<18}{stage:<16}{us:>11.1f}")
+        if spent:
+            lines.append(f"  {shown:<18}{'other':<16}{total - sum(spent.values()):>11.1f}")
+        lines.append(f"  {shown:<18}{'(all)':<16}{total:>11.1f}")
+    return lines
