@@ -130,8 +130,10 @@ def main() -> int:
                 on(profile.enable)
             threads = app_threads(app)
             before, spent_before = thread_times(threads), stages.snapshot()
+            watch.on = True
             done = subprocess.run([*wrk, f"-d{opts.duration}s", url], capture_output=True, text=True, check=True)
             after, spent_after = thread_times(threads), stages.snapshot()
+            watch.on = False
             if profile is not None:
                 on(profile.disable)
                 time.sleep(0.2)
@@ -149,6 +151,10 @@ def main() -> int:
 
             os.kill(os.getpid(), signal.SIGINT)
 
+        watch = stages.GcWatch()
+        import gc
+
+        gc.callbacks.append(watch)
         threading.Thread(target=drive, daemon=True).start()
         args = ["serve", "--project", str(project), "--port", str(port), "--no-install", *opts.serve_args.split()]
         try:
@@ -172,6 +178,7 @@ def main() -> int:
             print(f"  {thread:<16} {1e6 * seconds / n:8.1f} us CPU per request")
     else:
         print("\n".join(stages.report(*result["spent"], result["cost"], n)))
+    print("\n".join(watch.lines(n)))
     if "profile" in result:
         import pstats
 

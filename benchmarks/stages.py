@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+DIAG = __import__("os").environ.get("HOTPATH_GC_DIAG") == "1"
+
 # (thread name, stage) -> CPU nanoseconds; each key is written by one thread only.
 SPENT: dict[tuple[str, str], int] = {}
 
@@ -79,3 +81,39 @@ def report(before: dict, after: dict, totals: dict[str, tuple[str, float]], requ
             lines.append(f"  {shown:<18}{'other':<16}{total - sum(spent.values()):>11.1f}")
         lines.append(f"  {shown:<18}{'(all)':<16}{total:>11.1f}")
     return lines
+
+
+class GcWatch:
+    """The collector's runs by generation while the load runs: how many, and their pauses (wall time)."""
+
+    def __init__(self) -> None:
+        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._start = 0.0
+        self.on = False
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if not self.on:
+            return
+        if phase == "start":
+            if DIAG and info["generation"] == 0 and len(self.pauses[0]) % 50 == 5:
+                import collections
+                import gc
+
+                kinds = collections.Counter(type(o).__name__ for o in gc.get_objects(0))
+                print("gen0:", sum(kinds.values()), kinds.most_common(12), flush=True)
+            self._start = time.perf_counter()
+        else:
+            self.pauses[info["generation"]].append(time.perf_counter() - self._start)
+
+    def lines(self, requests: int) -> list[str]:
+        out = []
+        for gen, pauses in self.pauses.items():
+            if pauses:
+                pauses.sort()
+                out.append(
+                    f"  gc gen {gen}: {len(pauses)} runs (1 per {requests / len(pauses):,.0f} requests), "
+                    f"median {1e6 * pauses[len(pauses) // 2]:,.0f} us, max {1e6 * pauses[-1]:,.0f} us"
+                )
+            else:
+                out.append(f"  gc gen {gen}: no runs")
+        return out
