@@ -62,6 +62,7 @@ def main() -> int:
     parser.add_argument("--localserve-path", type=Path, help="a checkout to measure (default: this one)")
     parser.add_argument("--config-extra", default="", help="lines added to the API's config, e.g. '  model_threads: 1'")
     parser.add_argument("--serve-args", default="", help="extra flags for serve, e.g. '--no-access-log'")
+    parser.add_argument("--gc-threshold", type=int, help="gc.set_threshold(N) once serving (an experiment)")
     parser.add_argument("--no-stages", action="store_true", help="no timers around the stages: threads' totals only")
     parser.add_argument("--profile", choices=["loop", "worker"], help="cProfile one thread (slower)")
     opts = parser.parse_args()
@@ -114,6 +115,10 @@ def main() -> int:
             app = captured[0]
             if not opts.no_stages:
                 result["stages"] = stages.instrument(app)
+            if opts.gc_threshold:
+                import gc
+
+                gc.set_threshold(opts.gc_threshold, *gc.get_threshold()[1:])
             wrk = ["wrk", "-t1", f"-c{opts.concurrency}", "-s", str(lua)]
             subprocess.run([*wrk, "-d1s", url], capture_output=True, check=True)  # warm-up
             profile = None
@@ -155,6 +160,8 @@ def main() -> int:
         import gc
 
         gc.callbacks.append(watch)
+        if stages.DIAG:
+            gc.set_debug(gc.DEBUG_SAVEALL)
         threading.Thread(target=drive, daemon=True).start()
         args = ["serve", "--project", str(project), "--port", str(port), "--no-install", *opts.serve_args.split()]
         try:

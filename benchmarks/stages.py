@@ -95,15 +95,17 @@ class GcWatch:
         if not self.on:
             return
         if phase == "start":
-            if DIAG and info["generation"] == 0 and len(self.pauses[0]) % 50 == 5:
-                import collections
-                import gc
-
-                kinds = collections.Counter(type(o).__name__ for o in gc.get_objects(0))
-                print("gen0:", sum(kinds.values()), kinds.most_common(12), flush=True)
             self._start = time.perf_counter()
         else:
             self.pauses[info["generation"]].append(time.perf_counter() - self._start)
+            if DIAG and len(self.pauses[0]) % 50 == 5:  # what the collector found unreachable (DEBUG_SAVEALL)
+                import collections
+                import gc
+
+                kinds = collections.Counter(type(o).__name__ for o in gc.garbage)
+                print("garbage:", sum(kinds.values()), kinds.most_common(14), flush=True)
+            if DIAG:
+                __import__("gc").garbage.clear()
 
     def lines(self, requests: int) -> list[str]:
         out = []
