@@ -85,6 +85,14 @@ def test_gpu_workload_runs_on_cpu_with_the_tiny_model(tmp_path: Path) -> None:
         row = rf"^{server}\s+4\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+0\s+0(\s+([\d.]+|-)){{3}}$"
         assert re.search(row, proc.stdout, re.M), (server, proc.stdout)
     assert re.search(r"^localserve-batched / localserve \(req/s\): c=4 [\d.]+x$", proc.stdout, re.M)
+    assert "targets (ResNet-50 on one H100; this run: tinynet on cpu):\n  localserve-batched c=128: not measured\n" in (
+        proc.stdout
+    )
+    assert re.search(
+        r"^  batching never slower than none \(localserve-batched >= localserve\): (met|NOT met at c=4)$",
+        proc.stdout,
+        re.M,
+    )
 
 
 @pytest.mark.slow
