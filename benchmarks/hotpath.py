@@ -135,6 +135,7 @@ def main() -> int:
                 on(profile.enable)
             threads = app_threads(app)
             before, spent_before = thread_times(threads), stages.snapshot()
+            result["timeline_start"] = len(stages.TIMELINE)
             watch.on = True
             done = subprocess.run([*wrk, f"-d{opts.duration}s", url], capture_output=True, text=True, check=True)
             after, spent_after = thread_times(threads), stages.snapshot()
@@ -186,6 +187,8 @@ def main() -> int:
     else:
         print("\n".join(stages.report(*result["spent"], result["cost"], n)))
     print("\n".join(watch.lines(n)))
+    if not opts.no_stages:
+        print(stages.timeline_line(result["timeline_start"]))
     if "profile" in result:
         import pstats
 

@@ -52,12 +52,47 @@ def instrument(app: Any) -> list[str]:
             if getattr(endpoint, attr, None) is not None:
                 setattr(endpoint, attr, _timed(stage, getattr(endpoint, attr)))
                 found.append(stage)
+        _timeline(endpoint)
         model = getattr(endpoint, "model", None)
         for attr, stage in (("coerce", "coerce"), ("run", "model")):
             if model is not None and hasattr(model, attr):
                 setattr(model, attr, _timed(stage, getattr(model, attr)))
                 found.append(stage)
     return [s for s in ORDER if s in found]
+
+
+# Wall time of each request on its worker, from its prepare to the end of its finish (the model between).
+TIMELINE: list[float] = []
+_began = threading.local()
+
+
+def _timeline(endpoint: Any) -> None:
+    prepare, finish, clock = endpoint.prepare, endpoint.finish, time.perf_counter
+
+    def timed_prepare(*args: Any, **kwargs: Any) -> Any:
+        _began.at = clock()
+        return prepare(*args, **kwargs)
+
+    def timed_finish(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return finish(*args, **kwargs)
+        finally:
+            TIMELINE.append(clock() - _began.at)
+
+    endpoint.prepare, endpoint.finish = timed_prepare, timed_finish
+
+
+def timeline_line(start: int) -> str:
+    """Percentiles of the requests' worker wall times since TIMELINE[start]."""
+    times = sorted(TIMELINE[start:])
+    if not times:
+        return "  worker wall time a request: none recorded"
+
+    def pct(p: float) -> float:
+        return 1e6 * times[min(len(times) - 1, int(p / 100 * len(times)))]
+
+    parts = ", ".join(f"p{p:g} {pct(p):,.0f}" for p in (50, 90, 99, 99.9))
+    return f"  worker wall time a request (prepare to answer made, us): {parts}, max {1e6 * times[-1]:,.0f}"
 
 
 def snapshot() -> dict[tuple[str, str], int]:
