@@ -8,7 +8,7 @@
 #    onnxruntime replaced by onnxruntime-gpu (localserve[gpu] for CUDA 12 drivers, [gpu-cuda13] for 13+),
 #    torch and torchvision (the ResNet-50 export) - needs PyPI; without it, the Python on PATH must already
 #    have them (a machine with no network: bring them in a carried venv);
-# 3. onnxruntime must offer the CUDA provider and open a session on it (else exit 3, with what to install);
+# 3. onnxruntime must offer the CUDA provider (else exit 3, with what to install; the tests then open sessions on it);
 # 4. the tests marked gpu (`pytest -m gpu`; the ONNX ones skip when CUDA cannot run, and this script then
 #    fails; TensorFlow's runs where localserve[tensorflow-gpu] is installed);
 # 5. `python benchmarks/images.py gpu --out $OUT/gpu.json` (OUT defaults to .), with the options given.
