@@ -142,6 +142,8 @@ def measure_server(args: argparse.Namespace, spec: ServerSpec, model: BenchModel
                 f"{model.name}/{name} c={concurrency}: {cell['rps']:,.0f} req/s, p50 {cell['p50_ms']:.2f} ms, "
                 f"p99 {cell['p99_ms']:.2f} ms, non-2xx {cell['non2xx']}, errors {cell['errors']}"
             )
+            if not cell["requests"]:
+                data["notes"].append(f"c={concurrency}: no answer came back within the cell ({args.duration:g} s)")
             data["cells"].append(cell)
         if server.proc is not None and server.proc.poll() is not None:
             data["notes"].append(f"server exited with code {server.proc.returncode} during the run")
