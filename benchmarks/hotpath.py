@@ -31,6 +31,7 @@ sys.path.insert(0, str(HERE))
 
 import stages  # noqa: E402
 from onnx_models import BUILDERS, build_models  # noqa: E402
+from peers import v2_body  # noqa: E402
 from servers import HANDLER, LOCALSERVE_BATCHING, LOCALSERVE_YAML  # noqa: E402
 
 WRK_LUA = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = %s\n'
@@ -62,6 +63,7 @@ def main() -> int:
     parser.add_argument("--localserve-path", type=Path, help="a checkout to measure (default: this one)")
     parser.add_argument("--config-extra", default="", help="lines added to the API's config, e.g. '  model_threads: 1'")
     parser.add_argument("--serve-args", default="", help="extra flags for serve, e.g. '--no-access-log'")
+    parser.add_argument("--v2", action="store_true", help="the model raw, on its V2 route (MLServer's body)")
     parser.add_argument("--gc-threshold", type=int, help="gc.set_threshold(N) once serving (an experiment)")
     parser.add_argument("--no-stages", action="store_true", help="no timers around the stages: threads' totals only")
     parser.add_argument("--profile", choices=["loop", "worker"], help="cProfile one thread (slower)")
@@ -100,16 +102,19 @@ def main() -> int:
         (project / model.path.name).write_bytes(model.path.read_bytes())
         (project / "handler.py").write_text(HANDLER)
         config = LOCALSERVE_YAML.format(name=model.name, model=model.path.name)
+        if opts.v2:  # the model served raw, loaded on its V2 route with MLServer's body (run.py's localserve-v2)
+            config = config.replace("  request_handler: handler.py\n", "")
         (project / "localserve.yaml").write_text(
             config + (LOCALSERVE_BATCHING if opts.batched else "") + opts.config_extra.replace("\\n", "\n") + "\n"
         )
         lua = work / "post.lua"
-        lua.write_text(WRK_LUA % json.dumps(model.body.decode()))
+        body = v2_body(model) if opts.v2 else model.body
+        lua.write_text(WRK_LUA % json.dumps(body.decode()))
         port = 18000 + (hash(tmp) % 2000)
         result: dict[str, Any] = {}
 
         def drive() -> None:
-            url = f"http://127.0.0.1:{port}/{model.name}"
+            url = f"http://127.0.0.1:{port}" + (f"/v2/models/{model.name}/infer" if opts.v2 else f"/{model.name}")
             while not captured or not captured[0].ready:
                 time.sleep(0.05)
             app = captured[0]
