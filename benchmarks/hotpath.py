@@ -29,31 +29,29 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import stages  # noqa: E402
 from onnx_models import BUILDERS, build_models  # noqa: E402
+from peers import v2_body  # noqa: E402
 from servers import HANDLER, LOCALSERVE_BATCHING, LOCALSERVE_YAML  # noqa: E402
 
 WRK_LUA = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = %s\n'
 
 
-def thread_times(app: Any) -> dict[str, float]:
-    """CPU seconds so far of the event loop's thread and of each thread of each API."""
-    loop = app.engine.loop if hasattr(app, "engine") else app.loop
-    assert loop is not None
-    times: dict[str, float] = {}
-    done = threading.Event()
-
-    def on_loop() -> None:
-        times["event loop"] = time.thread_time()
-        done.set()
-
-    loop.call_soon_threadsafe(on_loop)
-    done.wait(10)
+def app_threads(app: Any) -> dict[str, threading.Thread]:
+    """The threads that serve: the event loop's (this process's main thread), each API's workers and batcher."""
+    found = {"event loop": threading.main_thread()}
     for name, rt in app.apis.items():
-        times[f"{name} worker"] = rt.pipeline.call(time.thread_time).result(10)
+        for index, thread in enumerate(getattr(rt.pipeline, "_workers", [])):
+            found[f"{name} worker{index or ''}"] = thread
         batcher = getattr(rt.pipeline, "batcher", None)
-        if batcher is not None and hasattr(batcher, "_thread_time"):
-            times[f"{name} batcher"] = batcher._thread_time()
-    return times
+        if batcher is not None and getattr(batcher, "thread", None) is not None:
+            found[f"{name} batcher"] = batcher.thread
+    return found
+
+
+def thread_times(threads: dict[str, threading.Thread]) -> dict[str, float]:
+    """CPU seconds so far of each thread (read from this thread: no hop onto the measured ones)."""
+    return {k: time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for k, t in threads.items() if t.ident}
 
 
 def main() -> int:
@@ -65,6 +63,9 @@ def main() -> int:
     parser.add_argument("--localserve-path", type=Path, help="a checkout to measure (default: this one)")
     parser.add_argument("--config-extra", default="", help="lines added to the API's config, e.g. '  model_threads: 1'")
     parser.add_argument("--serve-args", default="", help="extra flags for serve, e.g. '--no-access-log'")
+    parser.add_argument("--v2", action="store_true", help="the model raw, on its V2 route (MLServer's body)")
+    parser.add_argument("--gc-threshold", type=int, help="gc.set_threshold(N) once serving (an experiment)")
+    parser.add_argument("--no-stages", action="store_true", help="no timers around the stages: threads' totals only")
     parser.add_argument("--profile", choices=["loop", "worker"], help="cProfile one thread (slower)")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
@@ -101,19 +102,28 @@ def main() -> int:
         (project / model.path.name).write_bytes(model.path.read_bytes())
         (project / "handler.py").write_text(HANDLER)
         config = LOCALSERVE_YAML.format(name=model.name, model=model.path.name)
+        if opts.v2:  # the model served raw, loaded on its V2 route with MLServer's body (run.py's localserve-v2)
+            config = config.replace("  request_handler: handler.py\n", "")
         (project / "localserve.yaml").write_text(
             config + (LOCALSERVE_BATCHING if opts.batched else "") + opts.config_extra.replace("\\n", "\n") + "\n"
         )
         lua = work / "post.lua"
-        lua.write_text(WRK_LUA % json.dumps(model.body.decode()))
+        body = v2_body(model) if opts.v2 else model.body
+        lua.write_text(WRK_LUA % json.dumps(body.decode()))
         port = 18000 + (hash(tmp) % 2000)
         result: dict[str, Any] = {}
 
         def drive() -> None:
-            url = f"http://127.0.0.1:{port}/{model.name}"
+            url = f"http://127.0.0.1:{port}" + (f"/v2/models/{model.name}/infer" if opts.v2 else f"/{model.name}")
             while not captured or not captured[0].ready:
                 time.sleep(0.05)
             app = captured[0]
+            if not opts.no_stages:
+                result["stages"] = stages.instrument(app)
+            if opts.gc_threshold:
+                import gc
+
+                gc.set_threshold(opts.gc_threshold, *gc.get_threshold()[1:])
             wrk = ["wrk", "-t1", f"-c{opts.concurrency}", "-s", str(lua)]
             subprocess.run([*wrk, "-d1s", url], capture_output=True, check=True)  # warm-up
             profile = None
@@ -128,9 +138,13 @@ def main() -> int:
                     else next(iter(app.apis.values())).pipeline.call
                 )
                 on(profile.enable)
-            before = thread_times(app)
+            threads = app_threads(app)
+            before, spent_before = thread_times(threads), stages.snapshot()
+            result["timeline_start"] = len(stages.TIMELINE)
+            watch.on = True
             done = subprocess.run([*wrk, f"-d{opts.duration}s", url], capture_output=True, text=True, check=True)
-            after = thread_times(app)
+            after, spent_after = thread_times(threads), stages.snapshot()
+            watch.on = False
             if profile is not None:
                 on(profile.disable)
                 time.sleep(0.2)
@@ -140,13 +154,20 @@ def main() -> int:
             m = re.search(r"(\d+) requests in", done.stdout)
             rps = re.search(r"Requests/sec:\s*([\d.]+)", done.stdout)
             result.update(requests=int(m.group(1)) if m else 0, rps=float(rps.group(1)) if rps else 0.0)
-            result["cost"] = {k: after[k] - before[k] for k in after}
+            result["cost"] = {k: (threads[k].name, after[k] - before[k]) for k in after}
+            result["spent"] = (spent_before, spent_after)
             result["cmd"] = " ".join([*wrk, f"-d{opts.duration}s", url])
             import os
             import signal
 
             os.kill(os.getpid(), signal.SIGINT)
 
+        watch = stages.GcWatch()
+        import gc
+
+        gc.callbacks.append(watch)
+        if stages.DIAG:
+            gc.set_debug(gc.DEBUG_SAVEALL)
         threading.Thread(target=drive, daemon=True).start()
         args = ["serve", "--project", str(project), "--port", str(port), "--no-install", *opts.serve_args.split()]
         try:
@@ -165,8 +186,14 @@ def main() -> int:
     print(
         f"{opts.model} c={opts.concurrency}{' batched' if opts.batched else ''}: {n} requests, {result['rps']:.0f} req/s"
     )
-    for thread, seconds in result["cost"].items():
-        print(f"  {thread:<16} {1e6 * seconds / n:8.1f} us CPU per request")
+    if opts.no_stages:
+        for thread, (_, seconds) in result["cost"].items():
+            print(f"  {thread:<16} {1e6 * seconds / n:8.1f} us CPU per request")
+    else:
+        print("\n".join(stages.report(*result["spent"], result["cost"], n)))
+    print("\n".join(watch.lines(n)))
+    if not opts.no_stages:
+        print(stages.timeline_line(result["timeline_start"]))
     if "profile" in result:
         import pstats
 

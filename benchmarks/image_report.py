@@ -17,6 +17,37 @@ def format_headline(servers: dict, server: str, base: str) -> str | None:
     return f"{server} / {base} (req/s): " + ", ".join(parts) if parts else None
 
 
+TARGET_RPS, TARGET_P99_MS, TARGET_CONC = 2800, 100.0, 128  # the engine issue's, for ResNet-50 on one H100
+
+
+def format_targets(meta: dict, servers: dict) -> str | None:
+    """The gpu workload's targets, met or not: localserve-batched at c=128 and batching never slower than none."""
+    if meta.get("workload") != "gpu":
+        return None
+    where = f"{meta['model']} on {meta['device']}"
+    lines = [f"targets (ResNet-50 on one H100; this run: {where}):"]
+    cell = next(
+        (c for c in servers.get("localserve-batched", {}).get("cells", []) if c["concurrency"] == TARGET_CONC), None
+    )
+    if cell is None:
+        lines.append(f"  localserve-batched c={TARGET_CONC}: not measured")
+    else:
+        met = cell["rps"] >= TARGET_RPS and cell["p99_ms"] <= TARGET_P99_MS and not cell["non2xx"]
+        lines.append(
+            f"  localserve-batched c={TARGET_CONC} >= {TARGET_RPS:,} req/s with p99 <= {TARGET_P99_MS:g} ms: "
+            f"{_num(cell['rps'])} req/s, p99 {cell['p99_ms']:.1f} ms: {'met' if met else 'NOT met'}"
+        )
+    slower = [
+        f"c={c['concurrency']}"
+        for c in servers.get("localserve-batched", {}).get("cells", [])
+        if (base := _peer_rps(servers, "localserve", c["concurrency"])) and c["rps"] < base
+    ]
+    if "cells" in servers.get("localserve-batched", {}) and "cells" in servers.get("localserve", {}):
+        verdict = "met" if not slower else f"NOT met at {', '.join(slower)}"
+        lines.append(f"  batching never slower than none (localserve-batched >= localserve): {verdict}")
+    return "\n".join(lines)
+
+
 def format_images(results: dict) -> str:
     meta = results["meta"]
     servers: dict = results.get("servers", {})
@@ -57,6 +88,9 @@ def format_images(results: dict) -> str:
     headlines = [format_headline(servers, server, base) for server, base in meta["headlines"]]
     if any(headlines):
         lines.append("\n".join(h for h in headlines if h))
+    targets = format_targets(meta, servers)
+    if targets:
+        lines.append(targets)
     described = [f"{name:<20}{text}" for name, text in results.get("descriptions", {}).items()]
     lines.append("\n".join([*format_footer(servers), "", *described]))
     return "\n\n".join(lines)

@@ -33,6 +33,7 @@ class LoadResult:
     p99_ms: float
     non2xx: int
     errors: int
+    p999_ms: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,9 +72,9 @@ function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
     "WRK_RESULT {\\"requests\\": %%d, \\"duration_us\\": %%d, \\"p50_us\\": %%d, \\"p99_us\\": %%d, " ..
-    "\\"non2xx\\": %%d, \\"errors\\": %%d}\\n",
+    "\\"p999_us\\": %%d, \\"non2xx\\": %%d, \\"errors\\": %%d}\\n",
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    bad, e.connect + e.read + e.write + e.timeout))
+    latency:percentile(99.9), bad, e.connect + e.read + e.write + e.timeout))
 end
 """
 
@@ -126,6 +127,7 @@ def run_wrk(
         rps=r["requests"] / seconds if seconds else 0.0,
         p50_ms=r["p50_us"] / 1000,
         p99_ms=r["p99_us"] / 1000,
+        p999_ms=r["p999_us"] / 1000,
         non2xx=r["non2xx"],
         errors=r["errors"],
     )
@@ -184,7 +186,7 @@ def summarize(concurrency: int, latencies_ms: list[float], duration_s: float, no
 
     n = len(latencies_ms)
     return LoadResult(
-        concurrency, n, duration_s, n / duration_s if duration_s else 0.0, pct(50), pct(99), non2xx, errors
+        concurrency, n, duration_s, n / duration_s if duration_s else 0.0, pct(50), pct(99), non2xx, errors, pct(99.9)
     )
 
 

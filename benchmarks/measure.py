@@ -142,6 +142,8 @@ def measure_server(args: argparse.Namespace, spec: ServerSpec, model: BenchModel
                 f"{model.name}/{name} c={concurrency}: {cell['rps']:,.0f} req/s, p50 {cell['p50_ms']:.2f} ms, "
                 f"p99 {cell['p99_ms']:.2f} ms, non-2xx {cell['non2xx']}, errors {cell['errors']}"
             )
+            if not cell["requests"]:
+                data["notes"].append(f"c={concurrency}: no answer came back within the cell ({args.duration:g} s)")
             data["cells"].append(cell)
         if server.proc is not None and server.proc.poll() is not None:
             data["notes"].append(f"server exited with code {server.proc.returncode} during the run")
@@ -175,6 +177,7 @@ def merge_rounds(runs: list[dict]) -> dict:
     for concurrency in dict.fromkeys(c["concurrency"] for r in served for c in r["cells"]):
         same = [c for r in served for c in r["cells"] if c["concurrency"] == concurrency]
         cell = {key: statistics.median(c[key] for c in same) for key in ("rps", "p50_ms", "p99_ms")}
+        cell["p999_ms"] = statistics.median(c.get("p999_ms", 0.0) for c in same)
         cell.update({key: sum(c[key] for c in same) for key in ("requests", "duration_s", "non2xx", "errors")})
         cells.append({"concurrency": concurrency, **cell, "rps_rounds": [c["rps"] for c in same]})
     memory = {key: statistics.median(r["memory"][key] for r in served) for key in served[0]["memory"]}

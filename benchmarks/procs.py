@@ -149,10 +149,19 @@ def tree_memory(pid: int) -> dict:
 
 
 def check_output(content: bytes, n_outputs: int, key: str = "output") -> str | None:
-    """None when the body is {key: [n numbers]}, else what is wrong with it."""
+    """None when the body holds n numbers, else what is wrong with it.
+
+    Where they are: ``{key: [...]}``; a V2 response's first output's ``data``; a batch of one, ``[[...]]``
+    (BentoML's batchable API)."""
     try:
-        output = json.loads(content)[key]
-    except (ValueError, KeyError, TypeError):
+        body = json.loads(content)
+        if isinstance(body, dict) and "outputs" in body:
+            output = body["outputs"][0]["data"]
+        elif isinstance(body, list) and len(body) == 1:
+            output = body[0]
+        else:
+            output = body[key]
+    except (ValueError, KeyError, TypeError, IndexError):
         return f"unexpected response body: {content[:120]!r}"
     if not isinstance(output, list) or len(output) != n_outputs:
         return f"expected {key!r} to be {n_outputs} numbers, got {str(output)[:120]}"

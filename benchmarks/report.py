@@ -33,17 +33,39 @@ def format_raw(raw: list[dict]) -> str:
 
 def format_footer(servers: dict) -> list[str]:
     """Cold start, memory and notes of each server (or why it was skipped)."""
-    lines = [f"{'server':<20}{'cold start s':>13}{'RSS MiB':>9}{'PSS MiB':>9}{'procs':>7}  notes"]
+    lines = [f"{'server':<22}{'cold start s':>13}{'RSS MiB':>9}{'PSS MiB':>9}{'procs':>7}  notes"]
     for server, data in servers.items():
         if "skipped" in data:
-            lines.append(f"{server:<20}  skipped: {data['skipped']}")
+            lines.append(f"{server:<22}  skipped: {data['skipped']}")
             continue
         mem = data.get("memory", {})
         lines.append(
-            f"{server:<20}{_num(data.get('cold_start_s'), 2):>13}{_num(mem.get('rss_mib')):>9}"
+            f"{server:<22}{_num(data.get('cold_start_s'), 2):>13}{_num(mem.get('rss_mib')):>9}"
             f"{_num(mem.get('pss_mib')):>9}{mem.get('processes', '-'):>7}  {'; '.join(data.get('notes', []))}"
         )
     return lines
+
+
+PEERS = ("litserve", "mlserver", "bentoml", "ray")  # name prefixes of the other servers
+
+
+def best_peer_lines(servers: dict) -> list[str]:
+    """One line per localserve server: its req/s over the best peer's (any peer, batched or not) at each concurrency."""
+    peers = {n: d for n, d in servers.items() if n.startswith(PEERS) and "cells" in d}
+    lines = []
+    for name, data in servers.items():
+        if not name.startswith("localserve") or "cells" not in data or not peers:
+            continue
+        parts = []
+        for cell in data["cells"]:
+            c = cell["concurrency"]
+            best = max(peers, key=lambda n: _peer_rps(servers, n, c) or 0.0)
+            rps = _peer_rps(servers, best, c)
+            if rps:
+                parts.append(f"c={c} {cell['rps'] / rps:.1f}x ({best})")
+        if parts:
+            lines.append(f"{name} / best peer (req/s): {', '.join(parts)}")
+    return [""] + lines if lines else []
 
 
 def format_model(name: str, result: dict) -> str:
@@ -54,8 +76,8 @@ def format_model(name: str, result: dict) -> str:
         lines.append(f"raw: failed: {result['raw_error']}")
     servers: dict = result.get("servers", {})
     header = (
-        f"{'server':<20}{'conc':>5}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'non-2xx':>9}{'errors':>8}"
-        f"{'x starlette':>13}{'x litserve':>12}"
+        f"{'server':<22}{'conc':>5}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'non-2xx':>9}{'errors':>8}"
+        f"{'x floor':>9}{'x starlette':>13}{'x litserve':>12}"
     )
     rows = []
     for server, data in servers.items():
@@ -65,13 +87,16 @@ def format_model(name: str, result: dict) -> str:
         for cell in data["cells"]:
             c = cell["concurrency"]
             rows.append(
-                f"{server:<20}{c:>5}{_num(cell['rps']):>10}{cell['p50_ms']:>9.2f}{cell['p99_ms']:>9.2f}"
+                f"{server:<22}{c:>5}{_num(cell['rps']):>10}{cell['p50_ms']:>9.2f}{cell['p99_ms']:>9.2f}"
+                f"{cell.get('p999_ms', 0.0):>10.2f}"
                 f"{cell['non2xx']:>9}{cell['errors']:>8}"
+                f"{_ratio(cell['rps'], _peer_rps(servers, 'floor', c)):>9}"
                 f"{_ratio(cell['rps'], _peer_rps(servers, 'starlette', c)):>13}"
                 f"{_ratio(cell['rps'], _peer_rps(servers, peer, c)):>12}"
             )
     if rows:
         lines += ["", header, "-" * len(header), *rows]
+    lines += best_peer_lines(servers)
     lines += ["", *format_footer(servers)]
     return "\n".join(lines)
 
@@ -83,7 +108,7 @@ def format_report(results: dict) -> str:
         f"{meta['cpus']} CPUs, concurrency {','.join(map(str, meta['concurrency']))}"
         + (f", median of {meta['rounds']} rounds" if meta["rounds"] > 1 else "")
         + f", load average {meta['loadavg_start'][0]:.2f} before / {meta['loadavg_end'][0]:.2f} after\n"
-        "x starlette / x litserve: req/s divided by the peer's req/s at the same concurrency in this run "
-        "(batched rows against litserve-batched)."
+        "x floor / x starlette / x litserve: req/s divided by that server's req/s at the same concurrency in this "
+        "run (batched rows against litserve-batched)."
     )
     return "\n\n".join([head, *(format_model(name, r) for name, r in results["models"].items())])

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import peers  # noqa: F401  (registers MLServer, BentoML, Ray Serve and localserve's V2 route in SERVERS)
 from measure import add_common_args, check_common_args, csv, log, measure_rounds
 from onnx_models import BUILDERS, build_models
 from raw import run_raw
@@ -30,10 +31,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_common_args(parser, duration=5.0, concurrency="1,8,64")
     parser.add_argument("--only", type=csv, default=list(BUILDERS), help="models: iris,mlp")
     parser.add_argument(
-        "--servers", type=csv, default=DEFAULT_SERVERS, help=f"of raw,{','.join(SERVERS)} (default: all but floor)"
+        "--servers",
+        type=csv,
+        default=DEFAULT_SERVERS,
+        help=f"of raw,{','.join(SERVERS)}, or all (default: {','.join(DEFAULT_SERVERS)})",
     )
     args = parser.parse_args(argv)
     check_common_args(parser, args)
+    if args.servers == ["all"]:
+        args.servers = ["raw", *SERVERS]
     for name in args.only:
         if name not in BUILDERS:
             parser.error(f"unknown model {name!r}; expected one of {', '.join(BUILDERS)}")

@@ -51,6 +51,7 @@ class ServerSpec:
     description: str
     batched: bool
     launch: Callable[[BenchModel, int, Path, Path], Launch]  # (model, port, workdir, localserve_root)
+    check: Callable[[], str | None] | None = None  # why it cannot run here, or None (the peers' venvs)
 
 
 def _floor(model: BenchModel, port: int, workdir: Path, root: Path) -> Launch:
@@ -130,6 +131,9 @@ def _serve_help(root: Path) -> str:
 
 def unavailable(name: str, root: Path) -> str | None:
     """Why a server cannot run here, or None when it can."""
+    spec = SERVERS.get(name)
+    if spec is not None and spec.check is not None:
+        return spec.check()
     if name.startswith("litserve"):
         try:
             import litserve  # noqa: F401

@@ -30,7 +30,9 @@ def test_harness_prints_rows_for_raw_and_starlette(generator: str, tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     assert "== iris ==" in proc.stdout
     assert re.search(r"^raw session\.run, in-process: batch 1: [\d,]+ calls/s", proc.stdout, re.M), proc.stdout
-    assert re.search(r"^starlette\s+1\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+1\.00\s+-$", proc.stdout, re.M), proc.stdout
+    # req/s, p50, p99, p99.9, 0 non-2xx, 0 errors, x floor (not run), x starlette, x litserve (not run)
+    row = r"^starlette\s+1\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+-\s+1\.00\s+-$"
+    assert re.search(row, proc.stdout, re.M), proc.stdout
     assert re.search(r"^starlette\s+[\d.]+\s+\d+\s+\d+\s+1\s*$", proc.stdout, re.M), proc.stdout
     results = json.loads(out.read_text())
     iris = results["models"]["iris"]
@@ -39,6 +41,7 @@ def test_harness_prints_rows_for_raw_and_starlette(generator: str, tmp_path: Pat
     assert cell["concurrency"] == 1
     assert cell["requests"] > 0
     assert cell["non2xx"] == 0
+    assert cell["p999_ms"] >= cell["p99_ms"] > 0
 
 
 # A smoke of the harness: the two servers its ratio line compares (the others are the same plumbing).
@@ -82,6 +85,14 @@ def test_gpu_workload_runs_on_cpu_with_the_tiny_model(tmp_path: Path) -> None:
         row = rf"^{server}\s+4\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+0\s+0(\s+([\d.]+|-)){{3}}$"
         assert re.search(row, proc.stdout, re.M), (server, proc.stdout)
     assert re.search(r"^localserve-batched / localserve \(req/s\): c=4 [\d.]+x$", proc.stdout, re.M)
+    assert "targets (ResNet-50 on one H100; this run: tinynet on cpu):\n  localserve-batched c=128: not measured\n" in (
+        proc.stdout
+    )
+    assert re.search(
+        r"^  batching never slower than none \(localserve-batched >= localserve\): (met|NOT met at c=4)$",
+        proc.stdout,
+        re.M,
+    )
 
 
 @pytest.mark.slow

@@ -38,6 +38,8 @@ from localserve.metrics.summary import StatsSummary
 
 log = logging.getLogger("localserve")
 
+GEN0_THRESHOLD = 10_000  # allocations between two collections of the youngest generation once serving (freeze_heap)
+
 # With no --pin-threads flag, threads are pinned when a request takes less CPU than this on its
 # API's thread (see Engine._decide_pinning).
 PIN_BELOW = 0.001
@@ -152,9 +154,16 @@ class Engine:
         the p99) and took 9 µs a request in all; frozen, a full collection took 4 ms and the
         collector 6 µs a request, and the server answered 6% more. Requests' own objects are
         collected as before: nothing made after this call is frozen.
+
+        The youngest generation is then collected every ``GEN0_THRESHOLD`` allocations instead of 700:
+        with requests in flight their objects keep its count up, and at c=64 (iris, 2 cores) it ran
+        every ~40 requests, a pause of 0.1-0.2 ms each time (and a gen-1 pause every ~450); at 10,000
+        it ran once in 6,000-12,000 requests (1.7-2 ms), the CPU a request the same
+        (``benchmarks/hotpath.py --concurrency 64 --gc-threshold``).
         """
         gc.collect()
         gc.freeze()
+        gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
         log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())
 
     def pin_by_default(self) -> bool:

@@ -123,6 +123,7 @@ class _AccessBuffer:
     """Access lines of the event-loop thread, written in one go per FLUSH_AFTER seconds."""
 
     FLUSH_AFTER = 0.05
+    CHUNK = 64  # lines made and written per turn of the event loop
 
     def __init__(self) -> None:
         self.lines: list[Line] = []
@@ -140,11 +141,25 @@ class _AccessBuffer:
         self.handler = handler
         self.lines.append(line)
 
-    def flush(self) -> None:
+    def flush(self, whole: bool = False) -> None:
+        """Write the buffered lines: at most ``CHUNK`` on this turn of the event loop, the rest on the next ones.
+
+        Making a line costs 1.5-2 µs: 400 lines (50 ms at 8,000 req/s) held the loop 0.6-0.7 ms, a
+        stall for the request behind them (at c=1, 0.25% of the requests: the p99.9). ``whole``
+        writes every line now (at shutdown, or off the loop).
+        """
         handler, lines = self.handler, self.lines
         if handler is None or not lines:
             return
-        self.lines = []
+        if whole or len(lines) <= self.CHUNK:
+            self.lines = []
+        else:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)  # requests come in between
+            except RuntimeError:  # not on the event loop: all of them now
+                self.lines = []
+            else:
+                lines, self.lines = lines[: self.CHUNK], lines[self.CHUNK :]
         terminator = handler.terminator
         text = terminator.join(line if type(line) is str else _json_line(*line) for line in lines) + terminator
         handler.acquire()
@@ -162,4 +177,4 @@ _access_buffer = _AccessBuffer()
 
 def flush_access_log() -> None:
     """Write the access lines still buffered (at shutdown)."""
-    _access_buffer.flush()
+    _access_buffer.flush(whole=True)

@@ -242,6 +242,39 @@ def test_access_lines_on_the_event_loop_are_written_together(captured: Captured)
     assert captured.json()[-1]["request_id"] == "now"
 
 
+def test_a_long_batch_of_access_lines_is_written_a_chunk_per_turn_of_the_loop(captured: Captured) -> None:
+    """Lines are made and written ``CHUNK`` at a time, requests being served between two chunks; in order;
+    at shutdown all at once."""
+    import asyncio
+
+    from localserve.logs.access import _access_buffer, flush_access_log
+
+    chunk = _access_buffer.CHUNK
+    writes: list[str] = []
+    real_write = captured.stream.write
+    captured.stream.write = lambda text: (writes.append(text), real_write(text))[1]  # type: ignore[method-assign]
+
+    async def traffic() -> tuple[int, int]:
+        for i in range(3 * chunk + 8):
+            access_log("POST", "/iris", "iris", 200, 0.001, f"r{i}")
+        _access_buffer.flush()  # as its timer does
+        first = len(captured.lines())
+        while _access_buffer.lines:
+            await asyncio.sleep(0)  # a turn of the loop: the next chunk
+        for i in range(2 * chunk):
+            access_log("POST", "/iris", "iris", 200, 0.001, f"s{i}")
+        flush_access_log()  # at shutdown: every line now
+        return first, len(captured.lines())
+
+    first, last = asyncio.run(traffic())
+    assert first == chunk
+    assert last == 5 * chunk + 8
+    assert [line["request_id"] for line in captured.json()] == [f"r{i}" for i in range(3 * chunk + 8)] + [
+        f"s{i}" for i in range(2 * chunk)
+    ]
+    assert [text.count("\n") for text in writes] == [chunk, chunk, chunk, 8, 2 * chunk]
+
+
 def test_prints_become_log_lines_with_the_request_id(captured: Captured) -> None:
     before = sys.stdout
     with capture_prints() as stdout:

@@ -11,6 +11,7 @@ import numpy as np
 from PIL import Image
 
 import localserve.testing
+from localserve.engine.core import GEN0_THRESHOLD
 from localserve.server import ServeOptions
 from tests.conftest import EXAMPLES
 
@@ -236,6 +237,7 @@ def test_what_loading_made_is_frozen_out_of_later_collections(serve, make_projec
         {"main.py": "LOADED = [['made while loading']]\n\ndef handler(request, context):\n    return {}\n"}
     )
     at_start = gc.get_freeze_count()  # not 0 on Python 3.12, which freezes some of its own objects
+    thresholds = gc.get_threshold()
     try:
         with serve(project, ServeOptions(freeze_heap=True), handler="main:handler") as client:
             import main
@@ -247,13 +249,16 @@ def test_what_loading_made_is_frozen_out_of_later_collections(serve, make_projec
             assert id(main.LOADED) not in tracked
             assert id(made_now) in tracked
             assert gc.get_freeze_count() > at_start
+            assert gc.get_threshold() == (GEN0_THRESHOLD, *thresholds[1:])  # the youngest collected less often
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 def test_without_freeze_heap_the_test_process_heap_is_left_alone(serve, make_project) -> None:
     project = make_project({"main.py": "def handler(request, context):\n    return {}\n"})
-    at_start = gc.get_freeze_count()
+    at_start, thresholds = gc.get_freeze_count(), gc.get_threshold()
     with serve(project, handler="main:handler") as client:
         assert client.post("/").status_code == 200
         assert gc.get_freeze_count() == at_start
+        assert gc.get_threshold() == thresholds
