@@ -71,8 +71,8 @@ def test_trailer_fields_count_with_the_headers(echo: tuple[str, subprocess.Popen
     url, proc = echo
     trailers = b"".join(b"X-%d: 1\r\n" % i for i in range(48))  # 3 headers + 48 trailer fields > 50
     answer = exchange(url, CHUNKED_HEAD + b"2\r\n{}\r\n0\r\n" + trailers + b"\r\n")
-    assert (answer.status, answer.error()) == (431, "The request has more than 50 headers (--max-headers)."), (
-        output_of(proc)
+    assert (answer.status, answer.error()) == (431, "The request has more than 50 headers (--max-headers)."), output_of(
+        proc
     )
 
 
@@ -91,4 +91,3 @@ def exchange_on(sock: socket.socket, *pieces: bytes) -> Answer:
         pass
     head, _, body = received.partition(b"\r\n\r\n")
     return answer_of(head, body)
-

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -47,6 +49,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self.trailer_dropped = False  # a trailer field of the current request was dropped (and logged)
         self.head_timer: asyncio.TimerHandle | None = None
         self.body_timer: asyncio.TimerHandle | None = None
+        self.write_timer: asyncio.TimerHandle | None = None  # while writing is paused (the client reads nothing)
 
     def _parse(self, data: bytes) -> None:
         raise NotImplementedError  # LimitedHttpProtocol's
@@ -93,6 +96,43 @@ class GuardedProtocol(HttpToolsProtocol):
             )
             return
         self.data_received(data[room:])  # it was a chunk's data, or the next request
+
+    # -- writing -------------------------------------------------------------------------------
+    def pause_writing(self) -> None:
+        """The transport's buffer is full: the client has --write-timeout seconds to read some of it."""
+        super().pause_writing()
+        if self.write_timer is None:
+            self.write_timer = self.loop.call_later(self.limits.write_timeout, self._write_timed_out)
+
+    def resume_writing(self) -> None:
+        """The client read enough of the answer: its timer stops."""
+        super().resume_writing()
+        if self.write_timer is not None:
+            self.write_timer.cancel()
+            self.write_timer = None
+
+    def _write_timed_out(self) -> None:
+        """The client read nothing for --write-timeout seconds: the connection is dropped, and what it held freed."""
+        self.write_timer = None
+        if self.transport.is_closing() and not self.transport.get_write_buffer_size():
+            return
+        request_id = request_id_of({"headers": self.headers or []})
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+        buffered = self.transport.get_write_buffer_size()
+        log.warning(
+            "request %s from %s: the connection is closed, its answer unsent: the client read none of it for %g s "
+            "(--write-timeout; %d bytes were waiting)",
+            request_id,
+            client,
+            self.limits.write_timeout,
+            buffered,
+        )
+        sock = self.transport.get_extra_info("socket")
+        try:  # a reset, so the kernel drops what it holds too (a close would keep sending it to a client that does not read)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except (AttributeError, OSError):
+            pass
+        self.transport.abort()
 
     # -- refusals -------------------------------------------------------------------------------
     def _head_timed_out(self) -> None:
@@ -149,7 +189,7 @@ class GuardedProtocol(HttpToolsProtocol):
         write_refusal(self.transport, status, message, request_id)
 
     def _cancel_timers(self) -> None:
-        for timer in (self.head_timer, self.body_timer):
+        for timer in (self.head_timer, self.body_timer, self.write_timer):
             if timer is not None:
                 timer.cancel()
-        self.head_timer = self.body_timer = None
+        self.head_timer = self.body_timer = self.write_timer = None
