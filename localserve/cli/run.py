@@ -85,6 +85,10 @@ def _run(
 ) -> None:
     from localserve.logs import capture_prints
 
+    if output is not None and not output.parent.is_dir():  # said before user code runs, not after
+        raise ConfigError(
+            f"--output {output}: the folder {output.parent} does not exist; create it, or write elsewhere."
+        )
     body, guessed = _read_input(input_path)
     header_list = [_split_header(h) for h in headers]
     if not any(k.lower() == "content-type" for k, _ in header_list) and (content_type or guessed):
@@ -114,7 +118,10 @@ def _run(
         click.echo(response_body.decode("utf-8", "replace"), err=True)
         sys.exit(1)
     if output is not None:  # relative to where run was started, not to the project
-        output.write_bytes(response_body)
+        try:
+            output.write_bytes(response_body)
+        except OSError as exc:
+            raise ConfigError(f"--output {output}: the response body could not be written: {exc.strerror}.") from None
         return
     response_type = next((v for k, v in response_headers if k == "content-type"), "")
     if real_stdout.isatty() and response_type.startswith("application/json"):
