@@ -134,7 +134,23 @@ def pipfile_requirements(pipfile: Path) -> list[str]:
         data = tomllib.loads(pipfile.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ProjectError(f"Pipfile is not valid TOML: {exc}.") from None
+    _warn_python_version(pipfile, data.get("requires") or {})
     return [_pipfile_requirement(pipfile, name, spec) for name, spec in (data.get("packages") or {}).items()]
+
+
+_warned_pipfiles: set[Path] = set()
+
+
+def _warn_python_version(pipfile: Path, requires: dict[str, object]) -> None:
+    """Warn once when the Pipfile's ``[requires]`` asks for another Python than the one running (not enforced)."""
+    key = "python_full_version" if "python_full_version" in requires else "python_version"
+    current = ".".join(map(str, sys.version_info[: 3 if key == "python_full_version" else 2]))
+    if key in requires and str(requires[key]) != current and pipfile not in _warned_pipfiles:
+        _warned_pipfiles.add(pipfile)
+        log.warning(
+            "Pipfile: [requires] %s = %r, but localserve runs Python %s: the packages are installed for it "
+            "(pipenv would refuse; localserve does not switch Pythons)", key, requires[key], current
+        )  # fmt: skip
 
 
 def _pipfile_requirement(pipfile: Path, name: str, spec: object) -> str:

@@ -42,3 +42,42 @@ def test_run_into_a_folder_that_does_not_exist_says_so_before_running(make_proje
         f"Error: --output {missing}: the folder {missing.parent} does not exist; create it, or write elsewhere.\n",
     )
     assert not (project / "ran").exists()
+
+
+MISSING = "import nosuchpkg_xyz\n" + HANDLER
+MISSING_MESSAGE = (
+    "Importing 'main' failed (main.py, line 1): ModuleNotFoundError: No module named 'nosuchpkg_xyz'; "
+    "pip install nosuchpkg_xyz, or add it to requirements.txt"
+)
+
+
+def test_a_failed_import_shows_its_traceback_once_and_names_the_package(make_project) -> None:
+    project = make_project({"main.py": MISSING})
+    done = localserve("run", "--handler", "main:handler", "--quiet", cwd=project)
+    stderr = done.stderr.decode()
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert stderr.count("    import nosuchpkg_xyz\n") == 1, stderr  # the user's frame, in the log only
+    assert stderr.endswith(f"Error: {MISSING_MESSAGE}\n"), stderr
+    served = localserve("serve", "--handler", "main:handler", "--port", "0", cwd=project)
+    assert served.returncode == 1
+    assert served.stderr.decode().splitlines()[-1] == f"Error: The server stopped: {MISSING_MESSAGE}"
+
+
+def test_a_pipfile_asking_for_another_python_is_warned_of_once(tmp_path: Path, caplog) -> None:
+    import sys
+
+    from localserve.project import pipfile_requirements
+
+    pipfile = tmp_path / "Pipfile"
+    pipfile.write_text('[packages]\nrequests = "*"\n\n[requires]\npython_version = "3.6"\n')
+    assert pipfile_requirements(pipfile) == pipfile_requirements(pipfile) == ["requests"]
+    running = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Pipfile: [requires] python_version = '3.6', but localserve runs Python {running}: the packages are "
+        "installed for it (pipenv would refuse; localserve does not switch Pythons)"
+    ]
+    same = tmp_path / "same" / "Pipfile"
+    same.parent.mkdir()
+    same.write_text(f'[packages]\n\n[requires]\npython_version = "{running}"\n')
+    assert pipfile_requirements(same) == []
+    assert len(caplog.records) == 1
