@@ -84,6 +84,7 @@ def _run(
     output: Path | None,
 ) -> None:
     from localserve.logs import capture_prints
+    from localserve.logs.user import stdout_to_stderr
 
     if output is not None and not output.parent.is_dir():  # said before user code runs, not after
         raise ConfigError(
@@ -103,7 +104,7 @@ def _run(
     settings = project_settings(flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
     real_stdout = sys.stdout  # what user code prints is logged, never mixed with the body
     # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
-    with Project(full.only([api]), settings) as config, capture_prints():
+    with stdout_to_stderr(), Project(full.only([api]), settings) as config, capture_prints():
         status, response_headers, response_body = _send_one(
             config,
             replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode),

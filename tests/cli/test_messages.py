@@ -81,3 +81,32 @@ def test_a_pipfile_asking_for_another_python_is_warned_of_once(tmp_path: Path, c
     same.write_text(f'[packages]\n\n[requires]\npython_version = "{running}"\n')
     assert pipfile_requirements(same) == []
     assert len(caplog.records) == 1
+
+
+NOISY = """
+import os, subprocess, sys
+
+def handler(request, context):
+    sys.stdout.buffer.write("bytes caf\\u00e9\\n".encode())
+    os.write(1, b"raw write to fd 1\\n")
+    os.write(sys.stdout.fileno(), b"raw write to stdout's fileno\\n")
+    subprocess.run(["echo", "from a subprocess"], stdout=sys.stdout, check=True)
+    print("printed")
+    return {"content_type": "text/plain", "content": "the body"}
+"""
+
+
+def test_under_run_stdout_carries_the_body_and_nothing_else(make_project) -> None:
+    """Print capture has ``.buffer`` and ``.fileno``; fd 1 is stderr while user code runs (issue 32, item 20)."""
+    project = make_project({"main.py": NOISY})
+    done = localserve("run", "--handler", "main:handler", "--log-format", "text", cwd=project)
+    stderr = done.stderr.decode()
+    assert (done.returncode, done.stdout) == (0, b"the body"), stderr
+    for line in (
+        "] bytes café\n",
+        "\nraw write to fd 1\n",
+        "\nraw write to stdout's fileno\n",
+        "\nfrom a subprocess\n",
+        "] printed\n",
+    ):
+        assert line in stderr, stderr
