@@ -90,19 +90,41 @@ def rss_mb(pid: int) -> float:
 
 
 def probe(port: int, pid: int, seconds: float) -> dict[str, float]:
-    """``/healthz`` latency (p50, max, ms) and RSS (max, MB) over ``seconds``, sampled every 0.1 s."""
-    latencies, rss = [], []
+    """``/healthz`` latency (p50, max, ms; the seconds spent in answers over 0.1 s) and RSS (max, MB, read
+    every 0.1 s by a thread of its own, so a blocked server is measured too) over ``seconds``."""
+    latencies: list[float] = []
+    rss: list[float] = []
+    done = threading.Event()
+
+    def read_rss() -> None:
+        while not done.wait(0.1):
+            rss.append(rss_mb(pid))
+
+    reader = threading.Thread(target=read_rss, daemon=True)
+    reader.start()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         took = healthz(port)
         latencies.append(took * 1000 if took is not None else float("nan"))
-        rss.append(rss_mb(pid))
         time.sleep(0.1)
+    done.set()
+    reader.join()
     return {
         "healthz_p50_ms": round(statistics.median(latencies), 1),
         "healthz_max_ms": round(max(latencies), 1),
-        "rss_max_mb": round(max(rss), 1),
+        "healthz_slow_s": round(sum(t for t in latencies if t > 100) / 1000, 1),
+        "rss_max_mb": round(max(rss, default=rss_mb(pid)), 1),
     }
+
+
+def settle(port: int) -> None:
+    """Wait until ``/healthz`` answers within 50 ms again (the work an attack left behind is done)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        took = healthz(port)
+        if took is not None and took < 0.05:
+            return
+        time.sleep(0.2)
 
 
 def attack_trailer(port: int, stop: threading.Event) -> None:
@@ -161,6 +183,7 @@ def run_attack(port: int, pid: int, attack: Callable[[int, threading.Event], Non
     finally:
         stop.set()
         thread.join(60)
+        settle(port)
 
 
 def measure(checkout: Path, seconds: float, write_timeout: str | None) -> dict[str, dict]:

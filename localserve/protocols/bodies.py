@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 import zlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -99,14 +100,8 @@ async def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
     pieces, size = [piece], len(piece)
     if not inflater.eof and size <= limit:
         log.debug("a %s request body is inflated off the event loop, %d bytes a step", shown, STEP)
-    while not inflater.eof and size <= limit:
-        pending = inflater.unconsumed_tail
-        if not pending and len(piece) < most:  # every byte taken, the output not cut by the step's bound
-            raise RequestError(f"The {shown} body ends before its compressed stream does (Content-Encoding: {shown}).")
-        most = min(STEP, limit + 1 - size)
-        piece = await asyncio.to_thread(_step, inflater, pending, most, shown)
-        pieces.append(piece)
-        size += len(piece)
+        async with _inflating():  # at most INFLATING_AT_ONCE bodies grow at once: memory stays bounded
+            size = await _inflate_rest(inflater, pieces, most, limit, shown)
     if size > limit:
         log.warning("rejected a %s request body: it decompresses past the limit of %s bytes", shown, limit)
         raise PayloadTooLarge(
@@ -119,6 +114,33 @@ async def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
             f"second gzip member, or junk); send one stream (Content-Encoding: {shown})."
         )
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+INFLATING_AT_ONCE = 2  # bodies inflated past their first step at once: memory is at most this times --max-body-size
+_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _inflating() -> asyncio.Semaphore:
+    """The running loop's semaphore of ``INFLATING_AT_ONCE``."""
+    loop = asyncio.get_running_loop()
+    semaphore = _semaphores.get(loop)
+    if semaphore is None:
+        semaphore = _semaphores[loop] = asyncio.Semaphore(INFLATING_AT_ONCE)
+    return semaphore
+
+
+async def _inflate_rest(inflater: Any, pieces: list[bytes], most: int, limit: int, shown: str) -> int:
+    """Inflate the rest in steps of at most ``STEP`` bytes on a worker thread, appending to ``pieces``; the size."""
+    size = sum(map(len, pieces))
+    while not inflater.eof and size <= limit:
+        pending = inflater.unconsumed_tail
+        if not pending and len(pieces[-1]) < most:  # every byte taken, the output not cut by the step's bound
+            raise RequestError(f"The {shown} body ends before its compressed stream does (Content-Encoding: {shown}).")
+        most = min(STEP, limit + 1 - size)
+        piece = await asyncio.to_thread(_step, inflater, pending, most, shown)
+        pieces.append(piece)
+        size += len(piece)
+    return size
 
 
 def _step(inflater: Any, data: bytes, most: int, shown: str) -> bytes:
