@@ -101,7 +101,10 @@ def _run(
     full = load(project, config_file, flags)
     api = full.api(api_name).name
     fields = {**api_settings(flags), **environment_settings(os.environ)}  # of ServeOptions
-    settings = project_settings(flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL"))
+    # LOCALSERVE_URL/<other> reaches the other APIs, as under serve (client.RUN_URL: started on first use).
+    settings = project_settings(
+        flags, quiet=quiet, url=os.environ.get("LOCALSERVE_URL") or "http://api-localserve-peers:8888"
+    )
     real_stdout = sys.stdout  # what user code prints is logged, never mixed with the body
     # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
     with stdout_to_stderr(), Project(full.only([api]), settings) as config, capture_prints():
@@ -146,7 +149,7 @@ def _send_one(
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.client import peer_starter, run_job_once, run_once
+    from localserve.client import RUN_PEERS, peer_starter, run_job_once, run_once
     from localserve.compat.hosts import install_api_hosts
     from localserve.peers import Peers
     from localserve.server import ServeOptions
@@ -154,7 +157,10 @@ def _send_one(
 
     options = ServeOptions(**fields, async_jobs=False)  # an AsyncAPI's one job runs at once, without its store
     api = config.apis[0]
-    peers = Peers((a.name for a in full.apis), peer_starter(full, options))
+    others = [a.name for a in full.apis if a.name != api.name]
+    peers = Peers(
+        [*(a.name for a in full.apis), *([RUN_PEERS] if others else [])], peer_starter(full, options, run_api=api.name)
+    )
     install_api_hosts(peers.port_of)  # undone with the rest of the Project context
     runner = Runner(config, options)
     try:

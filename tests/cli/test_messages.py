@@ -110,3 +110,24 @@ def test_under_run_stdout_carries_the_body_and_nothing_else(make_project) -> Non
         "] printed\n",
     ):
         assert line in stderr, stderr
+
+
+CALLER = """
+import os, urllib.request
+
+def handler(request, context):
+    url = os.environ["LOCALSERVE_URL"] + "/callee"
+    with urllib.request.urlopen(urllib.request.Request(url, data=b"hi", method="POST")) as answer:
+        return {"content_type": "text/plain", "content": "callee said " + answer.read().decode()}
+"""
+CALLEE = (
+    "def handler(request, context):\n    return {'content_type': 'text/plain', 'content': request.read().decode()}\n"
+)
+
+
+def test_under_run_localserve_url_reaches_the_other_apis(make_project) -> None:
+    """As under serve, user code following the README calls ``$LOCALSERVE_URL/<api>`` (issue 32, item 14)."""
+    config = "- kind: api\n  name: caller\n  handler: caller:handler\n- kind: api\n  name: callee\n  handler: callee:handler\n"
+    project = make_project({"localserve.yaml": config, "caller.py": CALLER, "callee.py": CALLEE})
+    done = localserve("run", "--api", "caller", "--quiet", cwd=project)
+    assert (done.returncode, done.stdout) == (0, b"callee said hi"), done.stderr.decode()
