@@ -121,20 +121,25 @@ def _run(
         click.echo(f"Error: the handler answered {status}:", err=True)
         click.echo(response_body.decode("utf-8", "replace"), err=True)
         sys.exit(1)
-    if output is not None:  # relative to where run was started, not to the project
+    _print_body(response_body, response_headers, output, real_stdout)
+
+
+def _print_body(body: bytes, headers: list[tuple[str, str]], output: Path | None, stdout: Any) -> None:
+    """The response body into ``output`` (relative to where run was started), or on ``stdout`` (JSON indented on a tty)."""
+    if output is not None:
         try:
-            output.write_bytes(response_body)
+            output.write_bytes(body)
         except OSError as exc:
             raise ConfigError(f"--output {output}: the response body could not be written: {exc.strerror}.") from None
         return
-    response_type = next((v for k, v in response_headers if k == "content-type"), "")
-    if real_stdout.isatty() and response_type.startswith("application/json"):
+    response_type = next((v for k, v in headers if k == "content-type"), "")
+    if stdout.isatty() and response_type.startswith("application/json"):
         try:
-            response_body = (json.dumps(json.loads(response_body), indent=4, ensure_ascii=False) + "\n").encode()
+            body = (json.dumps(json.loads(body), indent=4, ensure_ascii=False) + "\n").encode()
         except ValueError:
             pass
-    real_stdout.buffer.write(response_body)
-    real_stdout.buffer.flush()
+    stdout.buffer.write(body)
+    stdout.buffer.flush()
 
 
 def _send_one(
