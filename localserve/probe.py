@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config import ServeConfig
+from localserve.error_text import CORTEX_PREINSTALLED as CORTEX_PREINSTALLED  # moved there; re-exported
+from localserve.error_text import PACKAGES as PACKAGES
+from localserve.error_text import package_for as package_for
 
 PROBE_TIMEOUT = 300.0
 
