@@ -82,7 +82,8 @@ def _surroundings(config: ServeConfig, cache: Path) -> Iterator[str]:
     """What user code will not find as it did on the platform: excluded files, dependencies.sh, missing imports."""
     from localserve.compat.platform import DEPENDENCIES_SCRIPT
     from localserve.compat.view import excluded_files
-    from localserve.probe import CORTEX_PREINSTALLED, package_for, probe_imports, requirement_names
+    from localserve.error_text import install_hint, package_for
+    from localserve.probe import probe_imports, requirement_names
     from localserve.project import cached_requirements
 
     if config.config_file is not None:
@@ -102,12 +103,7 @@ def _surroundings(config: ServeConfig, cache: Path) -> Iterator[str]:
             if package.lower().replace("_", "-") in listed:
                 yield f"{where} imports {missing!r}: requirements.txt lists {package}, installed at the first start"
                 continue
-            hint = (
-                f"pip install 'localserve[cortex]' (Cortex had {package} pre-installed)"
-                if package in CORTEX_PREINSTALLED
-                else f"pip install {package}, or add it to requirements.txt"
-            )
-            problems.append(f"{where} imports {missing!r}, which is not installed; {hint}.")
+            problems.append(f"{where} imports {missing!r}, which is not installed; {install_hint(missing)}.")
         elif result.get("refused"):
             problems.append(f"{config.source}: api {result['api']!r}: {result['refused']}")
         elif result.get("error"):

@@ -111,11 +111,22 @@ def run_job_once(
         return job_failed(exc, job)
 
 
-def peer_starter(config: ServeConfig, options: ServeOptions) -> Callable[[str], tuple[int, Callable[[], None]]]:
-    """For ``Peers``: start API ``name`` of ``config`` on a loopback port; its port and how to stop it."""
+# Under ``run``, LOCALSERVE_URL's host: one loopback server of every API but the one run, started on first use.
+RUN_PEERS = "localserve-peers"
+RUN_URL = f"http://api-{RUN_PEERS}:8888"
+
+
+def peer_starter(
+    config: ServeConfig, options: ServeOptions, *, run_api: str | None = None
+) -> Callable[[str], tuple[int, Callable[[], None]]]:
+    """For ``Peers``: start API ``name`` of ``config`` on a loopback port; its port and how to stop it.
+
+    ``RUN_PEERS`` starts every API of ``config`` but ``run_api`` on one server (``LOCALSERVE_URL`` under ``run``).
+    """
 
     def start(name: str) -> tuple[int, Callable[[], None]]:
-        runner = Runner(config.only([name]), replace(options, keep_going=True, metrics=False, async_jobs=True))
+        names = [a.name for a in config.apis if a.name != run_api] if name == RUN_PEERS else [name]
+        runner = Runner(config.only(names), replace(options, keep_going=True, metrics=False, async_jobs=True))
         return runner.start_in_thread(PEER_LOAD_WAIT), runner.stop_thread
 
     return start

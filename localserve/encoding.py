@@ -125,13 +125,22 @@ def _msgpack_default(value: Any) -> Any:
     return json_default(value)
 
 
+_QVALUE = re.compile(r"0(\.[0-9]{0,3})?|1(\.0{0,3})?")  # RFC 9110's qvalue
+
+
+def _weight(value: str) -> float:
+    """A media range's ``q``; one that is no qvalue (``2``, ``-1``, ``x``) counts as 0: the range is not taken."""
+    value = value.strip()
+    return float(value) if _QVALUE.fullmatch(value) else 0.0
+
+
 def wants_msgpack(accept: str | None) -> bool:
     """Whether an Accept header asks for msgpack: named with a q above 0, and no lower than JSON's.
 
     ``application/msgpack;q=0, application/json`` refuses msgpack; ``application/msgpack,
     application/json`` (equal weights) gets it, as it always did.
     """
-    if accept is None or "msgpack" not in accept:
+    if accept is None or "msgpack" not in accept.lower():
         return False
     weights: dict[str, float] = {}
     for item in accept.split(","):
@@ -140,10 +149,7 @@ def wants_msgpack(accept: str | None) -> bool:
         for param in params:
             key, _, value = param.partition("=")
             if key.strip().lower() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
+                q = _weight(value)
         weights[media.lower()] = max(q, weights.get(media.lower(), 0.0))
     msgpack_q = max(weights.get("application/msgpack", 0.0), weights.get("application/x-msgpack", 0.0))
     json_q = weights.get("application/json", weights.get("application/*", weights.get("*/*", 0.0)))

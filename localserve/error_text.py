@@ -47,3 +47,33 @@ def error_body(message: str, request_id: str) -> bytes:
         return json.dumps(document, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(document).encode("ascii")
+
+
+# Module name -> the package that provides it, where they differ.
+PACKAGES = {
+    "PIL": "Pillow",
+    "cv2": "opencv-python",
+    "sklearn": "scikit-learn",
+    "yaml": "pyyaml",
+    "skimage": "scikit-image",
+    "bs4": "beautifulsoup4",
+    "google.protobuf": "protobuf",
+    "dateutil": "python-dateutil",
+}
+CORTEX_PREINSTALLED = ("boto3", "msgpack", "numpy", "requests", "dill")
+
+
+def package_for(module: str) -> str:
+    """The pip package that provides ``module`` (its top-level name unless known to differ)."""
+    if module in PACKAGES:
+        return PACKAGES[module]
+    top = module.split(".")[0]
+    return PACKAGES.get(top, top)
+
+
+def install_hint(module: str) -> str:
+    """What to do about ``module`` not being installed: the package to install (``check`` and ``serve`` say the same)."""
+    package = package_for(module)
+    if package in CORTEX_PREINSTALLED:
+        return f"pip install 'localserve[cortex]' (Cortex had {package} pre-installed)"
+    return f"pip install {package}, or add it to requirements.txt"

@@ -124,7 +124,9 @@ def _msgpack_reason(exc: Exception, body: bytes) -> str:
     if "incomplete input" in text:
         return f"it ends inside a value ({len(body)} bytes)"
     if "is not allowed for map key" in text:
-        return f"a map key is a {text.split()[0]}; keys must be strings or numbers"
+        kind = text.split()[0]
+        article = "an" if kind[:1] in "aeiou" else "a"
+        return f"a map key is {article} {kind}; map keys must be strings or binary (msgpack str or bin)"
     if "exceeds max_" in text:
         return f"it announces more items or bytes ({text.split()[0]}) than its {len(body)} bytes can hold"
     return text.rstrip(".") or type(exc).__name__

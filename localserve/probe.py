@@ -20,19 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config import ServeConfig
+from localserve.error_text import CORTEX_PREINSTALLED as CORTEX_PREINSTALLED  # moved there; re-exported
+from localserve.error_text import PACKAGES as PACKAGES
+from localserve.error_text import package_for as package_for
 
-# Module name -> the package that provides it, where they differ.
-PACKAGES = {
-    "PIL": "Pillow",
-    "cv2": "opencv-python",
-    "sklearn": "scikit-learn",
-    "yaml": "pyyaml",
-    "skimage": "scikit-image",
-    "bs4": "beautifulsoup4",
-    "google.protobuf": "protobuf",
-    "dateutil": "python-dateutil",
-}
-CORTEX_PREINSTALLED = ("boto3", "msgpack", "numpy", "requests", "dill")
 PROBE_TIMEOUT = 300.0
 
 
@@ -75,14 +66,6 @@ def probe_imports(config: ServeConfig, cached_env: Path | None) -> list[dict[str
     if done.returncode != 0 and not results:
         results.append({"api": "", "target": "", "error": f"the import probe failed: {done.stderr.strip()[-500:]}"})
     return results
-
-
-def package_for(module: str) -> str:
-    """The pip package that provides ``module`` (its top-level name unless known to differ)."""
-    if module in PACKAGES:
-        return PACKAGES[module]
-    top = module.split(".")[0]
-    return PACKAGES.get(top, top)
 
 
 def requirement_names(project: Path) -> set[str]:

@@ -22,10 +22,8 @@ TRAINING_RESULT_DIR = "abejainc_training_result"
 
 
 def default_cache_dir() -> Path:
-    """Root of localserve's caches when ``--cache-dir`` (``LOCALSERVE_CACHE_DIR``) is not given.
-
-    ``$XDG_CACHE_HOME/localserve``, else ``~/.cache/localserve``: the freedesktop convention, not a setting of ours.
-    """
+    """Root of the caches without ``--cache-dir``: ``$XDG_CACHE_HOME/localserve``, else ``~/.cache/localserve``
+    (the freedesktop convention, not a setting of ours)."""
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "localserve"
 
@@ -106,16 +104,8 @@ def requirements_spec(project: Path) -> tuple[str, list[str]] | None:
 
 # PEP 508 marker variables that Pipfile accepts as keys: pywinusb = {version = "*", sys_platform = "== 'win32'"}
 PIPFILE_MARKER_KEYS = (
-    "os_name",
-    "sys_platform",
-    "platform_machine",
-    "platform_python_implementation",
-    "platform_release",
-    "platform_system",
-    "platform_version",
-    "python_version",
-    "python_full_version",
-    "implementation_name",
+    *("os_name", "sys_platform", "platform_machine", "platform_python_implementation", "platform_release"),
+    *("platform_system", "platform_version", "python_version", "python_full_version", "implementation_name"),
     "implementation_version",
 )
 PIPFILE_KEYS = ("version", "extras", "markers", "path", "editable", "git", "ref", "file", *PIPFILE_MARKER_KEYS)
@@ -134,7 +124,23 @@ def pipfile_requirements(pipfile: Path) -> list[str]:
         data = tomllib.loads(pipfile.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ProjectError(f"Pipfile is not valid TOML: {exc}.") from None
+    _warn_python_version(pipfile, data.get("requires") or {})
     return [_pipfile_requirement(pipfile, name, spec) for name, spec in (data.get("packages") or {}).items()]
+
+
+_warned_pipfiles: set[Path] = set()
+
+
+def _warn_python_version(pipfile: Path, requires: dict[str, object]) -> None:
+    """Warn once when the Pipfile's ``[requires]`` asks for another Python than the one running (not enforced)."""
+    key = "python_full_version" if "python_full_version" in requires else "python_version"
+    current = ".".join(map(str, sys.version_info[: 3 if key == "python_full_version" else 2]))
+    if key in requires and str(requires[key]) != current and pipfile not in _warned_pipfiles:
+        _warned_pipfiles.add(pipfile)
+        log.warning(
+            "Pipfile: [requires] %s = %r, but localserve runs Python %s: the packages are installed for it "
+            "(pipenv would refuse; localserve does not switch Pythons)", key, requires[key], current
+        )  # fmt: skip
 
 
 def _pipfile_requirement(pipfile: Path, name: str, spec: object) -> str:

@@ -144,6 +144,11 @@ CASES: dict[str, tuple[tuple[bytes, ...], int, str]] = {
         "The body is not valid msgpack: a string is not UTF-8 (invalid start byte); send binary data as msgpack bin, "
         "not str.",
     ),
+    "msgpack with an int map key": (
+        (post("/iris", msgpack.packb({1: 5.2}), "application/msgpack"),),
+        400,
+        "The body is not valid msgpack: a map key is an int; map keys must be strings or binary (msgpack str or bin).",
+    ),
     "1e39 for a float32 input": (
         (post("/iris", json.dumps({**SAMPLE, "sepal_width": 1e39}).encode()),),
         400,
@@ -357,3 +362,20 @@ def test_a_request_cut_short_by_a_half_close_is_a_400(iris: tuple[str, subproces
     assert [a.status for a in found] == [400], output_of(proc)
     assert found[0].error() == message
     assert found[0].headers["connection"] == "close"
+
+
+@pytest.mark.parametrize(
+    ("accept", "content_type"),
+    [
+        ("APPLICATION/MSGPACK", "application/msgpack"),
+        ("Application/X-Msgpack;Q=0.9, application/json;q=0.5", "application/msgpack"),
+        ("application/msgpack;q=2", "application/json"),
+        ("application/msgpack;q=-1, application/json;q=0.1", "application/json"),
+    ],
+)
+def test_accept_is_matched_without_case_and_a_weight_that_is_no_qvalue_is_not_taken(
+    iris: tuple[str, subprocess.Popen[bytes]], accept: str, content_type: str
+) -> None:
+    url, _ = iris
+    answer = httpx.post(f"{url}/iris", json=SAMPLE, headers={"accept": accept})
+    assert (answer.status_code, answer.headers["content-type"]) == (200, content_type)

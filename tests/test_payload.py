@@ -66,7 +66,7 @@ def test_json_text_bytes_msgpack_forms() -> None:
             "application/msgpack",
             b"\x81\x80\x01",
             400,
-            "The body is not valid msgpack: a map key is a dict; keys must be strings or numbers.",
+            "The body is not valid msgpack: a map key is a dict; map keys must be strings or binary (msgpack str or bin).",
         ),
         (
             "application/json",

@@ -84,6 +84,12 @@ def _run(
     query: str,
     output: Path | None,
 ) -> None:
+    from localserve.logs.user import stdout_to_stderr
+
+    if output is not None and not output.parent.is_dir():  # said before user code runs, not after
+        raise ConfigError(
+            f"--output {output}: the folder {output.parent} does not exist; create it, or write elsewhere."
+        )
     body, guessed = read_input(input_path)
     header_list = request_headers([_split_header(h) for h in headers], content_type or guessed)
     if image:
@@ -91,34 +97,44 @@ def _run(
             "--image %s: localserve runs the handler in the current Python environment, not in that image", image
         )
     real_stdout = sys.stdout  # what user code prints is logged, never mixed with the body
-    status, response_headers, response_body = send_one(
-        project,
-        config_file,
-        flags,
-        serve_options(flags, os.environ, async_jobs=False),  # an AsyncAPI's one job runs at once, without its store
-        api_name=api_name,
-        method=method,
-        headers=header_list,
-        body=body,
-        query=query,
-        quiet=quiet,
-        url=os.environ.get("LOCALSERVE_URL"),
-    )
+    with stdout_to_stderr():  # fd 1 too: os.write(1, ...) and C code never reach the body
+        status, response_headers, response_body = send_one(
+            project,
+            config_file,
+            flags,
+            serve_options(flags, os.environ, async_jobs=False),  # an AsyncAPI's one job runs at once, without its store
+            api_name=api_name,
+            method=method,
+            headers=header_list,
+            body=body,
+            query=query,
+            quiet=quiet,
+            # LOCALSERVE_URL/<other> reaches the other APIs, as under serve (client.RUN_URL: started on first use).
+            url=os.environ.get("LOCALSERVE_URL") or "http://api-localserve-peers:8888",
+        )
     if status >= 400:
         click.echo(f"Error: the handler answered {status}:", err=True)
         click.echo(response_body.decode("utf-8", "replace"), err=True)
         sys.exit(1)
-    if output is not None:  # relative to where run was started, not to the project
-        output.write_bytes(response_body)
-        return
-    response_type = next((v for k, v in response_headers if k == "content-type"), "")
-    if real_stdout.isatty() and response_type.startswith("application/json"):
+    _print_body(response_body, response_headers, output, real_stdout)
+
+
+def _print_body(body: bytes, headers: list[tuple[str, str]], output: Path | None, stdout: Any) -> None:
+    """The response body into ``output`` (relative to where run was started), or on ``stdout`` (JSON indented on a tty)."""
+    if output is not None:
         try:
-            response_body = (json.dumps(json.loads(response_body), indent=4, ensure_ascii=False) + "\n").encode()
+            output.write_bytes(body)
+        except OSError as exc:
+            raise ConfigError(f"--output {output}: the response body could not be written: {exc.strerror}.") from None
+        return
+    response_type = next((v for k, v in headers if k == "content-type"), "")
+    if stdout.isatty() and response_type.startswith("application/json"):
+        try:
+            body = (json.dumps(json.loads(body), indent=4, ensure_ascii=False) + "\n").encode()
         except ValueError:
             pass
-    real_stdout.buffer.write(response_body)
-    real_stdout.buffer.flush()
+    stdout.buffer.write(body)
+    stdout.buffer.flush()
 
 
 def send_one(
@@ -165,13 +181,16 @@ def _send_one(
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.client import peer_starter, run_job_once, run_once
+    from localserve.client import RUN_PEERS, peer_starter, run_job_once, run_once
     from localserve.compat.hosts import install_api_hosts
     from localserve.peers import Peers
     from localserve.server.runner import Runner
 
     api = config.apis[0]
-    peers = Peers((a.name for a in full.apis), peer_starter(full, options))
+    others = [a.name for a in full.apis if a.name != api.name]
+    peers = Peers(
+        [*(a.name for a in full.apis), *([RUN_PEERS] if others else [])], peer_starter(full, options, run_api=api.name)
+    )
     install_api_hosts(peers.port_of)  # undone with the rest of the Project context
     runner = Runner(config, options)
     try:

@@ -114,6 +114,14 @@ if TYPE_CHECKING:
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds for a request body to arrive once its head is in (408 beyond).",
 )
+@click.option(
+    "--write-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds an answer may wait on a client that reads none of it (the send buffer full); the connection "
+    "is closed beyond.",
+)
 @click.option("--hide-errors", is_flag=True, help="500 bodies carry only the request id, not the error's text.")
 @click.option(
     "--async-workers/--no-async-workers",

@@ -53,7 +53,7 @@ class ProjectSettings:
     raw_project: bool = False  # --raw-project: user code sees the folder as it is, not as packaged
     system_deps: bool = False  # --system-deps: run dependencies.sh
     install: bool = True  # not --no-install
-    quiet: bool = False  # pip's output hidden (run --quiet)
+    quiet: bool = False  # pip's output and TensorFlow's C++ log lines below errors hidden (run --quiet)
     url: str | None = None  # LOCALSERVE_URL for user code: where this server answers
 
 
@@ -151,6 +151,8 @@ class Project:
             defaults["HANDLER"] = handlers[0]
         if self.settings.url:
             defaults["LOCALSERVE_URL"] = self.settings.url
+        if self.settings.quiet:  # TensorFlow's C++ logging reads it once, at its import: errors only, as --quiet's log
+            defaults["TF_CPP_MIN_LOG_LEVEL"] = "2"
         enter_project(workdir, self.settings.environment, defaults, dotenv=config.project / ".env")
         self._enter_predictors(config, workdir)
 

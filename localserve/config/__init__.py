@@ -187,13 +187,24 @@ def _read_file(config_file: Path) -> tuple[Path, list[Any]]:
     path = config_file if config_file.is_absolute() else (Path.cwd() / config_file)
     if not path.is_file():
         raise ConfigError(f"Config file {str(config_file)!r} does not exist.")
+    data = path.read_bytes()
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_line_loader())
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path.name}: line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "save the file as UTF-8."
+        ) from None
+    try:
+        raw = yaml.load(text, Loader=_line_loader())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path.name}: not valid YAML: {exc}") from None
     source = path.name
     if raw is None:
         raise ConfigError(f"{source}: the file is empty; expected a list of '- kind: api' entries.")
+    if raw == []:
+        raise ConfigError(f"{source}: the list of APIs is empty; expected at least one '- name: ...' entry.")
     if isinstance(raw, dict):
         raw = [raw]
     if not isinstance(raw, list):

@@ -31,6 +31,7 @@ class HttpLimits:
     max_headers: int = 100  # header fields; 431 beyond
     header_timeout: float = 10.0  # seconds for a whole request head; 408 beyond
     body_timeout: float = 60.0  # seconds for a whole body once its head is in; 408 beyond
+    write_timeout: float = 60.0  # seconds an answer's writing may stay blocked on a client that reads nothing
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,7 @@ class ApiRuntime:
             self.state, self.error = "failed", without_paths(str(exc), self.project)
             if exc.details:
                 log.error("api %r failed to load:\n%s", self.api.name, exc.details)
+                exc.details = ""  # logged: whoever reports the failure (the CLI's error) shows the message only
             raise
         except Exception as exc:
             self.state, self.error = "failed", without_paths(f"{type(exc).__name__}: {exc}", self.project)

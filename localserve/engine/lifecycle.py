@@ -160,7 +160,14 @@ class Lifecycle:
         loop.call_at(now + self.tick, self._sweep)
 
     async def _listen(self, job: Job, client: Client) -> None:
-        await client.left()
+        try:
+            await client.left()
+        except asyncio.CancelledError:
+            # The cancellation's traceback holds this frame, and the job holds this task (``listener``):
+            # without this, job -> task -> error -> traceback -> frame -> job would keep the request and
+            # its answer alive until a cyclic collection.
+            job = None  # type: ignore[assignment]
+            raise
         if self.pipeline.drop(job) and not job.future.done():
             job.future.set_exception(ClientGone())
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from localserve.error_text import install_hint
 from localserve.errors import HandlerLoadError
 
 
@@ -30,7 +31,7 @@ def load_attr(spec: str, project: Path, *, what: str = "Handler") -> Any:
                 f'Could not import module "{module_name}" for {what.lower()} "{spec}": no {module_name.replace(".", "/")}.py '
                 f"(or package) in the project directory {project}."
             ) from None
-        raise _user_error(exc, module_name) from None
+        raise _user_error(exc, module_name, missing=exc.name) from None
     except BaseException as exc:  # sys.exit() at import (argparse, say) must not end the server
         if _interrupted(exc):
             raise
@@ -62,7 +63,8 @@ def load_file(path: str, project: Path, *, api: str, what: str) -> ModuleType:
         sys.modules.pop(name, None)
         if _interrupted(exc):
             raise
-        raise _user_error(exc, path) from None
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        raise _user_error(exc, path, missing=missing) from None
     return module
 
 
@@ -84,14 +86,16 @@ def _interrupted(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
 
 
-def _user_error(exc: BaseException, where: str) -> HandlerLoadError:
-    """The user's own exception, shown as theirs (with the frames of their code only)."""
+def _user_error(exc: BaseException, where: str, *, missing: str | None = None) -> HandlerLoadError:
+    """The user's own exception, shown as theirs (with the frames of their code only); ``missing``: the
+    module it did not find, whose package is named (as ``check`` names it)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename]
     location = f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})" if frames else ""
     if isinstance(exc, SyntaxError) and exc.filename:
         location = f" ({Path(exc.filename).name}, line {exc.lineno})"
     details = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(exc))
-    return HandlerLoadError(f"Importing {where!r} failed{location}: {type(exc).__name__}: {exc}", details=details)
+    hint = f"; {install_hint(missing)}" if missing else ""
+    return HandlerLoadError(f"Importing {where!r} failed{location}: {type(exc).__name__}: {exc}{hint}", details=details)
 
 
 def positional_count(func: Callable[..., Any]) -> tuple[int, bool]:

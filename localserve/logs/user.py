@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import logging
+import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -69,6 +71,19 @@ class _PrintCapture(io.TextIOBase):
     def isatty(self) -> bool:
         return False
 
+    def fileno(self) -> int:
+        """The real stdout's descriptor, for code that hands it to a subprocess or writes to it (``run``
+        points it at stderr while user code runs: ``stdout_to_stderr``)."""
+        return self.original.fileno()
+
+    @property
+    def buffer(self) -> _BytesCapture:
+        """A binary view: bytes written here are decoded (UTF-8, undecodable bytes replaced) and logged too."""
+        view = self.__dict__.get("_buffer")
+        if view is None:
+            view = self.__dict__["_buffer"] = _BytesCapture(self)
+        return view
+
     def write(self, text: str) -> int:
         if getattr(self._local, "emitting", False):
             # A log handler writing to stdout: pass it on rather than loop.
@@ -102,6 +117,40 @@ class _PrintCapture(io.TextIOBase):
             logger.info(line)
         finally:
             self._local.emitting = False
+
+
+class _BytesCapture(io.BufferedIOBase):
+    """``sys.stdout.buffer`` of the capture: bytes become text lines of the capture."""
+
+    def __init__(self, capture: _PrintCapture) -> None:
+        self.capture = capture
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        payload = bytes(data)
+        self.capture.write(self._decoder.decode(payload))
+        return len(payload)
+
+    def flush(self) -> None:
+        self.capture.flush()
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Within it, file descriptor 1 is stderr's: what user code or a library writes there (``os.write(1, ...)``,
+    a C library's printf, a subprocess) cannot reach ``run``'s stdout, which carries the response body alone."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,9 @@ Every HTTP front door reads its body here, so the 413 has one wording and one li
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 import zlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -70,12 +72,18 @@ def too_large(size: int, limit: int, *, at_least: bool = False) -> PayloadTooLar
 _CODINGS = {b"gzip": 16 + zlib.MAX_WBITS, b"x-gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
 
 
-def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
+FIRST_STEP = 64 * 1024  # decompressed on the loop: a small body costs no thread hop (about 50 µs at most)
+STEP = 1024 * 1024  # decompressed per step off the loop: between two steps the loop serves others
+
+
+async def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
     """A body sent with ``Content-Encoding: coding`` (gzip or deflate), decompressed to at most ``limit`` bytes.
 
     Triton's HTTP endpoint takes both (``tritonclient``'s ``request_compression_algorithm``); any
     other coding is a 415, a body that decompresses past ``limit`` a 413 (a small bomb cannot
-    expand in memory: at most ``limit`` + 1 bytes are made).
+    expand in memory: at most ``limit`` + 1 bytes are made), data after the end of the compressed
+    stream (a second gzip member) a 400. The first 64 KiB are made on the event loop; the rest,
+    1 MiB a step, on a worker thread, so a bomb never holds the loop (docs/reference.md).
     """
     name = coding.strip().lower()
     if name in (b"", b"identity"):
@@ -87,16 +95,57 @@ def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
             f"Content-Encoding {shown!r} is not supported here; send the body with gzip, deflate or no encoding."
         )
     inflater = zlib.decompressobj(wbits)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise RequestError(f"The body is not valid {shown} data (Content-Encoding: {shown}): {exc}.") from None
-    if len(out) > limit:
+    most = min(FIRST_STEP, limit + 1)
+    piece = _step(inflater, body, most, shown)
+    pieces, size = [piece], len(piece)
+    if not inflater.eof and size <= limit:
+        log.debug("a %s request body is inflated off the event loop, %d bytes a step", shown, STEP)
+        async with _inflating():  # at most INFLATING_AT_ONCE bodies grow at once: memory stays bounded
+            size = await _inflate_rest(inflater, pieces, most, limit, shown)
+    if size > limit:
         log.warning("rejected a %s request body: it decompresses past the limit of %s bytes", shown, limit)
         raise PayloadTooLarge(
             f"The request body decompresses to more than {limit} bytes (--max-body-size); {len(body)} bytes were "
             f"sent with Content-Encoding {shown}."
         )
-    if not inflater.eof:
-        raise RequestError(f"The {shown} body ends before its compressed stream does (Content-Encoding: {shown}).")
-    return out
+    if inflater.unused_data:
+        raise RequestError(
+            f"The {shown} body has {len(inflater.unused_data)} bytes after the end of its compressed stream (a "
+            f"second gzip member, or junk); send one stream (Content-Encoding: {shown})."
+        )
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+INFLATING_AT_ONCE = 2  # bodies inflated past their first step at once: memory is at most this times --max-body-size
+_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _inflating() -> asyncio.Semaphore:
+    """The running loop's semaphore of ``INFLATING_AT_ONCE``."""
+    loop = asyncio.get_running_loop()
+    semaphore = _semaphores.get(loop)
+    if semaphore is None:
+        semaphore = _semaphores[loop] = asyncio.Semaphore(INFLATING_AT_ONCE)
+    return semaphore
+
+
+async def _inflate_rest(inflater: Any, pieces: list[bytes], most: int, limit: int, shown: str) -> int:
+    """Inflate the rest in steps of at most ``STEP`` bytes on a worker thread, appending to ``pieces``; the size."""
+    size = sum(map(len, pieces))
+    while not inflater.eof and size <= limit:
+        pending = inflater.unconsumed_tail
+        if not pending and len(pieces[-1]) < most:  # every byte taken, the output not cut by the step's bound
+            raise RequestError(f"The {shown} body ends before its compressed stream does (Content-Encoding: {shown}).")
+        most = min(STEP, limit + 1 - size)
+        piece = await asyncio.to_thread(_step, inflater, pending, most, shown)
+        pieces.append(piece)
+        size += len(piece)
+    return size
+
+
+def _step(inflater: Any, data: bytes, most: int, shown: str) -> bytes:
+    """At most ``most`` bytes more of ``inflater``'s output from ``data``; a 400 for data that is not ``shown``."""
+    try:
+        return bytes(inflater.decompress(data, most))
+    except zlib.error as exc:
+        raise RequestError(f"The body is not valid {shown} data (Content-Encoding: {shown}): {exc}.") from None

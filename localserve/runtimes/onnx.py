@@ -68,16 +68,26 @@ class _Input:
         self.dtype: np.dtype[Any] | None = DTYPES.get(arg.type)
         dims = arg.shape if isinstance(arg.shape, list) else None
         # Symbolic dimensions are free (-1); unnamed unknown ones are taken as 1 (Cortex did so).
-        self.shape: list[int] | None = (
-            None if dims is None else [-1 if isinstance(d, str) else 1 if d is None else int(d) for d in dims]
-        )
+        self.shape: list[int] | None = None if dims is None else cortex_dims(dims)
+        self.unsized = unsized_dims(dims)
         self.text = expectation(self.dtype, self.shape) if self.dtype is not None else arg.type
 
     def coerce(self, value: Any) -> Any:
         if self.dtype is None:  # sequences, maps, or a tensor type numpy lacks: onnxruntime decides
             return value
         # More than one free dimension: the array keeps its shape and onnxruntime judges it (Cortex did so).
-        return to_array(self.name, value, self.dtype, self.shape, check_shape=False)
+        if not self.unsized:
+            return to_array(self.name, value, self.dtype, self.shape, check_shape=False)
+        try:
+            return to_array(self.name, value, self.dtype, self.shape, check_shape=False)
+        except RequestError as exc:
+            if " of shape " not in str(exc).partition("; got ")[2]:
+                raise
+            which = ", ".join(map(str, self.unsized))
+            raise RequestError(
+                f"{str(exc).rstrip('.')}. Dimension {which} has no size in the model; as on Cortex it is taken as 1 "
+                "(name it in the model, or send one row)."
+            ) from None
 
 
 class OnnxModel:
@@ -245,8 +255,24 @@ def _reason(exc: BaseException) -> str:
     return str(exc).strip() or type(exc).__name__
 
 
+def cortex_dims(dims: list[Any]) -> list[int]:
+    """ONNX dimensions as Cortex's ONNX client took them: a named one is free (-1), one with no size is 1."""
+    return [-1 if isinstance(d, str) else 1 if d is None else int(d) for d in dims]
+
+
+def unsized_dims(dims: list[Any] | None) -> list[int]:
+    """The positions of the dimensions with neither a size nor a name (skl2onnx's default batch dimension)."""
+    return [i for i, d in enumerate(dims or []) if d is None]
+
+
 def _describe_arg(arg: Any) -> dict[str, Any]:
+    """An input or output for GET /<api>: the shape the Cortex routes take (a dimension with no size is 1 there;
+    ``unsized`` lists them, which the V2 routes take as any size, -1, as Triton does)."""
     dtype = DTYPES.get(arg.type)
     type_name = arg.type if dtype is None else ("string" if dtype == STRING else dtype.name)
-    shape = arg.shape if isinstance(arg.shape, list) else None
-    return {"name": arg.name, "type": type_name, "shape": shape}
+    dims = arg.shape if isinstance(arg.shape, list) else None
+    shape = None if dims is None else [d if isinstance(d, str) else 1 if d is None else int(d) for d in dims]
+    described = {"name": arg.name, "type": type_name, "shape": shape}
+    if unsized := unsized_dims(dims):
+        described["unsized"] = unsized
+    return described

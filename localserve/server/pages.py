@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import math
 import mimetypes
 import time
@@ -42,6 +43,7 @@ SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
 # The route the Open Inference Protocol's inference will answer at; its paths join the document
 # once the app has it (see ``Pages.v2_inference``).
 V2_INFER_ROUTE = "/v2/models/{name}/infer"
+log = logging.getLogger("localserve")
 SAMPLE_FILE = "sample.json"
 DOCS_FILES = (*SWAGGER_FILES, "docs.js", "pages.css")
 DASHBOARD_FILES = ("dashboard.js", "dashboard.css", "pages.css")
@@ -217,11 +219,31 @@ def _api_doc(rt: ApiRuntime, sample: Any, serves_root: bool) -> ApiDoc:
 
 
 def _sample(path: Path) -> Any:
-    """The project's ``sample.json``, when it holds JSON; None otherwise."""
+    """The project's ``sample.json``, when it holds JSON; None otherwise.
+
+    Python's json reads ``NaN`` and ``Infinity``, which JSON has not: such a sample would make
+    ``/openapi.json`` invalid, so it is left out of the document, with a warning (docs/reference.md).
+    """
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except _NotJson as exc:
+        if path not in _warned:
+            _warned.add(path)
+            log.warning("%s holds %s, which is not JSON: it is left out of /openapi.json's examples", path.name, exc)
+        return None
     except (OSError, ValueError):
         return None
+
+
+_warned: set[Path] = set()  # the samples already warned of (the document is made on every request)
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(name)
 
 
 @cache

@@ -538,6 +538,46 @@ def test_the_body_of_a_finished_request_is_freed_without_a_collection(serve, mak
             gc.enable()
 
 
+def test_a_request_that_waited_in_the_queue_is_freed_with_its_answer_without_a_collection(serve, make_project) -> None:
+    """A request queued long enough gets a task that listens for its client leaving; cancelling that
+    task once the request is answered must not tie the request (and its answer) into a reference cycle."""
+    project = make_project(
+        {
+            "main.py": """
+            import threading, weakref
+            refs, gate = [], threading.Event()
+
+            def handler(request, context):
+                refs.append(weakref.ref(request))
+                if request.read() == b"first":
+                    gate.wait(120)
+                return {"content": b"x" * 1_000_000}
+            """
+        }
+    )
+    with serve(project, handler="main:handler") as client:
+        import main
+
+        lifecycle = client.app.apis["proj"].lifecycle
+        gc.collect()
+        gc.disable()  # only reference counting may free the requests
+        try:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                first = pool.submit(client.post, "/", content=b"first")
+                wait_for(lambda: len(main.refs) == 1, "the first request holding the API's one thread")
+                second = pool.submit(client.post, "/", content=b"second")
+                wait_for(
+                    lambda: any(job.listener is not None for job in list(lifecycle.waiting)),
+                    "the queued request listening for its client",
+                )
+                main.gate.set()
+                assert [len(first.result(60).content), len(second.result(60).content)] == [1_000_000] * 2
+            assert client.post("/", content=b"y").status_code == 200  # the first two are done (see above)
+            assert [ref() for ref in main.refs[:2]] == [None, None]
+        finally:
+            gc.enable()
+
+
 @pytest.mark.slow
 def test_after_the_graceful_timeout_waiting_clients_get_503_and_queued_work_never_runs(make_project, tmp_path) -> None:
     from tests.test_e2e import output_of, server

@@ -377,3 +377,18 @@ def test_a_v2_404_lists_the_v2_routes(make_project, serve) -> None:
         },
     )
     assert native.json()["error"] == "No route '/nope'; the APIs answer at /, /iris, /predict."
+
+
+def test_a_sample_json_holding_nan_is_left_out_and_the_document_loads(make_project, serve, caplog) -> None:
+    """Python reads NaN in a sample.json; JSON has no NaN, so the example is dropped (issue 32, item 21)."""
+    project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
+    (project / "sample.json").write_text('{"x": NaN}')
+    with serve(project, handler="main:handler") as client:
+        answer = client.get("/openapi.json")
+        assert answer.status_code == 200
+        validate(answer.json())
+        body = answer.json()["paths"]["/proj"]["post"]["requestBody"]["content"]["application/json"]
+        assert "example" not in body
+        assert client.get("/openapi.json").status_code == 200
+    warnings = [r.getMessage() for r in caplog.records if "sample.json" in r.getMessage()]
+    assert warnings == ["sample.json holds NaN, which is not JSON: it is left out of /openapi.json's examples"]

@@ -30,6 +30,8 @@ PROTOCOL_METHODS = {
     "on_message_complete": [],
     "on_response_complete": [],
     "send_400_response": ["msg"],
+    "pause_writing": [],
+    "resume_writing": [],
 }
 # What the protocol sets up per connection and per request, read or written by our code.
 PROTOCOL_ATTRIBUTES = ["cycle", "pipeline", "flow", "headers", "scope", "client", "transport", "loop"]
@@ -85,3 +87,46 @@ def test_the_server_lifecycle_we_drive() -> None:
     server = Server(Config(app=lambda: None))
     assert isinstance(server._captured_signals, list)
     assert hasattr(server, "should_exit") and "self.servers" in inspect.getsource(Server.startup)
+
+
+def test_httptools_calls_the_chunk_callbacks_around_the_trailer_fields() -> None:
+    """guarded.py counts trailer fields from the last chunk's size line (``on_chunk_header``) to its end."""
+    import httptools
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.events: list[object] = []
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self.events.append((name, value))
+
+        def on_headers_complete(self) -> None:
+            self.events.append("head")
+
+        def on_body(self, body: bytes) -> None:
+            self.events.append(body)
+
+        def on_chunk_header(self) -> None:
+            self.events.append("chunk")
+
+        def on_chunk_complete(self) -> None:
+            self.events.append("chunk end")
+
+        def on_message_complete(self) -> None:
+            self.events.append("end")
+
+    recorder = Recorder()
+    parser = httptools.HttpRequestParser(recorder)
+    for piece in (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n", b"0\r\nX-T: a", b"b\r\n\r\n"):
+        parser.feed_data(piece)
+    assert recorder.events == [
+        (b"Transfer-Encoding", b"chunked"),
+        "head",
+        "chunk",
+        b"{}",
+        "chunk end",
+        "chunk",
+        (b"X-T", b"ab"),
+        "chunk end",
+        "end",
+    ]

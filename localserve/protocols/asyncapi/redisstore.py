@@ -89,7 +89,10 @@ class RedisStore:
         try:
             yield
         except redis.RedisError as exc:
-            raise StoreError(f"The job store {self.url} could not be {doing}: {exc}.") from exc
+            raise StoreError(
+                f"The job store {self.url} could not be {doing}: {exc}.",
+                public=f"the job store could not be {doing} (the server log has the details)",
+            ) from exc
 
     # -- JobStore -------------------------------------------------------------------------------
     def submit(self, job_id: str, payload: bytes, meta: Mapping[str, Any], now: float) -> None:

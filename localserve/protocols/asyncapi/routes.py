@@ -145,7 +145,8 @@ class AsyncJobs:
             try:
                 await asyncio.to_thread(store.ping)
             except StoreError as exc:
-                found[name] = str(exc)
+                log.warning("api %r: %s", name, exc)
+                found[name] = exc.public
         return found
 
     async def add_jobs(self, entries: list[dict[str, Any]]) -> None:
@@ -157,7 +158,8 @@ class AsyncJobs:
             try:
                 counts = await asyncio.to_thread(store.counts)
             except StoreError as exc:
-                entry["jobs"] = {"error": str(exc)}
+                log.warning("api %r: %s", entry.get("api"), exc)
+                entry["jobs"] = {"error": exc.public}
                 continue
             done = {outcome: sum(counts.buckets.get(outcome, [])) for outcome in ("completed", "failed")}
             finished = sum(done.values())
@@ -228,7 +230,7 @@ class AsyncJobs:
             await asyncio.to_thread(store.submit, job_id, body, meta, time.time())
         except StoreError as exc:
             log.error("api %r: submit refused: %s", name, exc)
-            raise StoreUnavailable(f"The job was not stored: {exc}") from None
+            raise StoreUnavailable(f"The job was not stored: {exc.public}.") from None
         worker = self.workers.get(name)
         if worker is not None:
             worker.wake.set()
@@ -250,7 +252,8 @@ class AsyncJobs:
         try:
             state = await asyncio.to_thread(store.state, job_id)
         except StoreError as exc:
-            raise StoreUnavailable(str(exc)) from None
+            log.error("api %r: reading job %s failed: %s", name, job_id, exc)
+            raise StoreUnavailable(f"The job could not be read: {exc.public}.") from None
         status = 200
         if state is None:  # Cortex 0.35+: 404 "error: id <id> not found"; the status kept for 0.32-0.34's clients
             status = 404

@@ -131,7 +131,10 @@ class SqliteStore:
                         entry.error = single
         except BaseException as exc:  # never leave a waiting submitter hanging
             for entry in batch:
-                entry.error = StoreError(f"The job store {self.path} could not be written: {exc!r}.")
+                entry.error = StoreError(
+                    f"The job store {self.path} could not be written: {exc!r}.",
+                    public="the job store could not be written (the server log has the details)",
+                )
         for entry in batch:
             entry.done.set()
 

@@ -52,11 +52,12 @@ class SqliteFile:
             if isinstance(exc, sqlite3.OperationalError) and "full" in text:
                 limit = f" (max_bytes={self.max_bytes})" if self.max_bytes else ""
                 raise StoreError(
-                    f"The job store {self.path} is full{limit}: {text}; free disk space or wait for old jobs to be purged."
+                    f"The job store {self.path} is full{limit}: {text}; free disk space or wait for old jobs to be purged.",
+                    public=f"the job store is full{limit}; try again once old jobs are purged",
                 ) from exc
-            raise StoreError(f"The job store {self.path} could not be {doing}: {text}.") from exc
+            raise StoreError(f"The job store {self.path} could not be {doing}: {text}.", public=_public(doing)) from exc
         except OSError as exc:
-            raise StoreError(f"The job store {self.path} could not be {doing}: {exc}.") from exc
+            raise StoreError(f"The job store {self.path} could not be {doing}: {exc}.", public=_public(doing)) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -101,3 +102,8 @@ def _create(db: sqlite3.Connection, schema: str) -> None:
             if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def _public(doing: str) -> str:
+    """What a client is told of a store that could not be ``doing``: no path (the log has it)."""
+    return f"the job store could not be {doing} (the server log has the details)"

@@ -28,9 +28,17 @@ LATENCY_BOUNDS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0
 
 
 class StoreError(LocalServeError):
-    """The job store cannot be read or written (unreachable, full, broken); a submit answers 503."""
+    """The job store cannot be read or written (unreachable, full, broken); a submit answers 503.
+
+    The message, for the log, names the store (its file, its address); ``public``, what a client is
+    told, names neither (even without --hide-errors: they are the server's, not the request's).
+    """
 
     status_code = 503
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public or "the job store could not be used (the server log has the details)"
 
 
 @dataclass(frozen=True)

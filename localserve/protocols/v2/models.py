@@ -141,13 +141,17 @@ def view_of(rt: ApiRuntime, name: str, model: Any, **extra: Any) -> V2Model:
 
 
 def _spec(item: dict[str, Any]) -> TensorSpec:
-    """A TensorSpec from ``Model.describe``'s {"name", "type", "shape"}: named or unknown dimensions are -1.
+    """A TensorSpec from ``Model.describe``'s {"name", "type", "shape", "unsized"}: named or unsized dimensions are -1.
 
     A type V2 has no datatype for (an ONNX sequence or map) gets the empty datatype; such outputs
     are left out, and such an input makes every request fail with a message naming it.
     """
-    shape = item.get("shape")
-    dims = None if shape is None else tuple(d if isinstance(d, int) and d >= 0 else -1 for d in shape)
+    shape, unsized = item.get("shape"), item.get("unsized") or ()
+    dims = (
+        None
+        if shape is None
+        else tuple(d if isinstance(d, int) and d >= 0 and i not in unsized else -1 for i, d in enumerate(shape))
+    )
     return TensorSpec(str(item["name"]), datatype_of_name(str(item["type"])) or "", dims)
 
 

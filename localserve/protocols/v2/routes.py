@@ -9,7 +9,6 @@ too. Errors are ``{"error": "..."}``, rendered by ``protocols.http.render_error`
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -43,8 +42,6 @@ from localserve.protocols.v2.stats import model_stats
 from localserve.protocols.v2.tensors import Requested
 from localserve.request import Request
 from localserve.response import Reply
-
-DECODE_ON_LOOP = 256 * 1024  # compressed bodies larger than this are decompressed off the event loop
 
 INFER_ROUTE = "/v2/models/{name}/infer"  # the same as localserve.server.pages.V2_INFER_ROUTE
 JSON = b"application/json"
@@ -222,10 +219,7 @@ class V2Routes:
             elif key == b"content-encoding":
                 coding = value
         if coding is not None:  # tritonclient's request_compression_algorithm: the header length is the decoded one
-            if len(body) > DECODE_ON_LOOP:
-                body = await asyncio.to_thread(decode_content, body, coding, self.max_body_size)
-            else:
-                body = decode_content(body, coding, self.max_body_size)
+            body = await decode_content(body, coding, self.max_body_size)
         call = _Call(model, parse_header_length(length, len(body)))
         return Request("POST", scope["headers"], body, request_id=request_id, path=scope["path"]), call
 

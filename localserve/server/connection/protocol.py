@@ -25,15 +25,12 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from localserve.config.options import HttpLimits
-from localserve.protocols.http import FAST_PATH, request_id_of
+from localserve.protocols.http import FAST_PATH
+from localserve.server.connection.guarded import GuardedProtocol, Refused
 from localserve.server.connection.refusals import cut_body_message, header_refusal, write_refusal
 from localserve.server.connection.writes import FastReply, OneWrite
 
 log = logging.getLogger("localserve")
-
-
-class _Refused(Exception):
-    """Raised from a parser callback to stop httptools; the reason is kept on the protocol."""
 
 
 def protocol_class(limits: HttpLimits) -> type[HttpToolsProtocol]:
@@ -41,31 +38,17 @@ def protocol_class(limits: HttpLimits) -> type[HttpToolsProtocol]:
     return type("LimitedHttpProtocol", (LimitedHttpProtocol,), {"limits": limits})
 
 
-class LimitedHttpProtocol(HttpToolsProtocol):
+class LimitedHttpProtocol(GuardedProtocol):
     """uvicorn's httptools protocol with limits on request heads and timeouts (``HttpLimits``).
 
     Made per server by ``protocol_class``.
     """
 
-    limits = HttpLimits()
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.in_head = True  # between two requests, or reading a request line and headers
-        self.head_bytes = 0
-        self.header_count = 0
-        self.content_type: bytes | None = None  # the request's Content-Type so far (two that disagree are a 400)
-        self.heads = 0  # request heads parsed on this connection
-        self.refusal: tuple[int, str] | None = None
-        # A refused request behind others still being answered: (status, message, request id),
-        # written once they are (``on_response_complete``); its bytes and any after are dropped.
-        self.deferred: tuple[int, str, str] | None = None
         self.completed = False  # a request ended during the current parse...
         self.begun = False  # ... and the next one began after it
         self.body_seen = 0  # body bytes handed over during the current parse
-        self.body_received = 0  # body bytes of the current request
-        self.head_timer: asyncio.TimerHandle | None = None
-        self.body_timer: asyncio.TimerHandle | None = None
         # The socket's own descriptor, duplicated for the API's threads to write answers
         # (ThreadReply): closing the connection cannot hand its number to another client while
         # a thread writes, because it is closed under the lock a thread writes under.
@@ -120,6 +103,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 self._head_over(data, room)
                 return
             self.head_bytes += len(data)
+        elif self.trailing and not self._trailer_fits(data):
+            return
         self._parse(data)
         if self.transport.is_closing():
             self._cancel_timers()
@@ -160,18 +145,22 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """A request begins: its headers are counted from zero."""
         self.header_count, self.begun, self.body_received = 0, True, 0
         self.content_type = None
+        self.trailing, self.trailer_bytes, self.trailer_dropped = False, 0, False
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        """One header: refused when the head has too many."""
+        """One header: refused when the head has too many. A trailer field counts, and is dropped."""
         self.header_count += 1
         if self.header_count > self.limits.max_headers:
             self.refusal = (431, f"The request has more than {self.limits.max_headers} headers (--max-headers).")
-            raise _Refused
+            raise Refused
+        if not self.in_head:  # a trailer field
+            self._drop_trailer(name)
+            return
         if len(name) in (12, 17):  # Content-Type, Transfer-Encoding: checked (the others cost one comparison)
             self.refusal = header_refusal(name, value, self.content_type)
             if self.refusal is not None:
-                raise _Refused
+                raise Refused
             if name.lower() == b"content-type":
                 self.content_type = value
         super().on_header(name, value)
@@ -193,6 +182,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def on_body(self, body: bytes) -> None:
         """A piece of the body (counted: it is no part of the next request's head)."""
+        self.trailing, self.trailer_bytes = False, 0
         self.body_seen += len(body)
         self.body_received += len(body)
         super().on_body(body)
@@ -236,63 +226,3 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.deferred = None
         if not self.transport.is_closing():
             write_refusal(self.transport, *deferred)
-
-    # -- refusals -------------------------------------------------------------------------------
-    def _head_timed_out(self) -> None:
-        self.head_timer = None
-        if not self.in_head or self.transport.is_closing():
-            return
-        if self.head_bytes == 0:  # an idle connection: nothing was asked, nothing to answer
-            self.transport.close()
-            return
-        self._refuse(
-            408, f"The request head did not arrive within {self.limits.header_timeout:g} s (--header-timeout)."
-        )
-
-    def _body_timed_out(self) -> None:
-        self.body_timer = None
-        if self.in_head or self.transport.is_closing():
-            return
-        cycle = self.cycle
-        if cycle is not None and cycle.response_started:
-            if cycle.response_complete:  # answered early (413, 503): the rest of the body is not wanted
-                self.transport.close()
-            return  # else the app is answering; the connection ends with its response
-        self._refuse(408, f"The request body did not arrive within {self.limits.body_timeout:g} s (--body-timeout).")
-
-    def _refuse_head_size(self) -> None:
-        self._refuse(
-            431,
-            f"The request head (request line and headers) is over {self.limits.max_header_bytes} bytes "
-            "(--max-header-bytes).",
-        )
-
-    def _refuse(self, status: int, message: str) -> None:
-        """Answer ``status`` with a JSON error and close the connection; the app never sees the request.
-
-        A request refused in its head behind earlier ones still being answered (pipelining) waits
-        for their answers: they were read whole and their handlers run, so their clients get them.
-        """
-        self._cancel_timers()
-        request_id = request_id_of({"headers": self.headers or []})
-        client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
-        log.warning("request %s from %s refused with %d: %s", request_id, client, status, message)
-        cycle = self.cycle
-        if self.in_head and (self.pipeline or (cycle is not None and not cycle.response_complete)):
-            self.deferred = (status, message, request_id)
-            self.flow.pause_reading()
-            return
-        if cycle is not None and not cycle.response_complete:
-            cycle.disconnected = True  # the app's receive() now says the client has gone
-            cycle.message_event.set()
-            if cycle.response_started:  # a response is half sent: nothing more can be said
-                self.transport.close()
-                return
-            cycle.response_complete = True
-        write_refusal(self.transport, status, message, request_id)
-
-    def _cancel_timers(self) -> None:
-        for timer in (self.head_timer, self.body_timer):
-            if timer is not None:
-                timer.cancel()
-        self.head_timer = self.body_timer = None

@@ -158,18 +158,19 @@ def test_a_body_over_the_limit_is_413_and_stores_nothing(
 
 
 def test_a_full_store_is_503_at_submit_and_no_id_is_given(
-    async_project: Callable[..., Path], serve: Callable[..., Any], tmp_path: Path
+    async_project: Callable[..., Path], serve: Callable[..., Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "small.sqlite3"
     project = async_project(f"  async_store: sqlite://{path}?max_bytes=65536\n")
     with serve(project) as client:
         reply = client.post("/jobs", content=b"x" * 200_000, headers={"X-Request-ID": "r3"})
         assert reply.status_code == 503 and reply.headers["retry-after"] == "1"
-        assert reply.json() == {
-            "error": f"The job was not stored: The job store {path} is full (max_bytes=65536): database or disk is "
-            "full; free disk space or wait for old jobs to be purged.",
+        assert reply.json() == {  # the path is the server's: the log has it, the client not (issue 32, item 7)
+            "error": "The job was not stored: the job store is full (max_bytes=65536); try again once old jobs are "
+            "purged.",
             "request_id": "r3",
         }
+        assert f"The job store {path} is full (max_bytes=65536)" in caplog.text  # the log has the details
         assert 'localserve_async_jobs{api="jobs",status="in_queue"} 0.0' in client.get("/metrics").text
         assert wait_for(client, submit(client, {"n": 4}), "completed")["result"]["payload"] == {"n": 4}
 
@@ -213,13 +214,11 @@ def test_readyz_fails_and_submit_is_503_while_the_store_is_unreachable(
         body = reply.json()
         assert body["status"] == "not ready"
         assert body["apis"]["jobs"]["status"] == "ready"
-        assert body["apis"]["jobs"]["store"].startswith(
-            f"The job store redis://127.0.0.1:{port}/0 could not be reached: "
-        )
+        assert body["apis"]["jobs"]["store"] == "the job store could not be reached (the server log has the details)"
         reply = client.post("/jobs", json={"n": 1})
         assert reply.status_code == 503
-        assert reply.json()["error"].startswith(
-            f"The job was not stored: The job store redis://127.0.0.1:{port}/0 could not be written: "
+        assert reply.json()["error"] == (
+            "The job was not stored: the job store could not be written (the server log has the details)."
         )
         assert 'localserve_async_store_up{api="jobs"} 0.0' in client.get("/metrics").text
 

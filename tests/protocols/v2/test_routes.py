@@ -7,11 +7,13 @@ against onnxruntime running the same model files directly, and against the nativ
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import gc
 import gzip
 import json
 import shutil
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -485,19 +487,44 @@ def test_decoding_stops_at_the_body_limit() -> None:
     from localserve.errors import RequestError
     from localserve.protocols.bodies import decode_content
 
+    def decode(body: bytes, coding: bytes, limit: int) -> bytes:
+        return asyncio.run(decode_content(body, coding, limit))
+
     bomb = gzip.compress(b"\0" * 10_000)
-    assert decode_content(bomb, b"GZIP", 10_000) == b"\0" * 10_000
+    assert decode(bomb, b"GZIP", 10_000) == b"\0" * 10_000
     with pytest.raises(RequestError) as info:
-        decode_content(bomb, b"gzip", 9_999)
+        decode(bomb, b"gzip", 9_999)
     assert info.value.status_code == 413
     assert str(info.value) == (
         f"The request body decompresses to more than 9999 bytes (--max-body-size); {len(bomb)} bytes were sent with "
         "Content-Encoding gzip."
     )
     with pytest.raises(RequestError) as info:
-        decode_content(b"not zlib", b"deflate", 100)
+        decode(b"not zlib", b"deflate", 100)
     assert str(info.value) == (
         "The body is not valid deflate data (Content-Encoding: deflate): Error -3 while decompressing data: "
         "incorrect header check."
     )
-    assert decode_content(b"as is", b"identity", 100) == b"as is"
+    assert decode(b"as is", b"identity", 100) == b"as is"
+
+
+def test_a_body_is_inflated_in_steps_and_data_after_the_first_gzip_member_is_a_400() -> None:
+    from localserve.errors import RequestError
+    from localserve.protocols.bodies import decode_content
+
+    big = bytes(range(256)) * (12 * 1024)  # 3 MiB: the first step on the loop, then three off it
+    assert asyncio.run(decode_content(gzip.compress(big), b"gzip", 4 * 1024 * 1024)) == big
+    assert asyncio.run(decode_content(zlib.compress(big), b"deflate", len(big))) == big
+    with pytest.raises(RequestError) as info:
+        asyncio.run(decode_content(gzip.compress(big) + gzip.compress(b"more"), b"gzip", 4 * 1024 * 1024))
+    assert (info.value.status_code, str(info.value)) == (
+        400,
+        f"The gzip body has {len(gzip.compress(b'more'))} bytes after the end of its compressed stream (a second gzip "
+        "member, or junk); send one stream (Content-Encoding: gzip).",
+    )
+    with pytest.raises(RequestError) as info:
+        asyncio.run(decode_content(gzip.compress(big)[:5000], b"gzip", 4 * 1024 * 1024))
+    assert (info.value.status_code, str(info.value)) == (
+        400,
+        "The gzip body ends before its compressed stream does (Content-Encoding: gzip).",
+    )
