@@ -7,6 +7,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import replace
 from typing import Any
 
+from localserve.compat.hosts import RUN_PEERS
 from localserve.config import ServeConfig
 from localserve.errors import HandlerError, LocalServeError
 from localserve.protocols.http import render_error
@@ -112,8 +113,6 @@ def run_job_once(
 
 
 # Under ``run``, LOCALSERVE_URL's host: one loopback server of every API but the one run, started on first use.
-RUN_PEERS = "localserve-peers"
-RUN_URL = f"http://api-{RUN_PEERS}:8888"
 
 
 def peer_starter(

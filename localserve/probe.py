@@ -37,7 +37,8 @@ def user_modules(config: ServeConfig) -> list[tuple[str, str, str, dict[str, Any
         if api.request_handler:
             modules.append((api.name, "file", api.request_handler, {"request_handler": api.request_handler}))
         if api.predictor:
-            predictor = {"type": api.predictor.type, "path": api.predictor.path}
+            multi = api.predictor.models is not None  # python_client and load_model (multi_model_reloading)
+            predictor = {"type": api.predictor.type, "path": api.predictor.path, "multi_model": multi}
             modules.append((api.name, "file", api.predictor.path, {"predictor": predictor}))
     return modules
 
@@ -145,6 +146,7 @@ def _probe(
 def _inspect(module: Any, wanted: dict[str, Any], project: Path) -> None:  # pragma: no cover - in the subprocess
     """What ``serve`` checks in the imported ``module`` before it calls user code: the same functions decide."""
     from localserve.config import PredictorConfig
+    from localserve.config.schema import ModelsConfig
     from localserve.handlers.abeja import inspect_handler
     from localserve.handlers.loader import load_attr
     from localserve.handlers.predictor import inspect_predictor
@@ -155,7 +157,9 @@ def _inspect(module: Any, wanted: dict[str, Any], project: Path) -> None:  # pra
     elif "request_handler" in wanted:
         inspect_hooks(module, wanted["request_handler"])
     else:
-        inspect_predictor(module, PredictorConfig(**wanted["predictor"]))
+        spec = dict(wanted["predictor"])
+        models = ModelsConfig() if spec.pop("multi_model", False) else None
+        inspect_predictor(module, PredictorConfig(**spec, models=models))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -66,6 +66,12 @@ def serve_refuses(project: Path, monkeypatch: pytest.MonkeyPatch, handler: str |
             "predictor.py: PythonPredictor.predict has an unknown parameter 'body'; it may take: payload, request_id, "
             "query_params, headers.",
         ),
+        (
+            "class PythonPredictor:\n" + NEVER_CREATED + "    def predict(self, payload):\n        return 1\n"
+            "    def post_predict(self, response, body):\n        pass\n",
+            "predictor.py: PythonPredictor.post_predict has an unknown parameter 'body'; it may take: response, "
+            "payload, query_params, headers.",
+        ),
     ],
 )
 def test_check_refuses_a_predictor_that_serve_refuses(
@@ -151,3 +157,28 @@ def test_check_refuses_a_savedmodel_with_several_signatures_and_none_chosen(make
     (project / "predictor.py").write_text(predictor)
     (project / "cortex.yaml").write_text(PREDICTOR.format(type="tensorflow", extra="    model_path: model\n"))
     assert check(project)[0] == 0
+
+
+MULTI = "    multi_model_reloading:\n      dir: models\n"
+
+
+def test_check_takes_python_client_with_multi_model_reloading_and_asks_for_load_model(
+    make_project, monkeypatch
+) -> None:
+    """With ``multi_model_reloading`` a python predictor's ``__init__`` takes ``python_client`` and the class needs
+    ``load_model``: check decides as serve does (the probe is told the API has several models)."""
+    head = "class PythonPredictor:\n    def __init__(self, config, python_client):\n        raise SystemExit('ran')\n"
+    predict = "    def predict(self, payload):\n        return 1\n"
+    config = PREDICTOR.format(type="python", extra=MULTI).replace("kind: api", "kind: RealtimeAPI")
+    files = {"cortex.yaml": config, "models/a/1/model.bin": "x"}
+    good = make_project(
+        {**files, "predictor.py": head + predict + "    def load_model(self, model_path):\n        return 1\n"}
+    )
+    assert check(good)[0] == 0
+    bad = make_project({**files, "predictor.py": head + predict}, name="bad")
+    message = (
+        "predictor.py: PythonPredictor needs a load_model(self, model_path) method to serve 'multi_model_reloading' "
+        "(python_client.get_model calls it for each model version)."
+    )
+    assert check(bad)[2] == f"Error: cortex.yaml: api 'pred': {message}\n"
+    assert serve_refuses(bad, monkeypatch) == message

@@ -244,3 +244,20 @@ def test_the_localserve_client_fixture(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+
+
+def test_run_gives_user_code_localserve_url_to_the_other_apis(make_project) -> None:
+    """As ``localserve run``: ``$LOCALSERVE_URL/<other>`` reaches another API of the config (started on first use)."""
+    front = (
+        "import json, os, urllib.request\n\n\nclass PythonPredictor:\n    def __init__(self, config):\n        pass\n\n"
+        "    def predict(self, payload):\n"
+        "        with urllib.request.urlopen(os.environ['LOCALSERVE_URL'] + '/back', data=b'{}') as answer:\n"
+        "            return {'front': json.load(answer)}\n"
+    )
+    back = 'class PythonPredictor:\n    def __init__(self, config):\n        pass\n\n    def predict(self):\n        return {"v": "back"}\n'
+    config = "".join(
+        f"- name: {n}\n  kind: RealtimeAPI\n  predictor: {{type: python, path: {n}.py}}\n" for n in ("front", "back")
+    )
+    project = make_project({"cortex.yaml": config, "front.py": front, "back.py": back})
+    result = localserve.testing.run(project, input=b"{}", api="front", headers={"Content-Type": "application/json"})
+    assert (result.status, result.json()) == (200, {"front": {"v": "back"}})

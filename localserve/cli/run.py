@@ -84,6 +84,7 @@ def _run(
     query: str,
     output: Path | None,
 ) -> None:
+    from localserve.compat.hosts import RUN_URL
     from localserve.logs.user import stdout_to_stderr
 
     if output is not None and not output.parent.is_dir():  # said before user code runs, not after
@@ -109,8 +110,8 @@ def _run(
             body=body,
             query=query,
             quiet=quiet,
-            # LOCALSERVE_URL/<other> reaches the other APIs, as under serve (client.RUN_URL: started on first use).
-            url=os.environ.get("LOCALSERVE_URL") or "http://api-localserve-peers:8888",
+            # LOCALSERVE_URL/<other> reaches the other APIs, as under serve (compat.hosts.RUN_URL: started on first use).
+            url=os.environ.get("LOCALSERVE_URL") or RUN_URL,
         )
     if status >= 400:
         click.echo(f"Error: the handler answered {status}:", err=True)
@@ -181,8 +182,8 @@ def _send_one(
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.client import RUN_PEERS, peer_starter, run_job_once, run_once
-    from localserve.compat.hosts import install_api_hosts
+    from localserve.client import peer_starter, run_job_once, run_once
+    from localserve.compat.hosts import RUN_PEERS, install_api_hosts
     from localserve.peers import Peers
     from localserve.server.runner import Runner
 

@@ -192,5 +192,7 @@ def _serve(config: ServeConfig, flags: ApiFlags, settings: dict[str, Any], conte
 
     api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas")
     replicas = 1 if settings["reload"] else replicas or default_replicas(config)
-    options = serve_options(flags, os.environ, **settings, api_key=api_key, replicas=replicas, freeze_heap=True)
+    options = serve_options(
+        flags, os.environ, **settings, api_key=api_key, replicas=replicas, freeze_heap=not settings["reload"]
+    )  # --reload: a frozen heap would keep every replaced version
     return serve_forever(config, options, context if options.reload else None)

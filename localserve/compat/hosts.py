@@ -18,6 +18,9 @@ from typing import Any
 __all__ = ["API_PORT", "api_name_of", "install_api_hosts", "route_by_host", "serve_api_hosts"]
 
 API_PORT = 8888
+# Under `run`, LOCALSERVE_URL is RUN_URL: its first call starts one loopback server of every other API.
+RUN_PEERS = "localserve-peers"
+RUN_URL = f"http://api-{RUN_PEERS}:{API_PORT}"
 _HOST_RE = re.compile(r"^api-([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)\.?$")
 _original_getaddrinfo = socket.getaddrinfo
 _lock = threading.Lock()

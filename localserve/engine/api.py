@@ -151,6 +151,8 @@ class ApiRuntime:
         """
         start = time.perf_counter()
         runtime.pipeline.start()
+        if self.front_only:  # an AsyncAPI's front loads no user code, on a reload as at the start
+            return 0.0
         try:
             await asyncio.wrap_future(runtime.pipeline.call(runtime.load))
         except LocalServeError:

@@ -72,6 +72,7 @@ class Lifecycle:
         self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop whose timer runs _sweep, if any
         self._admission = Admission(pipeline.queue)
         self._idle: asyncio.Future[None] | None = None  # set once no request waits, while ``drained`` waits for it
+        self.after_pending = 0  # answers whose after-reply stage (post_predict) has not run yet; loop only
 
     def admit(self) -> Admission:
         """Admit one request: NotReady or Overloaded (503) at once, else an ``Admission`` to read its body in."""
@@ -113,10 +114,11 @@ class Lifecycle:
             reply: Reply = await job.future
             if reply.stream is not None and (ended := await self._follow_stream(job)) is not None:
                 reply.status = ended  # sent as 200, recorded as what happened: cut short (500) or left (499)
+            if reply.after is not None:  # the caller owes after_reply: this runtime is not drained before it ran
+                self.after_pending += 1
         finally:
             del waiting[job]
-            if self._idle is not None and not waiting and not self._idle.done():
-                self._idle.set_result(None)  # a replaced runtime (serve --reload) has answered its last request
+            self._maybe_idle()
             if job.listener is not None:
                 job.listener.cancel()
             # Cancelled (the awaiting task was, which cancels the future it awaited): work nobody waits for
@@ -191,16 +193,37 @@ class Lifecycle:
             gone.set()
 
     def after_reply(self, reply: Reply, request_id: str) -> None:
-        """The answer of ``request_id`` has been sent: queue its after-reply stage (``Reply.after``, a predictor's
-        ``post_predict``) on the API's threads. Nobody waits for it; its failure is logged and counted, never sent."""
+        """The answer of ``request_id`` has been sent (or its client left): queue its after-reply stage
+        (``Reply.after``, a predictor's ``post_predict``) on the API's threads, on this runtime, whose ``run`` gave
+        the reply. Nobody waits for it; its failure is logged and counted, never sent. Every reply ``run`` gave
+        with an ``after`` must come here: until it has run, ``drained`` does not return."""
         after = reply.after
-        if after is not None:
-            reply.after = None
-            self.pipeline.call(functools.partial(_run_after, self.name, after, request_id, self.pipeline.hooks))
+        if after is None:
+            return
+        reply.after = None
+        loop = asyncio.get_running_loop()
+        stage = functools.partial(_run_after, self.name, after, request_id, self.pipeline.hooks)
+
+        def run_then_count() -> None:
+            try:
+                stage()
+            finally:
+                loop.call_soon_threadsafe(self._after_done)
+
+        self.pipeline.call(run_then_count)
+
+    def _after_done(self) -> None:
+        self.after_pending -= 1
+        self._maybe_idle()
+
+    def _maybe_idle(self) -> None:
+        if self._idle is not None and not self.waiting and not self.after_pending and not self._idle.done():
+            self._idle.set_result(None)  # a replaced runtime (serve --reload) has answered its last request
 
     async def drained(self) -> None:
-        """Return once no request waits for an answer here (a runtime replaced by ``serve --reload``)."""
-        if self.waiting:
+        """Return once no request waits for an answer here and every after-reply stage has run (a runtime
+        replaced by ``serve --reload``)."""
+        if self.waiting or self.after_pending:
             self._idle = asyncio.get_running_loop().create_future()
             await self._idle
 

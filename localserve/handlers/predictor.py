@@ -8,6 +8,7 @@ same length (Cortex's server-side batching).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,23 +53,26 @@ def inspect_predictor(module: Any, spec: PredictorConfig) -> tuple[type, list[st
     client = spec.type in CLIENT_PARAMS and (spec.type != "python" or spec.models is not None)
     available = ["config", "metrics_client", *([CLIENT_PARAMS[spec.type]] if client else [])]
     init_params = parameter_names(cls.__init__)[1:]  # type: ignore[misc]
-    unknown = [p for p in init_params if p not in available]
-    if unknown:
-        raise HandlerLoadError(
-            f"{spec.path}: {spec.class_name}.__init__ has an unknown parameter {unknown[0]!r}; "
-            f"it may take: {', '.join(available)}."
-        )
+    _refuse_unknown(f"{spec.path}: {spec.class_name}.__init__", init_params, available)
     predict = getattr(cls, "predict", None)
     if not callable(predict):
         raise HandlerLoadError(f"{spec.path}: {spec.class_name} has no predict() method.")
     predict_params = parameter_names(predict)[1:]
-    unknown = [p for p in predict_params if p not in PREDICT_PARAMS]
-    if unknown:
+    _refuse_unknown(f"{spec.path}: {spec.class_name}.predict", predict_params, PREDICT_PARAMS)
+    if spec.type == "python" and spec.models is not None and not callable(getattr(cls, "load_model", None)):
         raise HandlerLoadError(
-            f"{spec.path}: {spec.class_name}.predict has an unknown parameter {unknown[0]!r}; "
-            f"it may take: {', '.join(PREDICT_PARAMS)}."
+            f"{spec.path}: {spec.class_name} needs a load_model(self, model_path) method to serve "
+            "'multi_model_reloading' (python_client.get_model calls it for each model version)."
         )
+    _post_predict_params(cls, spec.path, spec.class_name)
     return cls, init_params, predict_params
+
+
+def _refuse_unknown(where: str, params: list[str], allowed: Sequence[str]) -> None:
+    """A HandlerLoadError for the first of ``params`` (of the method ``where``) not in ``allowed``."""
+    unknown = [p for p in params if p not in allowed]
+    if unknown:
+        raise HandlerLoadError(f"{where} has an unknown parameter {unknown[0]!r}; it may take: {', '.join(allowed)}.")
 
 
 class PredictorEndpoint:
@@ -97,11 +101,6 @@ class PredictorEndpoint:
         spec = self.predictor
         module = load_file(spec.path, self.options.project, api=self.api.name, what="predictor")
         cls, init_params, self.predict_params = inspect_predictor(module, spec)
-        if spec.type == "python" and spec.models is not None and not callable(getattr(cls, "load_model", None)):
-            raise HandlerLoadError(
-                f"{spec.path}: {spec.class_name} needs a load_model(self, model_path) method to serve "
-                "'multi_model_reloading' (python_client.get_model calls it for each model version)."
-            )
         available: dict[str, Any] = {
             "config": dict(spec.config),
             "metrics_client": self.options.metrics_client,
@@ -262,10 +261,5 @@ def _post_predict_params(cls: type, path: str, class_name: str) -> list[str] | N
     if not callable(post_predict):
         raise HandlerLoadError(f"{path}: {class_name}.post_predict must be a method.")
     params = parameter_names(post_predict)[1:]
-    unknown = [p for p in params if p not in POST_PREDICT_PARAMS]
-    if unknown:
-        raise HandlerLoadError(
-            f"{path}: {class_name}.post_predict has an unknown parameter {unknown[0]!r}; "
-            f"it may take: {', '.join(POST_PREDICT_PARAMS)}."
-        )
+    _refuse_unknown(f"{path}: {class_name}.post_predict", params, POST_PREDICT_PARAMS)
     return params

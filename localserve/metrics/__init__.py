@@ -73,7 +73,7 @@ __all__ = [
     "read_figures",
 ]
 
-STAGES = ("pre_inference", "inference", "post_inference", "handler", "predict")
+STAGES = ("pre_inference", "inference", "post_inference", "handler", "predict", "post_predict", "load_model")
 DURATION_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -121,7 +121,8 @@ class Metrics:
         )
         self.stage = Histogram(
             STAGE,
-            "Time spent in each stage of a request (pre_inference, inference, post_inference, handler, predict).",
+            "Time spent in each stage of a request (pre_inference, inference, post_inference, handler, predict, "
+            "post_predict, load_model).",
             ["api", "stage"],
             buckets=DURATION_BUCKETS,
             registry=registry,

@@ -252,9 +252,10 @@ class HttpDoor:
         but for the client leaving (then 499)."""
         path = fast_path(scope)
         writer = None if path is None else path.writer
+        lifecycle = rt.lifecycle  # one runtime for the whole request (serve --reload may swap in another meanwhile)
         try:
             try:
-                with rt.lifecycle.admit():
+                with lifecycle.admit():
                     body = await read_body(scope, receive, self.max_body_size)
                 if prepare is None:
                     request = Request(
@@ -269,20 +270,21 @@ class HttpDoor:
                 else:
                     request, stages = await prepare(scope, body, request_id)
                 del body
-                reply = await rt.lifecycle.run(request, HttpClient(receive, send), stages=stages, writer=writer)
+                reply = await lifecycle.run(request, HttpClient(receive, send), stages=stages, writer=writer)
             except LocalServeError as exc:
                 reply = render_error(exc, request_id, api=rt.api.name, hide_errors=self.hide_errors, v2=v2)
-            if reply.sent is not None:  # the API's thread wrote it: end the response here
-                assert writer is not None
-                writer.complete(reply.sent)
-            elif reply.asgi is not None:  # a Starlette Response returned by user code
-                await send_user_response(
-                    reply, scope, receive, send, request_id, rt.api.name, hide_errors=self.hide_errors
-                )
-            elif reply.stream is None:  # (a stream was sent by the engine, through HttpClient)
-                await send_reply(send, reply, request_id, scope)
-            if reply.after is not None:  # post_predict: once the answer is out, on the API's threads
-                rt.lifecycle.after_reply(reply, request_id)
+            try:
+                if reply.sent is not None:  # the API's thread wrote it: end the response here
+                    assert writer is not None
+                    writer.complete(reply.sent)
+                elif reply.asgi is not None:  # a Starlette Response returned by user code
+                    await send_user_response(
+                        reply, scope, receive, send, request_id, rt.api.name, hide_errors=self.hide_errors
+                    )
+                elif reply.stream is None:  # (a stream was sent by the engine, through HttpClient)
+                    await send_reply(send, reply, request_id, scope)
+            finally:  # post_predict: once the answer is out (or its client gone), on the API's threads
+                lifecycle.after_reply(reply, request_id)
             return reply.status, reply.value
         except ClientGone:
             return 499, None

@@ -201,12 +201,12 @@ class SplitterRoutes:
 
         async def answer() -> tuple[int, Any]:
             nonlocal status
+            lifecycle = rt.lifecycle  # the runtime that answers runs its post_predict (serve --reload)
             try:
-                reply = await rt.lifecycle.run(request, DiscardClient())
+                reply = await lifecycle.run(request, DiscardClient())
             except LocalServeError as exc:  # logged as any request's error (500s), never sent
                 reply = render_error(exc, request_id, api=rt.api.name, hide_errors=True)
-            if reply.after is not None:
-                rt.lifecycle.after_reply(reply, request_id)
+            lifecycle.after_reply(reply, request_id)
             status = reply.status
             return reply.status, reply.value
 

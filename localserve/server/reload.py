@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,17 +85,30 @@ def model_location(api: ApiConfig, project: Path) -> Path | None:
     return (project / location).resolve()
 
 
+def live_model_folders(api: ApiConfig, project: Path) -> list[Path]:
+    """The local folders of a multi-model API (``models: {dir | paths | path}``): its ModelSet watches them itself
+    (new versions, models added or removed), so a change there reloads no API."""
+    models = api.predictor.models if api.predictor is not None else None
+    if models is None:
+        return []
+    places = [models.dir, models.path, *(entry.path for entry in models.paths)]
+    return [(project / place).resolve() for place in places if place and "://" not in place]
+
+
 class Watched:
     """The watch filter: which changed paths count (see the module doc)."""
 
-    def __init__(self, project: Path, config_file: Path | None, models: list[Path]) -> None:
+    def __init__(self, project: Path, config_file: Path | None, models: list[Path], live: Sequence[Path] = ()) -> None:
         self.project = project.resolve()
         self.config_file = config_file.resolve() if config_file is not None else None
         self.models = models
+        self.live = list(live)  # multi-model folders: their ModelSet's watcher reloads models, not this
         self.ignored = ignored(self.project, self.config_file)
 
     def __call__(self, change: object, path: str) -> bool:
         file = Path(path)
+        if any(file.is_relative_to(folder) for folder in self.live):
+            return False
         if file == self.config_file or any(file.is_relative_to(model) for model in self.models):
             return True
         if not file.is_relative_to(self.project):
@@ -147,7 +160,8 @@ class Reloader:
 
     def _watched(self, config: ServeConfig) -> Watched:
         models = [m for api in config.apis if (m := model_location(api, config.project)) is not None]
-        return Watched(config.project, config.config_file, models)
+        live = [folder for api in config.apis for folder in live_model_folders(api, config.project)]
+        return Watched(config.project, config.config_file, models, live)
 
     def status(self) -> dict[str, Any]:
         """For /readyz and the dashboard: reloads done, the error of the last one that failed (until fixed)."""
@@ -223,6 +237,11 @@ class Reloader:
     def plan(self, config: ServeConfig, changes: Changes) -> list[str]:
         """The APIs to reload, in the config's order; a ConfigError when the APIs themselves changed."""
         serving = self.engine.apis
+        if config.splitters != self.config.splitters:  # SplitterRoutes is built once, with the app
+            raise ConfigError(
+                f"{config.source}: a TrafficSplitter changed (added, removed, or its APIs or weights); "
+                "a splitter's change needs a restart of serve."
+            )
         names = [api.name for api in config.apis]
         if set(names) != set(serving):
             raise ConfigError(

@@ -55,7 +55,11 @@ __all__ = ["RunResult", "client", "run"]
 THREADS_EXIT_WAIT = 10.0  # seconds the APIs' threads get to end once the app has shut down
 _FLAGS = {f.name for f in fields(ApiFlags)} - {"context_json", "environment", "no_install"}
 _OPTIONS = {f.name for f in fields(ServeOptions)} | {f.name for f in fields(HttpLimits)}
-_INTERNAL = {"replica", "replicas", "metrics_dir", "accept_when_loaded", "limits"}  # the supervisor's, or flat here
+# The supervisor's, flat here, or about a listening socket or a process that an in-process client has not.
+_INTERNAL = {
+    *("replica", "replicas", "metrics_dir", "accept_when_loaded", "limits", "reload", "grpc_port"),
+    *("uds", "ssl_keyfile", "ssl_certfile", "root_path", "log_config", "freeze_heap"),
+}
 _EXTRA = {"context", "environment", "install"}
 
 
@@ -125,7 +129,8 @@ def _serving(config: ServeConfig, full: ServeConfig, options: ServeOptions, base
     # http://api-<name>:8888 from user code: the API on a loopback server of its own, started on call (as run).
     peers = Peers((a.name for a in full.apis), peer_starter(full, options))
     install_api_hosts(peers.port_of)  # undone with the rest of the Project context
-    runner.app.host_names = frozenset(a.name for a in config.apis)  # Host: api-<name> on / and /predict (seed 001)
+    # Host: api-<name> on / and /predict (seed 001), a TrafficSplitter's name too, as serve routes them
+    runner.app.host_names = frozenset([*(a.name for a in config.apis), *(s.name for s in config.splitters)])
     try:
         with transport.AppLoop(runner.asgi()) as loop:
             loop.run(_loaded(runner.app))
@@ -188,6 +193,8 @@ def run(
         if not Path(input).is_file():
             raise ConfigError(f"input={str(input)!r}: no such file; pass the request body as bytes, or a file's path.")
         body, guessed = read_input(str(input))
+    from localserve.compat.hosts import RUN_URL
+
     pairs = list(headers.items() if isinstance(headers, Mapping) else headers)
     status, response_headers, response_body = send_one(
         project,
@@ -200,7 +207,7 @@ def run(
         body=body,
         query=query,
         quiet=False,
-        url=None,
+        url=RUN_URL,  # LOCALSERVE_URL/<other API>, as under `localserve run`
     )
     return RunResult(status, response_headers, response_body)
 

@@ -3,6 +3,7 @@ a failure changes nothing; the replaced one drains and its threads end."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -40,4 +41,47 @@ def test_replace_api_swaps_after_loading_and_a_failure_changes_nothing(serve, ma
         assert client.post("/").text == "two"
         # Nothing was in flight on the old runtime: it drains at once, and its thread ends.
         wait_until(lambda: not engine.retiring, "the old runtime retired")
+        assert first.pipeline.join(30) == []
+
+
+POST_PREDICT = """
+import os, time
+
+
+class PythonPredictor:
+    def __init__(self, config):
+        self.gate, self.ran = config["gate"], config["ran"]
+
+    def predict(self, payload):
+        return {"v": 1}
+
+    def post_predict(self, response):
+        while not os.path.exists(self.gate):  # held by the test, released by a file
+            time.sleep(0.005)
+        with open(self.ran, "w") as f:
+            f.write("ran")
+"""
+
+
+def test_a_replaced_runtime_retires_only_once_its_post_predict_has_run(serve, make_project, tmp_path) -> None:
+    """post_predict runs on the runtime that answered, and a replaced runtime keeps its threads until it has run."""
+    gate, ran = tmp_path / "gate", tmp_path / "ran"
+    config = (
+        "- name: p\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: predictor.py\n"
+        f"    config: {{gate: '{gate}', ran: '{ran}'}}\n"
+    )
+    project = make_project({"cortex.yaml": config, "predictor.py": POST_PREDICT})
+    with serve(project) as client:
+        engine = client.app.engine
+        rt = engine.apis["p"]
+        first = rt.runtime
+        assert client.post("/p", json={}).json() == {"v": 1}
+        assert first.lifecycle.after_pending == 1  # answered; its post_predict held at the gate
+        client.portal.call(engine.replace_api, "p", rt.api)
+        assert rt.runtime is not first
+        client.portal.call(asyncio.sleep, 0)  # one turn of the loop: the old runtime's retirement starts
+        assert first in engine.retiring and not ran.exists()
+        gate.touch()
+        wait_until(lambda: not engine.retiring, "the old runtime retired")
+        assert ran.read_text() == "ran" and first.lifecycle.after_pending == 0
         assert first.pipeline.join(30) == []

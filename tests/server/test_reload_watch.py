@@ -89,3 +89,31 @@ def test_the_plan_reloads_what_changed_and_refuses_a_new_set_of_apis(make_projec
     (project / "cortex.yaml").write_text(CONFIG.replace("name: echo", "name: echo2"))
     with pytest.raises(ConfigError, match="adding, removing or renaming an API needs a restart of serve"):
         reloader.plan(load_config(project), Changes(config=True))
+
+
+def test_a_splitter_change_needs_a_restart(make_project) -> None:
+    splitter = "- name: ab\n  kind: TrafficSplitter\n  apis: [{name: iris, weight: 50}, {name: echo, weight: 50}]\n"
+    project = make_project({"cortex.yaml": CONFIG + splitter, "handler.py": "", "echo.py": ""})
+    config = load_config(project)
+    reloader = Reloader(Serving(config), config, project=None)  # type: ignore[arg-type]
+    assert reloader.plan(config, Changes(config=True)) == []
+    (project / "cortex.yaml").write_text(
+        CONFIG + splitter.replace("weight: 50}, {name: echo, weight: 50", "weight: 90}, {name: echo, weight: 10")
+    )
+    with pytest.raises(ConfigError) as caught:
+        reloader.plan(load_config(project), Changes(config=True))
+    assert str(caught.value) == (
+        "cortex.yaml: a TrafficSplitter changed (added, removed, or its APIs or weights); "
+        "a splitter's change needs a restart of serve."
+    )
+
+
+def test_a_multi_model_folder_is_left_to_its_own_watcher(make_project) -> None:
+    """A new version under ``models: {dir}`` is the ModelSet's to load (live reloading), not a reload of the API."""
+    config_text = "- name: many\n  kind: RealtimeAPI\n  predictor: {type: onnx, path: p.py, models: {dir: models}}\n"
+    project = make_project({"cortex.yaml": config_text, "p.py": "", "models/a/1/model.onnx": ""})
+    config = load_config(project)
+    watched = Reloader(Serving(config), config, project=None).watched  # type: ignore[arg-type]
+    root = project.resolve()
+    assert not watched(Change.added, str(root / "models/a/2/model.onnx"))
+    assert watched(Change.modified, str(root / "p.py"))
