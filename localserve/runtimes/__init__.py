@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,7 +111,13 @@ def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
         # our logs unless the user asked for them by setting it.
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     try:
-        module = importlib.import_module(module_name)
+        if model_format == "tensorflow" and "tensorflow" not in sys.modules:
+            from localserve.runtimes.preinit import tf_preinit_lines
+
+            with tf_preinit_lines(os.environ.get("TF_CPP_MIN_LOG_LEVEL")):  # its first lines obey it too
+                module = importlib.import_module(module_name)
+        else:
+            module = importlib.import_module(module_name)
     except ImportError as exc:
         raise _not_installed(model_format, exc) from None
     model: Model = getattr(module, class_name)(path, options)

@@ -131,3 +131,37 @@ def test_under_run_localserve_url_reaches_the_other_apis(make_project) -> None:
     project = make_project({"localserve.yaml": config, "caller.py": CALLER, "callee.py": CALLEE})
     done = localserve("run", "--api", "caller", "--quiet", cwd=project)
     assert (done.returncode, done.stdout) == (0, b"callee said hi"), done.stderr.decode()
+
+
+def test_run_quiet_on_a_tensorflow_model_keeps_tensorflows_first_lines_out(make_project) -> None:
+    """TensorFlow prints two lines before its logging starts, ignoring TF_CPP_MIN_LOG_LEVEL (issue 32, item 14):
+    ``run --quiet`` (which sets it to 2) leaves stderr without them."""
+    pytest.importorskip("tensorflow")
+    from tests.models import tf_savedmodel
+
+    project = make_project({"cortex.yaml": "- kind: api\n  name: tf\n  model: model\n  model_format: tensorflow\n"})
+    tf_savedmodel(project / "model")
+    done = localserve(
+        "run",
+        "--quiet",
+        "--input",
+        "-",
+        "--content-type",
+        "application/json",
+        stdin=b'{"x": [[1.0, 2.0, 3.0, 4.0]]}',
+        cwd=project,
+    )
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert "absl::InitializeLog" not in stderr and "oneDNN custom operations" not in stderr, stderr
+
+
+def test_the_preinit_filter_drops_only_those_lines_at_their_levels() -> None:
+    from localserve.runtimes.preinit import hidden
+
+    absl = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+    onednn = b"I0000 00:00:1795653564.391230    2981 port.cc:153] oneDNN custom operations are on. You may see ..."
+    assert [hidden(absl, level) for level in (0, 1, 2, 3)] == [False, False, True, True]
+    assert [hidden(onednn, level) for level in (0, 1, 2)] == [False, True, True]
+    assert not hidden(b"Error: the handler answered 500:", 3)
+    assert not hidden(b"E0000 00:00:1.0 1 port.cc:1] oneDNN custom operations are on.", 3)  # an error line stays
