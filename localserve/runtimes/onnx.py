@@ -25,7 +25,7 @@ from localserve.runtimes import (
     spinning,
     summarize_value,
 )
-from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
+from localserve.runtimes.arrays import STRING, check_shared, coerce_feed, expectation, shared_dims, to_array
 
 logger = logging.getLogger("localserve")
 
@@ -145,6 +145,9 @@ class OnnxModel:
         self._buckets: dict[int, Any] = {}
         self._bucket_lock = threading.Lock()
         self._inputs = [_Input(arg) for arg in self.session.get_inputs()]
+        self._shared = shared_dims(
+            [(a.name, a.shape if isinstance(a.shape, list) else None) for a in self.session.get_inputs()]
+        )
         self._coercers = {i.name: i.coerce for i in self._inputs}
         self._expected = ", ".join(f"{i.name!r} ({i.text})" for i in self._inputs)
 
@@ -206,6 +209,8 @@ class OnnxModel:
     def run(self, feed: Feed, bucket: int | None = None) -> list[Any]:
         """Run the session once (the bucket's own session on a GPU); onnxruntime's input errors are 400s."""
         session = self._session_for(bucket) if bucket is not None and self._per_bucket else self.session
+        if self._shared:  # the inputs' agreement on a dimension they share: a 400, not the runtime's failure
+            check_shared(feed, self._shared)
         try:
             outputs: list[Any] = session.run(None, feed)
         except INPUT_ERRORS as exc:

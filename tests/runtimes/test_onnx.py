@@ -500,3 +500,17 @@ def test_cuda_options_reach_the_cuda_provider_over_the_defaults(monkeypatch: pyt
     options = LoadOptions(gpu=True, cuda_options={"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
     assert _providers(options)[0] == ("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
     assert _providers(LoadOptions(gpu=False)) == [("CPUExecutionProvider", {})]
+
+
+def test_inputs_that_disagree_on_a_dimension_they_share_are_a_400(models: Path) -> None:
+    """``ids [batch, 2]`` and ``scale [batch, 1]``: 6 rows of one and 3 of the other would fail inside onnxruntime
+    (a broadcast error, its RUNTIME_EXCEPTION: a 500); it is the request's fault (schemathesis found it)."""
+    model = load_model("onnx", models / "two.onnx", LoadOptions())
+    with pytest.raises(RequestError) as caught:
+        model.run({"ids": np.zeros((6, 2), np.int64), "scale": np.zeros((3, 1), np.float32)})
+    assert str(caught.value) == (
+        "The inputs must agree on dimension 'batch', which the model gives to each of them; 'ids' has 6, "
+        "'scale' has 3. Send the same size in every input that has it."
+    )
+    out = model.run({"ids": np.ones((3, 2), np.int64), "scale": np.full((3, 1), 2.0, np.float32)})
+    assert out[0].tolist() == [[2.0, 2.0]] * 3
