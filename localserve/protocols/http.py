@@ -252,7 +252,7 @@ class HttpDoor:
         but for the client leaving (then 499)."""
         path = fast_path(scope)
         writer = None if path is None else path.writer
-        lifecycle = rt.lifecycle  # one runtime for the whole request (serve --reload may swap in another meanwhile)
+        lifecycle = rt.lifecycle
         try:
             try:
                 with lifecycle.admit():
@@ -270,6 +270,9 @@ class HttpDoor:
                 else:
                     request, stages = await prepare(scope, body, request_id)
                 del body
+                # The runtime serving now (serve --reload may have swapped in another while the body came): it
+                # answers, and its threads run the reply's post_predict (after_reply below).
+                lifecycle = rt.lifecycle
                 reply = await lifecycle.run(request, HttpClient(receive, send), stages=stages, writer=writer)
             except LocalServeError as exc:
                 reply = render_error(exc, request_id, api=rt.api.name, hide_errors=self.hide_errors, v2=v2)
