@@ -208,6 +208,30 @@ def server_paths(apis: Iterable[str]) -> dict[str, Any]:
     return paths
 
 
+def splitter_paths(name: str, routes: str) -> dict[str, Any]:
+    """The routes of a TrafficSplitter ``name`` (``routes``: its APIs and weights, in words): POST is the answer
+    of the API it picks (header ``X-Localserve-Api``), GET its description."""
+    post = {
+        "post": {
+            "tags": [name],
+            "summary": f"TrafficSplitter: one of {routes}, picked by weight",
+            "operationId": f"split_{name}",
+            "description": "The request goes to the API picked, as its own request; the answer is that API's, "
+            "with `X-Localserve-Api` naming it.",
+            "requestBody": {"content": {"*/*": {"schema": {}}}},
+            "responses": {"default": {"description": "The answer of the API picked"}},
+        }
+    }
+    describe = get_route(f"TrafficSplitter {name!r}: its APIs and weights", name, f"describe_{name}", _ANY_JSON)
+    return {
+        f"/{name}": {**post, **describe},
+        f"/{name}/predict": {"post": {**post["post"], "operationId": f"split_{name}_predict"}},
+    }
+
+
+_ANY_JSON = {JSON: {"schema": {"type": "object"}}}
+
+
 def openapi_document(
     apis: Sequence[ApiDoc], *, title: str = "localserve", bearer: bool = False, root_path: str = ""
 ) -> dict[str, Any]:

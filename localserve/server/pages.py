@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Route
 from localserve.errors import NotFound
 from localserve.metrics.summary import models_json
 from localserve.protocols.http import render_error, request_id_of
-from localserve.server.openapi import ApiDoc, openapi_document
+from localserve.server.openapi import ApiDoc, openapi_document, splitter_paths
 from localserve.server.openapi_v2 import add_v2_paths
 
 if TYPE_CHECKING:
@@ -132,6 +132,11 @@ class Pages:
         """The OpenAPI 3.1 document of every route the server answers."""
         apis = self.api_docs()
         document = openapi_document(apis, bearer=self.bearer, root_path=self.app.options.root_path)
+        for splitter in self.app.config.splitters:  # kind: TrafficSplitter
+            routes = ", ".join(f"{t.name} {t.weight}%" + (" (shadow copy)" if t.shadow else "") for t in splitter.apis)
+            document["paths"].update(splitter_paths(splitter.name, routes))
+            document["tags"].append({"name": splitter.name, "description": f"TrafficSplitter {splitter.name!r}"})
+        document["paths"] = dict(sorted(document["paths"].items()))
         if self.v2_inference:
             add_v2_paths(document, [api for api in apis if api.model_format is not None])
         return document

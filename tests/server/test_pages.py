@@ -392,3 +392,17 @@ def test_a_sample_json_holding_nan_is_left_out_and_the_document_loads(make_proje
         assert client.get("/openapi.json").status_code == 200
     warnings = [r.getMessage() for r in caplog.records if "sample.json" in r.getMessage()]
     assert warnings == ["sample.json holds NaN, which is not JSON: it is left out of /openapi.json's examples"]
+
+
+def test_a_traffic_splitter_is_in_the_document(serve) -> None:
+    """``kind: TrafficSplitter``'s routes: POST answered by the API it picks, GET its description."""
+    with serve(EXAMPLES / "iris_splitter") as client:
+        document = client.get("/openapi.json").json()
+        described = client.get("/iris").json()
+    validate(document)
+    split = document["paths"]["/iris"]
+    assert split["post"]["summary"] == (
+        "TrafficSplitter: one of iris-onnx 80%, iris-rules 20%, iris-candidate 100% (shadow copy), picked by weight"
+    )
+    assert set(split) == {"post", "get"} and "post" in document["paths"]["/iris/predict"]
+    assert "iris" in {tag["name"] for tag in document["tags"]} and isinstance(described, dict)
