@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,30 +27,11 @@ from pathlib import Path
 
 import httpx
 from loadgen import LoadResult, run_python, run_wrk, wrk_available
+from procs import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "- kind: AsyncAPI\n  name: echo\n  predictor: {type: python, path: predictor.py}\n"
 PREDICTOR = "class PythonPredictor:\n    def __init__(self, config):\n        pass\n\n    def predict(self, payload):\n        return payload\n"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit("the server did not become ready in 60 s")
 
 
 def submit_throughput(port: int, duration: float, concurrency: int) -> LoadResult:

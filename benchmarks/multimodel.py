@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import httpx
 from onnx_models import BUILDERS
+from procs import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = """- name: multi
@@ -42,12 +42,6 @@ PREDICTOR = """class ONNXPredictor:
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def project(root: Path, model: str) -> bytes:
     """The project: two copies of the model, each in a version folder; the request body."""
     built = BUILDERS[model](root)
@@ -57,20 +51,6 @@ def project(root: Path, model: str) -> bytes:
     (root / "cortex.yaml").write_text(CONFIG)
     (root / "predictor.py").write_text(PREDICTOR)
     return built.body
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit("the server did not become ready in 60 s")
 
 
 def timed(http: httpx.Client, url: str, body: bytes) -> float:

@@ -19,6 +19,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+    """Until ``url``'s /readyz answers 200 (60 s at most); SystemExit if ``proc`` exits first."""
+    import httpx  # only the benchmarks that start a server this way need it
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit("the server did not become ready in 60 s")
+
+
 def post(
     port: int, path: str, body: bytes, timeout: float = 5.0, content_type: str = "application/json"
 ) -> tuple[int, bytes]:

@@ -39,9 +39,9 @@ PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
 POST_PREDICT_PARAMS = ("response", "payload", "query_params", "headers")  # Cortex 0.2x: what it passed by name
 
 
-def inspect_predictor(module: Any, spec: PredictorConfig) -> tuple[type, list[str], list[str]]:
-    """The predictor class of ``module`` and the parameters of its ``__init__`` and ``predict``; HandlerLoadError
-    for what ``serve`` refuses before it creates the predictor (``localserve check`` runs this too)."""
+def inspect_predictor(module: Any, spec: PredictorConfig) -> tuple[type, list[str], list[str], list[str] | None]:
+    """The predictor class of ``module`` and the parameters of its ``__init__``, ``predict`` and ``post_predict`` (None:
+    none); HandlerLoadError for what ``serve`` refuses before it creates the predictor (``check`` runs this too)."""
     cls = getattr(module, spec.class_name, None)
     if not isinstance(cls, type):
         classes = [n for n, v in vars(module).items() if isinstance(v, type) and v.__module__ == module.__name__]
@@ -64,8 +64,7 @@ def inspect_predictor(module: Any, spec: PredictorConfig) -> tuple[type, list[st
             f"{spec.path}: {spec.class_name} needs a load_model(self, model_path) method to serve "
             "'multi_model_reloading' (python_client.get_model calls it for each model version)."
         )
-    _post_predict_params(cls, spec.path, spec.class_name)
-    return cls, init_params, predict_params
+    return cls, init_params, predict_params, _post_predict_params(cls, spec.path, spec.class_name)
 
 
 def _refuse_unknown(where: str, params: list[str], allowed: Sequence[str]) -> None:
@@ -100,7 +99,7 @@ class PredictorEndpoint:
         """Import the predictor file, check its class, load its model (ONNX/TensorFlow predictors), create the predictor."""
         spec = self.predictor
         module = load_file(spec.path, self.options.project, api=self.api.name, what="predictor")
-        cls, init_params, self.predict_params = inspect_predictor(module, spec)
+        cls, init_params, self.predict_params, self.post_params = inspect_predictor(module, spec)
         available: dict[str, Any] = {
             "config": dict(spec.config),
             "metrics_client": self.options.metrics_client,
@@ -108,7 +107,6 @@ class PredictorEndpoint:
         client = self._client()
         if client is not None:
             available[CLIENT_PARAMS[spec.type]] = client
-        self.post_params = _post_predict_params(cls, spec.path, spec.class_name)
         try:
             self.instance = cls(**{name: available[name] for name in init_params})
         except USER_ESCAPES as exc:  # loading runs on the API's thread
