@@ -160,19 +160,23 @@ class Servicer:
                 access_log("POST", INFER_PATH, None, exc.status_code, time.perf_counter() - start, request_id)
             await self._abort(context, exc, request_id)
         engine.began(rt)
+        # counted before the status leaves: grpc's abort sends it to the client before it raises, so a count
+        # taken after could come after the client has read the status (and scraped /metrics)
         status = 500
+        failure: LocalServeError | None = None
         try:
             reply = await self._infer(rt, name, version, data, context, request_id)
             status = reply.status
-            return reply.body
         except LocalServeError as exc:  # (ClientGone: 499, CANCELLED, which nobody reads)
-            status = exc.status_code
-            await self._abort(context, exc, request_id, api=name)
+            status, failure = exc.status_code, exc
         except asyncio.CancelledError:  # the client cancelled, or its deadline passed: grpc ended the call
             status = 499
             raise
         finally:
             engine.ended(rt, "POST", INFER_PATH, status, time.perf_counter() - start, request_id)
+        if failure is not None:
+            await self._abort(context, failure, request_id, api=name)
+        return reply.body
 
     async def _infer(
         self, rt: ApiRuntime, name: str, version: str, data: bytes, context: Context, request_id: str
