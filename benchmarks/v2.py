@@ -9,6 +9,11 @@ order), after a warm-up: the HTTP routes with the same load generator, gRPC with
 (``grpc_load.py``: grpc.aio, the message serialized once). One sample a request: 256 FP32 features
 in, 10 out. Prints req/s, p50/p99 per route and the ratios to V2 JSON; asserts no time.
 
+A fifth row, ``grpc-floor``, is a bare ``grpc.aio`` server on uvloop answering a constant message
+(``apps/grpc_floor.py``), loaded the same way: what ``grpcio`` itself costs a call, the ceiling of a
+gRPC front door built on it. Its server CPU per request against V2 binary's (which includes the
+model) says whether gRPC can be the fastest route on this machine at all.
+
 ``--perf-analyzer`` adds three rows loaded by NVIDIA's perf_analyzer, one C++ client for gRPC (raw
 contents), REST binary and REST JSON tensors (``pa_load.py``), so that the transports are compared
 without the Python gRPC client's own cost on the same two cores.
@@ -22,6 +27,7 @@ import json
 import os
 import shlex
 import struct
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +38,8 @@ from onnx_models import build_mlp
 from pa_load import ROWS, launcher, run_perf_analyzer
 from procs import ServerProcess, free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 CONFIG = """\
 - kind: api
   name: mlp
@@ -61,6 +68,7 @@ def bodies(features: list[float], input_name: str) -> dict[str, tuple[bytes, dic
 
 PATHS = {"v2-binary": "/v2/models/mlp/infer", "v2-json": "/v2/models/mlp/infer", "native": "/mlp"}
 GRPC = "grpc-raw"  # ModelInfer with raw_input_contents, on the --grpc-port
+FLOOR = "grpc-floor"  # the same message to a bare grpc.aio server (apps/grpc_floor.py)
 
 
 def load(args: argparse.Namespace, port: int, route: str, body: tuple[bytes, dict[str, str], str], seconds: float):
@@ -70,8 +78,8 @@ def load(args: argparse.Namespace, port: int, route: str, body: tuple[bytes, dic
         url = f"127.0.0.1:{args.grpc_port if protocol == 'grpc' else port}"
         shapes = {"input": [256]}
         return run_perf_analyzer(args.pa, "mlp", url, protocol, tensors, args.concurrency, seconds, shapes)
-    if route == GRPC:
-        return run_grpc(args.grpc_port, data, args.concurrency, seconds)
+    if route in (GRPC, FLOOR):
+        return run_grpc(args.grpc_port if route == GRPC else args.floor_port, data, args.concurrency, seconds)
     if args.loadgen == "wrk":
         return loadgen.run_wrk(
             port, PATHS[route], data, args.concurrency, seconds, args.wrk_threads, content_type, headers
@@ -111,8 +119,8 @@ def check_routes(args: argparse.Namespace, port: int, routes: dict[str, tuple[by
     for route, (data, headers, content_type) in routes.items():
         if route in ROWS:
             continue  # perf_analyzer checks its own answers
-        if route == GRPC:
-            result = run_grpc(args.grpc_port, data, 1, 0.2)
+        if route in (GRPC, FLOOR):
+            result = run_grpc(args.grpc_port if route == GRPC else args.floor_port, data, 1, 0.2)
             if result.non2xx or result.errors or not result.requests:
                 raise RuntimeError(f"{route}: {result}")
             continue
@@ -144,12 +152,12 @@ def main(argv: list[str] | None = None) -> None:
         model = build_mlp(project)
         (project / "cortex.yaml").write_text(CONFIG.format(batch=args.batch, interval=args.interval))
         features = json.loads(model.body)["input"]
-        routes = {GRPC: (model_infer_message("mlp", "input", features), {}, ""), **bodies(features, "input")}
+        message = model_infer_message("mlp", "input", features)
+        routes = {GRPC: (message, {}, ""), **bodies(features, "input"), FLOOR: (message, {}, "")}
         if args.pa:
             routes.update(dict.fromkeys(ROWS, (b"", {}, "")))
-        port = args.grpc_port = free_port()
-        while args.grpc_port == port:
-            args.grpc_port = free_port()
+        port = free_port()
+        args.grpc_port, args.floor_port = other_ports(port, 2)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         cmd = [
             sys.executable,
@@ -166,8 +174,13 @@ def main(argv: list[str] | None = None) -> None:
         ]
         cmd += ["--no-access-log", *shlex.split(args.serve_args)]
         server = ServerProcess(cmd, port, project / "serve.log", env=env, cwd=project)
+        floor_cmd = [sys.executable, str(HERE / "apps" / "grpc_floor.py"), "--port", str(args.floor_port)]
+        floor = subprocess.Popen(floor_cmd, stdout=subprocess.PIPE, env=env, start_new_session=True)
         server.start()
         try:
+            assert floor.stdout is not None
+            if floor.stdout.readline().strip() != b"ready":
+                raise RuntimeError(f"the gRPC floor server did not start (exit code {floor.wait()})")
             server.wait_ready("/mlp", routes["native"][0], timeout=120)
             check_routes(args, port, routes)
             results: dict[str, list] = {route: [] for route in routes}
@@ -177,15 +190,27 @@ def main(argv: list[str] | None = None) -> None:
                     if route not in ROWS:  # perf_analyzer warms up itself
                         load(args, port, route, routes[route], args.warmup)
                     assert server.proc is not None
-                    before = cpu_seconds(server.proc.pid)
+                    pid = floor.pid if route == FLOOR else server.proc.pid
+                    before = cpu_seconds(pid)
                     result = load(args, port, route, routes[route], args.duration)
-                    used = cpu_seconds(server.proc.pid) - before
+                    used = cpu_seconds(pid) - before
                     # perf_analyzer's own start and windows are not its requests: no CPU per request for it
                     per_request = None if route in ROWS else 1000 * used / max(1, result.requests)
                     results[route].append((result, per_request))
         finally:
             server.stop()
+            floor.kill()
+            floor.wait()
     report(args, results)
+
+
+def other_ports(taken: int, count: int) -> list[int]:
+    """``count`` free ports, distinct from each other and from ``taken``."""
+    ports: list[int] = []
+    while len(ports) < count:
+        if (candidate := free_port()) != taken and candidate not in ports:
+            ports.append(candidate)
+    return ports
 
 
 def report(args: argparse.Namespace, results: dict[str, list]) -> None:
@@ -213,6 +238,12 @@ def report(args: argparse.Namespace, results: dict[str, list]) -> None:
             f"gRPC raw / V2 JSON throughput: {rps[GRPC] / rps['v2-json']:.2f}x; gRPC raw / V2 binary: "
             f"{rps[GRPC] / rps['v2-binary']:.2f}x; gRPC raw / native: {rps[GRPC] / rps['native']:.2f}x"
         )
+    floor_cpu = sorted(results[FLOOR], key=lambda r: r[0].rps)[len(results[FLOOR]) // 2][1]
+    binary_cpu = sorted(results["v2-binary"], key=lambda r: r[0].rps)[len(results["v2-binary"]) // 2][1]
+    print(
+        f"gRPC raw / gRPC floor: {rps[GRPC] / rps[FLOOR]:.2f}x; the floor (grpcio alone, no model) / V2 binary: "
+        f"{rps[FLOOR] / rps['v2-binary']:.2f}x throughput, {floor_cpu / binary_cpu:.2f}x server CPU a request"
+    )
     if args.pa:
         print(
             f"perf_analyzer, gRPC / REST binary: {rps['pa-grpc'] / rps['pa-binary']:.2f}x; gRPC / REST JSON: "

@@ -148,7 +148,7 @@ def test_asyncapi_benchmark_prints_its_figures() -> None:
 
 
 @pytest.mark.slow
-def test_v2_benchmark_prints_the_three_routes_and_the_ratio() -> None:
+def test_v2_benchmark_prints_every_route_the_grpc_floor_and_the_ratios() -> None:
     """benchmarks/v2.py: every route answered 200 throughout (the V2 binary header travels with the load).
 
     One smoke, with the python load generator (always there); wrk's path through the shared harness
@@ -157,11 +157,12 @@ def test_v2_benchmark_prints_the_three_routes_and_the_ratio() -> None:
     cmd += ["--concurrency", "4", "--loadgen", "python"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT / "benchmarks")
     assert proc.returncode == 0, proc.stderr
-    for route in ("grpc-raw", "v2-binary", "v2-json", "native"):
+    for route in ("grpc-raw", "v2-binary", "v2-json", "native", "grpc-floor"):
         # req/s, p50, p99, then 0 non-2xx and 0 errors, then server CPU per request
         assert re.search(rf"^{route}\s+\d+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+[\d.]+$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^V2 binary / V2 JSON throughput: [\d.]+x$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^gRPC raw / V2 JSON throughput: [\d.]+x; gRPC raw / V2 binary: [\d.]+x; ", proc.stdout, re.M)
+    assert re.search(r"^gRPC raw / gRPC floor: [\d.]+x; the floor .* [\d.]+x server CPU a request$", proc.stdout, re.M)
 
 
 @pytest.mark.slow
