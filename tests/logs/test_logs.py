@@ -242,6 +242,28 @@ def test_access_lines_on_the_event_loop_are_written_together(captured: Captured)
     assert captured.json()[-1]["request_id"] == "now"
 
 
+def test_a_full_chunk_of_access_lines_is_written_on_the_next_turn_not_with_the_next_50_ms(captured: Captured) -> None:
+    """Lines never pile up for FLUSH_AFTER: a burst of them would hold the loop for several turns (the c=1 p99)."""
+    import asyncio
+
+    from localserve.logs.access import _access_buffer
+
+    chunk = _access_buffer.CHUNK
+
+    async def traffic() -> tuple[int, int, int]:
+        for i in range(chunk - 1):
+            access_log("POST", "/iris", "iris", 200, 0.001, f"r{i}")
+        await asyncio.sleep(0)
+        short = len(captured.lines())  # a chunk less one: they wait for the timer
+        access_log("POST", "/iris", "iris", 200, 0.001, f"r{chunk - 1}")
+        before = len(captured.lines())
+        await asyncio.sleep(0)  # one turn: the full chunk is written, long before FLUSH_AFTER
+        return short, before, len(captured.lines())
+
+    assert asyncio.run(traffic()) == (0, 0, chunk)
+    assert [line["request_id"] for line in captured.json()] == [f"r{i}" for i in range(chunk)]
+
+
 def test_a_long_batch_of_access_lines_is_written_a_chunk_per_turn_of_the_loop(captured: Captured) -> None:
     """Lines are made and written ``CHUNK`` at a time, requests being served between two chunks; in order;
     at shutdown all at once."""
