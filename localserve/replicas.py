@@ -71,9 +71,10 @@ class Supervisor:
     restarting forever while the port answers nothing.
     """
 
-    def __init__(self, config: ServeConfig, options: ServeOptions) -> None:
+    def __init__(self, config: ServeConfig, options: ServeOptions, sock: socket.socket | None = None) -> None:
         self.config = config
         self.options = options
+        self.sock = sock  # the shared socket when bound already (serve --port 0); else run() binds it
         self.replicas = replicas = options.replicas
         self.processes: list[ReplicaProcess | None] = [None] * replicas
         self.ready_since: list[float | None] = [None] * replicas
@@ -172,7 +173,7 @@ class Supervisor:
 
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
-        sock = bind_socket(self.options.host, self.options.port, self.options.uds)
+        sock = self.sock or bind_socket(self.options.host, self.options.port, self.options.uds)
         self.log_banner(sock)
 
         def stop(signum: int, frame: Any) -> None:

@@ -30,18 +30,26 @@ log = logging.getLogger("localserve")
 THREADS_EXIT_WAIT = 1.0  # seconds the API's threads get to end once the server has stopped (see _serve)
 
 
-def serve_forever(config: ServeConfig, options: ServeOptions, project: ProjectReload | None = None) -> int:
+def serve_forever(
+    config: ServeConfig,
+    options: ServeOptions,
+    project: ProjectReload | None = None,
+    *,
+    sock: socket.socket | None = None,
+) -> int:
     """Serve until SIGTERM/SIGINT with ``options.replicas`` processes; returns the process exit code.
 
     ``project``: the Project context the server runs in, entered again by ``--reload`` (one process only).
+    ``sock``: the listening socket, already bound on ``options.port`` (``serve --port 0`` binds it before
+    user code runs, so that ``LOCALSERVE_URL`` names the port); None: bound here.
     """
     if options.replicas == 1:
         fatal: list[str] = []
-        code = _serve(config, options, sock=None, fatal=fatal, project=project)
+        code = _serve(config, options, sock=sock, fatal=fatal, project=project, banner=True)
         if fatal:
             raise StartError(f"The server stopped: {fatal[0]}")
         return code
-    return Supervisor(config, options).run()
+    return Supervisor(config, options, sock).run()
 
 
 GPU_CORES_PER_REPLICA = 4
@@ -75,14 +83,18 @@ def _serve(
     fatal: list[str] | None = None,
     on_ready: Callable[[], None] | None = None,
     project: ProjectReload | None = None,
+    banner: bool = False,
 ) -> int:
-    """Serve ``config`` in this process until stopped (on ``sock``, a replica's); the exit code."""
+    """Serve ``config`` in this process until stopped (on ``sock`` when bound already); the exit code.
+
+    ``banner``: log the startup banner once listening (a replica's is the supervisor's).
+    """
     fatal = [] if fatal is None else fatal
     runner = Runner(config, options, project)
     app = runner.app
     server = runner.http_server(
         on_loaded=(lambda: on_ready() if app.ready else None) if on_ready else None,
-        on_listening=(lambda: _log_lines(runner.banner())) if sock is None else None,  # replicas: the supervisor's
+        on_listening=(lambda: _log_lines(runner.banner())) if banner else None,
     )
     if options.uds is None:  # api-<name> hosts resolve to a TCP port
         app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)  # seed 001

@@ -252,3 +252,44 @@ def test_docs_has_no_v2_section_without_a_v2_model(tmp_path: Path) -> None:
         page.screenshot(path=str(shots / "docs-no-v2.png"), full_page=True)
     assert [tag.split("\n")[0] for tag in tags] == ["project", "health", "observability", "pages"]
     assert "V2" not in str(models)
+
+
+def test_dashboard_shows_a_traffic_splitter_with_its_apis_weights_and_shadow(tmp_path: Path) -> None:
+    shots = browser.shots_dir(tmp_path)
+    with server("--project", str(browser.EXAMPLES / "iris_splitter")) as (url, _):
+        for sample in browser.IRIS_SAMPLES * 2:
+            assert httpx.post(f"{url}/iris", json=sample).status_code == 200
+        # the shadow's copies are answered after the client's answers: the page is opened once they are counted
+        wait_until(lambda: httpx.get(f"{url}/iris/stats").json()["shadow"]["answered"] == 6, "6 copies answered")
+        served = {name: t["requests"]["2xx"] for name, t in httpx.get(f"{url}/iris/stats").json()["targets"].items()}
+        with browser.browser_page(width=1400) as page:
+            browser.open_dashboard(page, url)
+            card = page.locator('[data-splitter="iris"]')
+            assert card.locator("[data-status]").inner_text() == "ready"
+            assert card.locator(".meta").inner_text() == "TrafficSplitter · iris-onnx 80% · iris-rules 20%"
+            assert card.locator('[data-figure="2xx"] dd').inner_text() == "6"
+            rows = {
+                name: card.locator(f'tr[data-target="{name}"] td').all_inner_texts()
+                for name in ("iris-onnx", "iris-rules")
+            }
+            assert rows == {
+                name: [name, weight, str(served[name]), "0", "0"]
+                for name, weight in (("iris-onnx", "80%"), ("iris-rules", "20%"))
+            }
+            assert card.locator("[data-shadow]").inner_text() == (
+                "shadow: iris-candidate (a copy of 100% of the requests; its answers are dropped)"
+            )
+            shadow = card.locator("[data-shadow-figures] dd").all_inner_texts()
+            assert shadow == ["6", "0", "0"]  # answered, failed, dropped
+            # the APIs it splits between keep their own cards
+            assert page.locator("[data-api]").evaluate_all("cards => cards.map((c) => c.dataset.api)") == [
+                "iris-onnx",
+                "iris-rules",
+                "iris-candidate",
+            ]
+            page.screenshot(path=str(shots / "dashboard-splitter.png"), full_page=True)
+            page.set_viewport_size({"width": 390, "height": 844})  # and it fits a phone screen
+            browser.wait_polls(page, int(page.evaluate("document.body.dataset.polls")) + 1)
+            assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") == 0
+            errors = page.errors
+    assert errors == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from importlib.util import find_spec
 from pathlib import Path
@@ -174,18 +175,38 @@ def serve(
         config = load(project, config_file, flags)
         return config.only(api_names) if api_names else config
 
+    config = read()
+    # --port 0: bound here, before user code runs, so that LOCALSERVE_URL carries the port that serves.
+    sock = _bind_free_port(settings)
     context = Project(
-        read(),
+        config,
         project_settings(flags, quiet=False, url=server_url(settings)),
         reread=read if settings["reload"] else None,  # --reload reads the config again, with these flags
     )
-    with context as config:
-        code = _serve(config, flags, settings, context)
+    try:
+        with context as entered:
+            code = _serve(entered, flags, settings, context, sock)
+    finally:
+        if sock is not None:
+            sock.close()
     if code:
         sys.exit(code)
 
 
-def _serve(config: ServeConfig, flags: ApiFlags, settings: dict[str, Any], context: Project) -> int:
+def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
+    """With ``--port 0`` (and no ``--uds``): a free port bound and listening, ``settings["port"]`` set to it."""
+    if settings["port"] != 0 or settings["uds"] is not None:
+        return None
+    from localserve.replicas import bind_socket
+
+    sock = bind_socket(settings["host"], 0)
+    settings["port"] = int(sock.getsockname()[1])
+    return sock
+
+
+def _serve(
+    config: ServeConfig, flags: ApiFlags, settings: dict[str, Any], context: Project, sock: socket.socket | None
+) -> int:
     """Inside the project: the settings tree built, then serve until stopped; the exit code."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
     from localserve.supervisor import default_replicas, serve_forever
@@ -195,4 +216,4 @@ def _serve(config: ServeConfig, flags: ApiFlags, settings: dict[str, Any], conte
     options = serve_options(
         flags, os.environ, **settings, api_key=api_key, replicas=replicas, freeze_heap=not settings["reload"]
     )  # --reload: a frozen heap would keep every replaced version
-    return serve_forever(config, options, context if options.reload else None)
+    return serve_forever(config, options, context if options.reload else None, sock=sock)

@@ -121,9 +121,9 @@ class Project:
         mnt_mode = provide_mnt_project(workdir, project=config.project)
         self._enter_code(config, workdir)
         # The project's files, wherever sys.path had them before (pytest puts a test's folder there), are its own.
-        own = self._saved["own"] = [str(workdir.resolve()), str(config.project.resolve())]
-        added = [p for p in sys.path if p and p not in self._saved["sys.path"]]
-        self._saved["aside"] = set_aside_shadowed([*added, *own], own + added)
+        self._saved["own"] = [str(workdir.resolve()), str(config.project.resolve())]
+        self._saved["aside"] = {}
+        self._set_aside_shadowed()
         for api in config.apis:
             image = api.predictor.image if api.predictor else None
             if image:
@@ -156,13 +156,22 @@ class Project:
         enter_project(workdir, self.settings.environment, defaults, dotenv=config.project / ".env")
         self._enter_predictors(config, workdir)
 
+    def _set_aside_shadowed(self) -> None:
+        """Set aside the modules imported from elsewhere that the project's files (as they are now) shadow."""
+        saved = self._saved
+        own = saved["own"]
+        added = [p for p in sys.path if p and p not in saved["sys.path"]]
+        for name, module in set_aside_shadowed([*added, *own], own + added).items():
+            saved["aside"].setdefault(name, module)  # put back on exit
+
     def reload(self, *, requirements: bool) -> ServeConfig:
         """While inside (``serve --reload``): the config read again and the surroundings of user code made again.
 
         The packaged view takes the files added and removed; the environment is made again from
         ``.env``, ``--environment`` and the predictors' ``env``; with ``requirements`` they are
         installed (their cached folder replaces the old one on sys.path); the modules of user code
-        are let go with their bytecode, so the next import reads the files afresh. An invalid config
+        are let go with their bytecode, so the next import reads the files afresh, and modules imported from
+        elsewhere that files added since shadow are set aside, as on entry. An invalid config
         or ``.env``, or a failed install, is raised with the environment and sys.path as they were.
         ``dependencies.sh`` is not run again. Returns the config as ``__enter__`` returns it.
         """
@@ -194,6 +203,7 @@ class Project:
         _set_environ(saved["environ"])
         sys.path[:] = saved["sys.path"]
         self._enter_code(config, workdir)
+        self._set_aside_shadowed()  # what files added since shadow, as on entry
         if settings.install:
             if requirements:
                 install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)

@@ -6,8 +6,8 @@ Example::
     Starlette(routes=[..., *Pages(app).routes()])
 
 The dashboard's figures come from the metrics ``GET /metrics`` serves, through their one reader
-(``Metrics.figures()``), so the page and a Prometheus scrape cannot disagree; the tracker comes
-from ``/stats``.
+(``Metrics.figures()``), so the page and a Prometheus scrape cannot disagree; the tracker and each
+TrafficSplitter's entry come from ``/stats``.
 """
 
 from __future__ import annotations
@@ -177,7 +177,8 @@ class Pages:
         return JSONResponse(self.data())
 
     def data(self) -> dict[str, Any]:
-        """The dashboard's figures: ``dashboard_figures`` per API, with status, device and tracker; ``--reload``'s state."""
+        """The dashboard's figures: ``dashboard_figures`` per API, with status, device and tracker; each
+        TrafficSplitter's ``/stats`` entry (its APIs' weights and requests, its shadow's copies); ``--reload``'s state."""
         figures = dashboard_figures(self.app.metrics)
         stats = {entry["api"]: entry for entry in self.app.stats.stats_json()}
         apis = []
@@ -198,7 +199,14 @@ class Pages:
                 }
             )
         reload = self.app.reloader.status() if self.app.reloader is not None else None  # serve --reload
-        return {"time": time.time(), "metrics": self.app.metrics is not None, "apis": apis, "reload": reload}
+        splitters = self.app.splitters.stats_json()
+        return {
+            "time": time.time(),
+            "metrics": self.app.metrics is not None,
+            "apis": apis,
+            "splitters": splitters,
+            "reload": reload,
+        }
 
 
 def _no_page(request: StarletteRequest) -> Response:

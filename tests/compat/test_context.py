@@ -132,3 +132,28 @@ def test_reload_takes_the_edits_and_a_bad_one_changes_nothing(
         with pytest.raises(ConfigError, match=r"\.env, line 1: expected VARIABLE=value"):
             context.reload(requirements=False)
         assert (dict(os.environ), sys.path) == (environ, path)
+
+
+def test_reload_sets_aside_what_a_file_added_since_entry_shadows(make_project, tmp_path: Path, monkeypatch) -> None:
+    """A module added to the project under serve --reload is the project's, as if it had been there at entry: the
+    module of that name imported from elsewhere is set aside, and put back on exit."""
+    project = make_project(
+        {
+            "cortex.yaml": "- name: p\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: predictor.py\n",
+            "predictor.py": PREDICTOR,
+        }
+    )
+    other = make_project({"late_helper_ctx.py": "WHO = 'other'\n"}, name="other")
+    monkeypatch.syspath_prepend(str(other))
+    import late_helper_ctx  # type: ignore[import-not-found]  (imported before serve, from elsewhere)
+
+    context = Project(
+        load_config(project), ProjectSettings(cache_dir=tmp_path / "cache"), reread=lambda: load_config(project)
+    )
+    with context:
+        (project / "late_helper_ctx.py").write_text("WHO = 'project'\n")
+        context.reload(requirements=False)
+        import late_helper_ctx as inside  # type: ignore[import-not-found]
+
+        assert inside.WHO == "project"
+    assert sys.modules["late_helper_ctx"] is late_helper_ctx and late_helper_ctx.WHO == "other"

@@ -406,3 +406,20 @@ def test_a_traffic_splitter_is_in_the_document(serve) -> None:
     )
     assert set(split) == {"post", "get"} and "post" in document["paths"]["/iris/predict"]
     assert "iris" in {tag["name"] for tag in document["tags"]} and isinstance(described, dict)
+
+
+def test_the_dashboard_data_has_each_traffic_splitter(serve) -> None:
+    """``/dashboard/data`` carries a TrafficSplitter's ``/stats`` entry: its APIs' weights and requests, its shadow."""
+    sample = json.loads((EXAMPLES / "iris_splitter" / "sample.json").read_text())
+    with serve(EXAMPLES / "iris_splitter") as client:
+        for _ in range(5):
+            assert client.post("/iris", json=sample).status_code == 200
+        client.portal.call(client.app.splitters.drain)  # the shadow's copies are answered
+        data = client.get("/dashboard/data").json()
+        stats = client.get("/iris/stats").json()
+    assert [api["name"] for api in data["apis"]] == ["iris-onnx", "iris-rules", "iris-candidate"]
+    assert data["splitters"] == [stats]
+    (split,) = data["splitters"]
+    assert {name: target["weight"] for name, target in split["targets"].items()} == {"iris-onnx": 80, "iris-rules": 20}
+    assert sum(target["requests"]["2xx"] for target in split["targets"].values()) == 5
+    assert split["shadow"] == {"api": "iris-candidate", "weight": 100, "answered": 5, "failed": 0, "dropped": 0}

@@ -1,6 +1,7 @@
-// The live dashboard: polls /dashboard/data (the figures of /metrics, the trackers of /stats) and
-// draws each API as a card. Rates and per-interval percentiles come from the difference between two
-// polls, the way Prometheus' rate() and histogram_quantile() do; the page keeps the last HISTORY polls.
+// The live dashboard: polls /dashboard/data (the figures of /metrics, the trackers and TrafficSplitters of
+// /stats) and draws each API, then each TrafficSplitter, as a card. Rates and per-interval percentiles come
+// from the difference between two polls, the way Prometheus' rate() and histogram_quantile() do; the page
+// keeps the last HISTORY polls.
 "use strict";
 const KEY_STORE = "localserve.api_key";
 const INTERVAL_MS = 1000 * (Number(new URLSearchParams(location.search).get("interval")) || 1); // ?interval=seconds
@@ -263,6 +264,50 @@ function card(api, t) {
   return node;
 }
 
+// The requests per second of ``key`` (an API's or a splitter's history) from its total at two polls.
+function rateOf(key, total, t) {
+  const points = history.get(key) || [];
+  points.push({ t, total });
+  while (points.length > HISTORY + 1) points.shift();
+  history.set(key, points);
+  const before = points[points.length - 2];
+  return before ? (total - before.total) / (t - before.t) : null;
+}
+
+// A TrafficSplitter (its /stats entry): each API it picks with its weight and the requests it answered, and
+// its shadow with the copies it got, answered, failed or dropped.
+function splitterCard(split, t, metrics) {
+  const targets = Object.entries(split.targets);
+  const node = el("article", { class: "api splitter", "data-splitter": split.api });
+  node.append(
+    el("h2", {}, split.api, el("span", { class: `badge ${split.status}`, "data-status": split.status }, split.status)),
+    el("div", { class: "meta" }, ["TrafficSplitter", ...targets.map(([name, x]) => `${name} ${x.weight}%`)].join(" · ")),
+  );
+  if (metrics) {
+    const total = split.requests["2xx"] + split.requests["4xx"] + split.requests["5xx"];
+    node.append(el("dl", { class: "figures" },
+      figure("req/s", num(rateOf("splitter " + split.api, total, t), 1)),
+      figure("2xx", num(split.requests["2xx"]), "c2xx"),
+      figure("4xx", num(split.requests["4xx"]), "c4xx"),
+      figure("5xx", num(split.requests["5xx"]), "c5xx"),
+    ));
+  } else {
+    node.append(el("p", { class: "notice" }, "No figures: metrics are off (--no-metrics)."));
+  }
+  const cells = (x) => metrics ? ["2xx", "4xx", "5xx"].map((c) => el("td", { "data-class": c }, num(x.requests[c]))) : [];
+  const head = el("tr", {}, ...["api", "weight", ...(metrics ? ["2xx", "4xx", "5xx"] : [])].map((h) => el("th", {}, h)));
+  const rows = targets.map(([name, x]) => el("tr", { "data-target": name },
+    el("td", {}, name), el("td", { "data-weight": "" }, `${x.weight}%`), ...cells(x)));
+  node.append(el("h3", {}, "traffic split (each request to one API, by weight)"), el("table", { class: "split" }, head, ...rows));
+  const shadow = split.shadow;
+  if (shadow) {
+    node.append(el("h3", { "data-shadow": shadow.api }, `shadow: ${shadow.api} (a copy of ${shadow.weight}% of the requests; its answers are dropped)`));
+    if (metrics) node.append(el("dl", { class: "figures", "data-shadow-figures": shadow.api },
+      figure("answered", num(shadow.answered), "c2xx"), figure("failed", num(shadow.failed), "c5xx"), figure("dropped", num(shadow.dropped), "c4xx")));
+  }
+  return node;
+}
+
 // serve --reload: a failed reload (the last good version still serves) until the next good save.
 function showReload(reload) {
   const banner = document.getElementById("reload");
@@ -287,9 +332,11 @@ async function poll() {
     if (!response.ok) throw new Error(`/dashboard/data answered ${response.status}`);
     const data = await response.json();
     const apis = document.getElementById("apis");
-    apis.replaceChildren(...data.apis.map((api) => card(api, data.time)));
+    const splitters = data.splitters || [];
+    apis.replaceChildren(...data.apis.map((api) => card(api, data.time)), ...splitters.map((split) => splitterCard(split, data.time, data.metrics)));
     fitCharts();
-    notice.textContent = `${data.apis.length} API${data.apis.length === 1 ? "" : "s"} · updated ${new Date(data.time * 1000).toLocaleTimeString()} · every ${INTERVAL_MS / 1000} s` + (data.metrics ? "" : " · metrics are off");
+    const splits = splitters.length ? ` · ${splitters.length} TrafficSplitter${splitters.length === 1 ? "" : "s"}` : "";
+    notice.textContent = `${data.apis.length} API${data.apis.length === 1 ? "" : "s"}${splits} · updated ${new Date(data.time * 1000).toLocaleTimeString()} · every ${INTERVAL_MS / 1000} s` + (data.metrics ? "" : " · metrics are off");
     notice.className = "notice";
     showReload(data.reload);
     document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
