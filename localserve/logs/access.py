@@ -151,7 +151,10 @@ class _AccessBuffer:
         self.handler = handler
         lines.append(line)
         if len(lines) == self.CHUNK:  # a chunk's worth: written on the next turn, not with 50 ms of others
-            asyncio.get_running_loop().call_soon(self.flush)
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # a line from off the loop: write now
+                self.flush()
 
     def flush(self, whole: bool = False) -> None:
         """Write the buffered lines: at most ``CHUNK`` on this turn of the event loop, the rest on the next ones.
