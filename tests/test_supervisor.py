@@ -1,14 +1,18 @@
 from __future__ import annotations
 
+import concurrent.futures
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+
 from localserve.config import load_config
 from localserve.replicas import Supervisor, visible_gpus
 from localserve.server import ServeOptions
-from tests.conftest import cli_env
+from tests.conftest import cli_env, free_port, wait_ready, wait_until
 
 
 def test_replicas_are_spread_over_visible_gpus(tmp_path: Path, monkeypatch) -> None:
@@ -64,13 +68,17 @@ def test_a_replacement_accepts_connections_only_once_loaded_while_a_sibling_serv
 
 
 def test_a_port_in_use_ends_the_server_with_its_error_while_an_api_still_loads(tmp_path: Path) -> None:
-    # The handler's module takes a minute to import, so the API's thread still loads when the port
+    # The handler's module takes a minute to import, so the API's thread may still load when the port
     # is refused. Left to the interpreter's exit, a thread inside onnxruntime at that moment aborted
     # the process (exit 134, "terminate called without an active exception", about one start in
     # five with a batched ONNX model); a thread still busy a second after the stop now ends the
-    # process with os._exit once the logs are out, which this test sees in the log.
+    # process with os._exit once the logs are out. Whether the import began before the refusal is
+    # the scheduler's choice (a load not begun is dropped, and then no thread is busy): the marker
+    # file says which happened. The busy-thread exit itself is ordered by events in the next test.
+    marker = tmp_path / "importing"
     (tmp_path / "main.py").write_text(
-        "import time\n\ntime.sleep(60)\n\n\ndef handler(request, context):\n    return {}\n"
+        f"import pathlib, time\n\npathlib.Path({str(marker)!r}).touch()\ntime.sleep(60)\n\n\n"
+        "def handler(request, context):\n    return {}\n"
     )
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -89,4 +97,40 @@ def test_a_port_in_use_ends_the_server_with_its_error_while_an_api_still_loads(t
     assert done.returncode == 3, stderr
     assert "address already in use" in stderr
     assert "terminate called" not in stderr
-    assert "exiting while these threads still run: localserve-" in stderr
+    if marker.exists():  # the import began: its thread was still busy at the exit
+        assert "exiting while these threads still run: localserve-" in stderr
+
+
+def test_a_request_still_running_when_the_stop_ends_leaves_through_os_exit_after_the_logs(tmp_path: Path) -> None:
+    """A handler still running after the graceful timeout: the process ends (os._exit once the logs are out),
+    neither waiting for it nor left to the interpreter's exit."""
+    marker = tmp_path / "running"
+    (tmp_path / "main.py").write_text(
+        f"import pathlib, time\n\n\ndef handler(request, context):\n    pathlib.Path({str(marker)!r}).touch()\n"
+        "    time.sleep(60)\n    return {}\n"
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localserve", "serve", "--handler", "main:handler", "--no-install"]
+        + ["--host", "127.0.0.1", "--port", str(port), "--graceful-timeout", "1"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(url, proc)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(lambda: httpx.post(url, json={}, timeout=60))
+            wait_until(marker.exists, "the handler never started")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=50)  # the handler's minute is not waited for
+            answer = pending.exception() or pending.result()
+    finally:
+        proc.kill()
+    stderr = err.decode()
+    assert "exiting while these threads still run: localserve-" in stderr, stderr
+    assert "terminate called" not in stderr
+    # the client was answered before the exit, as every client is at a stop (503 past the graceful timeout)
+    assert not isinstance(answer, BaseException) and answer.status_code == 503, (answer, stderr)
