@@ -89,13 +89,18 @@ def config_map_name(instance: str) -> str:
 
 def resource_name(api: ApiConfig) -> str:
     """``api-<name>``: the Service's DNS name, also used for the Deployment and the autoscaler."""
-    name = f"api-{api.name}"
-    if len(name) > 63:
+    return api_host_name("API", api.name)
+
+
+def api_host_name(kind: str, name: str) -> str:
+    """``api-<name>``, the host callers use (Cortex's), for an API or a TrafficSplitter (``kind``): a DNS label."""
+    host = f"api-{name}"
+    if len(host) > 63:
         raise ConfigError(
-            f"API name {api.name!r} is too long for Kubernetes: 'api-<name>' must fit in 63 characters, "
+            f"{kind} name {name!r} is too long for Kubernetes: 'api-<name>' must fit in 63 characters, "
             "so the name may have at most 59."
         )
-    return name
+    return host
 
 
 def api_labels(api: ApiConfig, instance: str) -> dict[str, str]:

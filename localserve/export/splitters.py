@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from localserve.config import ServeConfig, SplitterConfig
-from localserve.errors import ConfigError
-from localserve.export.common import APP_LABEL, INSTANCE_LABEL, object_metadata
+from localserve.export.common import APP_LABEL, INSTANCE_LABEL, api_host_name, object_metadata
 
 SPLITTER_LABEL = "localserve.dev/traffic-splitter"
 SERVED_BY = "x-localserve-api"  # the header localserve's own splitter adds (protocols/splitter.py)
@@ -23,13 +22,7 @@ SERVED_BY = "x-localserve-api"  # the header localserve's own splitter adds (pro
 
 def splitter_name(splitter: SplitterConfig) -> str:
     """``api-<splitter>``: the name of its Service and VirtualService, the host callers use."""
-    name = f"api-{splitter.name}"
-    if len(name) > 63:
-        raise ConfigError(
-            f"TrafficSplitter name {splitter.name!r} is too long for Kubernetes: 'api-<name>' must fit in 63 "
-            "characters, so the name may have at most 59."
-        )
-    return name
+    return api_host_name("TrafficSplitter", splitter.name)
 
 
 def splitter_manifests(config: ServeConfig, port: int, instance: str, namespace: str | None) -> list[dict[str, Any]]:

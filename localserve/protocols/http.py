@@ -220,6 +220,18 @@ async def counted(
 Prepare = Callable[[Scope, bytes, str], Awaitable[tuple[Request, Stages | None]]]
 
 
+def native_request(scope: Scope, body: bytes, request_id: str) -> Request:
+    """The request of an API's own route, as its handler gets it: the scope's method, headers, query and path."""
+    return Request(
+        scope["method"],
+        scope["headers"],
+        body,
+        query_string=scope["query_string"],
+        request_id=request_id,
+        path=scope["path"],
+    )
+
+
 class HttpDoor:
     """The steps every HTTP front door takes with one request of an API, in one place.
 
@@ -258,15 +270,7 @@ class HttpDoor:
                 with lifecycle.admit():
                     body = await read_body(scope, receive, self.max_body_size)
                 if prepare is None:
-                    request = Request(
-                        scope["method"],
-                        scope["headers"],
-                        body,
-                        query_string=scope["query_string"],
-                        request_id=request_id,
-                        path=scope["path"],
-                    )
-                    stages = None
+                    request, stages = native_request(scope, body, request_id), None
                 else:
                     request, stages = await prepare(scope, body, request_id)
                 del body

@@ -37,11 +37,11 @@ from localserve.protocols.http import (
     answer_other_method,
     counted,
     json_reply,
+    native_request,
     render_error,
     request_id_of,
     send_reply,
 )
-from localserve.request import Request
 
 log = logging.getLogger("localserve")
 
@@ -189,14 +189,7 @@ class SplitterRoutes:
             log.info("request %s: the copy for shadow api %r was dropped: %s", request_id, rt.api.name, exc)
             self._shadowed(splitter, rt, "dropped")
             return
-        request = Request(
-            scope["method"],
-            scope["headers"],
-            body,
-            query_string=scope["query_string"],
-            request_id=request_id,
-            path=scope["path"],
-        )
+        request = native_request(scope, body, request_id)
         status = 500
 
         async def answer() -> tuple[int, Any]:
