@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,32 @@ def as_process(command: str, **replace: str) -> list[str]:
         command = command.replace(old, new)
     args = shlex.split(command)
     return [sys.executable, "-m", "localserve", *args[1:]] if args[0] == "localserve" else args
+
+
+@contextlib.contextmanager
+def readme_server(name: str) -> Iterator[tuple[str, Callable[[], bytes]]]:
+    """The example's README ``serve`` command on a free port, ready: its URL, and its README ``curl`` (the output)."""
+    serve, curl = readme_commands(name)
+    port = str(free_port())
+    proc = subprocess.Popen(
+        [*as_process(serve), "--port", port],
+        cwd=ROOT,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def run_curl() -> bytes:
+        command = [*as_process(curl, **{"localhost:8888": f"localhost:{port}"}), "-s"]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, timeout=30, check=True).stdout
+
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(url, proc)
+        yield url, run_curl
+    finally:
+        proc.terminate()
+        proc.wait(20)
 
 
 def test_every_example_is_listed_here_or_below() -> None:
@@ -88,33 +116,13 @@ def test_readme_image_flip(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the README uses curl")
 def test_readme_multipart_echo_serve_and_curl() -> None:
-    serve, curl = readme_commands("multipart_echo")
-    port = str(free_port())
-    proc = subprocess.Popen(
-        [*as_process(serve), "--port", port],
-        cwd=ROOT,
-        env=cli_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_ready(f"http://127.0.0.1:{port}", proc)
-        done = subprocess.run(
-            [*as_process(curl, **{"localhost:8888": f"localhost:{port}"}), "-s"],
-            cwd=ROOT,
-            capture_output=True,
-            timeout=30,
-            check=True,
-        )
-        parts = json.loads(done.stdout)["parts"]
-        assert [(p["form_name"], p["file_name"], p["content_type"]) for p in parts] == [
-            ("meta", None, "application/json"),
-            ("image", "cat.jpg", "image/jpeg"),
-        ]
-        assert parts[1]["size"] == (EXAMPLES / "image_flip" / "cat.jpg").stat().st_size
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    with readme_server("multipart_echo") as (_, run_curl):
+        parts = json.loads(run_curl())["parts"]
+    assert [(p["form_name"], p["file_name"], p["content_type"]) for p in parts] == [
+        ("meta", None, "application/json"),
+        ("image", "cat.jpg", "image/jpeg"),
+    ]
+    assert parts[1]["size"] == (EXAMPLES / "image_flip" / "cat.jpg").stat().st_size
 
 
 @pytest.mark.slow
@@ -124,26 +132,8 @@ def test_readme_iris_splitter_serve_and_curl() -> None:
 
     from tests.conftest import wait_until
 
-    serve, curl = readme_commands("iris_splitter")
-    port = str(free_port())
-    proc = subprocess.Popen(
-        [*as_process(serve), "--port", port],
-        cwd=ROOT,
-        env=cli_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, proc)
-        done = subprocess.run(
-            [*as_process(curl, **{"localhost:8888": f"localhost:{port}"}), "-s"],
-            cwd=ROOT,
-            capture_output=True,
-            timeout=30,
-            check=True,
-        )
-        head, _, body = done.stdout.decode().partition("\r\n\r\n")
+    with readme_server("iris_splitter") as (url, run_curl):
+        head, _, body = run_curl().decode().partition("\r\n\r\n")
         served = re.search(r"(?im)^x-localserve-api: (\S+)", head)
         assert served is not None and json.loads(body) == {"class_label": "iris-setosa", "api": served.group(1)}
         sample = json.loads((EXAMPLES / "iris_splitter" / "sample.json").read_text())
@@ -166,6 +156,3 @@ def test_readme_iris_splitter_serve_and_curl() -> None:
                 "failed": 0,
                 "dropped": 0,
             }
-    finally:
-        proc.terminate()
-        proc.wait(20)
