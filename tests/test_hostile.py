@@ -56,6 +56,17 @@ def exchange(url: str, *pieces: bytes) -> Answer:
     return answer_of(head, body)
 
 
+def read_to_close(sock: socket.socket) -> bytes:
+    """Every byte the server sends on ``sock`` until it closes the connection (or resets it)."""
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received
+
+
 def answer_of(head: bytes, body: bytes) -> Answer:
     lines = head.decode("latin-1").split("\r\n")
     headers = dict(line.lower().split(": ", 1) for line in lines[1:])
@@ -268,12 +279,7 @@ def answers(url: str, data: bytes, *, half_close: bool = False) -> list[Answer]:
         sock.sendall(data)
         if half_close:
             sock.shutdown(socket.SHUT_WR)
-        received = b""
-        try:
-            while chunk := sock.recv(65536):
-                received += chunk
-        except ConnectionResetError:
-            pass
+        received = read_to_close(sock)
     found = []
     while received:
         head, _, rest = received.partition(b"\r\n\r\n")

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, wait_until
 from tests.test_e2e import output_of, server
-from tests.test_hostile import Answer, answer_of, exchange
+from tests.test_hostile import Answer, answer_of, exchange, read_to_close
 
 pytestmark = pytest.mark.slow
 
@@ -48,10 +48,7 @@ def iris() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
 
 
 def read_answer(sock: socket.socket) -> Answer:
-    received = b""
-    while chunk := sock.recv(65536):
-        received += chunk
-    head, _, body = received.partition(b"\r\n\r\n")
+    head, _, body = read_to_close(sock).partition(b"\r\n\r\n")
     return answer_of(head, body)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.test_e2e import output_of, server
-from tests.test_hostile import Answer, answer_of, exchange
+from tests.test_hostile import Answer, answer_of, exchange, read_to_close
 
 pytestmark = pytest.mark.slow
 
@@ -83,11 +83,5 @@ def exchange_on(sock: socket.socket, *pieces: bytes) -> Answer:
             sock.sendall(piece)
         except (BrokenPipeError, ConnectionResetError):
             break
-    received = b""
-    try:
-        while chunk := sock.recv(65536):
-            received += chunk
-    except ConnectionResetError:
-        pass
-    head, _, body = received.partition(b"\r\n\r\n")
+    head, _, body = read_to_close(sock).partition(b"\r\n\r\n")
     return answer_of(head, body)
