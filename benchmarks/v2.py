@@ -224,9 +224,10 @@ def report(args: argparse.Namespace, results: dict[str, list]) -> None:
         f"{'route':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7} {'server CPU ms/req':>18}"
     )
     rps: dict[str, float] = {}
+    cpus: dict[str, float | None] = {}
     for route, runs in results.items():
         best, cpu = sorted(runs, key=lambda r: r[0].rps)[len(runs) // 2]  # the median round
-        rps[route] = best.rps
+        rps[route], cpus[route] = best.rps, cpu
         shown = "-" if cpu is None else f"{cpu:.3f}"
         print(
             f"{route:<10} {best.rps:>9.0f} {best.p50_ms:>8.2f} {best.p99_ms:>8.2f} {best.non2xx:>8} {best.errors:>7} "
@@ -238,8 +239,8 @@ def report(args: argparse.Namespace, results: dict[str, list]) -> None:
             f"gRPC raw / V2 JSON throughput: {rps[GRPC] / rps['v2-json']:.2f}x; gRPC raw / V2 binary: "
             f"{rps[GRPC] / rps['v2-binary']:.2f}x; gRPC raw / native: {rps[GRPC] / rps['native']:.2f}x"
         )
-    floor_cpu = sorted(results[FLOOR], key=lambda r: r[0].rps)[len(results[FLOOR]) // 2][1]
-    binary_cpu = sorted(results["v2-binary"], key=lambda r: r[0].rps)[len(results["v2-binary"]) // 2][1]
+    floor_cpu, binary_cpu = cpus[FLOOR], cpus["v2-binary"]
+    assert floor_cpu is not None and binary_cpu is not None  # loaded by this script, not perf_analyzer
     print(
         f"gRPC raw / gRPC floor: {rps[GRPC] / rps[FLOOR]:.2f}x; the floor (grpcio alone, no model) / V2 binary: "
         f"{rps[FLOOR] / rps['v2-binary']:.2f}x throughput, {floor_cpu / binary_cpu:.2f}x server CPU a request"
