@@ -38,6 +38,11 @@ class DiskCache:
             self._copies[location] = path
         return path
 
+    def holds(self, location: str) -> bool:
+        """Whether ``location`` has a copy on disk now (fetched, not trimmed or forgotten since)."""
+        with self._lock:
+            return location in self._copies
+
     def forget(self) -> None:
         """Fetch every location again on its next use (a remote refresh: new ETags mean new copies)."""
         with self._lock:

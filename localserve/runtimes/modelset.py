@@ -19,7 +19,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,11 @@ class ModelSet:
         return self.config.path is not None
 
     def _local(self, location: str) -> Path:
-        return self._disk.local(location) if "://" in location else self.resolve(location)
+        if "://" not in location:
+            return self.resolve(location)
+        path = self._disk.local(location)
+        self._trim_disk(spare=location)  # a copy fetched to be read (listed, described) counts at once
+        return path
 
     def sources(self) -> dict[str, Source]:
         """Every model there is (a ``dir`` as last read: ``refresh`` reads it again)."""
@@ -132,6 +136,8 @@ class ModelSet:
     def pick(self, name: str | None, version: str | int = "latest") -> tuple[Source, int, Path]:
         """The model, version and files a call names (Cortex's rules); NotFound (404) or RequestError (400)."""
         source = self._source(name)
+        if "://" in source.location and not self._disk.holds(source.location):
+            self._listing.pop("/" + source.name, None)  # its copy was trimmed (or never fetched): fetch it now
         versions = self._versions(source)
         if isinstance(version, str) and version in LATEST:
             number = max(versions)
@@ -166,16 +172,18 @@ class ModelSet:
             evicted = self._keep(key, model, files)
         for old in evicted:
             self._evicted(old, "cache")
-        if self._disk.limit is not None:
-            self._trim_disk()
+        self._trim_disk()
         return source.name, number, model
 
-    def _trim_disk(self) -> None:
-        sources = self.sources()
-        in_memory = {sources[name].location for name, _ in self.loaded() if name in sources}
-        for location in self._disk.trim(in_memory | ({self.config.dir} if self.config.dir else set())):
+    def _trim_disk(self, spare: str | None = None) -> None:
+        if self._disk.limit is None or self.config.dir is not None:  # a remote dir is one copy: never trimmed
+            return
+        sources = self._sources
+        keep = {sources[name].location for name, _ in self.loaded() if name in sources}
+        if spare is not None:
+            keep.add(spare)
+        for location in self._disk.trim(keep):
             name = next((s.name for s in sources.values() if s.location == location), location)
-            self._listing.pop("/" + name, None)
             self.events.append({"event": "disk-evict", "model": name})
             log.info("model %r: its downloaded copy was deleted (disk_cache_size %s)", name, self._disk.limit)
 
@@ -227,21 +235,29 @@ class ModelSet:
                         raise
                     log.warning("model %r version %d does not load (yet): %s", name, number, exc)
 
-    def snapshot(self) -> dict[str, set[int]]:
-        """Every model's versions as the folders hold them now (nothing when they cannot be read)."""
+    def snapshot(self, skip: Collection[str] = ()) -> dict[str, set[int]] | None:
+        """Every model's versions (but ``skip``'s) as the folders hold them now; None when they cannot be read."""
         try:
-            return {name: set(self.versions(name)) for name in self.names()}
-        except (LocalServeError, OSError):
-            return {}
+            return {name: set(self.versions(name)) for name in self.names() if name not in skip}
+        except (LocalServeError, OSError) as exc:
+            log.warning("models: the model folders cannot be read (%s); serving what was read before", exc)
+            return None
 
     def refresh(self, *, remote: bool = False) -> list[dict[str, Any]]:
         """Read the folders again (``remote``: fetch remote locations again): versions gone or changed leave
         memory (calls in flight keep theirs); without the cache new versions load. Returns what changed."""
-        before = self.snapshot()
-        self._listing = {}
+        # A remote model without a copy on disk (trimmed, or never used) is not fetched by a poll: its next use
+        # fetches it, new versions included (Cortex's cache too fetched on demand).
+        skip = {n for n, s in self._sources.items() if "://" in s.location and not self._disk.holds(s.location)}
+        before = self.snapshot(skip) or {}
+        listing = dict(self._listing)
+        self._listing = {key: value for key, value in listing.items() if key[1:] in skip}
         if remote:
             self._disk.forget()
-        after = self.snapshot()
+        after = self.snapshot(skip)
+        if after is None:  # a folder unreadable for a moment (a remote error) changes nothing in memory
+            self._listing = listing
+            return []
         changes = [
             {"model": name, "version": v, "change": "added"}
             for name in after
