@@ -111,14 +111,17 @@ def model_opener(api: ApiConfig, options: EndpointOptions) -> Opener:
 
 def open_models(api: ApiConfig, options: EndpointOptions, opener: Opener) -> ModelSet:
     """The ModelSet of a predictor with several models; remote locations are fetched into the download cache."""
-    from localserve.runtimes.sources import resolve_model
+    from localserve.runtimes.sources import cache_entry, resolve_model
 
     assert api.predictor is not None and api.predictor.models is not None
 
     def resolve(location: str) -> Path:
         return resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)
 
-    return ModelSet(api.predictor.models, opener, resolve, options.model_observer)
+    def entry(path: Path) -> Path:
+        return cache_entry(path, options.cache_dir)
+
+    return ModelSet(api.predictor.models, opener, resolve, options.model_observer, entry)
 
 
 def versioned_api(api: ApiConfig, options: EndpointOptions) -> ApiConfig | None:

@@ -43,6 +43,7 @@ class ModelSet:
         opener: Opener,
         resolve: Callable[[str], Path],
         observer: ModelObserver | None = None,
+        cache_entry: Callable[[Path], Path] | None = None,
     ) -> None:
         self.config = config
         self.opener = opener
@@ -60,7 +61,7 @@ class ModelSet:
         self.listeners: list[Callable[[tuple[str, int]], None]] = []  # told of each version leaving memory
         self._sources = self._configured()
         self._listing: dict[str, Any] = {}  # what the folders held when last read; cleared by ``refresh``
-        self._disk = DiskCache(config.disk_cache_size, resolve)  # remote locations' local copies
+        self._disk = DiskCache(config.disk_cache_size, resolve, cache_entry)  # remote locations' local copies
 
     # -- what there is ---------------------------------------------------------------------------
     def _configured(self) -> dict[str, Source]:

@@ -4,12 +4,20 @@ describing, listing and polling); ``http(s)://`` zips of version folders."""
 
 from __future__ import annotations
 
+import functools
+import http.server
+import os
+import ssl
+import threading
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.multimodel.helpers import ONNX_PREDICTOR, X, expected, models_dir, project_yaml
+from tests.models import onnx_linear
+from tests.multimodel.helpers import ONNX_PREDICTOR, X, bias_of, expected, models_dir, project_yaml
 from tests.runtimes.test_sources import aws_env, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
@@ -57,4 +65,91 @@ def test_s3_models_are_fetched_on_use_and_trimmed_on_disk(serve, make_project, b
         ("disk-evict", "c"),  # b is fetched again (its version 3): c's copy goes
         ("load", "b"),
         ("evict", "a"),
+    ]
+
+
+class QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def https_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str]]:
+    """A real HTTPS server on loopback serving the folder it returns; its self-signed certificate trusted
+    through SSL_CERT_FILE (which httpx, and so the download, reads)."""
+    from tests.cli.test_listen import _self_signed
+
+    (tmp_path / "tls").mkdir()
+    key, cert = _self_signed(tmp_path / "tls")
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    site = tmp_path / "site"
+    site.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietFiles, directory=str(site)))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield site, f"https://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def zip_versions(target: Path, model: str, versions: list[int], built: Path) -> None:
+    """``target``: a zip of ``model``'s version folders (``1/model.onnx``, ``2/model.onnx``, ...)."""
+    folder = models_dir(built, {model: versions}) / model
+    with zipfile.ZipFile(target, "w") as archive:
+        for path in sorted(folder.rglob("*.onnx")):
+            archive.write(path, path.relative_to(folder).as_posix())
+
+
+def test_https_model_folders_as_zips_of_versions_and_plain_files(serve, make_project, https_site, tmp_path) -> None:
+    site, url = https_site
+    zip_versions(site / "a.zip", "a", [1, 2], tmp_path / "built")
+    zip_versions(site / "c.zip", "c", [1], tmp_path / "built")
+    onnx_linear(site / "b.onnx", bias=bias_of("b", 1))  # a plain file: the one version 1
+    paths = "".join(f"        - {{name: {m}, path: '{url}/{m}.{ext}'}}\n" for m, ext in (("a", "zip"), ("b", "onnx"), ("c", "zip")))
+    models = f"      paths:\n{paths}      cache_size: 1\n      disk_cache_size: 2\n"
+    project = make_project({"cortex.yaml": project_yaml(models), "predictor.py": ONNX_PREDICTOR})
+    copies = tmp_path / "_xdg" / "localserve" / "models"
+    with serve(project) as client:
+        plan = (("model=a", "a", 2), ("model=b", "b", 1), ("model=a&version=1", "a", 1), ("model=c", "c", 1))
+        for query, model, version in plan:
+            response = client.post(f"/multi?{query}", json=X)
+            assert response.status_code == 200, response.text
+            assert response.json() == {"logits": expected(model, version)}
+        # Two copies on disk, each one entry of the download cache (c.zip extracted beside its archive); b's went.
+        assert sorted(p.name for p in copies.iterdir()) == sorted(p.name for p in copies.glob("http-*"))
+        assert len(list(copies.iterdir())) == 2
+        described = client.get("/multi").json()["models"]
+        listed = client.get("/v2/models").json()
+        # c.zip changes on the server: a poll fetches the new copy, the old one is deleted, version 1 reloads.
+        zip_versions(site / "c.zip", "c", [1, 5], tmp_path / "built2")
+        os.utime(site / "c.zip", (1_700_000_000, 1_700_000_000))  # another Last-Modified, whatever the clock
+        models = client.app.apis["multi"].endpoint.models
+        assert models.refresh(remote=True) == [
+            {"model": "c", "version": 5, "change": "added"},
+            {"model": "c", "version": 1, "change": "replaced"},
+        ]
+        assert len(list(copies.iterdir())) == 2
+        assert client.post("/multi?model=c", json=X).json() == {"logits": expected("c", 5)}
+    assert described["available"] == {"a": [1, 2], "b": [1], "c": [1]}
+    assert [(m["name"], m["version"]) for m in listed] == [
+        ("multi.a", "1"),
+        ("multi.a", "2"),
+        ("multi.b", "1"),
+        ("multi.c", "1"),
+    ]
+    assert [(e["event"], e["model"], e.get("version")) for e in described["events"]] == [
+        ("load", "a", 2),
+        ("load", "b", 1),
+        ("evict", "a", 2),
+        ("load", "a", 1),
+        ("evict", "b", 1),
+        ("disk-evict", "b", None),
+        ("load", "c", 1),
+        ("evict", "a", 1),
     ]
