@@ -153,3 +153,17 @@ def test_https_model_folders_as_zips_of_versions_and_plain_files(serve, make_pro
         ("load", "c", 1),
         ("evict", "a", 1),
     ]
+
+
+def test_an_https_dir_is_a_zip_of_model_folders(serve, make_project, https_site, tmp_path) -> None:
+    site, url = https_site
+    folder = models_dir(tmp_path / "built", {"a": [1, 2], "b": [3]})
+    with zipfile.ZipFile(site / "models.zip", "w") as archive:
+        for path in sorted(folder.rglob("*.onnx")):
+            archive.write(path, path.relative_to(folder).as_posix())
+    models = f"      dir: '{url}/models.zip'\n      cache_size: 1\n      disk_cache_size: 1\n"
+    project = make_project({"cortex.yaml": project_yaml(models), "predictor.py": ONNX_PREDICTOR})
+    with serve(project) as client:
+        for model, version in (("a", 2), ("b", 3)):
+            assert client.post(f"/multi?model={model}", json=X).json() == {"logits": expected(model, version)}
+        assert client.get("/multi").json()["models"]["available"] == {"a": [1, 2], "b": [3]}
