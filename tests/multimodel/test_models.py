@@ -314,7 +314,9 @@ def test_the_clients_take_the_model_positionally_and_signature_key_by_keyword_on
             ("signature_key", "KEYWORD_ONLY", None),
         ]
     yaml = "- name: one\n  kind: RealtimeAPI\n  predictor:\n    type: onnx\n    path: predictor.py\n"
-    project = make_project({"cortex.yaml": yaml + "    models: {path: model.onnx}\n", "predictor.py": POSITIONAL_PREDICTOR})
+    project = make_project(
+        {"cortex.yaml": yaml + "    models: {path: model.onnx}\n", "predictor.py": POSITIONAL_PREDICTOR}
+    )
     add_version(project / "m", "a", 1).rename(project / "model.onnx")
     with serve(project) as client:
         response = client.post("/one", json=X)

@@ -111,7 +111,9 @@ def test_https_model_folders_as_zips_of_versions_and_plain_files(serve, make_pro
     zip_versions(site / "a.zip", "a", [1, 2], tmp_path / "built")
     zip_versions(site / "c.zip", "c", [1], tmp_path / "built")
     onnx_linear(site / "b.onnx", bias=bias_of("b", 1))  # a plain file: the one version 1
-    paths = "".join(f"        - {{name: {m}, path: '{url}/{m}.{ext}'}}\n" for m, ext in (("a", "zip"), ("b", "onnx"), ("c", "zip")))
+    paths = "".join(
+        f"        - {{name: {m}, path: '{url}/{m}.{ext}'}}\n" for m, ext in (("a", "zip"), ("b", "onnx"), ("c", "zip"))
+    )
     models = f"      paths:\n{paths}      cache_size: 1\n      disk_cache_size: 2\n"
     project = make_project({"cortex.yaml": project_yaml(models), "predictor.py": ONNX_PREDICTOR})
     copies = tmp_path / "_xdg" / "localserve" / "models"
