@@ -26,7 +26,7 @@ from typing import Any
 from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
 from localserve.errors import LocalServeError, ModelLoadError, NotFound, RequestError
 from localserve.runtimes.diskcache import DiskCache
-from localserve.runtimes.versions import ModelObserver, Opener, Source, stamp_of, versions_in
+from localserve.runtimes.versions import ModelObserver, Opener, Source, stamp_of, version_changes, versions_in
 
 log = logging.getLogger("localserve")
 
@@ -118,6 +118,15 @@ class ModelSet:
         """The versions in memory, the least recently used first."""
         with self._lock:
             return list(self._loaded)
+
+    def fetches(self, name: str | None) -> bool:
+        """Whether reading model ``name``'s versions would download a remote copy (done off the event loop)."""
+        if self.config.dir is not None:
+            return "://" in self.config.dir and "" not in self._listing
+        source = next(iter(self._sources.values())) if self.single else self._sources.get(name or "")
+        if source is None or "://" not in source.location:
+            return False
+        return not self._disk.holds(source.location) or "/" + source.name not in self._listing
 
     # -- use --------------------------------------------------------------------------------------
     def _source(self, name: str | None) -> Source:
@@ -259,15 +268,7 @@ class ModelSet:
         if after is None:  # a folder unreadable for a moment (a remote error) changes nothing in memory
             self._listing = listing
             return []
-        changes = [
-            {"model": name, "version": v, "change": "added"}
-            for name in after
-            for v in after[name] - before.get(name, set())
-        ] + [
-            {"model": name, "version": v, "change": "removed"}
-            for name in before
-            for v in before[name] - after.get(name, set())
-        ]
+        changes = version_changes(before, after)
         with self._lock:
             loaded = dict(self._stamps)
         for key, stamp in loaded.items():

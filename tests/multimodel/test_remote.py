@@ -4,6 +4,7 @@ describing, listing and polling); ``http(s)://`` zips of version folders."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import http.server
 import os
@@ -11,6 +12,7 @@ import ssl
 import threading
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +70,29 @@ def test_s3_models_are_fetched_on_use_and_trimmed_on_disk(serve, make_project, b
     ]
 
 
+@dataclass
+class Gate:
+    """Holds the answer to a request for ``path`` until ``release`` (``entered`` says one is held)."""
+
+    path: str | None = None
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 class QuietFiles(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def send_head(self) -> Any:  # HEAD and GET
+        gate: Gate = self.server.gate  # type: ignore[attr-defined]
+        if self.path == gate.path:
+            gate.entered.set()
+            assert gate.release.wait(90)  # the bound only catches a hang
+        return super().send_head()
+
 
 @pytest.fixture
-def https_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str]]:
+def https_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str, Gate]]:
     """A real HTTPS server on loopback serving the folder it returns; its self-signed certificate trusted
     through SSL_CERT_FILE (which httpx, and so the download, reads)."""
     from tests.cli.test_listen import _self_signed
@@ -88,11 +106,13 @@ def https_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.gate = gate = Gate()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield site, f"https://127.0.0.1:{server.server_address[1]}"
+        yield site, f"https://127.0.0.1:{server.server_address[1]}", gate
     finally:
+        gate.release.set()
         server.shutdown()
         server.server_close()
         thread.join()
@@ -107,7 +127,7 @@ def zip_versions(target: Path, model: str, versions: list[int], built: Path) -> 
 
 
 def test_https_model_folders_as_zips_of_versions_and_plain_files(serve, make_project, https_site, tmp_path) -> None:
-    site, url = https_site
+    site, url, _ = https_site
     zip_versions(site / "a.zip", "a", [1, 2], tmp_path / "built")
     zip_versions(site / "c.zip", "c", [1], tmp_path / "built")
     onnx_linear(site / "b.onnx", bias=bias_of("b", 1))  # a plain file: the one version 1
@@ -158,7 +178,7 @@ def test_https_model_folders_as_zips_of_versions_and_plain_files(serve, make_pro
 
 
 def test_an_https_dir_is_a_zip_of_model_folders(serve, make_project, https_site, tmp_path) -> None:
-    site, url = https_site
+    site, url, _ = https_site
     folder = models_dir(tmp_path / "built", {"a": [1, 2], "b": [3]})
     with zipfile.ZipFile(site / "models.zip", "w") as archive:
         for path in sorted(folder.rglob("*.onnx")):
@@ -169,3 +189,31 @@ def test_an_https_dir_is_a_zip_of_model_folders(serve, make_project, https_site,
         for model, version in (("a", 2), ("b", 3)):
             assert client.post(f"/multi?model={model}", json=X).json() == {"logits": expected(model, version)}
         assert client.get("/multi").json()["models"]["available"] == {"a": [1, 2], "b": [3]}
+
+
+def test_v2_fetches_a_remote_model_off_the_event_loop(serve, make_project, https_site, tmp_path) -> None:
+    from tests.multimodel.test_v2 import logits_of, v2_body
+
+    site, url, gate = https_site
+    for model in "ab":
+        zip_versions(site / f"{model}.zip", model, [1], tmp_path / "built")
+    paths = "".join(f"        - {{name: {m}, path: '{url}/{m}.zip'}}\n" for m in "ab")
+    models = f"      paths:\n{paths}      cache_size: 1\n      disk_cache_size: 2\n"
+    project = make_project({"cortex.yaml": project_yaml(models), "predictor.py": ONNX_PREDICTOR})
+    with serve(project) as client, concurrent.futures.ThreadPoolExecutor(3) as pool:
+        gate.path = "/a.zip"
+        body, headers = v2_body(X)
+        infer = pool.submit(client.post, "/v2/models/multi.a/infer", content=body, headers=headers)
+        assert gate.entered.wait(60)  # a's download is under way, held by the server
+        # The event loop answers meanwhile (were the download on it, this would wait for the gate, and time out).
+        assert pool.submit(client.get, "/healthz").result(60).status_code == 200
+        gate.release.set()
+        response = infer.result(60)
+        assert response.status_code == 200, response.text
+        assert logits_of(response) == expected("a", 1)
+        gate.path, gate.entered, gate.release = "/b.zip", threading.Event(), threading.Event()
+        listing = pool.submit(client.get, "/v2/models")  # lists b's versions: fetches b's copy
+        assert gate.entered.wait(60)
+        assert pool.submit(client.get, "/healthz").result(60).status_code == 200
+        gate.release.set()
+        assert [(m["name"], m["version"]) for m in listing.result(60).json()] == [("multi.a", "1"), ("multi.b", "1")]
