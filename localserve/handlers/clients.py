@@ -147,12 +147,16 @@ def start_watching(models: ModelSet) -> None:
 
 
 def describe_models(models: ModelSet) -> dict[str, Any]:
-    """For GET /<api>: each model's versions, which are in memory, the cache's size, the latest events."""
+    """For GET /<api>: each model's versions, which are in memory, the cache's size, the latest events.
+
+    It runs on the event loop, so it downloads nothing: a remote model never fetched has ``null`` versions."""
     loaded = models.loaded()
     return {
         "cache_size": models.capacity,
         "disk_cache_size": models.config.disk_cache_size,
-        "available": {name: sorted(models.versions(name)) for name in models.names()},
+        "available": {
+            name: None if models.fetches(name, use=False) else sorted(models.versions(name)) for name in models.names()
+        },
         "in_memory": [{"model": name, "version": version} for name, version in loaded],
         "events": list(models.events),
     }

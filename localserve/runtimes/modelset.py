@@ -119,14 +119,14 @@ class ModelSet:
         with self._lock:
             return list(self._loaded)
 
-    def fetches(self, name: str | None) -> bool:
-        """Whether reading model ``name``'s versions would download a remote copy (done off the event loop)."""
+    def fetches(self, name: str | None, *, use: bool = True) -> bool:
+        """Whether reading model ``name``'s versions (``use``: to load one) would download a remote copy."""
         if self.config.dir is not None:
             return "://" in self.config.dir and "" not in self._listing
         source = next(iter(self._sources.values())) if self.single else self._sources.get(name or "")
         if source is None or "://" not in source.location:
             return False
-        return not self._disk.holds(source.location) or "/" + source.name not in self._listing
+        return "/" + source.name not in self._listing or (use and not self._disk.holds(source.location))
 
     # -- use --------------------------------------------------------------------------------------
     def _source(self, name: str | None) -> Source:

@@ -138,6 +138,9 @@ def test_https_model_folders_as_zips_of_versions_and_plain_files(serve, make_pro
     project = make_project({"cortex.yaml": project_yaml(models), "predictor.py": ONNX_PREDICTOR})
     copies = tmp_path / "_xdg" / "localserve" / "models"
     with serve(project) as client:
+        # Described before any use: nothing is downloaded for it (GET /<api> runs on the event loop).
+        assert client.get("/multi").json()["models"]["available"] == {"a": None, "b": None, "c": None}
+        assert not copies.exists()
         plan = (("model=a", "a", 2), ("model=b", "b", 1), ("model=a&version=1", "a", 1), ("model=c", "c", 1))
         for query, model, version in plan:
             response = client.post(f"/multi?{query}", json=X)
@@ -186,6 +189,8 @@ def test_an_https_dir_is_a_zip_of_model_folders(serve, make_project, https_site,
     models = f"      dir: '{url}/models.zip'\n      cache_size: 1\n      disk_cache_size: 1\n"
     project = make_project({"cortex.yaml": project_yaml(models), "predictor.py": ONNX_PREDICTOR})
     with serve(project) as client:
+        # The dir was fetched and read at load (off the event loop): its models and versions are known at once.
+        assert client.get("/multi").json()["models"]["available"] == {"a": [1, 2], "b": [3]}
         for model, version in (("a", 2), ("b", 3)):
             assert client.post(f"/multi?model={model}", json=X).json() == {"logits": expected(model, version)}
         assert client.get("/multi").json()["models"]["available"] == {"a": [1, 2], "b": [3]}
