@@ -124,10 +124,15 @@ def test_multi_model_apis_are_named_in_the_header() -> None:
 - name: one
   kind: RealtimeAPI
   predictor: {type: onnx, path: p.py, models: {path: m.onnx}}
+- name: py
+  kind: RealtimeAPI
+  predictor: {type: python, path: p.py, multi_model_reloading: {dir: weights}}
 """
     assert multi_model_note(text) == (
-        "# Multi-model APIs (many, pair) load their models in each pod, from the image or s3://; "
+        "# Multi-model APIs (many, pair, py) load their models in each pod, from the image, s3:// or https://; "
         "cache_size and disk_cache_size apply per pod.\n"
+        "#   Over the Open Inference Protocol each model of an onnx or tensorflow one is the model <api>.<model> "
+        "(GET /v2/models lists them).\n"
     )
     assert multi_model_note("- {kind: api, name: x, model: m.onnx}") == ""
     assert multi_model_note("name: [") == ""

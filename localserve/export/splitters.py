@@ -107,14 +107,21 @@ def multi_model_note(text: str) -> str:
     names = [
         str(entry.get("name"))
         for entry in (entries if isinstance(entries, list) else [])
-        if isinstance(entry, dict)
-        and isinstance(entry.get("predictor"), dict)
-        and isinstance(entry["predictor"].get("models"), dict)
-        and ({"paths", "dir"} & set(entry["predictor"]["models"]))
+        if isinstance(entry, dict) and isinstance(entry.get("predictor"), dict) and _many_models(entry["predictor"])
     ]
     if not names:
         return ""
     return (
-        f"# Multi-model APIs ({', '.join(names)}) load their models in each pod, from the image or s3://; "
+        f"# Multi-model APIs ({', '.join(names)}) load their models in each pod, from the image, s3:// or https://; "
         "cache_size and disk_cache_size apply per pod.\n"
+        "#   Over the Open Inference Protocol each model of an onnx or tensorflow one is the model <api>.<model> "
+        "(GET /v2/models lists them).\n"
+    )
+
+
+def _many_models(predictor: dict[str, object]) -> bool:
+    """``models`` with ``paths`` or ``dir``, or a python predictor's ``multi_model_reloading``."""
+    models = predictor.get("models")
+    return (isinstance(models, dict) and bool({"paths", "dir"} & set(models))) or isinstance(
+        predictor.get("multi_model_reloading"), dict
     )

@@ -111,14 +111,17 @@ def model_opener(api: ApiConfig, options: EndpointOptions) -> Opener:
 
 def open_models(api: ApiConfig, options: EndpointOptions, opener: Opener) -> ModelSet:
     """The ModelSet of a predictor with several models; remote locations are fetched into the download cache."""
-    from localserve.runtimes.sources import resolve_model
+    from localserve.runtimes.sources import cache_entry, resolve_model
 
     assert api.predictor is not None and api.predictor.models is not None
 
     def resolve(location: str) -> Path:
         return resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)
 
-    return ModelSet(api.predictor.models, opener, resolve, options.model_observer)
+    def entry(path: Path) -> Path:
+        return cache_entry(path, options.cache_dir)
+
+    return ModelSet(api.predictor.models, opener, resolve, options.model_observer, entry)
 
 
 def versioned_api(api: ApiConfig, options: EndpointOptions) -> ApiConfig | None:
@@ -144,12 +147,16 @@ def start_watching(models: ModelSet) -> None:
 
 
 def describe_models(models: ModelSet) -> dict[str, Any]:
-    """For GET /<api>: each model's versions, which are in memory, the cache's size, the latest events."""
+    """For GET /<api>: each model's versions, which are in memory, the cache's size, the latest events.
+
+    It runs on the event loop, so it downloads nothing: a remote model never fetched has ``null`` versions."""
     loaded = models.loaded()
     return {
         "cache_size": models.capacity,
         "disk_cache_size": models.config.disk_cache_size,
-        "available": {name: sorted(models.versions(name)) for name in models.names()},
+        "available": {
+            name: None if models.fetches(name, use=False) else sorted(models.versions(name)) for name in models.names()
+        },
         "in_memory": [{"model": name, "version": version} for name, version in loaded],
         "events": list(models.events),
     }

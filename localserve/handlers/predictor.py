@@ -115,6 +115,8 @@ class PredictorEndpoint:
         if self.models is not None:
             if self.models.capacity is None:
                 self.models.load_all()  # without the cache every model loads at start, as on Cortex
+            else:
+                self.models.names()  # a dir is read (a remote one fetched) now, off the event loop
             start_watching(self.models)
 
     def _client(self) -> Any:

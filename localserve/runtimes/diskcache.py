@@ -20,10 +20,14 @@ from pathlib import Path
 class DiskCache:
     """Local copies of remote locations, the least recently used first."""
 
-    def __init__(self, limit: int | None, resolve: Callable[[str], Path]) -> None:
+    def __init__(
+        self, limit: int | None, resolve: Callable[[str], Path], entry: Callable[[Path], Path] | None = None
+    ) -> None:
         self.limit = limit
         self.resolve = resolve
+        self.entry = entry or (lambda path: path)  # what to delete for a copy: its whole entry of the download cache
         self._copies: collections.OrderedDict[str, Path] = collections.OrderedDict()
+        self._forgotten: dict[str, Path] = {}  # copies set aside by ``forget``: deleted once fetched anew elsewhere
         self._lock = threading.Lock()
 
     def local(self, location: str) -> Path:
@@ -36,11 +40,20 @@ class DiskCache:
         path = self.resolve(location)  # outside the lock: a download may take minutes
         with self._lock:
             self._copies[location] = path
+            old = self._forgotten.pop(location, None)
+        if self.limit is not None and old is not None and self.entry(old) != self.entry(path):
+            delete(self.entry(old))  # the remote model changed (a new ETag): its previous copy is never used again
         return path
+
+    def holds(self, location: str) -> bool:
+        """Whether ``location`` has a copy on disk now (fetched, not trimmed or forgotten since)."""
+        with self._lock:
+            return location in self._copies
 
     def forget(self) -> None:
         """Fetch every location again on its next use (a remote refresh: new ETags mean new copies)."""
         with self._lock:
+            self._forgotten.update(self._copies)
             self._copies.clear()
 
     def trim(self, in_memory: set[str]) -> list[str]:
@@ -55,8 +68,13 @@ class DiskCache:
                 if location not in in_memory:
                     removed.append((location, self._copies.pop(location)))
         for _, path in removed:
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            delete(self.entry(path))
         return [location for location, _ in removed]
+
+
+def delete(path: Path) -> None:
+    """Delete a copy (a file or a folder); one already gone is no error."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

@@ -19,14 +19,14 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
 from localserve.errors import LocalServeError, ModelLoadError, NotFound, RequestError
 from localserve.runtimes.diskcache import DiskCache
-from localserve.runtimes.versions import ModelObserver, Opener, Source, stamp_of, versions_in
+from localserve.runtimes.versions import ModelObserver, Opener, Source, stamp_of, version_changes, versions_in
 
 log = logging.getLogger("localserve")
 
@@ -43,6 +43,7 @@ class ModelSet:
         opener: Opener,
         resolve: Callable[[str], Path],
         observer: ModelObserver | None = None,
+        cache_entry: Callable[[Path], Path] | None = None,
     ) -> None:
         self.config = config
         self.opener = opener
@@ -60,7 +61,7 @@ class ModelSet:
         self.listeners: list[Callable[[tuple[str, int]], None]] = []  # told of each version leaving memory
         self._sources = self._configured()
         self._listing: dict[str, Any] = {}  # what the folders held when last read; cleared by ``refresh``
-        self._disk = DiskCache(config.disk_cache_size, resolve)  # remote locations' local copies
+        self._disk = DiskCache(config.disk_cache_size, resolve, cache_entry)  # remote locations' local copies
 
     # -- what there is ---------------------------------------------------------------------------
     def _configured(self) -> dict[str, Source]:
@@ -77,7 +78,11 @@ class ModelSet:
         return self.config.path is not None
 
     def _local(self, location: str) -> Path:
-        return self._disk.local(location) if "://" in location else self.resolve(location)
+        if "://" not in location:
+            return self.resolve(location)
+        path = self._disk.local(location)
+        self._trim_disk(spare=location)  # a copy fetched to be read (listed, described) counts at once
+        return path
 
     def sources(self) -> dict[str, Source]:
         """Every model there is (a ``dir`` as last read: ``refresh`` reads it again)."""
@@ -114,6 +119,15 @@ class ModelSet:
         with self._lock:
             return list(self._loaded)
 
+    def fetches(self, name: str | None, *, use: bool = True) -> bool:
+        """Whether reading model ``name``'s versions (``use``: to load one) would download a remote copy."""
+        if self.config.dir is not None:
+            return "://" in self.config.dir and "" not in self._listing
+        source = next(iter(self._sources.values())) if self.single else self._sources.get(name or "")
+        if source is None or "://" not in source.location:
+            return False
+        return "/" + source.name not in self._listing or (use and not self._disk.holds(source.location))
+
     # -- use --------------------------------------------------------------------------------------
     def _source(self, name: str | None) -> Source:
         sources = self.sources()
@@ -132,6 +146,8 @@ class ModelSet:
     def pick(self, name: str | None, version: str | int = "latest") -> tuple[Source, int, Path]:
         """The model, version and files a call names (Cortex's rules); NotFound (404) or RequestError (400)."""
         source = self._source(name)
+        if "://" in source.location and not self._disk.holds(source.location):
+            self._listing.pop("/" + source.name, None)  # its copy was trimmed (or never fetched): fetch it now
         versions = self._versions(source)
         if isinstance(version, str) and version in LATEST:
             number = max(versions)
@@ -166,16 +182,18 @@ class ModelSet:
             evicted = self._keep(key, model, files)
         for old in evicted:
             self._evicted(old, "cache")
-        if self._disk.limit is not None:
-            self._trim_disk()
+        self._trim_disk()
         return source.name, number, model
 
-    def _trim_disk(self) -> None:
-        sources = self.sources()
-        in_memory = {sources[name].location for name, _ in self.loaded() if name in sources}
-        for location in self._disk.trim(in_memory | ({self.config.dir} if self.config.dir else set())):
+    def _trim_disk(self, spare: str | None = None) -> None:
+        if self._disk.limit is None or self.config.dir is not None:  # a remote dir is one copy: never trimmed
+            return
+        sources = self._sources
+        keep = {sources[name].location for name, _ in self.loaded() if name in sources}
+        if spare is not None:
+            keep.add(spare)
+        for location in self._disk.trim(keep):
             name = next((s.name for s in sources.values() if s.location == location), location)
-            self._listing.pop("/" + name, None)
             self.events.append({"event": "disk-evict", "model": name})
             log.info("model %r: its downloaded copy was deleted (disk_cache_size %s)", name, self._disk.limit)
 
@@ -227,30 +245,30 @@ class ModelSet:
                         raise
                     log.warning("model %r version %d does not load (yet): %s", name, number, exc)
 
-    def snapshot(self) -> dict[str, set[int]]:
-        """Every model's versions as the folders hold them now (nothing when they cannot be read)."""
+    def snapshot(self, skip: Collection[str] = ()) -> dict[str, set[int]] | None:
+        """Every model's versions (but ``skip``'s) as the folders hold them now; None when they cannot be read."""
         try:
-            return {name: set(self.versions(name)) for name in self.names()}
-        except (LocalServeError, OSError):
-            return {}
+            return {name: set(self.versions(name)) for name in self.names() if name not in skip}
+        except (LocalServeError, OSError) as exc:
+            log.warning("models: the model folders cannot be read (%s); serving what was read before", exc)
+            return None
 
     def refresh(self, *, remote: bool = False) -> list[dict[str, Any]]:
         """Read the folders again (``remote``: fetch remote locations again): versions gone or changed leave
         memory (calls in flight keep theirs); without the cache new versions load. Returns what changed."""
-        before = self.snapshot()
-        self._listing = {}
+        # A remote model without a copy on disk (trimmed, or never used) is not fetched by a poll: its next use
+        # fetches it, new versions included (Cortex's cache too fetched on demand).
+        skip = {n for n, s in self._sources.items() if "://" in s.location and not self._disk.holds(s.location)}
+        before = self.snapshot(skip) or {}
+        listing = dict(self._listing)
+        self._listing = {key: value for key, value in listing.items() if key[1:] in skip}
         if remote:
             self._disk.forget()
-        after = self.snapshot()
-        changes = [
-            {"model": name, "version": v, "change": "added"}
-            for name in after
-            for v in after[name] - before.get(name, set())
-        ] + [
-            {"model": name, "version": v, "change": "removed"}
-            for name in before
-            for v in before[name] - after.get(name, set())
-        ]
+        after = self.snapshot(skip)
+        if after is None:  # a folder unreadable for a moment (a remote error) changes nothing in memory
+            self._listing = listing
+            return []
+        changes = version_changes(before, after)
         with self._lock:
             loaded = dict(self._stamps)
         for key, stamp in loaded.items():

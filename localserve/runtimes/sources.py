@@ -26,7 +26,7 @@ from localserve.runtimes.cache import CHUNK, model_root, staging_dir
 from localserve.runtimes.s3 import fetch_s3
 from localserve.runtimes.web import fetch_http, redact
 
-__all__ = ["extract_zip", "redact", "resolve_model"]
+__all__ = ["cache_entry", "extract_zip", "redact", "resolve_model"]
 
 logger = logging.getLogger("localserve")
 
@@ -62,8 +62,18 @@ def resolve_model(
                 f"(relative paths start at the project directory {project})."
             )
     if path.is_file() and path.suffix.lower() == ".zip":
-        return extract_zip(path, models)
+        # A downloaded archive is extracted beside it, so a remote model's copy is one entry of the cache.
+        return extract_zip(path, path.parent if "://" in location else models)
     return path
+
+
+def cache_entry(path: Path, cache_root: Path | None = None) -> Path:
+    """The entry of the download cache that holds ``path`` (all of a remote model's copy); ``path`` outside it."""
+    models = (cache_root if cache_root is not None else default_cache_dir()) / "models"
+    try:
+        return models / path.relative_to(models).parts[0]
+    except (ValueError, IndexError):
+        return path
 
 
 def extract_zip(archive: Path, models: Path) -> Path:

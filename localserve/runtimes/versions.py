@@ -52,3 +52,10 @@ def stamp_of(files: Path) -> float:
         return float(max([files.stat().st_mtime_ns, *(p.stat().st_mtime_ns for p in files.rglob("*"))]))
     except OSError:
         return -1.0
+
+
+def version_changes(before: dict[str, set[int]], after: dict[str, set[int]]) -> list[dict[str, Any]]:
+    """The versions ``added`` and ``removed`` between two readings of the folders (``{model: versions}``)."""
+    added = [(name, v, "added") for name in after for v in after[name] - before.get(name, set())]
+    removed = [(name, v, "removed") for name in before for v in before[name] - after.get(name, set())]
+    return [{"model": name, "version": v, "change": change} for name, v, change in added + removed]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.multimodel.helpers import ONNX_PREDICTOR, X, expected, models_dir, project_yaml
+from tests.multimodel.helpers import ONNX_PREDICTOR, X, add_version, expected, models_dir, project_yaml
 
 
 def make(make_project, tmp_path: Path, models: str, versions: dict[str, list[int]], **kw: str) -> Path:
@@ -23,13 +23,26 @@ def test_a_dir_of_three_models_with_a_cache_of_one(serve, make_project, tmp_path
         "      dir: models\n      cache_size: 1\n      disk_cache_size: 3\n",
         {"a": [1, 2], "b": [1], "c": [3]},
     )
+    # After each request, the figures' loads and evictions (what /metrics counts) and the version in memory.
+    steps = [
+        ("model=a", "a", 2, {"a/2": 1}, {}),
+        ("model=b", "b", 1, {"a/2": 1, "b/1": 1}, {"a/2": 1}),
+        ("model=b", "b", 1, {"a/2": 1, "b/1": 1}, {"a/2": 1}),  # cached: nothing loads
+        ("model=c", "c", 3, {"a/2": 1, "b/1": 1, "c/3": 1}, {"a/2": 1, "b/1": 1}),
+        ("model=a", "a", 2, {"a/2": 2, "b/1": 1, "c/3": 1}, {"a/2": 1, "b/1": 1, "c/3": 1}),
+        ("model=a&version=1", "a", 1, {"a/1": 1, "a/2": 2, "b/1": 1, "c/3": 1}, {"a/2": 2, "b/1": 1, "c/3": 1}),
+    ]
     with serve(project) as client:
         assert client.get("/multi").json()["models"]["in_memory"] == []  # nothing loads before its first use
-        for model, version in (("a", 2), ("b", 1), ("b", 1), ("c", 3), ("a", 2)):
-            response = client.post(f"/multi?model={model}", json=X)
+        assert counted(client.get("/metrics").text, "localserve_model_loads_total") == {}
+        for query, model, version, loads, evictions in steps:
+            response = client.post(f"/multi?{query}", json=X)
             assert response.status_code == 200, response.text
             assert response.json() == {"logits": expected(model, version)}
-        assert client.post("/multi?model=a&version=1", json=X).json() == {"logits": expected("a", 1)}
+            text = client.get("/metrics").text
+            assert counted(text, "localserve_model_loads_total") == loads, query
+            assert counted(text, "localserve_model_evictions_total") == evictions, query
+            assert client.get("/multi").json()["models"]["in_memory"] == [{"model": model, "version": version}]
         described = client.get("/multi").json()["models"]
     assert described["in_memory"] == [{"model": "a", "version": 1}]
     assert described["available"] == {"a": [1, 2], "b": [1], "c": [3]}
@@ -45,6 +58,19 @@ def test_a_dir_of_three_models_with_a_cache_of_one(serve, make_project, tmp_path
         ("load", "a", 1),
         ("evict", "a", 2),
     ]
+
+
+def counted(text: str, family: str) -> dict[str, int]:
+    """``{"<model>/<version>": n}``: one counter family of API ``multi`` in a /metrics page (evictions: by the cache)."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.startswith(family + "{"):
+            continue
+        labels = dict(part.split("=", 1) for part in line[len(family) + 1 : line.index("}")].split(","))
+        labels = {key: value.strip('"') for key, value in labels.items()}
+        if labels["api"] == "multi" and labels.get("reason", "cache") == "cache":
+            found[f"{labels['model']}/{labels['version']}"] = int(float(line.rsplit(" ", 1)[1]))
+    return found
 
 
 def test_paths_without_the_cache_load_every_version_at_start(serve, make_project, tmp_path) -> None:
@@ -256,3 +282,46 @@ def test_other_models_answer_while_one_loads(serve, make_project) -> None:
         predictor.release.set()
         thread.join(60)
     assert slow == ["slow"]
+
+
+POSITIONAL_PREDICTOR = """
+class ONNXPredictor:
+    def __init__(self, onnx_client):
+        self.client = onnx_client
+
+    def predict(self, payload):
+        by_name = self.client.predict(payload, "resnet")  # Cortex's model_name, second: never a signature key
+        by_version = self.client.predict(payload, "resnet", "latest")
+        try:
+            self.client.predict(payload, "resnet", 1, "serving_default")
+        except TypeError as exc:
+            refused = str(exc)
+        return {"logits": [by_name[1].tolist(), by_version[1].tolist()], "refused": refused}
+"""
+
+
+def test_the_clients_take_the_model_positionally_and_signature_key_by_keyword_only(serve, make_project) -> None:
+    import inspect
+
+    from localserve.handlers.clients import ModelClient, MultiModelClient
+
+    for client_class in (ModelClient, MultiModelClient):  # onnx_client and tensorflow_client alike
+        parameters = inspect.signature(client_class.predict).parameters
+        assert [(p.name, p.kind.name, p.default) for p in list(parameters.values())[1:]] == [
+            ("model_input", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+            ("model_name", "POSITIONAL_OR_KEYWORD", None),
+            ("model_version", "POSITIONAL_OR_KEYWORD", "highest"),
+            ("signature_key", "KEYWORD_ONLY", None),
+        ]
+    yaml = "- name: one\n  kind: RealtimeAPI\n  predictor:\n    type: onnx\n    path: predictor.py\n"
+    project = make_project(
+        {"cortex.yaml": yaml + "    models: {path: model.onnx}\n", "predictor.py": POSITIONAL_PREDICTOR}
+    )
+    add_version(project / "m", "a", 1).rename(project / "model.onnx")
+    with serve(project) as client:
+        response = client.post("/one", json=X)
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "logits": [expected("a", 1), expected("a", 1)],  # one model: the name is not needed, nor refused
+        "refused": "ModelClient.predict() takes from 2 to 4 positional arguments but 5 were given",
+    }

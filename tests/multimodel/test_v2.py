@@ -107,6 +107,16 @@ def test_requests_for_different_models_never_share_a_batch(serve, make_project) 
         responses = [f.result(30) for f in futures]
         assert first.result(30).text == "done"
         batches = client.get("/multi").json()["models"]["batches"]
+        # Each model version has its own batcher, running that version's own model (its own sessions), warmed
+        # for its own bucket sizes.
+        routes = client.app.apis["multi"].pipeline.routes
+        models = client.app.apis["multi"].endpoint.models
+        owned = {key: (model, batcher) for key, (model, batcher) in routes.batchers.items()}
+        assert sorted(owned) == [("a", 1), ("b", 1)]
+        for (name, version), (model, batcher) in owned.items():
+            assert batcher.model is model is models.get(name, version)[2]
+            assert batcher.buckets == (1, 2, 4, 8) and batcher.name == f"multi.{name}"
+        assert owned["a", 1][0] is not owned["b", 1][0]
         pool.shutdown()
     for i, (model, response) in enumerate(zip(plan, responses, strict=True)):
         assert response.status_code == 200, response.text

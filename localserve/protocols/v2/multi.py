@@ -77,6 +77,8 @@ class MultiModels:
         rt, models, model = found
         if rt.state != "ready" or models is None:
             raise NotReady(rt.api.name, rt.error)
+        if models.fetches(model):  # a remote copy to download first: not on the event loop
+            raise NeedsLoad(lambda: models.pick(model, version or "latest"))
         _, number, _ = models.pick(model, version or "latest")
         view = self._views.get((name, number))
         if view is None:
@@ -96,11 +98,12 @@ class MultiModels:
 
 async def locate(find: Callable[[], tuple[ApiRuntime, V2Model]]) -> tuple[ApiRuntime, V2Model]:
     """``find()``, loading the model it needs off the event loop first when it must."""
-    try:
-        return find()
-    except NeedsLoad as need:
-        await asyncio.to_thread(need.load)
-        return find()
+    for _ in range(2):  # a remote copy to fetch, then the version to load
+        try:
+            return find()
+        except NeedsLoad as need:
+            await asyncio.to_thread(need.load)
+    return find()
 
 
 def routed(model: V2Model, feed: Any) -> Any:

@@ -9,6 +9,7 @@ too. Errors are ``{"error": "..."}``, rendered by ``protocols.http.render_error`
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -148,11 +149,19 @@ class V2Routes:
 
     async def index(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models (and Triton's POST /v2/repository/index): every V2 model, each version of it, its state."""
+        # Off the event loop: listing a remote model's versions may download its copy.
+        await _send_json(send, 200, await asyncio.to_thread(self._index))
+
+    def _index(self) -> list[dict[str, str]]:
         entries = []
         for name in self.names():
             multi = self.models.multi.split(name)
             if multi is not None:  # a model of a multi-model API: every version, loaded on first use
-                versions = [str(v) for v in sorted(multi[1].versions(multi[2]))]
+                try:
+                    versions = [str(v) for v in sorted(multi[1].versions(multi[2]))]
+                except (LocalServeError, OSError):  # its remote folder cannot be read now
+                    entries.append({"name": name, "version": "", "state": "UNAVAILABLE"})
+                    continue
                 entries += [{"name": name, "version": v, "state": "READY"} for v in versions]
                 continue
             try:
@@ -160,7 +169,7 @@ class V2Routes:
                 entries.append({"name": name, "version": VERSION, "state": "READY"})
             except LocalServeError:  # not loaded (yet)
                 entries.append({"name": name, "version": VERSION, "state": "UNAVAILABLE"})
-        await _send_json(send, 200, entries)
+        return entries
 
     async def all_stats(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models/stats: the statistics extension for every V2 model."""
