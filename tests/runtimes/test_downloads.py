@@ -208,3 +208,52 @@ def test_a_busy_server_is_tried_again_and_a_dead_one_named(
     assert str(info.value) == (
         f"Cannot download the model {url}/m.onnx: HTTP 503 after 0 B; gave up after 4 tries in a row without progress."
     )
+
+
+def test_a_terminal_gets_a_bar(serve_site: Any, tmp_path: Path) -> None:
+    """stderr a real terminal (a pty): tqdm's bar, and no progress log lines."""
+    import fcntl
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from tests.conftest import cli_env
+
+    body = os.urandom(2 * MiB)
+    url = serve_site(Site(body))
+    code = (
+        "import logging, sys; from pathlib import Path; from localserve.runtimes.sources import resolve_model\n"
+        "log = logging.getLogger('localserve'); log.setLevel(logging.INFO)\n"
+        "log.addHandler(logging.StreamHandler(sys.stdout))\n"
+        f"resolve_model({url + '/m.onnx'!r}, Path({str(tmp_path)!r}), cache_root=Path({str(tmp_path / 'cache')!r}))\n"
+    )
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal 120 columns wide
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            stderr=follower,
+            stdout=subprocess.PIPE,
+            env=cli_env(),
+            timeout=120,
+            check=False,
+        )
+        os.close(follower)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and everything was read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0, drawn.decode(errors="replace")
+    screen = drawn.decode(errors="replace")
+    assert f"{url}/m.onnx: 100%|" in screen and "2.00M/2.00M" in screen  # tqdm's bar, at its end
+    logged = done.stdout.decode().splitlines()
+    assert logged[0].startswith(f"Downloaded {url}/m.onnx (2.0 MiB) in "), logged  # no "Downloading ..." lines
+    assert len(logged) == 1
