@@ -257,3 +257,34 @@ def test_a_terminal_gets_a_bar(serve_site: Any, tmp_path: Path) -> None:
     logged = done.stdout.decode().splitlines()
     assert logged[0].startswith(f"Downloaded {url}/m.onnx (2.0 MiB) in "), logged  # no "Downloading ..." lines
     assert len(logged) == 1
+
+
+def test_an_s3_object_is_resumed_with_range_after_a_dropped_connection(
+    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same server as S3's endpoint (boto3 asks it for /<bucket>/<key>): the drop resumed, the bytes exact."""
+    pytest.importorskip("boto3")
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    body = os.urandom(3 * MiB)
+    site = Site(body, drop_at=MiB + 3 * PIECE)
+    url = serve_site(site)
+    caplog.set_level("INFO", logger="localserve")
+    path = resolve_model("s3://models/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False, s3_endpoint=url)
+    assert path.read_bytes() == body
+    first, second = site.seen
+    assert first["range"] is None
+    resumed_at = int(second["range"].removeprefix("bytes=").removesuffix("-"))  # type: ignore[union-attr]
+    assert 0 < resumed_at <= MiB + 3 * PIECE
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("Download of s3://models/m.onnx: the connection ")
+    assert warnings[0].endswith("of 3.0 MiB; trying again in 0.5 s (try 2 of 4)")
+    assert _files(tmp_path / "cache") == [path]
