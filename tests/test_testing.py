@@ -261,3 +261,30 @@ def test_run_gives_user_code_localserve_url_to_the_other_apis(make_project) -> N
     project = make_project({"cortex.yaml": config, "front.py": front, "back.py": back})
     result = localserve.testing.run(project, input=b"{}", api="front", headers={"Content-Type": "application/json"})
     assert (result.status, result.json()) == (200, {"front": {"v": "back"}})
+
+
+def test_requirements_are_installed_for_the_client_and_let_go_after(make_project, tmp_path: Path, monkeypatch) -> None:
+    """requirements.txt installed into the cache (as serve does), importable inside, gone from sys.path after."""
+    from tests.server.test_reload import wheel
+
+    package = wheel(tmp_path, "1.0", 7)
+    project = make_project(
+        {
+            "main.py": "import lsreload\n\n\ndef handler(request, context):\n"
+            "    return {'content': {'value': lsreload.VALUE}}\n",
+            "requirements.txt": f"{package}\n",
+        }
+    )
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # the wheel is a local file: no index is asked
+    before = state()
+    with localserve.testing.client(project, handler="main:handler", cache_dir=tmp_path / "cache") as client:
+        assert client.post("/", json={}).json() == {"value": 7}
+        assert any(path.startswith(str(tmp_path / "cache")) for path in sys.path)
+    assert state() == before
+    assert "lsreload" not in sys.modules
+    with (  # install=False: nothing installed, nothing of the cache on sys.path
+        pytest.raises(HandlerLoadError, match="No module named 'lsreload'"),
+        localserve.testing.client(project, handler="main:handler", install=False, cache_dir=tmp_path / "cache"),
+    ):
+        pass  # pragma: no cover
+    assert state() == before
