@@ -288,3 +288,20 @@ def test_requirements_are_installed_for_the_client_and_let_go_after(make_project
     ):
         pass  # pragma: no cover
     assert state() == before
+
+
+def test_a_config_file_of_another_name(make_project) -> None:
+    """``config=``: the file, relative to the project (or absolute), instead of cortex.yaml / localserve.yaml."""
+    predictor = "class PythonPredictor:\n    def __init__(self, config):\n        self.n = config['n']\n\n"
+    predictor += "    def predict(self, payload):\n        return {'n': self.n}\n"
+    entry = "- name: {name}\n  kind: RealtimeAPI\n  predictor: {{type: python, path: p.py, config: {{n: {n}}}}}\n"
+    project = make_project(
+        {"p.py": predictor, "cortex.yaml": entry.format(name="main", n=1), "staging.yaml": entry.format(name="st", n=2)}
+    )
+    with localserve.testing.client(project, config="staging.yaml") as client:
+        assert client.post("/st", json={}).json() == {"n": 2}
+        assert client.post("/main", json={}).status_code == 404
+    with localserve.testing.client(project, config=project / "cortex.yaml") as client:
+        assert client.post("/main", json={}).json() == {"n": 1}
+    result = localserve.testing.run(project, input=b"{}", config="staging.yaml", content_type="application/json")
+    assert (result.status, result.json()) == (200, {"n": 2})
