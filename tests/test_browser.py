@@ -293,3 +293,30 @@ def test_dashboard_shows_a_traffic_splitter_with_its_apis_weights_and_shadow(tmp
             assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") == 0
             errors = page.errors
     assert errors == []
+
+
+def test_dashboard_shows_a_failed_reload_until_the_next_good_save(make_project) -> None:
+    """serve --reload: a bad edit is shown above the APIs (the last good version still serving); a good save clears it."""
+    from tests.server.test_reload import FAILED, RELOADED, edit, handler, serving
+
+    project = make_project({"main.py": handler("v1")})
+    with serving(project, "--handler", "main:handler") as served, browser.browser_page() as page:
+        browser.open_dashboard(page, served.url)
+        banner = page.locator("#reload")
+        assert banner.is_hidden()
+        mark = served.mark()
+        edit(project / "main.py", "def handler(request, context):\n    return {\n")  # a syntax error
+        served.wait_line(FAILED, mark)
+        banner.wait_for(state="visible")
+        text = banner.inner_text()
+        assert text.startswith("reload failed (still serving the last good version) after main.py changed: ")
+        assert "SyntaxError" in text
+        assert page.locator('[data-api="proj"] [data-status]').inner_text() == "ready"
+        assert httpx.post(served.url).text == "v1"
+        mark = served.mark()
+        edit(project / "main.py", handler("v2"))
+        served.wait_line(RELOADED, mark)
+        banner.wait_for(state="hidden")
+        assert httpx.post(served.url).text == "v2"
+        errors = page.errors
+    assert errors == []

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
-
-import pytest
+from pathlib import Path
 
 from tests.conftest import ROOT, cli_env, free_port, wait_ready
+from tests.server.test_reload import RELOADED, Served
 
 README = (ROOT / "README.md").read_text()
 
@@ -97,26 +98,38 @@ def test_the_pytest_command_passes_in_a_fresh_pytest() -> None:
     assert "5 passed" in done.stdout.decode()
 
 
-def test_the_development_loop_serve_and_curl() -> None:
-    serve_line, _, curl_line, answer = (line for line in develop_commands()[0].splitlines() if line.strip())
+def test_the_development_loop_serve_edit_and_curl(tmp_path: Path) -> None:
+    """The README's loop on a copy of its example: serve --reload, curl, save an edit, curl the new code."""
+    serve_line, edit_line, curl_line, answer = (line for line in develop_commands()[0].splitlines() if line.strip())
     serve = localserve(serve_line.replace(" &", ""))
-    if (
-        "--reload" in serve
-        and "--reload"
-        not in subprocess.run(
-            [*serve[:3], "serve", "--help"], capture_output=True, env=cli_env(), timeout=60, check=True
-        ).stdout.decode()
-    ):
-        pytest.skip("serve --reload is not on this branch yet (issue 31, part 1)")
+    assert "--reload" in serve
+    edited = re.fullmatch(r"# edit (\S+) and save: .*", edit_line)
+    assert edited is not None, edit_line
+    shutil.copytree(ROOT / "handlers_examples/json_tax", tmp_path / "handlers_examples/json_tax")
     port = str(free_port())
     proc = subprocess.Popen(
-        [*serve, "--port", port], cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*serve, "--port", port, "--log-format", "text"],
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
+    served = Served(proc, f"http://127.0.0.1:{port}")
+    curl = shlex.split(curl_line.replace("localhost:8888", f"localhost:{port}"))
     try:
-        wait_ready(f"http://127.0.0.1:{port}", proc)
-        curl = shlex.split(curl_line.replace("localhost:8888", f"localhost:{port}"))
-        done = subprocess.run(curl, cwd=ROOT, capture_output=True, timeout=30, check=True)
+        served.wait_line("reload: watching ")
+        wait_ready(served.url, proc)
+        done = subprocess.run(curl, cwd=tmp_path, capture_output=True, timeout=30, check=True)
         assert done.stdout.decode() == answer.lstrip("# ")
+        handler = tmp_path / edited[1]
+        mark = served.mark()
+        handler.write_text(handler.read_text().replace("* 1.08", "* 1.5"))
+        served.wait_line(RELOADED, mark)
+        done = subprocess.run(curl, cwd=tmp_path, capture_output=True, timeout=30, check=True)
+        assert done.stdout.decode() == '{"total":150.0}'
     finally:
         proc.terminate()
         proc.wait(20)
+        served.reader.join(10)
+        assert proc.stdout is not None
+        proc.stdout.close()

@@ -261,3 +261,47 @@ def test_run_gives_user_code_localserve_url_to_the_other_apis(make_project) -> N
     project = make_project({"cortex.yaml": config, "front.py": front, "back.py": back})
     result = localserve.testing.run(project, input=b"{}", api="front", headers={"Content-Type": "application/json"})
     assert (result.status, result.json()) == (200, {"front": {"v": "back"}})
+
+
+def test_requirements_are_installed_for_the_client_and_let_go_after(make_project, tmp_path: Path, monkeypatch) -> None:
+    """requirements.txt installed into the cache (as serve does), importable inside, gone from sys.path after."""
+    from tests.server.test_reload import wheel
+
+    package = wheel(tmp_path, "1.0", 7)
+    project = make_project(
+        {
+            "main.py": "import lsreload\n\n\ndef handler(request, context):\n"
+            "    return {'content': {'value': lsreload.VALUE}}\n",
+            "requirements.txt": f"{package}\n",
+        }
+    )
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # the wheel is a local file: no index is asked
+    before = state()
+    with localserve.testing.client(project, handler="main:handler", cache_dir=tmp_path / "cache") as client:
+        assert client.post("/", json={}).json() == {"value": 7}
+        assert any(path.startswith(str(tmp_path / "cache")) for path in sys.path)
+    assert state() == before
+    assert "lsreload" not in sys.modules
+    with (  # install=False: nothing installed, nothing of the cache on sys.path
+        pytest.raises(HandlerLoadError, match="No module named 'lsreload'"),
+        localserve.testing.client(project, handler="main:handler", install=False, cache_dir=tmp_path / "cache"),
+    ):
+        pass  # pragma: no cover
+    assert state() == before
+
+
+def test_a_config_file_of_another_name(make_project) -> None:
+    """``config=``: the file, relative to the project (or absolute), instead of cortex.yaml / localserve.yaml."""
+    predictor = "class PythonPredictor:\n    def __init__(self, config):\n        self.n = config['n']\n\n"
+    predictor += "    def predict(self, payload):\n        return {'n': self.n}\n"
+    entry = "- name: {name}\n  kind: RealtimeAPI\n  predictor: {{type: python, path: p.py, config: {{n: {n}}}}}\n"
+    project = make_project(
+        {"p.py": predictor, "cortex.yaml": entry.format(name="main", n=1), "staging.yaml": entry.format(name="st", n=2)}
+    )
+    with localserve.testing.client(project, config="staging.yaml") as client:
+        assert client.post("/st", json={}).json() == {"n": 2}
+        assert client.post("/main", json={}).status_code == 404
+    with localserve.testing.client(project, config=project / "cortex.yaml") as client:
+        assert client.post("/main", json={}).json() == {"n": 1}
+    result = localserve.testing.run(project, input=b"{}", config="staging.yaml", content_type="application/json")
+    assert (result.status, result.json()) == (200, {"n": 2})

@@ -171,6 +171,9 @@ def serve(
             f"--reload serves from one process, which it reloads in place; drop --replicas {settings['replicas']}."
         )
 
+    # Absolute: --reload reads them again from inside the project, whose folder is then the working directory.
+    project, config_file = project.absolute(), config_file.absolute() if config_file is not None else None
+
     def read() -> ServeConfig:
         config = load(project, config_file, flags)
         return config.only(api_names) if api_names else config

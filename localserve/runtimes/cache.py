@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -45,19 +45,15 @@ def download(chunks: Iterable[bytes], target: Path, total: int | None, label: st
     progress = download_progress(label, total, bar=show_bar)
     try:
         with os.fdopen(fd, "wb") as out:
-            try:
-                for chunk in chunks:
-                    if chunk is RESTART:  # the source starts again from its first byte
-                        out.seek(0)
-                        out.truncate()
-                        done = 0
-                        continue
-                    out.write(chunk)
-                    done += len(chunk)
-                    progress.update(done)
-            except _Truncated:
-                if total is None:
-                    raise ModelLoadError(f"Download of {label} was interrupted after {done} bytes.") from None
+            for chunk in chunks:
+                if chunk is RESTART:  # the source starts again from its first byte
+                    out.seek(0)
+                    out.truncate()
+                    done = 0
+                    continue
+                out.write(chunk)
+                done += len(chunk)
+                progress.update(done)
             out.flush()
             os.fsync(out.fileno())
         if total is not None and done != total:
@@ -77,26 +73,6 @@ class _Restart(bytes):
 
 
 RESTART = _Restart()  # yielded by a source of ``download`` that starts again from its first byte (compared by identity)
-
-
-def read_chunks(read: Callable[[int], bytes], label: str) -> Iterator[bytes]:
-    """Chunks of ``read`` (a file-like object's) until the end; a stream cut short ends ``download`` with how much came."""
-    import http.client
-
-    while True:
-        try:
-            chunk = read(CHUNK)
-        except http.client.IncompleteRead:
-            raise _Truncated from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise ModelLoadError(f"Download of {label} was interrupted: {exc}.") from None
-        if not chunk:
-            return
-        yield chunk
-
-
-class _Truncated(Exception):
-    pass
 
 
 @contextmanager

@@ -1,15 +1,19 @@
 """Models on S3 (``s3://bucket/key``, an object or a prefix), downloaded into the cache once per ETag;
-boto3 (the s3 extra) is imported only when an S3 model is loaded. Every failure is a ModelLoadError
-that says what to fix (credentials, the bucket, access)."""
+boto3 (the s3 extra) is imported only when an S3 model is loaded. A connection that drops in the middle
+of an object is resumed where it left off (``Range``, the same ETag by ``IfMatch``), as ``web`` resumes a URL.
+Every failure is a ModelLoadError that says what to fix (credentials, the bucket, access)."""
 
 from __future__ import annotations
 
+import http.client
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from localserve.errors import ModelLoadError
-from localserve.runtimes.cache import cache_key, download, model_root, read_chunks, safe_name, staging_dir
+from localserve.runtimes.cache import CHUNK, cache_key, download, model_root, safe_name, staging_dir
+from localserve.runtimes.web import Tries
 
 logger = logging.getLogger("localserve")
 
@@ -102,12 +106,32 @@ def _fetch_s3_object(
         logger.debug("Using cached %s for %s (ETag %s)", target, location, etag)
         return target
     folder.mkdir(parents=True, exist_ok=True)
-    body = client.get_object(Bucket=bucket, Key=key, IfMatch=head["ETag"])["Body"]
-    try:
-        download(read_chunks(body.read, location), target, int(head["ContentLength"]), location, show_bar)
-    finally:
-        body.close()
+    total = int(head["ContentLength"])
+    download(_object_chunks(client, bucket, key, head["ETag"], total, location), target, total, location, show_bar)
     return target
+
+
+def _object_chunks(client: Any, bucket: str, key: str, etag: str, total: int, shown: str) -> Iterator[bytes]:
+    """The object's bytes, across as many GETs as dropped connections: each resumes where the last left off."""
+    from botocore.exceptions import IncompleteReadError, ResponseStreamingError
+
+    tries = Tries(shown)
+    done = 0
+    while True:
+        resume = {"Range": f"bytes={done}-"} if done else {}
+        body = client.get_object(Bucket=bucket, Key=key, IfMatch=etag, **resume)["Body"]
+        try:
+            while chunk := body.read(CHUNK):
+                done += len(chunk)
+                yield chunk
+            if done >= total:
+                return
+            why = "the connection closed early"
+        except (IncompleteReadError, ResponseStreamingError, OSError, http.client.HTTPException) as exc:
+            why = f"the connection dropped ({exc or type(exc).__name__})"
+        finally:
+            body.close()
+        tries.fail(done, total, why)
 
 
 def _fetch_s3_prefix(
@@ -132,10 +156,6 @@ def _fetch_s3_prefix(
             if not dest.is_relative_to(staging.resolve()):
                 raise ModelLoadError(f"Cannot download the model {location}: unsafe object key {obj['Key']!r}.")
             dest.parent.mkdir(parents=True, exist_ok=True)
-            body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"]
-            try:
-                label = f"s3://{bucket}/{obj['Key']}"
-                download(read_chunks(body.read, label), dest, int(obj["Size"]), label, show_bar)
-            finally:
-                body.close()
+            label, size = f"s3://{bucket}/{obj['Key']}", int(obj["Size"])
+            download(_object_chunks(client, bucket, obj["Key"], obj["ETag"], size, label), dest, size, label, show_bar)
     return model_root(target)

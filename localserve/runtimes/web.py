@@ -32,7 +32,7 @@ from localserve.errors import ModelLoadError
 from localserve.runtimes.cache import RESTART, cache_key, download, safe_name
 from localserve.runtimes.progress import human_size
 
-__all__ = ["ATTEMPTS", "HASHES", "RETRY_DELAYS", "fetch_http", "redact"]
+__all__ = ["ATTEMPTS", "HASHES", "RETRY_DELAYS", "Tries", "fetch_http", "redact"]
 
 logger = logging.getLogger("localserve")
 ATTEMPTS = 4  # tries in a row that bring no new byte before the download fails
@@ -71,11 +71,11 @@ def fetch_http(url: str, models: Path, show_bar: bool) -> Path:
     return target
 
 
-class _Transfer:
-    """One file's GET requests: the first, and those that resume it after a drop."""
+class Tries:
+    """A download's failed tries: a wait before the next one, or its error after ``ATTEMPTS`` in a row without progress."""
 
-    def __init__(self, client: Any, url: str, shown: str, validator: str) -> None:
-        self.client, self.url, self.shown, self.validator = client, url, shown, validator
+    def __init__(self, shown: str) -> None:
+        self.shown = shown  # the location as logs and errors show it
         self.failures = 0  # in a row, without a new byte
         self.best = 0  # the most bytes a try has brought
 
@@ -102,6 +102,14 @@ class _Transfer:
             ATTEMPTS,
         )
         time.sleep(delay)
+
+
+class _Transfer(Tries):
+    """One file's GET requests: the first, and those that resume it after a drop."""
+
+    def __init__(self, client: Any, url: str, shown: str, validator: str) -> None:
+        super().__init__(shown)
+        self.client, self.url, self.validator = client, url, validator
 
     def open(self, offset: int, total: int | None = None) -> Any:
         """A streamed response of the file from byte ``offset`` (200: from the start; 206: from ``offset``)."""

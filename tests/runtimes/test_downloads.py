@@ -208,3 +208,83 @@ def test_a_busy_server_is_tried_again_and_a_dead_one_named(
     assert str(info.value) == (
         f"Cannot download the model {url}/m.onnx: HTTP 503 after 0 B; gave up after 4 tries in a row without progress."
     )
+
+
+def test_a_terminal_gets_a_bar(serve_site: Any, tmp_path: Path) -> None:
+    """stderr a real terminal (a pty): tqdm's bar, and no progress log lines."""
+    import fcntl
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from tests.conftest import cli_env
+
+    body = os.urandom(2 * MiB)
+    url = serve_site(Site(body))
+    code = (
+        "import logging, sys; from pathlib import Path; from localserve.runtimes.sources import resolve_model\n"
+        "log = logging.getLogger('localserve'); log.setLevel(logging.INFO)\n"
+        "log.addHandler(logging.StreamHandler(sys.stdout))\n"
+        f"resolve_model({url + '/m.onnx'!r}, Path({str(tmp_path)!r}), cache_root=Path({str(tmp_path / 'cache')!r}))\n"
+    )
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal 120 columns wide
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            stderr=follower,
+            stdout=subprocess.PIPE,
+            env=cli_env(),
+            timeout=120,
+            check=False,
+        )
+        os.close(follower)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and everything was read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0, drawn.decode(errors="replace")
+    screen = drawn.decode(errors="replace")
+    assert f"{url}/m.onnx: 100%|" in screen and "2.00M/2.00M" in screen  # tqdm's bar, at its end
+    logged = done.stdout.decode().splitlines()
+    assert logged[0].startswith(f"Downloaded {url}/m.onnx (2.0 MiB) in "), logged  # no "Downloading ..." lines
+    assert len(logged) == 1
+
+
+def test_an_s3_object_is_resumed_with_range_after_a_dropped_connection(
+    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same server as S3's endpoint (boto3 asks it for /<bucket>/<key>): the drop resumed, the bytes exact."""
+    pytest.importorskip("boto3")
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    body = os.urandom(3 * MiB)
+    site = Site(body, drop_at=MiB + 3 * PIECE)
+    url = serve_site(site)
+    caplog.set_level("INFO", logger="localserve")
+    path = resolve_model("s3://models/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False, s3_endpoint=url)
+    assert path.read_bytes() == body
+    first, second = site.seen
+    assert first["range"] is None
+    resumed_at = int(second["range"].removeprefix("bytes=").removesuffix("-"))  # type: ignore[union-attr]
+    assert 0 < resumed_at <= MiB + 3 * PIECE
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("Download of s3://models/m.onnx: the connection ")
+    assert warnings[0].endswith("of 3.0 MiB; trying again in 0.5 s (try 2 of 4)")
+    assert _files(tmp_path / "cache") == [path]

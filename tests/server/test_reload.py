@@ -76,11 +76,14 @@ class Served:
 
 
 @contextmanager
-def serving(project: Path, *args: str, **env: str) -> Iterator[Served]:
+def serving(project: Path, *args: str, cwd: Path | None = None, **env: str) -> Iterator[Served]:
+    """``serve --reload`` on ``project``; from ``cwd``, the project is given relative to it (as people type it)."""
     port = free_port()
-    command = [sys.executable, "-m", "localserve", "serve", "-p", str(project), "--port", str(port)]
+    where = os.path.relpath(project, cwd) if cwd is not None else str(project)
+    command = [sys.executable, "-m", "localserve", "serve", "-p", where, "--port", str(port)]
     proc = subprocess.Popen(
         [*command, "--reload", "--log-format", "text", *args],
+        cwd=cwd,
         env=cli_env(**env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -103,10 +106,10 @@ def serving(project: Path, *args: str, **env: str) -> Iterator[Served]:
         proc.stdout.close()
 
 
-def edit(path: Path, text: str) -> None:
+def edit(path: Path, text: str | bytes) -> None:
     """Save ``path`` as editors do: a whole new file put in its place (never a half-written one)."""
     staging = path.parent.parent / f".{path.name}.saving"
-    staging.write_text(text)
+    staging.write_bytes(text if isinstance(text, bytes) else text.encode())
     os.replace(staging, path)
 
 
@@ -218,9 +221,11 @@ CONFIG = """
 """
 
 
-def test_config_edits_and_a_failing_init_keep_the_last_good_version(make_project) -> None:
+def test_config_edits_and_a_failing_init_keep_the_last_good_version(make_project, tmp_path: Path) -> None:
     project = make_project({"predictor.py": PREDICTOR, "cortex.yaml": CONFIG.format(greeting="hello")})
-    with serving(project) as served:
+    # --project and --config relative to the working directory: each reload reads them from inside the project
+    config = os.path.relpath(project / "cortex.yaml", tmp_path)
+    with serving(project, "--config", config, cwd=tmp_path) as served:
 
         def greeting() -> str:
             response = httpx.post(f"{served.url}/greet", json={})
@@ -243,6 +248,14 @@ def test_config_edits_and_a_failing_init_keep_the_last_good_version(make_project
         served.wait_line(r'raise RuntimeError\("no"\)', mark)  # its traceback, with the user's line
         assert greeting() == "hi"
         assert "RuntimeError: no" in readyz(served.url)["reload"]["error"]
+
+        mark = served.mark()
+        edit(project / "predictor.py", 'raise RuntimeError("broken at import")\n' + PREDICTOR)  # at import
+        failed = served.wait_line(FAILED, mark)
+        assert "broken at import" in failed and "still serving the last good version" in failed
+        served.wait_line(r'raise RuntimeError\("broken at import"\)', mark)  # its traceback, with the user's line
+        assert greeting() == "hi"
+        assert "broken at import" in readyz(served.url)["reload"]["error"]
 
         mark = served.mark()
         edit(project / "cortex.yaml", CONFIG.format(greeting="hi") + "  bogus_key: 1\n")  # a broken config
@@ -315,3 +328,52 @@ def test_reload_refuses_replicas(make_project, monkeypatch: pytest.MonkeyPatch, 
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
     assert "--reload serves from one process, which it reloads in place; drop --replicas 2." in result.output
+
+
+MODEL_CONFIG = """
+- name: linear
+  kind: api
+  model: model.onnx
+  request_handler: handler.py
+"""
+LOGITS_HANDLER = """
+def pre_inference(sample, metadata):
+    return sample["x"]
+
+def post_inference(prediction, metadata):
+    return {"logits": prediction[1].tolist()}
+"""
+
+
+def test_a_model_file_edit_reloads_its_api_and_an_ignored_file_reloads_nothing(make_project, tmp_path: Path) -> None:
+    from tests.models import onnx_linear
+
+    models = tmp_path / "models"
+    models.mkdir()
+    first = onnx_linear(models / "first.onnx", bias=[0.0, 0.0, 0.0])
+    second = onnx_linear(models / "second.onnx", bias=[10.0, 20.0, 30.0])
+    project = make_project(
+        {
+            "cortex.yaml": MODEL_CONFIG,
+            "handler.py": LOGITS_HANDLER,
+            "model.onnx": first.read_bytes(),
+            ".cortexignore": "notes/\n",
+            "notes/todo.txt": "v1",
+        }
+    )
+    x = [[1.0, 0.0, 0.0, 0.0]]  # row 0 of W: (0 - j) / 4 = [0, -0.25, -0.5]
+    with serving(project) as served:
+
+        def logits() -> list[float]:
+            response = httpx.post(f"{served.url}/linear", json={"x": x})
+            assert response.status_code == 200, response.text
+            return [round(v, 4) for v in response.json()["logits"][0]]
+
+        assert logits() == [0.0, -0.25, -0.5]
+        mark = served.mark()
+        (project / "notes/todo.txt").write_text("v2")  # ignored (.cortexignore): no reload of its own
+        edit(project / "model.onnx", second.read_bytes())
+        line = served.wait_line(RELOADED, mark)
+        # generation 1, after the model alone: the ignored file was neither a reload nor part of this one
+        assert re.search(r"reloaded 'linear' in [\d.]+ s after model\.onnx changed \(generation 1\)", line), line
+        assert logits() == [10.0, 19.75, 29.5]
