@@ -200,7 +200,8 @@ def test_hostile_benchmark_prints_healthz_and_rss_for_each_phase() -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     results = json.loads(proc.stdout)["results"]
-    assert list(results) == ["trailer: idle", "trailer: attack", "outputs: idle", "outputs: attack"]
+    phases = ["idle", "attack", "after"]
+    assert list(results) == [f"{attack}: {phase}" for attack in ("trailer", "outputs") for phase in phases]
     for figures in results.values():
         assert set(figures) == {"healthz_p50_ms", "healthz_max_ms", "healthz_slow_s", "rss_max_mb", "rss_end_mb"}
         assert figures["rss_max_mb"] > 0 and figures["healthz_p50_ms"] == figures["healthz_p50_ms"]  # answered: no NaN
