@@ -1,10 +1,12 @@
-"""`/healthz` latency and server RSS during the hostile clients of issue 32 (items 1, 3 and 5).
+"""`/healthz` latency and server RSS during the hostile clients of issue 32 (items 1, 3, 4 and 5).
 
 Each attack runs against a fresh ``localserve serve`` of the checkout given (``--localserve-path``,
 default this one), while a probe asks ``/healthz`` every 0.1 s and reads the server's RSS:
 
 - ``trailer``: one chunked request whose trailer field never ends (64 KiB pieces);
 - ``gzip``: 16 clients sending 200 KiB slices of a gzip bomb to a V2 model, over and over;
+- ``outputs``: 2 clients asking a V2 model for one output 100 times over, on 40,000 rows (a
+  1.6 MB request), over and over, reading each answer;
 - ``unread``: 50 clients asking a 10 MB answer and reading none of it, then closing (three
   rounds of 20 more); the RSS after they closed is reported too.
 
@@ -12,6 +14,10 @@ Example (the checkout before the fixes, then this one; alternate them on a loade
 
     python benchmarks/hostile.py --localserve-path /work/wt-hostile-before --seconds 20
     python benchmarks/hostile.py --seconds 20
+
+``--attacks`` picks some of ``trailer,gzip,outputs,unread`` (all by default). Each phase gives
+``/healthz``'s p50 and max, the seconds spent in answers over 0.1 s, and the largest and the last
+RSS; ``<attack>: after`` is 2 s once the attack stopped and ``/healthz`` answers within 50 ms again.
 
 Figures are ratios against a baseline of the same run: absolute times depend on the machine.
 """
@@ -90,8 +96,8 @@ def rss_mb(pid: int) -> float:
 
 
 def probe(port: int, pid: int, seconds: float) -> dict[str, float]:
-    """``/healthz`` latency (p50, max, ms; the seconds spent in answers over 0.1 s) and RSS (max, MB, read
-    every 0.1 s by a thread of its own, so a blocked server is measured too) over ``seconds``."""
+    """``/healthz`` latency (p50, max, ms; the seconds spent in answers over 0.1 s) and RSS (max and last, MB,
+    read every 0.1 s by a thread of its own, so a blocked server is measured too) over ``seconds``."""
     latencies: list[float] = []
     rss: list[float] = []
     done = threading.Event()
@@ -114,6 +120,7 @@ def probe(port: int, pid: int, seconds: float) -> dict[str, float]:
         "healthz_max_ms": round(max(latencies), 1),
         "healthz_slow_s": round(sum(t for t in latencies if t > 100) / 1000, 1),
         "rss_max_mb": round(max(rss, default=rss_mb(pid)), 1),
+        "rss_end_mb": round(rss[-1] if rss else rss_mb(pid), 1),
     }
 
 
@@ -164,6 +171,39 @@ def attack_gzip(port: int, stop: threading.Event) -> None:
         thread.join()
 
 
+def outputs_request(rows: int = 40_000, copies: int = 100) -> bytes:
+    data = [5.1, 3.5, 1.4, 0.2] * rows
+    document = {
+        "inputs": [{"name": "input", "shape": [rows, 4], "datatype": "FP32", "data": data}],
+        "outputs": [{"name": "probabilities"}] * copies,
+    }
+    body = json.dumps(document).encode()
+    return (
+        b"POST /v2/models/iris/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+    ) + body
+
+
+def attack_outputs(port: int, stop: threading.Event) -> None:
+    request = outputs_request()
+
+    def one() -> None:
+        while not stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+                    sock.sendall(request)
+                    while sock.recv(1 << 20):
+                        pass
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def unread_clients(port: int, count: int) -> list[socket.socket]:
     socks = []
     for _ in range(count):
@@ -186,13 +226,29 @@ def run_attack(port: int, pid: int, attack: Callable[[int, threading.Event], Non
         settle(port)
 
 
-def measure(checkout: Path, seconds: float, write_timeout: str | None) -> dict[str, dict]:
+ATTACKS: dict[str, Callable[[int, threading.Event], None]] = {
+    "trailer": attack_trailer,
+    "gzip": attack_gzip,
+    "outputs": attack_outputs,
+}
+
+
+def measure(checkout: Path, seconds: float, write_timeout: str | None, attacks: list[str]) -> dict[str, dict]:
     results: dict[str, dict] = {}
-    with serving(checkout, "--project", str(ROOT / "handlers_examples" / "iris_onnx")) as (port, pid):
-        results["trailer: idle"] = probe(port, pid, 2)
-        results["trailer: attack"] = run_attack(port, pid, attack_trailer, seconds)
-        results["gzip: idle"] = probe(port, pid, 2)
-        results["gzip: attack"] = run_attack(port, pid, attack_gzip, seconds)
+    on_iris = [name for name in attacks if name in ATTACKS]
+    if on_iris:
+        with serving(checkout, "--project", str(ROOT / "handlers_examples" / "iris_onnx")) as (port, pid):
+            for name in on_iris:
+                results[f"{name}: idle"] = probe(port, pid, 2)
+                results[f"{name}: attack"] = run_attack(port, pid, ATTACKS[name], seconds)
+                results[f"{name}: after"] = probe(port, pid, 2)  # once /healthz is quick again
+    if "unread" in attacks:
+        results.update(measure_unread(checkout, seconds, write_timeout))
+    return results
+
+
+def measure_unread(checkout: Path, seconds: float, write_timeout: str | None) -> dict[str, dict]:
+    results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as project:
         Path(project, "main.py").write_text(BIG_HANDLER)
         extra = ("--write-timeout", write_timeout) if write_timeout else ()
@@ -216,8 +272,13 @@ def main() -> None:
     parser.add_argument("--localserve-path", type=Path, default=ROOT, help="the checkout whose server is measured")
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each attack lasts")
     parser.add_argument("--write-timeout", help="--write-timeout for the 'unread' server (a checkout that has it)")
+    parser.add_argument("--attacks", default="trailer,gzip,outputs,unread", help="which attacks, comma-separated")
     args = parser.parse_args()
-    results = measure(args.localserve_path.resolve(), args.seconds, args.write_timeout)
+    attacks = args.attacks.split(",")
+    unknown = set(attacks) - {*ATTACKS, "unread"}
+    if unknown:
+        parser.error(f"unknown attacks {sorted(unknown)}; choose from trailer, gzip, outputs, unread")
+    results = measure(args.localserve_path.resolve(), args.seconds, args.write_timeout, attacks)
     print(json.dumps({"checkout": str(args.localserve_path), "seconds": args.seconds, "results": results}, indent=1))
 
 

@@ -190,3 +190,18 @@ def test_multimodel_benchmark_prints_uncached_against_cached() -> None:
     for label in ("uncached model, first request", "cached model"):
         assert re.search(rf"^{label} +median +[\d.]+ ms, p90 +[\d.]+ ms$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^uncached / cached \(median\): [\d.]+x$", proc.stdout, re.M), proc.stdout
+
+
+@pytest.mark.slow
+def test_hostile_benchmark_prints_healthz_and_rss_for_each_phase() -> None:
+    """benchmarks/hostile.py: the trailer and repeated-output attacks, briefly, against this checkout."""
+    pytest.importorskip("onnxruntime")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "hostile.py"), "--seconds", "0.5", "--attacks", "trailer,outputs"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    phases = ["idle", "attack", "after"]
+    assert list(results) == [f"{attack}: {phase}" for attack in ("trailer", "outputs") for phase in phases]
+    for figures in results.values():
+        assert set(figures) == {"healthz_p50_ms", "healthz_max_ms", "healthz_slow_s", "rss_max_mb", "rss_end_mb"}
+        assert figures["rss_max_mb"] > 0 and figures["healthz_p50_ms"] == figures["healthz_p50_ms"]  # answered: no NaN

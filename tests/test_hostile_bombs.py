@@ -87,3 +87,17 @@ def test_data_after_the_first_gzip_member_is_a_400(iris: tuple[str, subprocess.P
         "junk); send one stream (Content-Encoding: gzip)."
     )
     assert (answer.status, json.loads(answer.body)) == (400, {"error": message}), output_of(proc)
+
+
+def test_one_output_named_100_times_is_a_400(iris: tuple[str, subprocess.Popen[bytes]]) -> None:
+    """Issue 32, item 4: 100 copies of ``probabilities`` in a 1.6 MB request answered 114.5 MB."""
+    url, proc = iris
+    rows = 1000
+    document = {
+        "inputs": [{"name": "input", "shape": [rows, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2] * rows}],
+        "outputs": [{"name": "probabilities"}] * 100,
+    }
+    answer = exchange(url, infer(json.dumps(document).encode(), "identity"))
+    message = "Output 'probabilities' is requested twice; name each output once."
+    assert (answer.status, json.loads(answer.body)) == (400, {"error": message}), output_of(proc)
+    assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}

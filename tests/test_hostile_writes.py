@@ -28,10 +28,13 @@ def handler(request, context):
 """
 
 BIG_PREDICTOR = """
+import threading
 import weakref
 from starlette.responses import Response
 
-refs = []
+refs, calls = [], []
+gate = threading.Event()  # set: no request is held
+gate.set()
 
 
 class PythonPredictor:
@@ -39,6 +42,8 @@ class PythonPredictor:
         pass
 
     def predict(self, payload):
+        calls.append(payload)
+        gate.wait(120)  # the test holds the API's one thread here to queue the next request
         response = Response(b"x" * 10_000_000, media_type="application/octet-stream")
         refs.append(weakref.ref(response))
         return response
@@ -116,6 +121,48 @@ def test_an_aborted_large_answer_is_freed_without_a_collection(make_project, mon
         finally:
             gc.enable()
     finally:
+        runner.stop_thread()
+
+
+def test_queued_answers_their_clients_never_read_are_freed_without_a_collection(
+    make_project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's reproduction: clients that queue for the API's one thread, never read their 10 MB answer, and
+    close. A request that waited got a task listening for its client; that task, cancelled once the request was
+    answered, tied the request and its answer into a reference cycle (989 MB after three rounds of 20)."""
+    project: Path = make_project({"predictor.py": BIG_PREDICTOR, "cortex.yaml": CORTEX})
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    runner = Runner(load_config(project), ServeOptions(metrics=False))
+    port = runner.start_in_thread(wait=60)
+    try:
+        import predictor
+
+        assert runner.server is not None
+        connections, lifecycle = runner.server.server_state.connections, runner.app.apis["big"].lifecycle
+        gc.collect()
+        gc.disable()  # only reference counting may free the answers
+        try:
+            predictor.gate.clear()
+            first = reader_that_reads_nothing(port, "/big")
+            wait_until(lambda: len(predictor.calls) == 1, "the first request holding the API's one thread")
+            queued = [reader_that_reads_nothing(port, "/big") for _ in range(3)]
+            wait_until(
+                lambda: sum(job.listener is not None for job in list(lifecycle.waiting)) == 3,
+                "the queued requests listening for their clients",
+            )
+            predictor.gate.set()
+            for sock in (first, *queued):  # each answer begins: it was made, and its client reads none of it
+                assert sock.recv(17) == b"HTTP/1.1 200 OK\r\n"
+            assert len(predictor.refs) == 4
+            for sock in (first, *queued):
+                sock.close()
+            wait_until(lambda: not connections, "the server seeing the connections end")
+            wait_until(lambda: all(ref() is None for ref in predictor.refs), "the aborted answers freed")
+        finally:
+            gc.enable()
+    finally:
+        predictor.gate.set()
         runner.stop_thread()
 
 

@@ -165,3 +165,26 @@ def test_the_preinit_filter_drops_only_those_lines_at_their_levels() -> None:
     assert [hidden(onednn, level) for level in (0, 1, 2)] == [False, True, True]
     assert not hidden(b"Error: the handler answered 500:", 3)
     assert not hidden(b"E0000 00:00:1.0 1 port.cc:1] oneDNN custom operations are on.", 3)  # an error line stays
+
+
+PREDICTOR = "class PythonPredictor:\n    def __init__(self, config):\n        pass\n\n    def predict(self, payload):\n        return payload\n"
+BAD_IGNORE_MESSAGE = (
+    "Error: .cortexignore, line 2: invalid pattern '[z-a]' (bad character range z-a); expected gitignore syntax: *, "
+    "?, [a-z], ** and a trailing / for folders, \\ to escape a character."
+)
+
+
+@pytest.mark.parametrize("command", [("check",), ("serve", "--port", "0"), ("export", "dockerignore")])
+def test_a_cortexignore_pattern_re_cannot_compile_is_a_config_error(make_project, command: tuple[str, ...]) -> None:
+    """Issue 32, item 6: ``[z-a]`` was a raw ``re.error`` traceback in check, serve and export dockerignore."""
+    project = make_project(
+        {
+            "cortex.yaml": "- name: ign\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: p.py\n",
+            "p.py": PREDICTOR,
+            ".cortexignore": "build/\n[z-a]\n",
+        }
+    )
+    done = localserve(*command, cwd=project)
+    stderr = done.stderr.decode()
+    assert (done.returncode, stderr.splitlines()[-1]) == (1, BAD_IGNORE_MESSAGE), stderr
+    assert "Traceback" not in stderr

@@ -192,7 +192,7 @@ def test_the_redis_store_from_the_config(
 
 @needs_redis
 def test_readyz_fails_and_submit_is_503_while_the_store_is_unreachable(
-    async_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+    async_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from starlette.testclient import TestClient
 
@@ -220,6 +220,12 @@ def test_readyz_fails_and_submit_is_503_while_the_store_is_unreachable(
         assert reply.json()["error"] == (
             "The job was not stored: the job store could not be written (the server log has the details)."
         )
+        reply = client.get(f"/jobs/{'0' * 32}")  # a poll: what failed, without the store's address (item 7)
+        assert (reply.status_code, reply.json()["error"]) == (
+            503,
+            "The job could not be read: the job store could not be read (the server log has the details).",
+        )
+        assert f"127.0.0.1:{port}" not in reply.text and f"127.0.0.1:{port}" in caplog.text  # the log has it
         assert 'localserve_async_store_up{api="jobs"} 0.0' in client.get("/metrics").text
 
 
