@@ -81,6 +81,8 @@ class Project:
         self._restore()
 
     def _save(self) -> None:
+        from localserve.compat.mnt import redirecting
+
         self._saved = {
             "cwd": os.getcwd(),
             "sys.path": list(sys.path),
@@ -89,6 +91,7 @@ class Project:
             "getaddrinfo": socket.getaddrinfo,
             "open": (builtins.open, io.open),
             "os": {name: getattr(os, name) for name in _REDIRECTED_OS},
+            "redirected": redirecting(),  # by an outer Project: kept on exit
             "level": logging.getLogger(USER_LOGGER).level,
         }
 
@@ -96,6 +99,10 @@ class Project:
         saved = self._saved
         if not saved:
             return
+        if not saved["redirected"]:  # compat.mnt's redirect, installed on entry: every function it wrapped
+            from localserve.compat.mnt import uninstall_redirect
+
+            uninstall_redirect()
         builtins.open, io.open = saved["open"]
         for name, func in saved["os"].items():
             setattr(os, name, func)
