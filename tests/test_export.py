@@ -164,13 +164,65 @@ def test_service_lets_apis_call_each_other(documents: list[dict[str, Any]]) -> N
 
 
 def test_autoscaler(documents: list[dict[str, Any]]) -> None:
+    """Without KEDA: a CPU API's HPA on CPU; a GPU API's (iris) on requests in flight per pod, as KEDA would."""
     hpa = _by(documents, "HorizontalPodAutoscaler", "iris")
     assert hpa["apiVersion"] == "autoscaling/v2"
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api-iris"}
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6)
     assert hpa["spec"]["metrics"] == [
-        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 65}}}
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "localserve_requests_in_flight"},
+                "target": {"type": "AverageValue", "averageValue": "1"},  # target_replica_concurrency
+            },
+        }
     ]
+    assert _by(documents, "HorizontalPodAutoscaler", "text-generator")["spec"]["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
+    ]
+
+
+def test_gpu_apis_never_scale_on_cpu_without_keda(tmp_path: Path) -> None:
+    """A GPU API's HPA reads the gauge localserve exposes, at a fractional target too; an AsyncAPI's front
+    (no GPU) scales on CPU, its GPU workers keep their replicas (no HPA) unless KEDA reads their queue."""
+    from localserve.metrics import Metrics
+
+    config = load_config(
+        _project(
+            tmp_path,
+            "- {kind: RealtimeAPI, name: big, predictor: {type: python, path: p.py},"
+            " compute: {gpu: 1}, autoscaling: {target_replica_concurrency: 1.5}}\n"
+            "- {kind: AsyncAPI, name: jobs, predictor: {type: python, path: p.py}, compute: {gpu: 2},"
+            " async_store: 'redis://redis.jobs:6379/0'}\n",
+        )
+    )
+    text = kubernetes_manifests(config, "img", name="shop")
+    assert "# GPU APIs: their HPA scales on localserve_requests_in_flight per pod" in text
+    assert "# AsyncAPI GPU workers keep their replicas: pass --keda" in text
+    docs = list(yaml.safe_load_all(text))
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs[1:]] == [
+        *[("Deployment", "api-big"), ("Service", "api-big"), ("HorizontalPodAutoscaler", "api-big")],
+        *[("Deployment", "api-jobs"), ("Service", "api-jobs"), ("HorizontalPodAutoscaler", "api-jobs")],
+        ("Deployment", "api-jobs-worker"),
+    ]
+    (big,) = _by(docs, "HorizontalPodAutoscaler", "big")["spec"]["metrics"]
+    assert big["pods"]["target"] == {"type": "AverageValue", "averageValue": "1500m"}
+    front_hpa = [d for d in docs if d["metadata"]["name"] == "api-jobs" and d["kind"] == "HorizontalPodAutoscaler"]
+    assert front_hpa[0]["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    worker = docs[-1]
+    assert worker["spec"]["replicas"] == 1
+    assert worker["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 2}
+    # The metric is the gauge localserve exposes, one series per API in a pod that serves one API.
+    metrics = Metrics(apis=["big"])
+    assert big["pods"]["metric"]["name"] in metrics.render()[0].decode()
+    with_keda = list(yaml.safe_load_all(kubernetes_manifests(config, "img", name="shop", keda=True)))
+    assert [d["kind"] for d in with_keda][-2:] == ["Deployment", "ScaledObject"]
+    for doc in with_keda:
+        if doc["kind"] == "ScaledObject":
+            validate_keda(doc)
 
 
 def test_cpu_as_number_and_custom_port(tmp_path: Path) -> None:
