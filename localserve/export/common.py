@@ -185,3 +185,15 @@ def api_resources(api: ApiConfig) -> dict[str, Any]:
     if limits:
         resources["limits"] = limits
     return resources
+
+
+def dump_all(documents: list[dict[str, Any]]) -> str:
+    """The documents as YAML, each object written out in full: no anchors and aliases for shared dicts
+    (``&id001``/``*id001``), which some tools of the cluster's (kustomize, older kubectl diffs) refuse."""
+    import yaml  # pyyaml costs ~20 ms; only export needs it
+
+    class Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return yaml.dump_all(documents, Dumper=Plain, sort_keys=False, default_flow_style=False)

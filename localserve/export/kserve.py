@@ -19,6 +19,7 @@ from localserve.export.common import (
     api_labels,
     api_resources,
     config_map,
+    dump_all,
     is_v2_model,
     model_container,
     object_metadata,
@@ -90,7 +91,7 @@ def kserve_manifests(
         "# the others answer at their own route. s3:// models are fetched by KServe (storageUri -> /mnt/models).\n"
     )
     header += multi_model_note(path.read_text(encoding="utf-8")) + kserve_splitter_note(config)
-    return header + yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False)
+    return header + dump_all(documents)
 
 
 def kserve_model_path(api: ApiConfig) -> str:

@@ -28,6 +28,7 @@ from localserve.export.common import (
     api_labels,
     api_resources,
     config_map,
+    dump_all,
     is_v2_model,
     object_metadata,
     pod_volume_mounts,
@@ -65,8 +66,6 @@ def kubernetes_manifests(
     ``name`` (default: the project folder's) names the ConfigMap and labels every object,
     ``namespace`` is written into each.
     """
-    import yaml  # pyyaml costs ~20 ms; only export needs it here
-
     path = config_file if config_file is not None else config.project / config.source
     if config.source == "command line" or not path.is_file():
         raise ConfigError(
@@ -98,7 +97,7 @@ def kubernetes_manifests(
         f"# Each API is a Deployment and a Service; APIs call each other at http://api-<name>:{port}/predict.\n"
     )
     header += multi_model_note(text) + splitters_header(config) + _gpu_note(config, keda_prometheus, keda)
-    return header + yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False)
+    return header + dump_all(documents)
 
 
 def _gpu_note(config: ServeConfig, keda_prometheus: str | None, keda: bool) -> str:
