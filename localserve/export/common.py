@@ -170,6 +170,14 @@ def pod_volumes(instance: str) -> list[dict[str, Any]]:
     ]
 
 
+def target_concurrency(api: ApiConfig) -> float:
+    """Requests in flight per replica that autoscaling aims at: Cortex's ``target_replica_concurrency``,
+    by default (as Cortex) ``processes_per_replica`` times ``threads_per_process``."""
+    if api.target_replica_concurrency is not None:
+        return api.target_replica_concurrency
+    return float(api.processes_per_replica * api.threads_per_process)
+
+
 def api_resources(api: ApiConfig) -> dict[str, Any]:
     """``compute``: cpu requested; mem requested and the limit (a pod over it is killed, not the node);
     GPUs are a limit (Kubernetes sets the request to match)."""

@@ -3,6 +3,7 @@ Inference Protocol."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from localserve.export.common import (
     pod_volumes,
     project_name,
     serve_args,
+    target_concurrency,
 )
 from localserve.export.splitters import kserve_splitter_note, multi_model_note
 
@@ -173,8 +175,10 @@ def _inference_service(
         "maxReplicas": compute.max_replicas,
         "scaleMetric": "cpu",
         "scaleTarget": compute.target_cpu_utilization,
-        "timeout": max(1, int(api.timeout + 0.999)),
     }
+    if compute.gpu > 0:  # GPU work does not show in CPU: requests in flight per replica, as Cortex scaled
+        predictor.update(scaleMetric="concurrency", scaleTarget=max(1, math.ceil(target_concurrency(api))))
+    predictor["timeout"] = max(1, int(api.timeout + 0.999))
     if is_v2_model(api):
         model: dict[str, Any] = {
             "modelFormat": {"name": KSERVE_FORMAT, "version": "1"},

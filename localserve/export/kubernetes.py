@@ -36,6 +36,7 @@ from localserve.export.common import (
     project_name,
     resource_name,
     serve_args,
+    target_concurrency,
 )
 from localserve.export.splitters import multi_model_note, splitter_manifests, splitters_header
 from localserve.metrics.names import IN_FLIGHT
@@ -241,14 +242,6 @@ def _autoscaler(api: ApiConfig, instance: str, namespace: str | None, *, on_cpu:
 def quantity(value: float) -> str:
     """A Kubernetes quantity: ``6``, or ``1500m`` for 1.5."""
     return f"{value:g}" if value == int(value) else f"{round(value * 1000)}m"
-
-
-def target_concurrency(api: ApiConfig) -> float:
-    """Requests in flight per replica that autoscaling aims at: Cortex's ``target_replica_concurrency``,
-    by default (as Cortex) ``processes_per_replica`` times ``threads_per_process``."""
-    if api.target_replica_concurrency is not None:
-        return api.target_replica_concurrency
-    return float(api.processes_per_replica * api.threads_per_process)
 
 
 def _scaled_object(api: ApiConfig, instance: str, namespace: str | None, prometheus: str) -> dict[str, Any]:
