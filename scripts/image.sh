@@ -251,11 +251,13 @@ record() { # record STATUS NAME DETAIL
     printf '%s: %s %s\n' "$1" "$2" "$3"
 }
 
-project() { # project NAME: a copy of handlers_examples/NAME that uid 10001 can read, as a user's folder
-    local dir=$WORK/projects/$1
+project() { # project NAME|/PATH: a copy of handlers_examples/NAME (or of PATH) that uid 10001 can read, as a user's folder
+    local src=handlers_examples/$1 dir
+    if [[ "$1" == /* ]]; then src=$1; fi
+    dir=$WORK/projects/$(basename "$1")
     rm -rf "$dir"
     mkdir -p "$WORK/projects"
-    cp -r "handlers_examples/$1" "$dir"
+    cp -r "$src" "$dir"
     chmod -R a+rX "$dir"
     echo "$dir"
 }
@@ -380,6 +382,51 @@ run_case "Cortex iris_onnx on $LEAN: run --input sample.json" docker iris_onnx \
     "docker run --rm -v \"\$PWD\":/mnt/project $LEAN run --input sample.json" "$IRIS"
 run_case "ABEJA json_tax: run --input request.json" docker json_tax \
     "$(for_cpu 'docker run --rm -v "$PWD":/mnt/project localserve run --handler main:handler --input request.json')" '"total":108.0'
+
+# What Cortex gave user code, in the container with no namespaces (Docker's seccomp profile): the
+# config read from /mnt/project, the packaged view as the working directory (.cortexignore'd files
+# absent), and another API of the project called at http://api-<name>:8888.
+platform_project() { # platform_project DIR: two APIs, `caller` calling `words`, and an ignored file
+    mkdir -p "$1"
+    printf '{"k": 1}\n' >"$1/config.json"
+    printf 'not packaged\n' >"$1/secret.txt"
+    printf 'secret.txt\n' >"$1/.cortexignore"
+    printf '{"text": "hi"}\n' >"$1/payload.json"
+    cat >"$1/cortex.yaml" <<'YAML'
+- {kind: RealtimeAPI, name: words, predictor: {type: python, path: words.py}}
+- {kind: RealtimeAPI, name: caller, predictor: {type: python, path: caller.py}}
+YAML
+    cat >"$1/words.py" <<'PY'
+class PythonPredictor:
+    def __init__(self, config):
+        pass
+
+    def predict(self, payload):
+        return {"upper": payload["text"].upper()}
+PY
+    cat >"$1/caller.py" <<'PY'
+import json, os, urllib.request
+
+
+class PythonPredictor:
+    def __init__(self, config):
+        with open("/mnt/project/config.json") as file:
+            self.k = json.load(file)["k"]
+
+    def predict(self, payload):
+        request = urllib.request.Request(
+            "http://api-words:8888/predict", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            words = json.load(answer)
+        packaged = os.path.exists("config.json") and not os.path.exists("secret.txt")
+        return {"k": self.k, "words": words, "packaged": packaged}
+PY
+}
+platform_project "$WORK/platform"
+run_case "Cortex: /mnt/project, the packaged view, api-<name>" docker "$WORK/platform" \
+    "docker run --rm -v \"\$PWD\":/mnt/project $IMAGE run --api caller --input payload.json" \
+    '{"k":1,"words":{"upper":"HI"},"packaged":true}'
 
 # A project image as the README's "Scale out on Kubernetes" builds it, run the way the exported
 # Deployment runs it: its args, the config file where the ConfigMap goes, and the pod's
