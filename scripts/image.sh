@@ -355,6 +355,14 @@ run_case() { # run_case NAME PROFILE PROJECT LINE EXPECTED: a one-shot command a
     fi
 }
 
+# The built image's OCI labels (the title and version pyproject.toml gives) and its HEALTHCHECK kept.
+label() { podman image inspect --format "{{index .Config.Labels \"org.opencontainers.image.$2\"}}" "$1"; }
+VERSION=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+for image in "$IMAGE" "$LEAN"; do
+    seen="$(label "$image" title) $(label "$image" version), healthcheck: $(podman image inspect --format '{{if .Config.Healthcheck}}yes{{end}}' "$image")"
+    if [ "$seen" = "localserve $VERSION, healthcheck: yes" ]; then record ok "OCI labels, HEALTHCHECK in $image" "$seen"; else record FAIL "OCI labels, HEALTHCHECK in $image" "$seen"; fi
+done
+
 SERVE=$(for_cpu "$(readme_line '^docker run --rm --gpus all -p 8888:8888 -v "\$PWD":/mnt/project localserve$')")
 RUN_INPUT=$(for_cpu "$(readme_line '^docker run --rm -v "\$PWD":/mnt/project localserve run --input sample.json$')")
 CURL=$(for_cpu "$(readme_curl)")
