@@ -177,7 +177,7 @@ def test_redirect_mode_in_process_on_a_project_with_a_config_file(
     monkeypatch.setattr(mnt, "mount_namespace", refuse)
     before = _file_functions()
     with localserve.testing.client(project, install=False) as client:
-        assert mnt.redirecting()
+        assert mnt.redirect_target() is not None
         answer = client.post("/probe", json={})
     assert answer.status_code == 200, answer.text
     assert len(refused) == 1 and refused[0] != project  # the packaged view was offered, not the project
@@ -185,4 +185,22 @@ def test_redirect_mode_in_process_on_a_project_with_a_config_file(
     assert answer.json() == {"at_init": expected, "at_predict": expected}
     after = _file_functions()
     assert {name: func for name, func in after.items() if func is not before[name]} == {}
-    assert not mnt.redirecting()
+    assert mnt.redirect_target() is None
+
+
+def test_redirect_mode_of_a_nested_project_gives_mnt_project_back_to_the_outer_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clients in one process, one inside the other: on the inner one's exit, /mnt/project is the outer's again."""
+    outer, inner = probe_project(tmp_path / "outer"), probe_project(tmp_path / "inner")
+    (inner / "config.json").write_text('{"k": 2}')
+
+    def refuse(workdir: Path) -> None:
+        raise OSError(errno.EPERM, "unshare(CLONE_NEWUSER | CLONE_NEWNS): Operation not permitted")
+
+    monkeypatch.setattr(mnt, "mount_namespace", refuse)
+    with localserve.testing.client(outer, install=False) as first:
+        with localserve.testing.client(inner, install=False) as second:
+            assert second.post("/probe", json={}).json()["at_predict"]["config"] == {"k": 2}
+        assert first.post("/probe", json={}).json()["at_predict"]["config"] == {"k": 1}
+    assert mnt.redirect_target() is None

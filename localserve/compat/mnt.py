@@ -271,9 +271,9 @@ def install_redirect(workdir: Path) -> None:
             _replace(globber, name, make)
 
 
-def redirecting() -> bool:
-    """Whether ``install_redirect`` is in force in this process."""
-    return _installed is not None
+def redirect_target() -> Path | None:
+    """Where ``install_redirect`` sends ``/mnt/project`` in this process, or None when it is not in force."""
+    return _installed
 
 
 def uninstall_redirect() -> None:
