@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Build the Docker image with podman and run the README's `docker` lines against it.
 #
-#   scripts/image.sh            # stand-in base, build, every case; exit 1 when a case fails
+#   scripts/image.sh            # stand-in base, build, every case, then the GPU image; exit 1 when a case fails
+#                               # (LOCALSERVE_IMAGE_GPU=0: not the GPU image, for a machine short of disk)
 #   scripts/image.sh base       # only the stand-in base image (python:3.12-slim)
 #   scripts/image.sh build      # the stand-in base and the CPU images (cpu, and the lean cpu-onnx)
 #   scripts/image.sh gpu        # the stand-in base and the GPU image (README's `docker build -t localserve .`),
-#                               # run on this machine without a GPU: --allow-cpu-fallback (not in CI: see below)
+#                               # run on this machine without a GPU: --allow-cpu-fallback
 #
 # Docker Hub is out of reach here, so the Dockerfile's CPU base (`FROM python:X.Y-slim`) is replaced
 # by a stand-in with its layout: Debian from `debootstrap` (minbase) and, in /usr/local, a CPython of
@@ -251,11 +252,13 @@ record() { # record STATUS NAME DETAIL
     printf '%s: %s %s\n' "$1" "$2" "$3"
 }
 
-project() { # project NAME: a copy of handlers_examples/NAME that uid 10001 can read, as a user's folder
-    local dir=$WORK/projects/$1
+project() { # project NAME|/PATH: a copy of handlers_examples/NAME (or of PATH) that uid 10001 can read, as a user's folder
+    local src=handlers_examples/$1 dir
+    if [[ "$1" == /* ]]; then src=$1; fi
+    dir=$WORK/projects/$(basename "$1")
     rm -rf "$dir"
     mkdir -p "$WORK/projects"
-    cp -r "handlers_examples/$1" "$dir"
+    cp -r "$src" "$dir"
     chmod -R a+rX "$dir"
     echo "$dir"
 }
@@ -353,6 +356,14 @@ run_case() { # run_case NAME PROFILE PROJECT LINE EXPECTED: a one-shot command a
     fi
 }
 
+# The built image's OCI labels (the title and version pyproject.toml gives) and its HEALTHCHECK kept.
+label() { podman image inspect --format "{{index .Config.Labels \"org.opencontainers.image.$2\"}}" "$1"; }
+VERSION=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+for image in "$IMAGE" "$LEAN"; do
+    seen="$(label "$image" title) $(label "$image" version), healthcheck: $(podman image inspect --format '{{if .Config.Healthcheck}}yes{{end}}' "$image")"
+    if [ "$seen" = "localserve $VERSION, healthcheck: yes" ]; then record ok "OCI labels, HEALTHCHECK in $image" "$seen"; else record FAIL "OCI labels, HEALTHCHECK in $image" "$seen"; fi
+done
+
 SERVE=$(for_cpu "$(readme_line '^docker run --rm --gpus all -p 8888:8888 -v "\$PWD":/mnt/project localserve$')")
 RUN_INPUT=$(for_cpu "$(readme_line '^docker run --rm -v "\$PWD":/mnt/project localserve run --input sample.json$')")
 CURL=$(for_cpu "$(readme_curl)")
@@ -380,6 +391,51 @@ run_case "Cortex iris_onnx on $LEAN: run --input sample.json" docker iris_onnx \
     "docker run --rm -v \"\$PWD\":/mnt/project $LEAN run --input sample.json" "$IRIS"
 run_case "ABEJA json_tax: run --input request.json" docker json_tax \
     "$(for_cpu 'docker run --rm -v "$PWD":/mnt/project localserve run --handler main:handler --input request.json')" '"total":108.0'
+
+# What Cortex gave user code, in the container with no namespaces (Docker's seccomp profile): the
+# config read from /mnt/project, the packaged view as the working directory (.cortexignore'd files
+# absent), and another API of the project called at http://api-<name>:8888.
+platform_project() { # platform_project DIR: two APIs, `caller` calling `words`, and an ignored file
+    mkdir -p "$1"
+    printf '{"k": 1}\n' >"$1/config.json"
+    printf 'not packaged\n' >"$1/secret.txt"
+    printf 'secret.txt\n' >"$1/.cortexignore"
+    printf '{"text": "hi"}\n' >"$1/payload.json"
+    cat >"$1/cortex.yaml" <<'YAML'
+- {kind: RealtimeAPI, name: words, predictor: {type: python, path: words.py}}
+- {kind: RealtimeAPI, name: caller, predictor: {type: python, path: caller.py}}
+YAML
+    cat >"$1/words.py" <<'PY'
+class PythonPredictor:
+    def __init__(self, config):
+        pass
+
+    def predict(self, payload):
+        return {"upper": payload["text"].upper()}
+PY
+    cat >"$1/caller.py" <<'PY'
+import json, os, urllib.request
+
+
+class PythonPredictor:
+    def __init__(self, config):
+        with open("/mnt/project/config.json") as file:
+            self.k = json.load(file)["k"]
+
+    def predict(self, payload):
+        request = urllib.request.Request(
+            "http://api-words:8888/predict", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            words = json.load(answer)
+        packaged = os.path.exists("config.json") and not os.path.exists("secret.txt")
+        return {"k": self.k, "words": words, "packaged": packaged}
+PY
+}
+platform_project "$WORK/platform"
+run_case "Cortex: /mnt/project, the packaged view, api-<name>" docker "$WORK/platform" \
+    "docker run --rm -v \"\$PWD\":/mnt/project $IMAGE run --api caller --input payload.json" \
+    '{"k":1,"words":{"upper":"HI"},"packaged":true}'
 
 # A project image as the README's "Scale out on Kubernetes" builds it, run the way the exported
 # Deployment runs it: its args, the config file where the ConfigMap goes, and the pod's
@@ -434,6 +490,18 @@ print(shlex.join(deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     podman rmi -f "$project_image" >/dev/null 2>&1 || true
 }
 project_image_case
+
+# The GPU variant last (README's `docker build -t localserve .`), run here without a GPU. It fits CI's
+# budget: cold about 15 min on the 2-core machine (4 GB of CUDA, cuDNN, TensorRT and TensorFlow
+# wheels), about 3 min when pyproject.toml changed with pip's cache warm, seconds for a code change;
+# the image takes about 7.4 GB of disk (LOCALSERVE_IMAGE_GPU=0 skips it).
+if [ "${LOCALSERVE_IMAGE_GPU-1}" = 0 ]; then
+    SUMMARY+=("$(printf '%-4s %-58s %s' skip "GPU image (localserve)" "LOCALSERVE_IMAGE_GPU=0")")
+elif (gpu_image); then
+    record ok "GPU image (localserve): built, iris answered on the CPU" "--allow-cpu-fallback, $(podman image inspect --format '{{.Size}}' localserve | awk '{printf "%.2f GB", $1 / 1e9}')"
+else
+    record FAIL "GPU image (localserve)" "did not build or did not answer (see above)"
+fi
 
 say "summary ($IMAGE built in ${BUILD_SECONDS} s, $LEAN in ${LEAN_SECONDS} s)"
 printf '%s\n' "${SUMMARY[@]}"

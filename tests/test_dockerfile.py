@@ -409,3 +409,20 @@ def test_the_image_command_serves_the_mounted_project_and_the_health_check_sees_
             proc.communicate()
     assert proc.returncode == 0
     assert _healthcheck(image, port).returncode != 0, "the health check passed with no server"
+
+
+def test_oci_labels_name_the_package_and_every_pip_install_uses_the_cache_mount() -> None:
+    """OCI labels say what pyproject.toml says (a version bump cannot leave them stale), and pip's cache
+    is a build cache mount on every install, never a layer."""
+    (label,) = [i for i in INSTRUCTIONS if i.keyword == "LABEL" and i.stage == "final"]
+    labels = dict(token.split("=", 1) for token in shlex.split(label.value))
+    prefix = "org.opencontainers.image."
+    assert labels[prefix + "title"] == PYPROJECT["project"]["name"]
+    assert labels[prefix + "version"] == PYPROJECT["project"]["version"]
+    assert labels[prefix + "licenses"] == PYPROJECT["project"]["license"]["text"]
+    assert "${VARIANT}" in labels[prefix + "description"]
+    runs = [i.value for i in INSTRUCTIONS if i.keyword == "RUN" and i.stage == "final" and "pip install" in i.value]
+    assert len(runs) == 2
+    for run in runs:
+        assert run.startswith("--mount=type=cache,target=/root/.cache/pip"), run
+        assert "env -u PIP_NO_CACHE_DIR pip install" in run  # pip ignores that variable's value: unset, or no cache

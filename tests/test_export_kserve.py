@@ -16,6 +16,7 @@ import yaml
 from localserve.config import load_config
 from localserve.errors import ConfigError
 from localserve.export import kserve_manifests
+from tests import pod_security
 from tests.conftest import cli_env
 from tests.test_export import K8S_VERSION, strict
 
@@ -109,12 +110,9 @@ def test_model_apis_speak_v2_through_the_runtime(documents: list[dict[str, Any]]
     assert iris["metadata"]["annotations"]["serving.kserve.io/enable-prometheus-scraping"] == "true"
     assert iris["metadata"]["annotations"]["prometheus.io/port"] == "8080"
     predictor = iris["spec"]["predictor"]
-    assert (predictor["minReplicas"], predictor["maxReplicas"], predictor["scaleTarget"], predictor["timeout"]) == (
-        2,
-        6,
-        65,
-        30,
-    )
+    assert (predictor["minReplicas"], predictor["maxReplicas"], predictor["timeout"]) == (2, 6, 30)
+    local = service(documents, "local")["spec"]["predictor"]  # no GPU: on CPU, at target_cpu_utilization
+    assert (local["scaleMetric"], local["scaleTarget"]) == ("cpu", 80)
     assert predictor["model"] == {
         "modelFormat": {"name": "localserve", "version": "1"},
         "runtime": "shop",
@@ -180,6 +178,22 @@ def test_every_object_is_in_the_namespace_and_every_pod_is_restricted(documents:
     gpu = service(documents, "iris")["spec"]["predictor"]
     assert gpu["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert "tolerations" not in service(documents, "echo")["spec"]["predictor"]
+    # Each pod KServe makes, as a pod spec: the predictor's fields, its own container or the runtime's
+    # (with the runtime's volumes), checked rule by rule against Pod Security "restricted".
+    runtime = documents[1]["spec"]
+    for document in documents[2:]:
+        predictor = document["spec"]["predictor"]
+        pod = {**predictor, "containers": predictor.get("containers") or runtime["containers"]}
+        pod.setdefault("volumes", runtime.get("volumes", []))
+        assert pod_security.violations(pod, document["metadata"].get("annotations")) == []
+
+
+def test_gpu_predictors_scale_on_requests_in_flight_not_cpu(documents: list[dict[str, Any]]) -> None:
+    """GPU work does not show in CPU: a GPU predictor scales on concurrency (target_replica_concurrency)."""
+    gpu = service(documents, "iris")["spec"]["predictor"]
+    assert (gpu["scaleMetric"], gpu["scaleTarget"]) == ("concurrency", 1)
+    cpu = service(documents, "echo")["spec"]["predictor"]
+    assert (cpu["scaleMetric"], cpu["scaleTarget"]) == ("cpu", 80)
 
 
 def test_names_kserve_refuses_are_errors(tmp_path: Path) -> None:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import builtins
+import errno
+import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import localserve.testing
 from localserve.compat import mnt
 from localserve.compat.view import packaged_view
 from tests.conftest import cli_env
@@ -16,7 +21,12 @@ from tests.conftest import cli_env
 # A Python predictor that reports what every file function sees of /mnt/project, from __init__
 # (the packaged view is in place by then) and again while it answers the request.
 PROBE = """
-import json, os, pathlib
+import json, os, pathlib, stat
+
+
+def read_json(path):
+    with open(path) as file:
+        return json.load(file)
 
 
 def look():
@@ -24,7 +34,7 @@ def look():
     with os.scandir(base) as entries:
         scanned = sorted((e.name, e.path, e.is_symlink(), e.is_file()) for e in entries)
     return {
-        "config": json.load(open(base + "/config.json")),
+        "config": read_json(base + "/config.json"),
         "nested": pathlib.Path(base, "data", "words.txt").read_text().strip(),
         "listdir": sorted(os.listdir(base)),
         "scandir": [list(item) for item in scanned],
@@ -37,6 +47,9 @@ def look():
         "resolve": str(pathlib.Path(base, "predictor.py").resolve()),
         "resolve_strict": str(pathlib.Path(base, "config.json").resolve(strict=True)),
         "same_size": os.stat(base + "/config.json").st_size == os.stat(base + "/config.json", follow_symlinks=True).st_size,
+        "stat_follows": stat.S_ISREG(os.stat(base + "/config.json", follow_symlinks=True).st_mode),
+        "stat_nofollow_is_link": stat.S_ISLNK(os.stat(base + "/config.json", follow_symlinks=False).st_mode),
+        "config_size": os.stat(base + "/config.json").st_size,
         "lstat_is_link": os.path.islink(base + "/config.json"),
         "secret_hidden": not os.path.exists(base + "/secret.txt"),
         "cortex_yaml_hidden": not os.path.exists(base + "/cortex.yaml"),
@@ -67,6 +80,35 @@ def probe_project(root: Path) -> Path:
     return root
 
 
+def one_view(project: Path) -> dict[str, object]:
+    """What PROBE must see of ``project`` at /mnt/project, through its packaged view (links to the project's files)."""
+    return {
+        "config": {"k": 1},
+        "nested": "hello",
+        "listdir": ["config.json", "data", "payload.json", "predictor.py"],
+        "scandir": [
+            ["config.json", "/mnt/project/config.json", True, True],
+            ["data", "/mnt/project/data", False, False],
+            ["payload.json", "/mnt/project/payload.json", True, True],
+            ["predictor.py", "/mnt/project/predictor.py", True, True],
+        ],
+        "walk": ["config.json", "data/words.txt", "payload.json", "predictor.py"],
+        "glob": ["config.json", "payload.json"],
+        "is_link": True,
+        "readlink": str(project / "predictor.py"),
+        "realpath": str(project / "data" / "words.txt"),
+        "resolve": str(project / "predictor.py"),
+        "resolve_strict": str(project / "config.json"),
+        "same_size": True,
+        "stat_follows": True,
+        "stat_nofollow_is_link": True,
+        "config_size": len('{"k": 1}'),
+        "lstat_is_link": True,
+        "secret_hidden": True,
+        "cortex_yaml_hidden": True,
+    }
+
+
 def test_redirect_mode_shows_one_view_of_a_packaged_project(tmp_path: Path) -> None:
     """No namespaces (Docker's default seccomp profile): open, stat, readlink, realpath, scandir agree."""
     project = probe_project(tmp_path / "proj").resolve()
@@ -87,28 +129,7 @@ def test_redirect_mode_shows_one_view_of_a_packaged_project(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr.decode()
     assert b"redirecting Python's file functions" in done.stderr
     seen = json.loads(done.stdout)
-    expected = {
-        "config": {"k": 1},
-        "nested": "hello",
-        "listdir": ["config.json", "data", "payload.json", "predictor.py"],
-        "scandir": [
-            ["config.json", "/mnt/project/config.json", True, True],
-            ["data", "/mnt/project/data", False, False],
-            ["payload.json", "/mnt/project/payload.json", True, True],
-            ["predictor.py", "/mnt/project/predictor.py", True, True],
-        ],
-        "walk": ["config.json", "data/words.txt", "payload.json", "predictor.py"],
-        "glob": ["config.json", "payload.json"],
-        "is_link": True,
-        "readlink": str(project / "predictor.py"),
-        "realpath": str(project / "data" / "words.txt"),
-        "resolve": str(project / "predictor.py"),
-        "resolve_strict": str(project / "config.json"),
-        "same_size": True,
-        "lstat_is_link": True,
-        "secret_hidden": True,
-        "cortex_yaml_hidden": True,
-    }
+    expected = one_view(project)
     assert seen == {"at_init": expected, "at_predict": expected}
 
 
@@ -128,3 +149,58 @@ def test_the_packaged_view_is_not_mounted_over_the_project_that_is_mnt_project(
     assert mnt.provide_mnt_project(mirror, project=project) == "native"
     assert (mirror / "predictor.py").resolve() == (project / "predictor.py").resolve()
     assert mnt.provide_mnt_project(project) == "native"
+
+
+# What install_redirect wraps, in this Python: each must be the original again once the project is left.
+def _file_functions() -> dict[str, object]:
+    names = ("open", "stat", "lstat", "access", "listdir", "scandir", "readlink", "chdir")
+    return {
+        "builtins.open": builtins.open,
+        "io.open": io.open,
+        "os.path.realpath": os.path.realpath,
+        **{f"os.{name}": getattr(os, name) for name in names},
+    }
+
+
+def test_redirect_mode_in_process_on_a_project_with_a_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The namespace path forced off in this very process (localserve.testing, as serve enters the project):
+    readlink, realpath, scandir, listdir and stat see one view; on exit every file function is the original."""
+    project = probe_project(tmp_path / "proj").resolve()
+    refused: list[Path] = []
+
+    def refuse(workdir: Path) -> None:  # what unshare(2) answers under Docker's default seccomp profile
+        refused.append(workdir)
+        raise OSError(errno.EPERM, "unshare(CLONE_NEWUSER | CLONE_NEWNS): Operation not permitted")
+
+    monkeypatch.setattr(mnt, "mount_namespace", refuse)
+    before = _file_functions()
+    with localserve.testing.client(project, install=False) as client:
+        assert mnt.redirect_target() is not None
+        answer = client.post("/probe", json={})
+    assert answer.status_code == 200, answer.text
+    assert len(refused) == 1 and refused[0] != project  # the packaged view was offered, not the project
+    expected = one_view(project)
+    assert answer.json() == {"at_init": expected, "at_predict": expected}
+    after = _file_functions()
+    assert {name: func for name, func in after.items() if func is not before[name]} == {}
+    assert mnt.redirect_target() is None
+
+
+def test_redirect_mode_of_a_nested_project_gives_mnt_project_back_to_the_outer_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clients in one process, one inside the other: on the inner one's exit, /mnt/project is the outer's again."""
+    outer, inner = probe_project(tmp_path / "outer"), probe_project(tmp_path / "inner")
+    (inner / "config.json").write_text('{"k": 2}')
+
+    def refuse(workdir: Path) -> None:
+        raise OSError(errno.EPERM, "unshare(CLONE_NEWUSER | CLONE_NEWNS): Operation not permitted")
+
+    monkeypatch.setattr(mnt, "mount_namespace", refuse)
+    with localserve.testing.client(outer, install=False) as first:
+        with localserve.testing.client(inner, install=False) as second:
+            assert second.post("/probe", json={}).json()["at_predict"]["config"] == {"k": 2}
+        assert first.post("/probe", json={}).json()["at_predict"]["config"] == {"k": 1}
+    assert mnt.redirect_target() is None

@@ -81,6 +81,8 @@ class Project:
         self._restore()
 
     def _save(self) -> None:
+        from localserve.compat.mnt import redirect_target
+
         self._saved = {
             "cwd": os.getcwd(),
             "sys.path": list(sys.path),
@@ -89,6 +91,7 @@ class Project:
             "getaddrinfo": socket.getaddrinfo,
             "open": (builtins.open, io.open),
             "os": {name: getattr(os, name) for name in _REDIRECTED_OS},
+            "redirect": redirect_target(),  # an outer Project's redirect: kept (or put back) on exit
             "level": logging.getLogger(USER_LOGGER).level,
         }
 
@@ -96,6 +99,12 @@ class Project:
         saved = self._saved
         if not saved:
             return
+        from localserve.compat.mnt import install_redirect, redirect_target, uninstall_redirect
+
+        if saved["redirect"] is None:  # compat.mnt's redirect, installed on entry: every function it wrapped
+            uninstall_redirect()
+        elif redirect_target() != saved["redirect"]:  # an outer Project's: /mnt/project is its project again
+            install_redirect(saved["redirect"])
         builtins.open, io.open = saved["open"]
         for name, func in saved["os"].items():
             setattr(os, name, func)

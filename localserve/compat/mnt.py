@@ -20,7 +20,8 @@ Cortex mounted the project at ``/mnt/project`` in every API container. Locally, 
    ``os.path.realpath`` (and through them ``os.path.exists`` & co. and ``pathlib``). They all see
    one view: where ``lstat`` finds a link of the packaged view, ``readlink`` and ``realpath``
    follow that link, and the entries of ``os.scandir('/mnt/project')`` keep ``/mnt/project`` in
-   their ``path``. Code in C that opens files itself does not see it.
+   their ``path``. Code in C that opens files itself does not see it. ``uninstall_redirect``
+   puts every original back (``Project`` calls it on exit, so an in-process client leaves none).
 """
 
 from __future__ import annotations
@@ -229,30 +230,59 @@ def _wrap_scandir(func: Callable[..., Any]) -> Callable[..., Any]:
     return _mark(scandir, func)
 
 
+_replaced: dict[tuple[Any, str], Any] = {}  # (owner, attribute) -> what it held before install_redirect
+_INHERITED = object()  # a class's attribute that came from a base class: deleted again on uninstall
+
+
+def _replace(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """``owner.name`` wrapped by ``make`` (a class's attribute stays a staticmethod), the original kept."""
+    current = getattr(owner, name)
+    if getattr(current, "__localserve_mnt__", False):
+        return
+    is_class = isinstance(owner, type)
+    _replaced.setdefault((owner, name), vars(owner).get(name, _INHERITED) if is_class else current)
+    wrapped = make(current)
+    setattr(owner, name, staticmethod(wrapped) if is_class else wrapped)
+
+
 def install_redirect(workdir: Path) -> None:
     """Rewrite ``/mnt/project/...`` to ``workdir/...`` in Python's file functions (see the module doc)."""
     global _installed
     _installed = workdir.resolve()
-    opener = _wrap(builtins.open)
-    builtins.open = opener
-    io.open = opener
+    _replace(builtins, "open", _wrap)
+    _replace(io, "open", _wrap)
     for name in ("open", "stat", "lstat", "access", "listdir", "readlink", "chdir"):
-        setattr(os, name, _wrap(getattr(os, name)))
-    os.scandir = _wrap_scandir(os.scandir)
+        _replace(os, name, _wrap)
+    _replace(os, "scandir", _wrap_scandir)
     # realpath may hold its own references to lstat and readlink (default arguments in newer
     # Pythons), so it is wrapped as a whole: /mnt/project/x resolves as the project's x does.
-    os.path.realpath = _wrap(os.path.realpath)
+    _replace(os.path, "realpath", _wrap)
     # Python 3.10's pathlib calls through its own references, taken at import (gone in 3.11).
     accessor = getattr(pathlib, "_NormalAccessor", None)
     for name in ("open", "stat", "lstat", "listdir", "readlink", "realpath"):
         if accessor is not None and hasattr(accessor, name):
-            setattr(accessor, name, staticmethod(_wrap(getattr(accessor, name))))
+            _replace(accessor, name, _wrap)
     if accessor is not None and hasattr(accessor, "scandir"):
-        accessor.scandir = staticmethod(_wrap_scandir(accessor.scandir))
+        _replace(accessor, "scandir", _wrap_scandir)
     # Python 3.13's glob (and pathlib.Path.glob through it) holds its own references too.
     globber = getattr(glob, "_StringGlobber", None)
-    if globber is not None:
-        if hasattr(globber, "lstat"):
-            globber.lstat = staticmethod(_wrap(globber.lstat))
-        if hasattr(globber, "scandir"):
-            globber.scandir = staticmethod(_wrap_scandir(globber.scandir))
+    for name, make in (("lstat", _wrap), ("scandir", _wrap_scandir)):
+        if globber is not None and hasattr(globber, name):
+            _replace(globber, name, make)
+
+
+def redirect_target() -> Path | None:
+    """Where ``install_redirect`` sends ``/mnt/project`` in this process, or None when it is not in force."""
+    return _installed
+
+
+def uninstall_redirect() -> None:
+    """Every function ``install_redirect`` wrapped is the original again, and nothing is rewritten."""
+    global _installed
+    for (owner, name), original in _replaced.items():
+        if original is _INHERITED:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+    _replaced.clear()
+    _installed = None

@@ -10,7 +10,8 @@ the queue's length, down to zero when idle. The same here, with the same image:
   claims. With ``--keda``, a KEDA ScaledObject with the Redis list trigger on the store's queue
   (``localserve:project:<api>:queue``) sizes it: ``ceil(queued jobs / target_replica_concurrency)``
   replicas, none while nothing is queued (``idleReplicaCount: 0``). Without KEDA, an HPA on CPU
-  between ``min_replicas`` and ``max_replicas``.
+  between ``min_replicas`` and ``max_replicas``; GPU workers none (their load does not show in CPU):
+  they keep ``init_replicas``.
 
 A worker scaled down mid-job loses nothing: the job's lease runs out and another worker runs it
 again (``docs/reference.md``, "AsyncAPI").
@@ -58,6 +59,8 @@ def split_async(
     worker = _with_role(worker, "worker", name=name)
     if keda:
         scaler = _redis_scaled_object(api, worker, target)
+    elif api.compute.gpu > 0:  # its GPU work does not show in CPU, and jobs are not requests in flight
+        return [front, service, autoscaler, worker]
     else:
         scaler = copy.deepcopy(autoscaler)
         scaler["metadata"] = copy.deepcopy(worker["metadata"])

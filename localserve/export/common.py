@@ -170,6 +170,14 @@ def pod_volumes(instance: str) -> list[dict[str, Any]]:
     ]
 
 
+def target_concurrency(api: ApiConfig) -> float:
+    """Requests in flight per replica that autoscaling aims at: Cortex's ``target_replica_concurrency``,
+    by default (as Cortex) ``processes_per_replica`` times ``threads_per_process``."""
+    if api.target_replica_concurrency is not None:
+        return api.target_replica_concurrency
+    return float(api.processes_per_replica * api.threads_per_process)
+
+
 def api_resources(api: ApiConfig) -> dict[str, Any]:
     """``compute``: cpu requested; mem requested and the limit (a pod over it is killed, not the node);
     GPUs are a limit (Kubernetes sets the request to match)."""
@@ -185,3 +193,15 @@ def api_resources(api: ApiConfig) -> dict[str, Any]:
     if limits:
         resources["limits"] = limits
     return resources
+
+
+def dump_all(documents: list[dict[str, Any]]) -> str:
+    """The documents as YAML, each object written out in full: no anchors and aliases for shared dicts
+    (``&id001``/``*id001``), which some tools of the cluster's (kustomize, older kubectl diffs) refuse."""
+    import yaml  # pyyaml costs ~20 ms; only export needs it
+
+    class Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return yaml.dump_all(documents, Dumper=Plain, sort_keys=False, default_flow_style=False)

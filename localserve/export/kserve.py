@@ -3,6 +3,7 @@ Inference Protocol."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,14 @@ from localserve.export.common import (
     api_labels,
     api_resources,
     config_map,
+    dump_all,
     is_v2_model,
     model_container,
     object_metadata,
     pod_volumes,
     project_name,
     serve_args,
+    target_concurrency,
 )
 from localserve.export.splitters import kserve_splitter_note, multi_model_note
 
@@ -90,7 +93,7 @@ def kserve_manifests(
         "# the others answer at their own route. s3:// models are fetched by KServe (storageUri -> /mnt/models).\n"
     )
     header += multi_model_note(path.read_text(encoding="utf-8")) + kserve_splitter_note(config)
-    return header + yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False)
+    return header + dump_all(documents)
 
 
 def kserve_model_path(api: ApiConfig) -> str:
@@ -172,8 +175,10 @@ def _inference_service(
         "maxReplicas": compute.max_replicas,
         "scaleMetric": "cpu",
         "scaleTarget": compute.target_cpu_utilization,
-        "timeout": max(1, int(api.timeout + 0.999)),
     }
+    if compute.gpu > 0:  # GPU work does not show in CPU: requests in flight per replica, as Cortex scaled
+        predictor.update(scaleMetric="concurrency", scaleTarget=max(1, math.ceil(target_concurrency(api))))
+    predictor["timeout"] = max(1, int(api.timeout + 0.999))
     if is_v2_model(api):
         model: dict[str, Any] = {
             "modelFormat": {"name": KSERVE_FORMAT, "version": "1"},

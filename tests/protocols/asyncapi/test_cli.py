@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from localserve.cli import main
+from tests import pod_security
 from tests.cli.test_cli import in_process
 from tests.conftest import EXAMPLES
 from tests.test_export import K8S_VERSION, KEDA_REDIS_KEYS, validate_keda
@@ -54,6 +55,9 @@ def _export(*extra: str) -> list[dict[str, Any]]:
             validate_keda(doc)
         else:
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        if doc["kind"] == "Deployment":  # the front and the workers alike
+            template = doc["spec"]["template"]
+            assert pod_security.violations(template["spec"], template["metadata"].get("annotations")) == []
     return documents
 
 
