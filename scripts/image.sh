@@ -41,6 +41,8 @@ CONTAINERS=()
 cleanup() {
     local id
     for id in "${CONTAINERS[@]}"; do podman rm -f "$id" >/dev/null 2>&1 || true; done
+    # The images a rebuild left untagged (a GPU image is 7.4 GB): repeated runs must not fill the disk.
+    podman image prune -f >/dev/null 2>&1 || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
