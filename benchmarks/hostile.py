@@ -153,22 +153,7 @@ def attack_gzip(port: int, stop: threading.Event) -> None:
         b"POST /v2/models/iris/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Content-Encoding: gzip\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(bomb)
     ) + bomb
-
-    def one() -> None:
-        while not stop.is_set():
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-                    sock.sendall(request)
-                    while sock.recv(65536):
-                        pass
-            except OSError:
-                pass
-
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    send_until_stopped(port, request, stop, clients=16)
 
 
 def outputs_request(rows: int = 40_000, copies: int = 100) -> bytes:
@@ -185,7 +170,11 @@ def outputs_request(rows: int = 40_000, copies: int = 100) -> bytes:
 
 
 def attack_outputs(port: int, stop: threading.Event) -> None:
-    request = outputs_request()
+    send_until_stopped(port, outputs_request(), stop, clients=2)
+
+
+def send_until_stopped(port: int, request: bytes, stop: threading.Event, *, clients: int) -> None:
+    """``clients`` threads send ``request`` again and again, each reading its whole answer, until ``stop``."""
 
     def one() -> None:
         while not stop.is_set():
@@ -197,7 +186,7 @@ def attack_outputs(port: int, stop: threading.Event) -> None:
             except OSError:
                 pass
 
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(2)]
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -12,6 +12,7 @@ import struct
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -94,7 +95,9 @@ def test_a_client_that_reads_nothing_is_dropped_after_the_write_timeout(
     assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
 
 
-def test_an_aborted_large_answer_is_freed_without_a_collection(make_project, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def big_in_process(make_project, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Runner, int, Any]]:
+    """``BIG_PREDICTOR`` served in this process, so its answers' weak references can be read: runner, port, module."""
     project: Path = make_project({"predictor.py": BIG_PREDICTOR, "cortex.yaml": CORTEX})
     monkeypatch.chdir(project)
     monkeypatch.syspath_prepend(str(project))
@@ -104,66 +107,63 @@ def test_an_aborted_large_answer_is_freed_without_a_collection(make_project, mon
         import predictor
 
         assert runner.server is not None
-        connections = runner.server.server_state.connections
-        gc.collect()
-        gc.disable()  # only reference counting may free the answer
-        try:
-            for linger in (True, False):  # the client resets the connection, or closes it unread
-                with reader_that_reads_nothing(port, "/big") as sock:
-                    assert sock.recv(17) == b"HTTP/1.1 200 OK\r\n"
-                    if linger:
-                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                wait_until(lambda: not connections, "the server seeing the connection end")
-                # Its request ends once the app's task sees the client gone; with no collection, only
-                # reference counting can free the answer then (a reference cycle would keep it forever).
-                wait_until(lambda: all(ref() is None for ref in predictor.refs), "the aborted answer freed")
-            assert len(predictor.refs) == 2
-        finally:
-            gc.enable()
+        yield runner, port, predictor
     finally:
         runner.stop_thread()
 
 
+def test_an_aborted_large_answer_is_freed_without_a_collection(big_in_process: tuple[Runner, int, Any]) -> None:
+    runner, port, predictor = big_in_process
+    assert runner.server is not None
+    connections = runner.server.server_state.connections
+    gc.collect()
+    gc.disable()  # only reference counting may free the answer
+    try:
+        for linger in (True, False):  # the client resets the connection, or closes it unread
+            with reader_that_reads_nothing(port, "/big") as sock:
+                assert sock.recv(17) == b"HTTP/1.1 200 OK\r\n"
+                if linger:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            wait_until(lambda: not connections, "the server seeing the connection end")
+            # Its request ends once the app's task sees the client gone; with no collection, only
+            # reference counting can free the answer then (a reference cycle would keep it forever).
+            wait_until(lambda: all(ref() is None for ref in predictor.refs), "the aborted answer freed")
+        assert len(predictor.refs) == 2
+    finally:
+        gc.enable()
+
+
 def test_queued_answers_their_clients_never_read_are_freed_without_a_collection(
-    make_project, monkeypatch: pytest.MonkeyPatch
+    big_in_process: tuple[Runner, int, Any],
 ) -> None:
     """The issue's reproduction: clients that queue for the API's one thread, never read their 10 MB answer, and
     close. A request that waited got a task listening for its client; that task, cancelled once the request was
     answered, tied the request and its answer into a reference cycle (989 MB after three rounds of 20)."""
-    project: Path = make_project({"predictor.py": BIG_PREDICTOR, "cortex.yaml": CORTEX})
-    monkeypatch.chdir(project)
-    monkeypatch.syspath_prepend(str(project))
-    runner = Runner(load_config(project), ServeOptions(metrics=False))
-    port = runner.start_in_thread(wait=60)
+    runner, port, predictor = big_in_process
+    assert runner.server is not None
+    connections, lifecycle = runner.server.server_state.connections, runner.app.apis["big"].lifecycle
+    gc.collect()
+    gc.disable()  # only reference counting may free the answers
     try:
-        import predictor
-
-        assert runner.server is not None
-        connections, lifecycle = runner.server.server_state.connections, runner.app.apis["big"].lifecycle
-        gc.collect()
-        gc.disable()  # only reference counting may free the answers
-        try:
-            predictor.gate.clear()
-            first = reader_that_reads_nothing(port, "/big")
-            wait_until(lambda: len(predictor.calls) == 1, "the first request holding the API's one thread")
-            queued = [reader_that_reads_nothing(port, "/big") for _ in range(3)]
-            wait_until(
-                lambda: sum(job.listener is not None for job in list(lifecycle.waiting)) == 3,
-                "the queued requests listening for their clients",
-            )
-            predictor.gate.set()
-            for sock in (first, *queued):  # each answer begins: it was made, and its client reads none of it
-                assert sock.recv(17) == b"HTTP/1.1 200 OK\r\n"
-            assert len(predictor.refs) == 4
-            for sock in (first, *queued):
-                sock.close()
-            wait_until(lambda: not connections, "the server seeing the connections end")
-            wait_until(lambda: all(ref() is None for ref in predictor.refs), "the aborted answers freed")
-        finally:
-            gc.enable()
-    finally:
+        predictor.gate.clear()
+        first = reader_that_reads_nothing(port, "/big")
+        wait_until(lambda: len(predictor.calls) == 1, "the first request holding the API's one thread")
+        queued = [reader_that_reads_nothing(port, "/big") for _ in range(3)]
+        wait_until(
+            lambda: sum(job.listener is not None for job in list(lifecycle.waiting)) == 3,
+            "the queued requests listening for their clients",
+        )
         predictor.gate.set()
-        runner.stop_thread()
+        for sock in (first, *queued):  # each answer begins: it was made, and its client reads none of it
+            assert sock.recv(17) == b"HTTP/1.1 200 OK\r\n"
+        assert len(predictor.refs) == 4
+        for sock in (first, *queued):
+            sock.close()
+        wait_until(lambda: not connections, "the server seeing the connections end")
+        wait_until(lambda: all(ref() is None for ref in predictor.refs), "the aborted answers freed")
+    finally:
+        gc.enable()
+        predictor.gate.set()  # the server's stop waits for the API's thread
 
 
 CORTEX = """
