@@ -101,6 +101,7 @@ class ApiRuntime:
             replicas=options.replicas,
             api_threads=api.threads_per_process,
             batch_interval=api.batching.batch_interval if api.batching else 0.0,
+            batching=api.batching is not None,
         )
         endpoint_options = EndpointOptions(
             project=self.project,

@@ -41,6 +41,7 @@ class LoadOptions:
     replicas: int = 1  # replica processes sharing this machine's cores (ServeOptions.replicas)
     api_threads: int = 1  # the API's threads_per_process: threads that call into the model's pool
     batch_interval: float = 0.0  # seconds the engine may wait between model calls to fill a batch (0: no batching)
+    batching: bool = False  # the engine stacks concurrent requests into one call (the API has `batching`)
 
 
 class Model(Protocol):

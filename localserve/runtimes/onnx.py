@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import re
 import threading
@@ -15,26 +13,11 @@ import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import (
-    Feed,
-    LoadOptions,
-    default_threads,
-    fixed_rest,
-    no_gpu,
-    spin_duration_us,
-    spinning,
-    summarize_value,
-)
+from localserve.runtimes import Feed, LoadOptions, fixed_rest, no_gpu, spinning, summarize_value
 from localserve.runtimes.arrays import STRING, check_shared, coerce_feed, expectation, shared_dims, to_array
+from localserve.runtimes.onnx_sessions import CPU, CUDA, STACKED_COPY_LIMIT, execution_providers, session_options
 
 logger = logging.getLogger("localserve")
-
-CUDA = "CUDAExecutionProvider"
-CPU = "CPUExecutionProvider"
-CUDA_DEFAULTS = {"cudnn_conv_algo_search": "HEURISTIC"}
-"""Measured on one H100 with 16 cores (2026-11-23, onnxruntime-gpu 1.31): with one session per batch
-size, HEURISTIC runs ResNet-50 at 4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, and warms a new size in
-0.15 s against 0.6-0.9 s."""
 
 DTYPES: dict[str, np.dtype[Any]] = {
     "tensor(float)": np.dtype(np.float32),
@@ -101,19 +84,11 @@ class OnnxModel:
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: the file does not exist.")
         if self.path.is_dir():
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: it is a directory; expected an .onnx file.")
-        self._providers = _providers(options)
+        self._providers = execution_providers(options)
         providers = [p for p, _ in self._providers]
-        self._sess_options = onnxruntime.SessionOptions()
-        self._sess_options.intra_op_num_threads = options.threads or default_threads(options.replicas)
-        self._sess_options.inter_op_num_threads = 1
         # Spin-waiting threads burn the cores that the HTTP side needs (see ``spinning``).
         spin = spinning(options.replicas, options.api_threads)
-        self._sess_options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        if spin:  # for a bounded time only (see ``spin_duration_us``)
-            self._sess_options.add_session_config_entry(
-                "session.intra_op.spin_duration_us", str(spin_duration_us(options.batch_interval))
-            )
-        self._sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._sess_options = session_options(options, spin)
         try:
             self.session = self._open()
         except Exception as exc:
@@ -144,6 +119,7 @@ class OnnxModel:
         self._per_bucket = self.device == CUDA
         self._buckets: dict[int, Any] = {}
         self._bucket_lock = threading.Lock()
+        self._stacked = self._stacked_session(options, spin)
         self._inputs = [_Input(arg) for arg in self.session.get_inputs()]
         self._shared = shared_dims(
             [(a.name, a.shape if isinstance(a.shape, list) else None) for a in self.session.get_inputs()]
@@ -178,21 +154,38 @@ class OnnxModel:
         """Input name -> (dtype, shape without the batch dimension) when the model can be batched; else None."""
         return fixed_rest([(i.name, i.dtype, i.shape) for i in self._inputs])
 
-    def _open(self) -> Any:
+    def _open(self, sess_options: Any = None) -> Any:
         """A session on ``_providers``, never onnxruntime's silent CPU fallback: ``enable_fallback=0``.
 
         On a CUDA failure, at creation or in a run, onnxruntime would switch to the CPU by itself,
         saying so on stdout only, while the API still said CUDA.
         """
         return onnxruntime.InferenceSession(
-            str(self.path), self._sess_options, providers=self._providers, enable_fallback=0
+            str(self.path), sess_options or self._sess_options, providers=self._providers, enable_fallback=0
         )
 
-    def _new_session(self) -> Any:
+    def _new_session(self, sess_options: Any = None) -> Any:
         try:
-            return self._open()
+            return self._open(sess_options)
         except Exception as exc:
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
+
+    def _stacked_session(self, options: LoadOptions, spin: bool) -> Any:
+        """On the CPU, for a batching API whose pool spins: a second session, whose pool never spins, for the
+        stacked calls (more than one row). None otherwise.
+
+        A spinning pool saves a lone call its threads' wake-up (concurrency 1 runs only lone calls), but
+        under load, when the batcher runs stacked calls back to back, the pool spins through every gap
+        between them on a core that the event loop and the API's thread need: the 256->1024->1024->10
+        MLP batched at concurrency 64 on the 2-core machine ran 10,984-12,733 req/s spinning and
+        13,512-13,707 with spinning off, while its concurrency 1 lost 6-8% with spinning off
+        (benchmarks/README.md, "the spin"); with this second session it ran 12,128-12,757 against
+        11,325-12,835 (+9% in the median of four alternated rounds), concurrency 1 unchanged. The weights
+        are held twice, so a model file over ``STACKED_COPY_LIMIT`` keeps the one session.
+        """
+        if not (spin and options.batching) or self.device != CPU or self.path.stat().st_size > STACKED_COPY_LIMIT:
+            return None
+        return self._new_session(session_options(options, spin=False))
 
     def _session_for(self, bucket: int) -> Any:
         """The session of batch size ``bucket`` (on a GPU). ``self.session`` is not one of them: it takes
@@ -208,7 +201,12 @@ class OnnxModel:
 
     def run(self, feed: Feed, bucket: int | None = None) -> list[Any]:
         """Run the session once (the bucket's own session on a GPU); onnxruntime's input errors are 400s."""
-        session = self._session_for(bucket) if bucket is not None and self._per_bucket else self.session
+        if bucket is None:
+            session = self.session
+        elif self._per_bucket:
+            session = self._session_for(bucket)
+        else:
+            session = self._stacked if bucket > 1 and self._stacked is not None else self.session
         if self._shared:  # the inputs' agreement on a dimension they share: a 400, not the runtime's failure
             check_shared(feed, self._shared)
         try:
@@ -229,31 +227,6 @@ class OnnxModel:
         if signature_key is not None:
             raise RequestError(f"ONNX models have no signatures; got signature_key {signature_key!r}.")
         return self.run(self.coerce(value))
-
-
-def _providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]]:
-    if not options.gpu:
-        return [(CPU, {})]
-    preload = getattr(onnxruntime, "preload_dlls", None)
-    if preload is not None:  # CUDA and cuDNN installed from pip (onnxruntime-gpu[cuda,cudnn]): no LD_LIBRARY_PATH
-        said = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(said):  # it prints what it could not load, and raises nothing
-                preload()
-        except Exception as exc:
-            said.write(f"failed: {exc}")
-        if said.getvalue().strip():  # the libraries may come from the system instead: the session tells
-            logger.info("onnxruntime.preload_dlls(): %s", " ".join(said.getvalue().split()))
-    available = onnxruntime.get_available_providers()
-    if CUDA not in available:
-        no_gpu(
-            f"this onnxruntime {onnxruntime.__version__} has no CUDA support (its providers: {', '.join(available)}); "
-            "the CPU package 'onnxruntime' is installed instead of 'onnxruntime-gpu'. Fix: pip uninstall onnxruntime "
-            "&& pip install onnxruntime-gpu (or pip install 'localserve[gpu]')",
-            options,
-        )
-        return [(CPU, {})]
-    return [(CUDA, {**CUDA_DEFAULTS, **options.cuda_options}), (CPU, {})]
 
 
 def _reason(exc: BaseException) -> str:

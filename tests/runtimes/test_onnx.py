@@ -4,6 +4,7 @@ import json
 import logging
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,29 @@ def test_the_pool_spins_for_a_bounded_time_covering_the_batch_interval(linear: O
     assert batched.get_session_config_entry("session.intra_op.spin_duration_us") == "7000"  # 2 ms + the interval
     slow = load(Path(linear.path), batch_interval=1.0).session.get_session_options()
     assert slow.get_session_config_entry("session.intra_op.spin_duration_us") == "20000"  # at most 20 ms
+
+
+def test_a_batching_model_runs_its_stacked_calls_on_a_session_whose_pool_never_spins(linear: OnnxModel) -> None:
+    # Lone calls (concurrency 1) keep the spinning pool; stacked ones, back to back under load, must not
+    # spin through the gaps on the cores the event loop needs.
+    assert linear._stacked is None  # no batching: one session
+    model = load(Path(linear.path), batching=True, batch_interval=0.005)
+    stacked = model._stacked.get_session_options()
+    assert stacked.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert model.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    calls: list[object] = []
+    for name in ("session", "_stacked"):
+        real = getattr(model, name)
+        setattr(
+            model,
+            name,
+            SimpleNamespace(run=lambda out, feed, real=real, name=name: calls.append(name) or real.run(out, feed)),
+        )
+    one, four = np.ones((1, 4), np.float32), np.ones((4, 4), np.float32)
+    np.testing.assert_allclose(model.run({"x": four}, 4)[0][:1], model.run({"x": one}, 1)[0])
+    model.run({"x": one})  # no bucket: a call of any shape (onnx_client.predict, a feed that cannot be stacked)
+    assert calls == ["_stacked", "session", "session"]
+    assert load(Path(linear.path), batching=True, replicas=2)._stacked is None  # not spinning: nothing to spare
 
 
 def test_replicas_share_cores_and_do_not_spin(linear: OnnxModel) -> None:
@@ -488,7 +512,7 @@ def test_gpu_batch_sizes_each_have_a_warmed_session(tmp_path: Path) -> None:
 
 
 def test_cuda_options_reach_the_cuda_provider_over_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    from localserve.runtimes.onnx import _providers
+    from localserve.runtimes.onnx_sessions import execution_providers as _providers
 
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: providers)
