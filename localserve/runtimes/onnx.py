@@ -15,7 +15,14 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 from localserve.errors import HandlerError, ModelLoadError, RequestError
 from localserve.runtimes import Feed, LoadOptions, fixed_rest, no_gpu, spinning, summarize_value
 from localserve.runtimes.arrays import STRING, check_shared, coerce_feed, expectation, shared_dims, to_array
-from localserve.runtimes.onnx_sessions import CPU, CUDA, STACKED_COPY_LIMIT, execution_providers, session_options
+from localserve.runtimes.onnx_sessions import (
+    CPU,
+    CUDA,
+    STACKED_COPY_LIMIT,
+    execution_providers,
+    session_options,
+    weights_size,
+)
 
 logger = logging.getLogger("localserve")
 
@@ -119,7 +126,8 @@ class OnnxModel:
         self._per_bucket = self.device == CUDA
         self._buckets: dict[int, Any] = {}
         self._bucket_lock = threading.Lock()
-        self._stacked = self._stacked_session(options, spin)
+        self._quiet = self._quiet_pool(options, spin)  # the stacked calls' session options, or None
+        self._stacked: Any = None  # their session, made on the first stacked call
         self._inputs = [_Input(arg) for arg in self.session.get_inputs()]
         self._shared = shared_dims(
             [(a.name, a.shape if isinstance(a.shape, list) else None) for a in self.session.get_inputs()]
@@ -170,9 +178,9 @@ class OnnxModel:
         except Exception as exc:
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
 
-    def _stacked_session(self, options: LoadOptions, spin: bool) -> Any:
-        """On the CPU, for a batching API whose pool spins: a second session, whose pool never spins, for the
-        stacked calls (more than one row). None otherwise.
+    def _quiet_pool(self, options: LoadOptions, spin: bool) -> Any:
+        """On the CPU, for a batching API whose pool spins: the options of a second session, whose pool never
+        spins, for the stacked calls (more than one row). None otherwise.
 
         A spinning pool saves a lone call its threads' wake-up (concurrency 1 runs only lone calls), but
         under load, when the batcher runs stacked calls back to back, the pool spins through every gap
@@ -181,11 +189,23 @@ class OnnxModel:
         13,512-13,707 with spinning off, while its concurrency 1 lost 6-8% with spinning off
         (benchmarks/README.md, "the spin"); with this second session it ran 12,128-12,757 against
         11,325-12,835 (+9% in the median of four alternated rounds), concurrency 1 unchanged. The weights
-        are held twice, so a model file over ``STACKED_COPY_LIMIT`` keeps the one session.
+        are held twice, so a model whose weights (its file and the external data files it names) pass
+        ``STACKED_COPY_LIMIT`` keeps the one session.
         """
-        if not (spin and options.batching) or self.device != CPU or self.path.stat().st_size > STACKED_COPY_LIMIT:
+        if not (spin and options.batching) or self.device != CPU or weights_size(self.path) > STACKED_COPY_LIMIT:
             return None
-        return self._new_session(session_options(options, spin=False))
+        return session_options(options, spin=False)
+
+    def _stacked_session(self) -> Any:
+        """The session of the stacked calls (see ``_quiet_pool``), made on the first one: the warm-up of the
+        batch sizes makes it at load when the input shapes are known; a model never batched never has it."""
+        session = self._stacked
+        if session is None:
+            with self._bucket_lock:
+                if self._stacked is None:
+                    self._stacked = self._new_session(self._quiet)
+                session = self._stacked
+        return session
 
     def _session_for(self, bucket: int) -> Any:
         """The session of batch size ``bucket`` (on a GPU). ``self.session`` is not one of them: it takes
@@ -206,7 +226,7 @@ class OnnxModel:
         elif self._per_bucket:
             session = self._session_for(bucket)
         else:
-            session = self._stacked if bucket > 1 and self._stacked is not None else self.session
+            session = self._stacked_session() if bucket > 1 and self._quiet is not None else self.session
         if self._shared:  # the inputs' agreement on a dimension they share: a 400, not the runtime's failure
             check_shared(feed, self._shared)
         try:

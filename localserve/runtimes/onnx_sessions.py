@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+from pathlib import Path
 from typing import Any
 
 import onnxruntime
@@ -65,3 +66,16 @@ def execution_providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]
         )
         return [(CPU, {})]
     return [(CUDA, {**CUDA_DEFAULTS, **options.cuda_options}), (CPU, {})]
+
+
+def weights_size(path: Path) -> int:
+    """The bytes of a model's weights: its file, and the files beside it that it names (ONNX external data,
+    ``location`` in the model) when the file itself is within ``STACKED_COPY_LIMIT`` (else that is enough)."""
+    size = path.stat().st_size
+    if size > STACKED_COPY_LIMIT:
+        return size
+    data = path.read_bytes()
+    for sibling in path.parent.iterdir():
+        if sibling != path and sibling.is_file() and sibling.name.encode() in data:
+            size += sibling.stat().st_size
+    return size

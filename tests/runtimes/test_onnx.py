@@ -4,7 +4,6 @@ import json
 import logging
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -83,24 +82,39 @@ def test_the_pool_spins_for_a_bounded_time_covering_the_batch_interval(linear: O
 def test_a_batching_model_runs_its_stacked_calls_on_a_session_whose_pool_never_spins(linear: OnnxModel) -> None:
     # Lone calls (concurrency 1) keep the spinning pool; stacked ones, back to back under load, must not
     # spin through the gaps on the cores the event loop needs.
-    assert linear._stacked is None  # no batching: one session
+    assert linear._quiet is None  # no batching: one session
     model = load(Path(linear.path), batching=True, batch_interval=0.005)
-    stacked = model._stacked.get_session_options()
-    assert stacked.get_session_config_entry("session.intra_op.allow_spinning") == "0"
-    assert model.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "1"
-    calls: list[object] = []
-    for name in ("session", "_stacked"):
-        real = getattr(model, name)
-        setattr(
-            model,
-            name,
-            SimpleNamespace(run=lambda out, feed, real=real, name=name: calls.append(name) or real.run(out, feed)),
-        )
     one, four = np.ones((1, 4), np.float32), np.ones((4, 4), np.float32)
-    np.testing.assert_allclose(model.run({"x": four}, 4)[0][:1], model.run({"x": one}, 1)[0])
+    lone = model.run({"x": one}, 1)
     model.run({"x": one})  # no bucket: a call of any shape (onnx_client.predict, a feed that cannot be stacked)
-    assert calls == ["_stacked", "session", "session"]
-    assert load(Path(linear.path), batching=True, replicas=2)._stacked is None  # not spinning: nothing to spare
+    assert model._stacked is None  # made on the first stacked call only
+    np.testing.assert_allclose(model.run({"x": four}, 4)[0][:1], lone[0])
+    stacked = model._stacked
+    assert stacked is not None and stacked is not model.session
+    assert stacked.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert model.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    model.run({"x": four}, 4)
+    assert model._stacked is stacked
+    assert load(Path(linear.path), batching=True, replicas=2)._quiet is None  # not spinning: nothing to spare
+
+
+def test_a_model_whose_weights_pass_the_limit_keeps_one_session(
+    linear: OnnxModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import onnx
+
+    from localserve.runtimes import onnx as runtime
+    from localserve.runtimes.onnx_sessions import weights_size
+
+    path = tmp_path / "external.onnx"  # its weights in a file beside it, as large models keep them
+    onnx.save_model(onnx.load(linear.path), path, save_as_external_data=True, location="w.bin", size_threshold=0)
+    (tmp_path / "other.bin").write_bytes(b"\0" * 1000)  # beside it, not named by it
+    weights = path.stat().st_size + (tmp_path / "w.bin").stat().st_size
+    assert weights_size(path) == weights > path.stat().st_size
+    monkeypatch.setattr(runtime, "STACKED_COPY_LIMIT", weights - 1)
+    assert load(path, batching=True)._quiet is None
+    monkeypatch.setattr(runtime, "STACKED_COPY_LIMIT", weights)
+    assert load(path, batching=True)._quiet is not None
 
 
 def test_replicas_share_cores_and_do_not_spin(linear: OnnxModel) -> None:
