@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -493,3 +494,13 @@ def test_keda_scales_on_requests_in_flight_per_replica(tmp_path: Path) -> None:
     families = {f.name: f for f in text_string_to_metric_families(metrics.render()[0].decode())}
     (sample,) = families["localserve_requests_in_flight"].samples
     assert (sample.labels, sample.value) == ({"api": "iris"}, 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "written"), [(6, "6"), (1_000_000, "1000000"), (1.5, "1500m"), (0.0001, "1m"), (2.0, "2")]
+)
+def test_quantities_are_written_as_kubernetes_parses_them(value: float, written: str) -> None:
+    from localserve.export.kubernetes import quantity
+
+    # Plain digits, or millis, never an exponent (`1e+06`) and never 0m: an HPA's target must be positive.
+    assert quantity(value) == written and re.fullmatch(r"[0-9]+m?", written)

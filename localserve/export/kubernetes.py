@@ -240,8 +240,8 @@ def _autoscaler(api: ApiConfig, instance: str, namespace: str | None, *, on_cpu:
 
 
 def quantity(value: float) -> str:
-    """A Kubernetes quantity: ``6``, or ``1500m`` for 1.5."""
-    return f"{value:g}" if value == int(value) else f"{round(value * 1000)}m"
+    """A Kubernetes quantity: ``6`` (``1000000``, never ``1e+06``), or ``1500m`` for 1.5 (``1m`` at least)."""
+    return str(int(value)) if value == int(value) else f"{max(1, round(value * 1000))}m"
 
 
 def _scaled_object(api: ApiConfig, instance: str, namespace: str | None, prometheus: str) -> dict[str, Any]:
