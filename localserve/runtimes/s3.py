@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from localserve.errors import ModelLoadError
-from localserve.runtimes.cache import CHUNK, cache_key, download, model_root, safe_name, staging_dir
+from localserve.runtimes.cache import CHUNK, RESTART, cache_key, download, model_root, safe_name, staging_dir
 from localserve.runtimes.web import Tries
 
 logger = logging.getLogger("localserve")
@@ -112,14 +112,28 @@ def _fetch_s3_object(
 
 
 def _object_chunks(client: Any, bucket: str, key: str, etag: str, total: int, shown: str) -> Iterator[bytes]:
-    """The object's bytes, across as many GETs as dropped connections: each resumes where the last left off."""
-    from botocore.exceptions import IncompleteReadError, ResponseStreamingError
+    """The object's bytes, across as many GETs as dropped connections: each resumes where the last left off
+    (``RESTART`` first when an S3-compatible endpoint ignored ``Range`` and sent the whole object again)."""
+    from botocore.exceptions import ClientError, IncompleteReadError, ResponseStreamingError
 
     tries = Tries(shown)
     done = 0
     while True:
         resume = {"Range": f"bytes={done}-"} if done else {}
-        body = client.get_object(Bucket=bucket, Key=key, IfMatch=etag, **resume)["Body"]
+        try:
+            answer = client.get_object(Bucket=bucket, Key=key, IfMatch=etag, **resume)
+        except ClientError as exc:
+            if _s3_code(exc) not in ("PreconditionFailed", "412"):
+                raise
+            raise ModelLoadError(
+                f"Cannot download the model {shown}: the object changed during the download (its ETag is no longer "
+                f"{etag.strip(chr(34))}); load it again to fetch the new one."
+            ) from None
+        if done and "ContentRange" not in answer:
+            logger.info("Download of %s: the endpoint sent the whole object again; starting over", shown)
+            done = 0
+            yield RESTART
+        body = answer["Body"]
         try:
             while chunk := body.read(CHUNK):
                 done += len(chunk)

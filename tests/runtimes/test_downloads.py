@@ -34,8 +34,18 @@ class Site:
     headers: dict[str, str] = field(default_factory=dict)  # extra response headers
     seen: list[dict[str, str | None]] = field(default_factory=list)  # each GET's Range and If-Range
     busy: int = 0  # the first GETs answered 503, this many
+    replaced: bool = False  # the object is replaced (a new ETag) once the first GET has dropped
 
     etag: str = '"v1"'
+
+
+def _refusal(site: Site, if_match: str | None) -> int | None:
+    """503 while busy; 412 to an If-Match of another ETag (S3's answer once the object was replaced); else None."""
+    if len(site.seen) <= site.busy:
+        return 503
+    if site.replaced and len(site.seen) > site.busy + 1:
+        site.etag = '"v2"'
+    return 412 if if_match not in (None, site.etag) else None
 
 
 def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
@@ -60,8 +70,9 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             asked = self.headers.get("Range")
             site.seen.append({"range": asked, "if-range": self.headers.get("If-Range")})
-            if len(site.seen) <= site.busy:
-                self.send_response(503)
+            refused = _refusal(site, self.headers.get("If-Match"))
+            if refused is not None:
+                self.send_response(refused)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
@@ -259,10 +270,9 @@ def test_a_terminal_gets_a_bar(serve_site: Any, tmp_path: Path) -> None:
     assert len(logged) == 1
 
 
-def test_an_s3_object_is_resumed_with_range_after_a_dropped_connection(
-    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same server as S3's endpoint (boto3 asks it for /<bucket>/<key>): the drop resumed, the bytes exact."""
+@pytest.fixture
+def aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """boto3 with test credentials and nothing of this machine's AWS configuration."""
     pytest.importorskip("boto3")
     for key, value in {
         "AWS_ACCESS_KEY_ID": "testing",
@@ -273,6 +283,13 @@ def test_an_s3_object_is_resumed_with_range_after_a_dropped_connection(
         "AWS_EC2_METADATA_DISABLED": "true",
     }.items():
         monkeypatch.setenv(key, value)
+
+
+@pytest.mark.usefixtures("aws")
+def test_an_s3_object_is_resumed_with_range_after_a_dropped_connection(
+    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same server as S3's endpoint (boto3 asks it for /<bucket>/<key>): the drop resumed, the bytes exact."""
     body = os.urandom(3 * MiB)
     site = Site(body, drop_at=MiB + 3 * PIECE)
     url = serve_site(site)
@@ -288,3 +305,27 @@ def test_an_s3_object_is_resumed_with_range_after_a_dropped_connection(
     assert warnings[0].startswith("Download of s3://models/m.onnx: the connection ")
     assert warnings[0].endswith("of 3.0 MiB; trying again in 0.5 s (try 2 of 4)")
     assert _files(tmp_path / "cache") == [path]
+
+
+@pytest.mark.usefixtures("aws")
+def test_an_s3_endpoint_that_ignores_range_sends_it_all_again_and_the_bytes_are_exact(
+    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = os.urandom(2 * MiB)
+    url = serve_site(Site(body, drop_at=MiB, ranges=False))
+    caplog.set_level("INFO", logger="localserve")
+    path = resolve_model("s3://models/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False, s3_endpoint=url)
+    assert path.read_bytes() == body  # not the first MiB twice
+    assert "Download of s3://models/m.onnx: the endpoint sent the whole object again; starting over" in caplog.messages
+
+
+@pytest.mark.usefixtures("aws")
+def test_an_s3_object_replaced_during_its_download_is_named_so(serve_site: Any, tmp_path: Path) -> None:
+    url = serve_site(Site(os.urandom(2 * MiB), drop_at=MiB, replaced=True))
+    with pytest.raises(ModelLoadError) as caught:
+        resolve_model("s3://models/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False, s3_endpoint=url)
+    assert str(caught.value) == (
+        "Cannot download the model s3://models/m.onnx: the object changed during the download (its ETag is no "
+        "longer v1); load it again to fetch the new one."
+    )
+    assert _files(tmp_path / "cache") == []
