@@ -16,6 +16,7 @@ Without ``cache_size`` every version is loaded at start, as Cortex did.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -124,9 +125,8 @@ class ModelSet:
         if self.single:
             return next(iter(sources.values()))
         if name is None:
-            raise RequestError(
-                f"model_name was not specified; choose one of the following: {', '.join(sorted(sources))}.",
-            )
+            listed = ", ".join(sorted(sources))
+            raise RequestError(f"model_name was not specified; choose one of the following: {listed}.")
         found = sources.get(name)
         if found is None:
             listed = ", ".join(map(repr, sorted(sources))) or "none"
@@ -140,7 +140,8 @@ class ModelSet:
         if "://" in source.location and not self._disk.holds(source.location):
             if not fetch:
                 raise WouldFetch(source.location)
-            self._listing.pop("/" + source.name, None)  # its copy was trimmed (or never fetched): fetch it now
+            with self._lock:  # (as ``refresh`` swaps the listings)
+                self._listing.pop("/" + source.name, None)  # its copy was trimmed (or never fetched): fetch it now
         versions = self._versions(source, local=lambda at: self._local(at, fetch))
         number = version_number(source.name, version, versions)
         return source, number, versions[number]
@@ -221,8 +222,7 @@ class ModelSet:
 
     # -- start and reload ---------------------------------------------------------------------------
     def load_all(self, *, skip_failures: bool = False) -> None:
-        """Without the cache: every version of every model, at start (Cortex's behaviour); on a refresh a
-        version that does not load yet (being copied in) is logged and skipped."""
+        """Every version of every model (without the cache, at start, as Cortex); ``skip_failures``: log what fails."""
         for name in self.names():
             for number in sorted(self.versions(name)):
                 try:
@@ -235,8 +235,7 @@ class ModelSet:
     def snapshot(
         self, skip: Collection[str] = (), listing: dict[str, Any] | None = None, local: Reader | None = None
     ) -> dict[str, set[int]] | None:
-        """Every model's versions (but ``skip``'s) as the folders hold them now (read into ``listing``, ``local``
-        fetching); None when they cannot be read."""
+        """Every model's versions (but ``skip``'s) as read now (into ``listing``); None when they cannot be read."""
         try:
             sources = self.sources(listing, local)
             return {n: set(self._versions(s, listing, local)) for n, s in sources.items() if n not in skip}
@@ -246,27 +245,29 @@ class ModelSet:
 
     def refresh(self, *, remote: bool = False) -> list[dict[str, Any]]:
         """Read the folders again (``remote``: fetch remote locations again): versions gone or changed leave
-        memory (calls in flight keep theirs); without the cache new versions load. Returns what changed. Its
-        listing replaces the one in use once all was read (meanwhile the last serves); a failed read changes nothing."""
-        # A remote model without a copy on disk (trimmed, or never used) is not fetched by a poll: its next use
-        # fetches it, new versions included (Cortex's cache too fetched on demand).
+        memory (calls in flight keep theirs); without the cache new versions load. Returns what changed. The
+        listing is swapped in once all was read (the last one serves meanwhile); a failed read changes nothing."""
+        # A remote model without a copy (trimmed, never used) is not fetched by a poll, but on its next use (as Cortex).
         skip = {n for n, s in self._sources.items() if "://" in s.location and not self._disk.holds(s.location)}
         before = self.snapshot(skip) or {}
-        listing = {key: value for key, value in dict(self._listing).items() if key[1:] in skip}
+        listing: dict[str, Any] = {}
         fresh: dict[str, Path] = {}  # the remote locations fetched again, and their (maybe new) copies
 
         def local(location: str) -> Path:
             if not remote or "://" not in location:
                 return self._local(location)
+            polled.enter_context(self._disk.using(location))  # its copies are not trimmed while the poll reads them
             path = fresh[location] = self.resolve(location)
             return path
 
-        after = self.snapshot(skip, listing, local)
-        if after is None:  # a folder unreadable for a moment (a remote error) changes nothing in memory
-            self._disk.discard(fresh)
-            return []
-        self._listing = listing
-        self._disk.adopt(fresh)  # only now: a changed model's old copy is deleted
+        with contextlib.ExitStack() as polled:
+            after = self.snapshot(skip, listing, local)
+            if after is None:  # a folder unreadable for a moment (a remote error) changes nothing in memory
+                self._disk.discard(fresh)
+                return []
+            with self._lock:  # the models not read keep their latest entries (a request may have fetched one)
+                self._listing = {**{k: v for k, v in dict(self._listing).items() if k[1:] in skip}, **listing}
+            self._disk.adopt(fresh)  # only now: a changed model's old copy is deleted
         changes = version_changes(before, after) + self._drop_changed(listing, skip)
         if self.capacity is None:
             self.load_all(skip_failures=True)

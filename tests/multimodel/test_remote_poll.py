@@ -209,3 +209,28 @@ def test_a_model_still_not_in_memory_after_two_loads_is_a_503_to_retry() -> None
     assert caught.value.message == (
         "Model 'multi.a' is not ready: it changed while it loaded (a new version, or its copy deleted); retry."
     )
+
+
+def test_a_request_that_fetches_during_a_poll_keeps_what_it_fetched_and_the_polls_copies(remote: Remote) -> None:
+    for model in "abc":
+        remote.publish(model, [1])
+    models = remote.models("abc", cache_size=1, disk_cache_size=2)
+    remote.on_a_thread(lambda: [models.get(m) for m in "cab"])  # c's copy is trimmed: the poll will not read c
+    remote.publish("c", [1, 2], mtime=1_700_000_000)  # c changes meanwhile
+    remote.gate.path = "/b.zip"
+    changes: list[Any] = []
+    poll = threading.Thread(target=lambda: changes.append(models.refresh(remote=True)))
+    poll.start()
+    try:
+        assert remote.gate.entered.wait(60)  # the poll has read a again, and waits for b
+        _, version, model = remote.on_a_thread(lambda: models.get("c"))  # fetches c anew; trims past the limit
+        assert (version, logits(model)) == (2, expected("c", 2))
+    finally:
+        remote.gate.release.set()
+        poll.join()
+    assert changes == [[]]
+    # What the poll read (a) and what the request fetched (c) are both still there, listed as they are.
+    for model, version in (("a", 1), ("c", 1), ("c", 2), ("b", 1)):
+        _, _, loaded = remote.on_a_thread(lambda m=model, v=version: models.get(m, v))
+        assert logits(loaded) == expected(model, version)
+    assert remote.copies() == 2
