@@ -21,6 +21,7 @@ from localserve.errors import ModelLoadError
 from localserve.handlers import EndpointOptions
 from localserve.runtimes import Model, load_model
 from localserve.runtimes.cache import model_root
+from localserve.runtimes.diskcache import WouldFetch
 from localserve.runtimes.modelset import ModelSet
 from localserve.runtimes.versions import Opener, Source
 
@@ -154,9 +155,15 @@ def describe_models(models: ModelSet) -> dict[str, Any]:
     return {
         "cache_size": models.capacity,
         "disk_cache_size": models.config.disk_cache_size,
-        "available": {
-            name: None if models.fetches(name, use=False) else sorted(models.versions(name)) for name in models.names()
-        },
+        "available": {name: _listed_versions(models, name) for name in models.names()},
         "in_memory": [{"model": name, "version": version} for name, version in loaded],
         "events": list(models.events),
     }
+
+
+def _listed_versions(models: ModelSet, name: str) -> list[int] | None:
+    """Model ``name``'s versions as last read; None when reading them would download its copy."""
+    try:
+        return sorted(models.versions(name, fetch=False))
+    except WouldFetch:
+        return None

@@ -1,19 +1,22 @@
 """The disk side of the model cache (``disk_cache_size``): the local copies of remote models.
 
 A remote model (``s3://``, ``https://``) is fetched once into the download cache (``sources.py``) and
-its copy is used until the folders are read again. With ``disk_cache_size`` at most that many
-remote models keep a copy; past it, the copy least recently used whose model has no version in
-memory is deleted (``cache_size`` <= ``disk_cache_size``, so a model in memory always keeps its
-copy), and is fetched again on its next use. Local models are on disk already: they count for nothing.
+its copy is used until a remote poll fetches it again: a changed model's new copy replaces the old one
+only once the whole poll succeeded (``adopt``); a failed poll deletes what it fetched and keeps the rest
+(``discard``). With ``disk_cache_size`` at most that many remote models keep a copy; past it, the copy
+least recently used whose model has no version in memory and is not being loaded or polled (``using``)
+is deleted (``cache_size`` <= ``disk_cache_size``, so a model in memory always keeps its copy), and is
+fetched again on its next use. Local models are on disk already: they count for nothing.
 A remote ``dir`` is fetched whole (one copy for all its models).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -27,37 +30,63 @@ class DiskCache:
         self.resolve = resolve
         self.entry = entry or (lambda path: path)  # what to delete for a copy: its whole entry of the download cache
         self._copies: collections.OrderedDict[str, Path] = collections.OrderedDict()
-        self._forgotten: dict[str, Path] = {}  # copies set aside by ``forget``: deleted once fetched anew elsewhere
+        self._busy: collections.Counter[str] = collections.Counter()  # locations being picked and loaded: never trimmed
         self._lock = threading.Lock()
 
-    def local(self, location: str) -> Path:
-        """The local path of ``location``: fetched on first use (and after ``forget`` or a trim)."""
+    def local(self, location: str, *, fetch: bool = True) -> Path:
+        """The local path of ``location``: fetched on first use (and after a trim); WouldFetch without ``fetch``."""
         with self._lock:
             path = self._copies.get(location)
             if path is not None:
                 self._copies.move_to_end(location)
                 return path
+        if not fetch:
+            raise WouldFetch(location)
         path = self.resolve(location)  # outside the lock: a download may take minutes
         with self._lock:
             self._copies[location] = path
-            old = self._forgotten.pop(location, None)
-        if self.limit is not None and old is not None and self.entry(old) != self.entry(path):
-            delete(self.entry(old))  # the remote model changed (a new ETag): its previous copy is never used again
         return path
 
     def holds(self, location: str) -> bool:
-        """Whether ``location`` has a copy on disk now (fetched, not trimmed or forgotten since)."""
+        """Whether ``location`` has a copy on disk now (fetched, not trimmed since)."""
         with self._lock:
             return location in self._copies
 
-    def forget(self) -> None:
-        """Fetch every location again on its next use (a remote refresh: new ETags mean new copies)."""
+    @contextlib.contextmanager
+    def using(self, location: str) -> Iterator[None]:
+        """While a model is picked and loaded (between its fetch and the end of its load) its copy is not trimmed."""
         with self._lock:
-            self._forgotten.update(self._copies)
-            self._copies.clear()
+            self._busy[location] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= collections.Counter({location: 1})  # a count that reaches 0 goes
+
+    def adopt(self, fresh: dict[str, Path]) -> None:
+        """A remote poll succeeded: its copies (``fresh``, fetched again) replace the old ones, deleted when they
+        changed (a new ETag); a copy trimmed meanwhile comes back (its model is listed from it)."""
+        with self._lock:
+            old = {location: self._copies.get(location) for location in fresh}
+            for location, path in fresh.items():
+                self._copies[location] = path  # an existing copy keeps its place: a poll is no use
+        if self.limit is not None:
+            for location, previous in old.items():
+                if previous is not None and self.entry(previous) != self.entry(fresh[location]):
+                    delete(self.entry(previous))
+
+    def discard(self, fresh: dict[str, Path]) -> None:
+        """A remote poll failed: its copies that are no copy held (a changed model's new one) are deleted."""
+        with self._lock:
+            held = {self.entry(path) for path in self._copies.values()}
+        if self.limit is not None:
+            for path in fresh.values():
+                if self.entry(path) not in held:
+                    delete(self.entry(path))
 
     def trim(self, in_memory: set[str]) -> list[str]:
-        """Delete the copies past the limit, least recently used first, sparing ``in_memory`` locations."""
+        """Delete the copies past the limit, least recently used first, sparing ``in_memory`` locations and those
+        being loaded (``using``)."""
         removed: list[tuple[str, Path]] = []
         with self._lock:
             if self.limit is None:
@@ -65,11 +94,15 @@ class DiskCache:
             for location in list(self._copies):
                 if len(self._copies) <= self.limit:
                     break
-                if location not in in_memory:
+                if location not in in_memory and location not in self._busy:
                     removed.append((location, self._copies.pop(location)))
         for _, path in removed:
             delete(self.entry(path))
         return [location for location, _ in removed]
+
+
+class WouldFetch(Exception):
+    """Reading ``location`` would download it, and the caller may not wait (the event loop)."""
 
 
 def delete(path: Path) -> None:

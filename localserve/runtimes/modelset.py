@@ -16,6 +16,7 @@ Without ``cache_size`` every version is loaded at start, as Cortex did.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -23,15 +24,27 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
-from localserve.errors import LocalServeError, ModelLoadError, NotFound, RequestError
-from localserve.runtimes.diskcache import DiskCache
-from localserve.runtimes.versions import ModelObserver, Opener, Source, stamp_of, version_changes, versions_in
+from localserve.config.schema import ModelsConfig
+from localserve.errors import LocalServeError, NotFound, RequestError
+from localserve.runtimes.diskcache import DiskCache, WouldFetch
+from localserve.runtimes.versions import (
+    ModelObserver,
+    Opener,
+    Source,
+    configured,
+    models_in,
+    stamp_of,
+    version_changes,
+    version_number,
+    versions_in,
+)
 
 log = logging.getLogger("localserve")
 
 EVENTS_KEPT = 200  # the latest load / eviction events kept for /stats and `get`
-LATEST = ("latest", "highest")
+
+Reader = Callable[[str], Path]  # a location -> its local path (fetched when remote)
+Versions = dict[int, Path]
 
 
 class ModelSet:
@@ -59,131 +72,106 @@ class ModelSet:
         self.changed = threading.Condition()
         self.watcher: Any = None  # the ModelWatcher of live reloading, once started
         self.listeners: list[Callable[[tuple[str, int]], None]] = []  # told of each version leaving memory
-        self._sources = self._configured()
-        self._listing: dict[str, Any] = {}  # what the folders held when last read; cleared by ``refresh``
+        self._sources = configured(config)
+        self._listing: dict[str, Any] = {}  # what the folders held when last read; replaced whole by ``refresh``
         self._disk = DiskCache(config.disk_cache_size, resolve, cache_entry)  # remote locations' local copies
 
     # -- what there is ---------------------------------------------------------------------------
-    def _configured(self) -> dict[str, Source]:
-        config = self.config
-        if config.path is not None:
-            return {SINGLE_MODEL_NAME: Source(SINGLE_MODEL_NAME, config.path, config.signature_key)}
-        if config.paths:
-            return {p.name: Source(p.name, p.path, p.signature_key or config.signature_key) for p in config.paths}
-        return {}
-
     @property
     def single(self) -> bool:
         """``path``: one model, whatever name the caller gives."""
         return self.config.path is not None
 
-    def _local(self, location: str) -> Path:
+    def _local(self, location: str, fetch: bool = True) -> Path:
         if "://" not in location:
             return self.resolve(location)
-        path = self._disk.local(location)
+        path = self._disk.local(location, fetch=fetch)
         self._trim_disk(spare=location)  # a copy fetched to be read (listed, described) counts at once
         return path
 
-    def sources(self) -> dict[str, Source]:
-        """Every model there is (a ``dir`` as last read: ``refresh`` reads it again)."""
+    def sources(self, listing: dict[str, Any] | None = None, local: Reader | None = None) -> dict[str, Source]:
+        """Every model there is (a ``dir`` as last read: ``refresh`` reads it again into its own ``listing``)."""
         if self.config.dir is None:
             return self._sources
-        found: dict[str, Source] | None = self._listing.get("")
+        listing = self._listing if listing is None else listing
+        found: dict[str, Source] | None = listing.get("")
         if found is None:
-            root = self._local(self.config.dir)
-            if not root.is_dir():
-                raise ModelLoadError(f"The models folder {self.config.dir!r} is not a folder.")
-            found = self._listing[""] = {
-                p.name: Source(p.name, str(p), self.config.signature_key)
-                for p in sorted(root.iterdir())
-                if not p.name.startswith(".") and (p.is_dir() or p.suffix == ".onnx")
-            }
+            found = listing[""] = models_in((local or self._local)(self.config.dir), self.config)
         return found
 
-    def _versions(self, source: Source) -> dict[int, Path]:
-        found: dict[int, Path] | None = self._listing.get("/" + source.name)
+    def _versions(self, source: Source, listing: dict[str, Any] | None = None, local: Reader | None = None) -> Versions:
+        listing = self._listing if listing is None else listing
+        found: dict[int, Path] | None = listing.get("/" + source.name)
         if found is None:
-            found = self._listing["/" + source.name] = versions_in(self._local(source.location))
+            found = listing["/" + source.name] = versions_in((local or self._local)(source.location))
         return found
 
     def names(self) -> list[str]:
-        """The names of the models, sorted."""
+        """The names of the models, sorted (a remote ``dir`` as last read: nothing is fetched after its load)."""
         return sorted(self.sources())
 
-    def versions(self, name: str) -> dict[int, Path]:
-        """The versions of model ``name`` and where each is."""
-        return self._versions(self._source(name))
+    def versions(self, name: str, *, fetch: bool = True) -> dict[int, Path]:
+        """The versions of model ``name`` and where each is; without ``fetch``, WouldFetch rather than a download."""
+        return self._versions(self._source(name, fetch), local=lambda at: self._local(at, fetch))
 
     def loaded(self) -> list[tuple[str, int]]:
         """The versions in memory, the least recently used first."""
         with self._lock:
             return list(self._loaded)
 
-    def fetches(self, name: str | None, *, use: bool = True) -> bool:
-        """Whether reading model ``name``'s versions (``use``: to load one) would download a remote copy."""
-        if self.config.dir is not None:
-            return "://" in self.config.dir and "" not in self._listing
-        source = next(iter(self._sources.values())) if self.single else self._sources.get(name or "")
-        if source is None or "://" not in source.location:
-            return False
-        return "/" + source.name not in self._listing or (use and not self._disk.holds(source.location))
-
     # -- use --------------------------------------------------------------------------------------
-    def _source(self, name: str | None) -> Source:
-        sources = self.sources()
+    def _source(self, name: str | None, fetch: bool = True) -> Source:
+        sources = self.sources(local=lambda at: self._local(at, fetch))
         if self.single:
             return next(iter(sources.values()))
         if name is None:
-            raise RequestError(
-                f"model_name was not specified; choose one of the following: {', '.join(sorted(sources))}.",
-            )
+            listed = ", ".join(sorted(sources))
+            raise RequestError(f"model_name was not specified; choose one of the following: {listed}.")
         found = sources.get(name)
         if found is None:
             listed = ", ".join(map(repr, sorted(sources))) or "none"
             raise NotFound(f"Model {name!r} wasn't found in the list of available models; the models are: {listed}.")
         return found
 
-    def pick(self, name: str | None, version: str | int = "latest") -> tuple[Source, int, Path]:
-        """The model, version and files a call names (Cortex's rules); NotFound (404) or RequestError (400)."""
-        source = self._source(name)
+    def pick(self, name: str | None, version: str | int = "latest", *, fetch: bool = True) -> tuple[Source, int, Path]:
+        """The model, version and files a call names (Cortex's rules); NotFound (404) or RequestError (400);
+        without ``fetch``, WouldFetch when its copy must be downloaded first."""
+        source = self._source(name, fetch)
         if "://" in source.location and not self._disk.holds(source.location):
-            self._listing.pop("/" + source.name, None)  # its copy was trimmed (or never fetched): fetch it now
-        versions = self._versions(source)
-        if isinstance(version, str) and version in LATEST:
-            number = max(versions)
-        elif (isinstance(version, int) and not isinstance(version, bool)) or (
-            isinstance(version, str) and version.isdigit()
-        ):
-            number = int(version)
-        else:
-            raise RequestError(f"model_version must be a whole number or 'latest' (or 'highest'); got {version!r}.")
-        if number not in versions:
-            listed = ", ".join(str(v) for v in sorted(versions))
-            raise NotFound(f"Model {source.name!r} has no version {number}; its versions are: {listed}.")
+            if not fetch:
+                raise WouldFetch(source.location)
+            with self._lock:  # (as ``refresh`` swaps the listings)
+                self._listing.pop("/" + source.name, None)  # its copy was trimmed (or never fetched): fetch it now
+        versions = self._versions(source, local=lambda at: self._local(at, fetch))
+        number = version_number(source.name, version, versions)
         return source, number, versions[number]
 
     def get(self, name: str | None, version: str | int = "latest") -> tuple[str, int, Any]:
         """(model name, version, the loaded model), loading it on first use and evicting what the cache must."""
+        with self._disk.using(self._source(name).location):  # from its fetch to the end of its load, its copy stays
+            source, number, model, evicted = self._get(name, version)
+        for old in evicted:
+            self._evicted(old, "cache")
+        self._trim_disk()
+        return source.name, number, model
+
+    def _get(self, name: str | None, version: str | int) -> tuple[Source, int, Any, list[tuple[str, int]]]:
         source, number, files = self.pick(name, version)
         key = (source.name, number)
         with self._lock:
             model = self._loaded.get(key)
             if model is not None:
                 self._loaded.move_to_end(key)
-                return source.name, number, model
+                return source, number, model, []
             lock = self._loading.setdefault(key, threading.Lock())
         with lock:  # only callers of this same version wait here
             with self._lock:
                 model = self._loaded.get(key)
                 if model is not None:
                     self._loaded.move_to_end(key)
-                    return source.name, number, model
+                    return source, number, model, []
             model = self._load(source, number, files)
-            evicted = self._keep(key, model, files)
-        for old in evicted:
-            self._evicted(old, "cache")
-        self._trim_disk()
-        return source.name, number, model
+            return source, number, model, self._keep(key, model, files)
 
     def _trim_disk(self, spare: str | None = None) -> None:
         if self._disk.limit is None or self.config.dir is not None:  # a remote dir is one copy: never trimmed
@@ -234,8 +222,7 @@ class ModelSet:
 
     # -- start and reload ---------------------------------------------------------------------------
     def load_all(self, *, skip_failures: bool = False) -> None:
-        """Without the cache: every version of every model, at start (Cortex's behaviour); on a refresh a
-        version that does not load yet (being copied in) is logged and skipped."""
+        """Every version of every model (without the cache, at start, as Cortex); ``skip_failures``: log what fails."""
         for name in self.names():
             for number in sorted(self.versions(name)):
                 try:
@@ -245,34 +232,58 @@ class ModelSet:
                         raise
                     log.warning("model %r version %d does not load (yet): %s", name, number, exc)
 
-    def snapshot(self, skip: Collection[str] = ()) -> dict[str, set[int]] | None:
-        """Every model's versions (but ``skip``'s) as the folders hold them now; None when they cannot be read."""
+    def snapshot(
+        self, skip: Collection[str] = (), listing: dict[str, Any] | None = None, local: Reader | None = None
+    ) -> dict[str, set[int]] | None:
+        """Every model's versions (but ``skip``'s) as read now (into ``listing``); None when they cannot be read."""
         try:
-            return {name: set(self.versions(name)) for name in self.names() if name not in skip}
+            sources = self.sources(listing, local)
+            return {n: set(self._versions(s, listing, local)) for n, s in sources.items() if n not in skip}
         except (LocalServeError, OSError) as exc:
             log.warning("models: the model folders cannot be read (%s); serving what was read before", exc)
             return None
 
     def refresh(self, *, remote: bool = False) -> list[dict[str, Any]]:
         """Read the folders again (``remote``: fetch remote locations again): versions gone or changed leave
-        memory (calls in flight keep theirs); without the cache new versions load. Returns what changed."""
-        # A remote model without a copy on disk (trimmed, or never used) is not fetched by a poll: its next use
-        # fetches it, new versions included (Cortex's cache too fetched on demand).
+        memory (calls in flight keep theirs); without the cache new versions load. Returns what changed. The
+        listing is swapped in once all was read (the last one serves meanwhile); a failed read changes nothing."""
+        # A remote model without a copy (trimmed, never used) is not fetched by a poll, but on its next use (as Cortex).
         skip = {n for n, s in self._sources.items() if "://" in s.location and not self._disk.holds(s.location)}
         before = self.snapshot(skip) or {}
-        listing = dict(self._listing)
-        self._listing = {key: value for key, value in listing.items() if key[1:] in skip}
-        if remote:
-            self._disk.forget()
-        after = self.snapshot(skip)
-        if after is None:  # a folder unreadable for a moment (a remote error) changes nothing in memory
-            self._listing = listing
-            return []
-        changes = version_changes(before, after)
+        listing: dict[str, Any] = {}
+        fresh: dict[str, Path] = {}  # the remote locations fetched again, and their (maybe new) copies
+
+        def local(location: str) -> Path:
+            if not remote or "://" not in location:
+                return self._local(location)
+            polled.enter_context(self._disk.using(location))  # its copies are not trimmed while the poll reads them
+            path = fresh[location] = self.resolve(location)
+            return path
+
+        with contextlib.ExitStack() as polled:
+            after = self.snapshot(skip, listing, local)
+            if after is None:  # a folder unreadable for a moment (a remote error) changes nothing in memory
+                self._disk.discard(fresh)
+                return []
+            with self._lock:  # the models not read keep their latest entries (a request may have fetched one)
+                self._listing = {**{k: v for k, v in dict(self._listing).items() if k[1:] in skip}, **listing}
+            self._disk.adopt(fresh)  # only now: a changed model's old copy is deleted
+        changes = version_changes(before, after) + self._drop_changed(listing, skip)
+        if self.capacity is None:
+            self.load_all(skip_failures=True)
+        self.events.append({"event": "refresh", "changes": changes})
+        with self.changed:
+            self.generation += 1
+            self.changed.notify_all()
+        return changes
+
+    def _drop_changed(self, listing: dict[str, Any], skip: Collection[str]) -> list[dict[str, Any]]:
+        """Versions in memory whose files are gone or changed leave it; a model not read (``skip``) keeps its."""
         with self._lock:
-            loaded = dict(self._stamps)
+            loaded = {key: stamp for key, stamp in self._stamps.items() if key[0] not in skip}
+        changes = []
         for key, stamp in loaded.items():
-            files = self.versions(key[0])[key[1]] if key[1] in after.get(key[0], ()) else None
+            files = listing.get("/" + key[0], {}).get(key[1])
             if files is None or stamp_of(files) != stamp:
                 with self._lock:
                     gone = self._loaded.pop(key, None) is not None
@@ -281,12 +292,6 @@ class ModelSet:
                     self._evicted(key, "removed" if files is None else "replaced")
                     if files is not None:
                         changes.append({"model": key[0], "version": key[1], "change": "replaced"})
-        if self.capacity is None:
-            self.load_all(skip_failures=True)
-        self.events.append({"event": "refresh", "changes": changes})
-        with self.changed:
-            self.generation += 1
-            self.changed.notify_all()
         return changes
 
     def close(self) -> None:

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
+from localserve.errors import ModelLoadError, NotFound, RequestError
+
+LATEST = ("latest", "highest")
+
 
 class ModelObserver(Protocol):
     """Where a model set's figures go (the metrics of the API): loads, evictions, model calls."""
@@ -31,6 +36,24 @@ class Source:
     signature_key: str | None = None
 
 
+def configured(config: ModelsConfig) -> dict[str, Source]:
+    """The models a ``path`` or ``paths`` names (a ``dir``'s are found by reading it: none here)."""
+    if config.path is not None:
+        return {SINGLE_MODEL_NAME: Source(SINGLE_MODEL_NAME, config.path, config.signature_key)}
+    return {p.name: Source(p.name, p.path, p.signature_key or config.signature_key) for p in config.paths or ()}
+
+
+def models_in(root: Path, config: ModelsConfig) -> dict[str, Source]:
+    """The models at the top of a ``dir`` (read at ``root``): its folders and ``.onnx`` files."""
+    if not root.is_dir():
+        raise ModelLoadError(f"The models folder {config.dir!r} is not a folder.")
+    return {
+        p.name: Source(p.name, str(p), config.signature_key)
+        for p in sorted(root.iterdir())
+        if not p.name.startswith(".") and (p.is_dir() or p.suffix == ".onnx")
+    }
+
+
 Opener = Callable[[Path, Source], Any]
 """Opens one version of a model: its file or folder (already local) -> the loaded model."""
 
@@ -42,6 +65,23 @@ def versions_in(folder: Path) -> dict[int, Path]:
         if found:
             return found
     return {1: folder}
+
+
+def version_number(name: str, version: str | int, versions: dict[int, Path]) -> int:
+    """The version a call names (Cortex's rules: a whole number, or ``latest`` / ``highest``) among ``versions``
+    of model ``name``; NotFound (404) or RequestError (400)."""
+    if isinstance(version, str) and version in LATEST:
+        number = max(versions)
+    elif (isinstance(version, int) and not isinstance(version, bool)) or (
+        isinstance(version, str) and version.isdigit()
+    ):
+        number = int(version)
+    else:
+        raise RequestError(f"model_version must be a whole number or 'latest' (or 'highest'); got {version!r}.")
+    if number not in versions:
+        listed = ", ".join(str(v) for v in sorted(versions))
+        raise NotFound(f"Model {name!r} has no version {number}; its versions are: {listed}.")
+    return number
 
 
 def stamp_of(files: Path) -> float:

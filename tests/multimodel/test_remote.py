@@ -72,11 +72,13 @@ def test_s3_models_are_fetched_on_use_and_trimmed_on_disk(serve, make_project, b
 
 @dataclass
 class Gate:
-    """Holds the answer to a request for ``path`` until ``release`` (``entered`` says one is held)."""
+    """Holds the answer to a request for ``path`` until ``release`` (``entered`` says one is held); the paths in
+    ``broken`` answer 500 (a remote error, as S3 or a web server has them now and then)."""
 
     path: str | None = None
     entered: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
+    broken: set[str] = field(default_factory=set)
 
 
 class QuietFiles(http.server.SimpleHTTPRequestHandler):
@@ -85,6 +87,9 @@ class QuietFiles(http.server.SimpleHTTPRequestHandler):
 
     def send_head(self) -> Any:  # HEAD and GET
         gate: Gate = self.server.gate  # type: ignore[attr-defined]
+        if self.path in gate.broken:
+            self.send_error(500)
+            return None
         if self.path == gate.path:
             gate.entered.set()
             assert gate.release.wait(90)  # the bound only catches a hang

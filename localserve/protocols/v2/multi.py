@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from localserve.engine.api import ApiRuntime
 from localserve.engine.routing import ModelFeed
-from localserve.errors import NotReady
+from localserve.errors import LocalServeError, NotReady
+from localserve.runtimes.diskcache import WouldFetch
 
 if TYPE_CHECKING:
     from localserve.protocols.v2.models import V2Model
@@ -34,8 +35,9 @@ def model_set(rt: ApiRuntime) -> Any:
 class NeedsLoad(Exception):
     """The model a V2 name means is not described yet: ``load`` (blocking) loads and describes it."""
 
-    def __init__(self, load: Callable[[], None]) -> None:
-        super().__init__("load first")
+    def __init__(self, name: str, load: Callable[[], None]) -> None:
+        super().__init__(f"model {name!r}: load first")
+        self.name = name
         self.load = load
 
 
@@ -77,12 +79,13 @@ class MultiModels:
         rt, models, model = found
         if rt.state != "ready" or models is None:
             raise NotReady(rt.api.name, rt.error)
-        if models.fetches(model):  # a remote copy to download first: not on the event loop
-            raise NeedsLoad(lambda: models.pick(model, version or "latest"))
-        _, number, _ = models.pick(model, version or "latest")
+        try:  # never a download here (the event loop): a remote copy to fetch first is fetched on a thread
+            _, number, _ = models.pick(model, version or "latest", fetch=False)
+        except WouldFetch:
+            raise NeedsLoad(name, lambda: models.pick(model, version or "latest")) from None
         view = self._views.get((name, number))
         if view is None:
-            raise NeedsLoad(lambda: self._describe(rt, models, name, model, number))
+            raise NeedsLoad(name, lambda: self._describe(rt, models, name, model, number))
         return rt, view
 
     def _describe(self, rt: ApiRuntime, models: Any, name: str, model: str, number: int) -> None:
@@ -97,13 +100,20 @@ class MultiModels:
 
 
 async def locate(find: Callable[[], tuple[ApiRuntime, V2Model]]) -> tuple[ApiRuntime, V2Model]:
-    """``find()``, loading the model it needs off the event loop first when it must."""
+    """``find()``, loading the model it needs off the event loop first when it must; a 503 (retry) when it is still
+    not in memory after that (its copy trimmed, or it evicted, by other requests meanwhile)."""
     for _ in range(2):  # a remote copy to fetch, then the version to load
         try:
             return find()
         except NeedsLoad as need:
             await asyncio.to_thread(need.load)
-    return find()
+    try:
+        return find()
+    except NeedsLoad as need:
+        raise LocalServeError(
+            f"Model {need.name!r} is not ready: it changed while it loaded (a new version, or its copy deleted); retry.",
+            status_code=503,
+        ) from None
 
 
 def routed(model: V2Model, feed: Any) -> Any:
