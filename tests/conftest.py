@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import socket
 import sys
 import textwrap
@@ -141,9 +143,43 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = 60) 
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port for a server a test starts, free when asked, and not one another test takes meanwhile.
+
+    ``bind(0)`` alone picks from the kernel's ephemeral range, where every client socket of every xdist
+    worker takes its own port too: a port released here could be taken before the server binds it (CI
+    saw a server exit with uvicorn's "address in use" that way). So the ports come from below that
+    range, each worker from its own share, each worker's in turn.
+    """
+    global _ports
+    if _ports is None:  # read once xdist has named this worker
+        _ports = _port_share()
+    low, share = _ports
+    for _ in range(share):
+        port = low + next(_turn) % share
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {low}-{low + share - 1}")
+
+
+def _port_share() -> tuple[int, int]:
+    """(first port, count) of this xdist worker's share of the ports below the kernel's ephemeral range."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    base = 10000 if ephemeral > 12000 else 1024
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    share = max(1, (ephemeral - base) // workers)
+    return base + worker * share, share
+
+
+_ports: tuple[int, int] | None = None
+_turn = itertools.count(random.randrange(1 << 16))
 
 
 def wait_ready(url: str, proc: Any = None, timeout: float = 60) -> float:

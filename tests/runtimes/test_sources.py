@@ -20,17 +20,12 @@ import pytest
 
 from localserve.errors import ModelLoadError
 from localserve.runtimes.sources import redact, resolve_model
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.conftest import free_port
 
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
@@ -406,6 +401,6 @@ def test_http_interrupted_download_leaves_nothing(web: tuple[str, Path], tmp_pat
 
 
 def test_http_unreachable(tmp_path: Path, cache: Path) -> None:
-    port = _free_port()
+    port = free_port()
     with pytest.raises(ModelLoadError, match=rf"^Cannot download the model http://127\.0\.0\.1:{port}/m\.onnx: "):
         resolve_model(f"http://127.0.0.1:{port}/m.onnx", tmp_path, cache_root=cache)
