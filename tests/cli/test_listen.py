@@ -120,6 +120,7 @@ def test_the_banner_names_the_ports_bound_and_the_pages_under_the_root_path() ->
             return httpx.request(str(kwargs.pop("method", "GET")), base + path.removeprefix("/tax"), **kwargs)  # type: ignore[arg-type]
 
         key = {"Authorization": "Bearer k"}
+        s.wait_for(lambda m: m.startswith("api 'json-tax' loaded"))  # the banner comes once listening, before
         reply = through_proxy(banner["API json-tax"], method="POST", json={"total_without_tax": 100}, headers=key)
         assert (reply.status_code, reply.json()) == (200, {"total": 108.0})
         for page, assets in (
@@ -187,6 +188,7 @@ def test_https_with_uvicorns_ssl_flags(tmp_path: Path) -> None:
     with serving("-h", "main:handler", "--port", "0", "--ssl-keyfile", str(key), "--ssl-certfile", str(cert)) as s:
         url = s.banner()["API json-tax"]
         assert url.startswith("https://127.0.0.1:")
+        s.wait_for(lambda m: m.startswith("api 'json-tax' loaded"))  # the banner comes once listening, before
         context = ssl.create_default_context(cafile=str(cert))
         reply = httpx.post(url, json={"total_without_tax": 100}, verify=context)
         assert (reply.status_code, reply.json()) == (200, {"total": 108.0})
@@ -206,6 +208,7 @@ def test_a_unix_socket_and_a_log_config_file(tmp_path: Path) -> None:
     (tmp_path / "logging.json").write_text(json.dumps(config))
     with serving("-h", "main:handler", "--uds", str(socket_path), "--log-config", str(tmp_path / "logging.json")):
         wait_until(lambda: "|localserve|  metrics: " in (log_file.read_text() if log_file.exists() else ""), "banner")
+        wait_until(lambda: "|localserve|api 'json-tax' loaded" in log_file.read_text(), "the API loaded")
         lines = log_file.read_text().splitlines()
         assert (
             f"INFO|localserve|serving command line on the Unix socket {socket_path} (curl --unix-socket "
