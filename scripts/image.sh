@@ -493,10 +493,10 @@ print(shlex.join(deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 }
 project_image_case
 
-# The GPU variant last (README's `docker build -t localserve .`), run here without a GPU. It fits CI's
-# budget: cold about 15 min on the 2-core machine (4 GB of CUDA, cuDNN, TensorRT and TensorFlow
-# wheels), about 3 min when pyproject.toml changed with pip's cache warm, seconds for a code change;
-# the image takes about 7.4 GB of disk (LOCALSERVE_IMAGE_GPU=0 skips it).
+# The GPU variant last (README's `docker build -t localserve .`), run here without a GPU: cold about
+# 15 min on the 2-core machine (4 GB of CUDA, cuDNN, TensorRT and TensorFlow wheels), about 3 min when
+# pyproject.toml changed with pip's cache warm, seconds for a code change; the image takes about 7.4 GB
+# of disk and its build more (LOCALSERVE_IMAGE_GPU=0 skips it; .ci/run does, as its disk ran out once).
 if [ "${LOCALSERVE_IMAGE_GPU-1}" = 0 ]; then
     SUMMARY+=("$(printf '%-4s %-58s %s' skip "GPU image (localserve)" "LOCALSERVE_IMAGE_GPU=0")")
 elif (gpu_image); then
