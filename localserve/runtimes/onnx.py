@@ -220,7 +220,8 @@ class OnnxModel:
         return session
 
     def run(self, feed: Feed, bucket: int | None = None) -> list[Any]:
-        """Run the session once (the bucket's own session on a GPU); onnxruntime's input errors are 400s."""
+        """Run the session once (the bucket's own session on a GPU, the stacked calls' own on a batching CPU API:
+        ``_quiet_pool``); onnxruntime's input errors are 400s."""
         if bucket is None:
             session = self.session
         elif self._per_bucket:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,9 @@ logger = logging.getLogger("localserve")
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 STACKED_COPY_LIMIT = 32 * 1024 * 1024
-"""The largest model file a batching CPU API holds twice (a second session, whose pool never spins, for its
-stacked calls). The spin's cost is the gaps between short calls, so it is small models that gain; a model
-larger than this keeps one session and its memory (the 4.3 MB MLP's second session costs 10 MiB of RSS)."""
+"""The largest weights (``weights_size``) a batching CPU API holds twice (a second session, whose pool never
+spins, for its stacked calls). The spin's cost is the gaps between short calls, so it is small models that
+gain; a model larger than this keeps one session and its memory (the 4.3 MB MLP's second costs 10 MiB of RSS)."""
 CUDA_DEFAULTS = {"cudnn_conv_algo_search": "HEURISTIC"}
 """Measured on one H100 with 16 cores (2026-11-23, onnxruntime-gpu 1.31): with one session per batch
 size, HEURISTIC runs ResNet-50 at 4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, and warms a new size in
@@ -70,12 +71,14 @@ def execution_providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]
 
 def weights_size(path: Path) -> int:
     """The bytes of a model's weights: its file, and the files beside it that it names (ONNX external data,
-    ``location`` in the model) when the file itself is within ``STACKED_COPY_LIMIT`` (else that is enough)."""
+    ``location`` in the model) when the file itself is within ``STACKED_COPY_LIMIT`` (else that is enough).
+    The file is searched once for all the names beside it."""
     size = path.stat().st_size
     if size > STACKED_COPY_LIMIT:
         return size
-    data = path.read_bytes()
-    for sibling in path.parent.iterdir():
-        if sibling != path and sibling.is_file() and sibling.name.encode() in data:
-            size += sibling.stat().st_size
-    return size
+    siblings = {s.name.encode(): s for s in path.parent.iterdir() if s != path and s.is_file()}
+    if not siblings:
+        return size
+    names = re.compile(b"|".join(re.escape(name) for name in sorted(siblings, key=len, reverse=True)))
+    named = set(names.findall(path.read_bytes()))
+    return size + sum(siblings[name].stat().st_size for name in named)
