@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import random
@@ -24,6 +25,11 @@ EXAMPLES = ROOT / "handlers_examples"
 # No __pycache__ in the examples (pytest's rewritten test files, user code imported in-process): `check` lists
 # what a project does not package, and the tests assert that list. Set before handlers_examples/ is collected.
 sys.dont_write_bytecode = True
+# tritonclient.http runs on gevent, whose default resolver starts a native thread pool, with a hub of its own, in the
+# test worker on the first request, and keeps it: a gevent thread beside every later test's threads in that worker.
+# The blocking resolver keeps gevent on the test's own thread (the tests name loopback addresses). Set before any
+# test module imports gevent.
+os.environ.setdefault("GEVENT_RESOLVER", "block")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -131,6 +137,35 @@ def serve(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
         return serving(project, monkeypatch, options, **flags)
 
     return start
+
+
+@contextmanager
+def triton_http(url: str) -> Iterator[Any]:
+    """An unmodified ``tritonclient.http`` client of ``url`` (``http://host:port``), closed at the end; the gevent
+    objects it leaves in reference cycles are freed once the test is over (``pytest_runtest_logfinish``)."""
+    import tritonclient.http as triton
+
+    global _gevent_garbage
+    _gevent_garbage = True
+    client = triton.InferenceServerClient(url.removeprefix("http://"))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+_gevent_garbage = False
+
+
+def pytest_runtest_logfinish() -> None:
+    """After a test that made a ``triton_http`` client (and dropped its fixtures' values): a collection here, on the
+    test's own thread, frees the gevent objects the client left in reference cycles. Left to a later collection,
+    they would be freed on whatever thread triggers it (a server's, a handler's, in a later test), where gevent
+    raises InvalidThreadUseError, reported against that test, or worse."""
+    global _gevent_garbage
+    if _gevent_garbage:
+        _gevent_garbage = False
+        gc.collect()
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = 60) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tritonclient.http as triton
 
-from tests.conftest import wait_until
+from tests.conftest import triton_http, wait_until
 from tests.multimodel.helpers import ONNX_PREDICTOR, X, expected, models_dir, project_yaml
 from tests.test_e2e import server
 
@@ -128,20 +128,16 @@ def test_requests_for_different_models_never_share_a_batch(serve, make_project) 
 def test_tritonclient_reaches_one_model_of_a_real_server(make_project) -> None:
     project = make_project({"cortex.yaml": project_yaml("      dir: models\n"), "predictor.py": ONNX_PREDICTOR})
     models_dir(project / "models", {"a": [1], "b": [1, 4]})
-    with server(cwd=project) as (url, _):
-        client = triton.InferenceServerClient(url.removeprefix("http://"))
-        try:
-            assert client.is_model_ready("multi.b", "4")
-            assert client.get_model_metadata("multi.b")["versions"] == ["1", "4"]
-            given = triton.InferInput("x", [1, 4], "FP32")
-            given.set_data_from_numpy(np.array(X, dtype=np.float32))
-            result = client.infer("multi.b", [given], model_version="1")
-            assert result.as_numpy("logits").tolist() == expected("b", 1)
-            assert client.infer("multi.b", [given]).as_numpy("logits").tolist() == expected("b", 4)
-            index = client.get_model_repository_index()
-            assert [(m["name"], m["version"]) for m in index] == [("multi.a", "1"), ("multi.b", "1"), ("multi.b", "4")]
-        finally:
-            client.close()
+    with server(cwd=project) as (url, _), triton_http(url) as client:
+        assert client.is_model_ready("multi.b", "4")
+        assert client.get_model_metadata("multi.b")["versions"] == ["1", "4"]
+        given = triton.InferInput("x", [1, 4], "FP32")
+        given.set_data_from_numpy(np.array(X, dtype=np.float32))
+        result = client.infer("multi.b", [given], model_version="1")
+        assert result.as_numpy("logits").tolist() == expected("b", 1)
+        assert client.infer("multi.b", [given]).as_numpy("logits").tolist() == expected("b", 4)
+        index = client.get_model_repository_index()
+        assert [(m["name"], m["version"]) for m in index] == [("multi.a", "1"), ("multi.b", "1"), ("multi.b", "4")]
 
 
 @pytest.mark.slow

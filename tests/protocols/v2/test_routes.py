@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import gc
 import gzip
 import json
 import shutil
@@ -25,7 +24,7 @@ import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import EXAMPLES, wait_until
+from tests.conftest import EXAMPLES, triton_http, wait_until
 from tests.models import ECHO_HANDLER, onnx_batch_echo, onnx_mlp
 from tests.test_e2e import server
 
@@ -66,17 +65,8 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
 @pytest.fixture
 def client(running: tuple[str, Path]) -> Iterator[triton.InferenceServerClient]:
     url, _ = running
-    triton_client = triton.InferenceServerClient(url.removeprefix("http://"))
-    yield triton_client
-    triton_client.close()
-
-
-@pytest.fixture(autouse=True)
-def _earlier_clients_freed() -> None:
-    """The triton clients of earlier tests hold gevent objects in reference cycles: freed here, by a collection
-    on the test's own thread, not by one that a server or client thread of this test happens to start (their
-    ``__del__`` then raises gevent's InvalidThreadUseError, reported against this test)."""
-    gc.collect()
+    with triton_http(url) as triton_client:
+        yield triton_client
 
 
 def reference(project: Path, model: str, x: np.ndarray) -> list[np.ndarray]:
