@@ -35,11 +35,14 @@ def test_main_job_prints_what_the_readme_shows() -> None:
 
 
 def test_the_test_command_is_what_ci_runs() -> None:
-    """.ci/run runs the README's test command as written (its quickstart it reads from the README)."""
+    """.ci/run runs the README's test command as written, pytest under a time limit and its output kept in a log
+    (its quickstart it reads from the README)."""
     test_block = blocks("Quickstart")[3].strip()
     assert test_block == "pip install -e '.[test]' && python -m pytest"
+    install, _, test = test_block.partition(" && ")
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert [line for line in ci if line.startswith(test_block)] == [f"{test_block} || status=$?"]
+    limited = f'{install} && timeout -k 30 "$PYTEST_LIMIT" {test} 2>&1 | tee "$WORK/pytest-$1.log" || status=$?'
+    assert [line for line in ci if line.startswith(install)] == [limited]
 
 
 def test_abeja_run_serve_curl_and_get() -> None:
