@@ -139,6 +139,9 @@ def serve(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     return start
 
 
+_gevent_garbage = False  # set by triton_http, cleared by pytest_runtest_logfinish
+
+
 @contextmanager
 def triton_http(url: str) -> Iterator[Any]:
     """An unmodified ``tritonclient.http`` client of ``url`` (``http://host:port``), closed at the end; the gevent
@@ -152,9 +155,6 @@ def triton_http(url: str) -> Iterator[Any]:
         yield client
     finally:
         client.close()
-
-
-_gevent_garbage = False
 
 
 def pytest_runtest_logfinish() -> None:

@@ -56,6 +56,10 @@ class Server:
             if predicate(message):
                 return message
 
+    def loaded(self, api: str = "json-tax") -> None:
+        """Wait for the API's ``loaded`` line: the banner comes once the server listens, before the APIs load."""
+        self.wait_for(lambda m: m.startswith(f"api '{api}' loaded"))
+
     def banner(self, last: str = "  metrics: ") -> dict[str, str]:
         """The banner's ``name: value`` lines, once its ``last`` line is out."""
         self.wait_for(lambda m: m.startswith(last))
@@ -120,7 +124,7 @@ def test_the_banner_names_the_ports_bound_and_the_pages_under_the_root_path() ->
             return httpx.request(str(kwargs.pop("method", "GET")), base + path.removeprefix("/tax"), **kwargs)  # type: ignore[arg-type]
 
         key = {"Authorization": "Bearer k"}
-        s.wait_for(lambda m: m.startswith("api 'json-tax' loaded"))  # the banner comes once listening, before
+        s.loaded()
         reply = through_proxy(banner["API json-tax"], method="POST", json={"total_without_tax": 100}, headers=key)
         assert (reply.status_code, reply.json()) == (200, {"total": 108.0})
         for page, assets in (
@@ -188,7 +192,7 @@ def test_https_with_uvicorns_ssl_flags(tmp_path: Path) -> None:
     with serving("-h", "main:handler", "--port", "0", "--ssl-keyfile", str(key), "--ssl-certfile", str(cert)) as s:
         url = s.banner()["API json-tax"]
         assert url.startswith("https://127.0.0.1:")
-        s.wait_for(lambda m: m.startswith("api 'json-tax' loaded"))  # the banner comes once listening, before
+        s.loaded()
         context = ssl.create_default_context(cafile=str(cert))
         reply = httpx.post(url, json={"total_without_tax": 100}, verify=context)
         assert (reply.status_code, reply.json()) == (200, {"total": 108.0})
