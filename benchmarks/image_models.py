@@ -70,11 +70,15 @@ def export_resnet50(directory: Path) -> BenchModel:
         "dynamic_axes": {"input": {0: "batch"}, "logits": {0: "batch"}},
         "opset_version": 17,
     }
+    example = (torch.randn(1, *SHAPE),)
     with torch.no_grad():
         try:  # the TorchScript exporter: no onnxscript needed, dynamic_axes honoured as given
-            torch.onnx.export(model, (torch.randn(1, *SHAPE),), str(path), dynamo=False, **options)
+            torch.onnx.export(model, example, str(path), dynamo=False, **options)
         except TypeError:  # torch before 2.5 has no dynamo argument
-            torch.onnx.export(model, (torch.randn(1, *SHAPE),), str(path), **options)
+            torch.onnx.export(model, example, str(path), **options)
+        except Exception as exc:  # a torch whose TorchScript exporter is gone: torch.export's (needs onnxscript)
+            print(f"the TorchScript exporter failed ({type(exc).__name__}: {exc}); exporting with dynamo=True")
+            torch.onnx.export(model, example, str(path), dynamo=True, **options)
     return _bench_model("resnet50", path)
 
 

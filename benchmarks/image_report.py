@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from report import _num, _peer_rps, _ratio, format_footer, format_raw
+from report import _clean_rps, _num, _peer_rps, _ratio, format_footer, format_raw
 
 
 def _limit(raw: list[dict]) -> float | None:
@@ -13,7 +13,8 @@ def _limit(raw: list[dict]) -> float | None:
 
 def format_headline(servers: dict, server: str, base: str) -> str | None:
     cells = servers.get(server, {}).get("cells", [])
-    parts = [f"c={c['concurrency']} {_ratio(c['rps'], _peer_rps(servers, base, c['concurrency']))}x" for c in cells]
+    ratios = [(c["concurrency"], _ratio(_clean_rps(c), _peer_rps(servers, base, c["concurrency"]))) for c in cells]
+    parts = [f"c={concurrency} {ratio}{'' if ratio == '-' else 'x'}" for concurrency, ratio in ratios]
     return f"{server} / {base} (req/s): " + ", ".join(parts) if parts else None
 
 
@@ -40,7 +41,7 @@ def format_targets(meta: dict, servers: dict) -> str | None:
     slower = [
         f"c={c['concurrency']}"
         for c in servers.get("localserve-batched", {}).get("cells", [])
-        if (base := _peer_rps(servers, "localserve", c["concurrency"])) and c["rps"] < base
+        if (base := _peer_rps(servers, "localserve", c["concurrency"])) and (_clean_rps(c) or 0) < base
     ]
     if "cells" in servers.get("localserve-batched", {}) and "cells" in servers.get("localserve", {}):
         verdict = "met" if not slower else f"NOT met at {', '.join(slower)}"
@@ -60,7 +61,8 @@ def format_images(results: dict) -> str:
         + (f", median of {meta['rounds']} rounds" if meta["rounds"] > 1 else ""),
         f"load average {meta['loadavg_start'][0]:.2f} before / {meta['loadavg_end'][0]:.2f} after",
         "x PEER: req/s divided by PEER's req/s at the same concurrency in this run; "
-        "/ limit: req/s divided by raw session.run's best rows/s (no HTTP, no decode).",
+        "/ limit: req/s divided by raw session.run's best rows/s (no HTTP, no decode); "
+        "a row with non-2xx answers or errors has no ratios, and none are taken against it.",
     ]
     lines = ["\n".join(head)]
     if "raw" in results:
@@ -80,8 +82,8 @@ def format_images(results: dict) -> str:
             rows.append(
                 f"{server:<20}{c:>5}{_num(cell['rps']):>10}{cell['p50_ms']:>9.2f}{cell['p99_ms']:>9.2f}"
                 f"{cell['non2xx']:>9}{cell['errors']:>8}"
-                + "".join(f"{_ratio(cell['rps'], _peer_rps(servers, p, c)):>{max(12, len(p) + 4)}}" for p in peers)
-                + f"{_ratio(cell['rps'], limit):>9}"
+                + "".join(f"{_ratio(_clean_rps(cell), _peer_rps(servers, p, c)):>{max(12, len(p) + 4)}}" for p in peers)
+                + f"{_ratio(_clean_rps(cell), limit):>9}"
             )
     if rows:
         lines.append("\n".join([header, "-" * len(header), *rows]))

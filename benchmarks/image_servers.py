@@ -48,11 +48,21 @@ def _litserve(device: str, workers: int) -> LaunchFn:
     return launch
 
 
-def localserve_config(model: BenchModel, device: str, batching: str | None, threads: int) -> str:
-    """The localserve.yaml of one variant, as a user would write it."""
-    config = LOCALSERVE_YAML.format(name=model.name, model=model.path.name)
+QUEUE = 512
+"""``max_queue`` of every variant: room for the highest concurrency measured. The default (100 per replica,
+Cortex's ``max_replica_concurrency``) answers the rest 503 at once, as Cortex did, and a one-replica
+server at c=128 then counts quick 503s as throughput; the peers queue without bound."""
+
+
+def localserve_config(
+    model: BenchModel, device: str, batching: str | None, threads: int, cuda_options: str | None = None
+) -> str:
+    """The localserve.yaml of one variant, as a user would write it for this many clients."""
+    config = LOCALSERVE_YAML.format(name=model.name, model=model.path.name) + f"  max_queue: {QUEUE}\n"
     if device == "cuda":
         config += "  compute: {gpu: 1}\n"
+    if cuda_options and device == "cuda":
+        config += f"  cuda_options: {cuda_options}\n"
     if batching:
         config += f"  batching: {batching}\n"
     if threads > 1:
@@ -60,7 +70,9 @@ def localserve_config(model: BenchModel, device: str, batching: str | None, thre
     return config
 
 
-def _localserve(variant: str, device: str, batching: str | None, threads: int, replicas: int) -> LaunchFn:
+def _localserve(
+    variant: str, device: str, batching: str | None, threads: int, replicas: int, cuda_options: str | None = None
+) -> LaunchFn:
     def launch(model: BenchModel, port: int, workdir: Path, root: Path) -> Launch:
         project = workdir / f"{variant}-{model.name}"
         project.mkdir(parents=True, exist_ok=True)
@@ -68,7 +80,7 @@ def _localserve(variant: str, device: str, batching: str | None, threads: int, r
         if not target.exists():
             target.symlink_to(model.path)  # ResNet-50 is 100 MB: not copied per variant
         shutil.copyfile(APPS / "image_handler.py", project / "handler.py")
-        (project / "localserve.yaml").write_text(localserve_config(model, device, batching, threads))
+        (project / "localserve.yaml").write_text(localserve_config(model, device, batching, threads, cuda_options))
         cmd = [sys.executable, "-m", "localserve", "serve", "--project", str(project), "--port", str(port)]
         # Always said: a GPU API without --replicas gets one replica per 4 cores (the default), which
         # would make the "one process" variants several.
@@ -94,6 +106,12 @@ def image_servers(device: str, replicas: int, workers: int) -> dict[str, ServerS
             _litserve(device, 4),
         ),
         ServerSpec("localserve", "localserve serve, no batching", False, _localserve("plain", device, None, 1, 1)),
+        ServerSpec(
+            "localserve-exhaust",
+            "localserve serve, no batching, cuda_options {cudnn_conv_algo_search: EXHAUSTIVE} (onnxruntime's default)",
+            False,
+            _localserve("exhaustive", device, None, 1, 1, "{cudnn_conv_algo_search: EXHAUSTIVE}"),
+        ),
         ServerSpec(
             "localserve-batched",
             f"localserve serve, batching 32 / 2 ms, threads_per_process 4, --replicas {replicas}",

@@ -11,13 +11,19 @@ def _num(value: float | None, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _ratio(value: float, base: float | None) -> str:
-    return f"{value / base:.2f}" if base else "-"
+def _ratio(value: float | None, base: float | None) -> str:
+    return f"{value / base:.2f}" if value is not None and base else "-"
+
+
+def _clean_rps(cell: dict) -> float | None:
+    """A cell's req/s, or None when some answers were not 2xx (a 503 is quick: counted, it would flatter)."""
+    return None if cell["non2xx"] or cell["errors"] else cell["rps"]
 
 
 def _peer_rps(servers: dict, name: str, concurrency: int) -> float | None:
+    """The req/s of ``name`` at ``concurrency`` for a ratio; None when not measured or not all 2xx."""
     cells = servers.get(name, {}).get("cells", [])
-    return next((c["rps"] for c in cells if c["concurrency"] == concurrency), None)
+    return next((_clean_rps(c) for c in cells if c["concurrency"] == concurrency), None)
 
 
 def format_raw(raw: list[dict]) -> str:
@@ -90,9 +96,9 @@ def format_model(name: str, result: dict) -> str:
                 f"{server:<22}{c:>5}{_num(cell['rps']):>10}{cell['p50_ms']:>9.2f}{cell['p99_ms']:>9.2f}"
                 f"{cell.get('p999_ms', 0.0):>10.2f}"
                 f"{cell['non2xx']:>9}{cell['errors']:>8}"
-                f"{_ratio(cell['rps'], _peer_rps(servers, 'floor', c)):>9}"
-                f"{_ratio(cell['rps'], _peer_rps(servers, 'starlette', c)):>13}"
-                f"{_ratio(cell['rps'], _peer_rps(servers, peer, c)):>12}"
+                f"{_ratio(_clean_rps(cell), _peer_rps(servers, 'floor', c)):>9}"
+                f"{_ratio(_clean_rps(cell), _peer_rps(servers, 'starlette', c)):>13}"
+                f"{_ratio(_clean_rps(cell), _peer_rps(servers, peer, c)):>12}"
             )
     if rows:
         lines += ["", header, "-" * len(header), *rows]

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from image_report import format_images  # noqa: E402
 
 
 @pytest.mark.slow
@@ -93,6 +96,36 @@ def test_gpu_workload_runs_on_cpu_with_the_tiny_model(tmp_path: Path) -> None:
         proc.stdout,
         re.M,
     )
+
+
+def _cell(concurrency: int, rps: float, non2xx: int = 0) -> dict:
+    return {"concurrency": concurrency, "rps": rps, "p50_ms": 1.0, "p99_ms": 2.0, "non2xx": non2xx, "errors": 0}
+
+
+def test_a_row_with_non_2xx_answers_has_no_ratios_and_none_against_it() -> None:
+    """Seen on an H100: one replica's default queue (100) answered c=128's excess 503 at once, and those
+    quick 503s counted as 16,326 req/s, which made batching look 0.19x as fast as none."""
+    meta = {
+        "workload": "gpu", "device": "cuda", "model": "resnet50", "duration_s": 3.0, "loadgen": "python",
+        "loadgen_processes": 8, "cpus": 16, "rounds": 1, "loadavg_start": [0.5], "loadavg_end": [4.1],
+        "peers": ["localserve"], "headlines": [["localserve-batched", "localserve"]],
+    }  # fmt: skip
+    servers = {
+        "localserve": {"cells": [_cell(1, 300.0), _cell(128, 16326.0, non2xx=53497)]},
+        "localserve-batched": {"cells": [_cell(1, 330.0), _cell(128, 3113.0)]},
+    }
+
+    text = format_images({"meta": meta, "servers": servers})
+
+    assert re.search(r"^localserve\s+128\s+16,326\s+1\.00\s+2\.00\s+53497\s+0\s+-\s+-$", text, re.M), text
+    assert re.search(r"^localserve-batched\s+128\s+3,113\s+1\.00\s+2\.00\s+0\s+0\s+-\s+-$", text, re.M), text
+    assert "localserve-batched / localserve (req/s): c=1 1.10x, c=128 -\n" in text
+    assert "batching never slower than none (localserve-batched >= localserve): met" in text
+    servers["localserve"]["cells"][1] = _cell(128, 3200.0)
+    servers["localserve-batched"]["cells"][1] = _cell(128, 9000.0, non2xx=10)  # its 503s never count as faster
+    text = format_images({"meta": meta, "servers": servers})
+    assert "batching never slower than none (localserve-batched >= localserve): NOT met at c=128" in text
+    assert "localserve-batched c=128 >= 2,800 req/s with p99 <= 100 ms: 9,000 req/s, p99 2.0 ms: NOT met" in text
 
 
 @pytest.mark.slow
