@@ -119,6 +119,12 @@ def image_servers(device: str, replicas: int, workers: int) -> dict[str, ServerS
             _localserve("batched", device, b32, 4, replicas),
         ),
         ServerSpec(
+            "localserve-batch-r1",
+            "localserve serve, batching 32 / 2 ms, one replica, one thread: batching alone against localserve",
+            True,
+            _localserve("batch-r1", device, b32, 1, 1),
+        ),
+        ServerSpec(
             "localserve-t1",
             "localserve serve, batching 8 / 2 ms, threads_per_process 1",
             True,

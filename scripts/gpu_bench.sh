@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The GPU tests and the GPU benchmark in one command, on a CUDA machine (benchmarks/README.md, "On a GPU").
 #
-#   scripts/gpu_bench.sh [--install] [images.py gpu options, e.g. --duration 4 --concurrency 1,16,64,128]
+#   scripts/gpu_bench.sh [--install | --bundle DIR] [images.py gpu options, e.g. --duration 4 --concurrency 1,16,64,128]
 #
 # 1. nvidia-smi must see a GPU (else exit 2, nothing run);
 # 2. with --install: a venv .venv-gpu at the root of this checkout, localserve with its test extra, the CPU
 #    onnxruntime replaced by onnxruntime-gpu (localserve[gpu] for CUDA 12 drivers, [gpu-cuda13] for 13+),
-#    torch and torchvision (the ResNet-50 export) - needs PyPI; without it, the Python on PATH must already
-#    have them (a machine with no network: bring them in a carried venv);
+#    torch and torchvision (the ResNet-50 export) - needs PyPI;
+#    with --bundle DIR (no network; DIR made by scripts/gpu_bundle.sh): its wheels and onnxruntime-gpu go
+#    into DIR/site, first on PYTHONPATH, over a Python that has PyTorch (its CUDA libraries are put on
+#    LD_LIBRARY_PATH); without either, the Python on PATH must already have them;
 # 3. onnxruntime must offer the CUDA provider (else exit 3, with what to install; the tests then open sessions on it);
-# 4. the tests marked gpu (`pytest -m gpu`; the ONNX ones skip when CUDA cannot run, and this script then
-#    fails; TensorFlow's runs where localserve[tensorflow-gpu] is installed);
+# 4. the tests marked gpu, in the files that have them (`pytest -m gpu`; the ONNX ones skip when CUDA cannot
+#    run, and this script then fails; TensorFlow's runs where localserve[tensorflow-gpu] is installed);
 # 5. `python benchmarks/images.py gpu --out $OUT/gpu.json` (OUT defaults to .), with the options given.
 # Prints each step's time; exits non-zero at the first step that fails.
 set -euo pipefail
@@ -35,6 +37,22 @@ if [ "${1:-}" = "--install" ]; then
     "$PY" -m pip install -q -e ".[test]"
     "$PY" -m pip uninstall -q -y onnxruntime   # the CPU build and onnxruntime-gpu share the module's files
     "$PY" -m pip install -q -e ".[$extra]" torch torchvision
+elif [ "${1:-}" = "--bundle" ]; then
+    bundle=$(cd "${2:?--bundle DIR}" && pwd)
+    shift 2
+    step "install $bundle into $bundle/site"
+    got=$(cat "$bundle"/ort.tar.xz.* | sha256sum | cut -d' ' -f1)
+    if [ "$got" != "$(cat "$bundle/ort.sha256")" ]; then
+        echo "onnxruntime-gpu's parts do not add up (sha256 $got, not $(cat "$bundle/ort.sha256")): a part is missing or cut" >&2
+        exit 5
+    fi
+    rm -rf "$bundle/site"
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$bundle/site" "$bundle"/wheels/*.whl
+    cat "$bundle"/ort.tar.xz.* | xz -d -T0 | tar -x -C "$bundle/site"
+    export PYTHONPATH=$bundle/site${PYTHONPATH:+:$PYTHONPATH}
+    purelib=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    cuda_libs=$( (ls -d "$purelib"/nvidia/*/lib 2>/dev/null || true) | tr "\n" ":")  # PyTorch's CUDA and cuDNN wheels
+    export LD_LIBRARY_PATH=${cuda_libs}${LD_LIBRARY_PATH:-}
 fi
 
 step "onnxruntime's CUDA provider"
@@ -51,7 +69,9 @@ if "CUDAExecutionProvider" not in ort.get_available_providers():
 PYEOF
 
 step "tests marked gpu"
-"$PY" -m pytest -q -p no:randomly -n 0 -m gpu -rs tests | tee "$OUT/gpu-tests.txt"
+# Only the files that have them: collecting the whole suite imports what a GPU machine may not have.
+mapfile -t gpu_files < <(grep -rl --include='test_*.py' 'pytest.mark.gpu' tests | sort)
+"$PY" -m pytest -q -p no:randomly -n 0 -m gpu -rs "${gpu_files[@]}" | tee "$OUT/gpu-tests.txt"
 if grep -q "SKIPPED.*test_onnx" "$OUT/gpu-tests.txt"; then
     echo "the ONNX GPU tests were skipped: CUDA does not run here (see their reasons above)" >&2
     exit 4

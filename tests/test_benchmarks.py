@@ -238,3 +238,36 @@ def test_hostile_benchmark_prints_healthz_and_rss_for_each_phase() -> None:
     for figures in results.values():
         assert set(figures) == {"healthz_p50_ms", "healthz_max_ms", "healthz_slow_s", "rss_max_mb", "rss_end_mb"}
         assert figures["rss_max_mb"] > 0 and figures["healthz_p50_ms"] == figures["healthz_p50_ms"]  # answered: no NaN
+
+
+@pytest.mark.slow
+def test_phases_prints_the_server_side_phases_of_localserve() -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("PIL")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "phases.py"), "--device", "cpu", "--model", "tinynet"]
+    cmd += ["--servers", "localserve", "--duration", "0.3"]
+
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("tinynet on cpu, c=1, 0.3 s; means in us\n"), proc.stdout
+    number = r"[\d,]+"
+    row = rf"^localserve\s+{number} req/s  client p50\s+{number}  duration {number}" + "".join(
+        rf"  {phase} {number}" for phase in ("queue", "prepare", "model", "finish")
+    )
+    assert re.search(row + "$", proc.stdout, re.M), proc.stdout
+
+
+def test_hops_prints_each_round_trip() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "hops.py")], capture_output=True, text=True, timeout=120
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    names = [line.split("  ")[0] for line in proc.stdout.splitlines()]
+    assert names[:3] == [
+        "thread ping-pong, back to back",
+        "thread ping-pong, 2 ms idle before each",
+        "loop -> thread -> loop (asyncio)",
+    ], proc.stdout
+    assert all(re.search(r"p50 +\d+ us   p99 +\d+ us$", line) for line in proc.stdout.splitlines()), proc.stdout
