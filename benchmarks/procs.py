@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,7 @@ class ServerProcess:
     started_at: float = field(default=0.0, init=False)
 
     def start(self) -> None:
+        _stop_servers_on_sigterm()
         log = self.log_path.open("wb")
         self.started_at = time.perf_counter()
         self.proc = subprocess.Popen(
@@ -126,6 +128,18 @@ class ServerProcess:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _stop_servers_on_sigterm() -> None:
+    """A SIGTERM to the harness (``timeout``, a CI's limit) becomes SystemExit, so the ``finally`` that stops
+    a server runs: started in a session of its own, the server would otherwise outlive the harness (seen:
+    eight uvicorn workers restarting for 24 minutes after ``timeout`` ended images.py)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit)
 
 
 def _children() -> dict[int, list[int]]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -271,3 +274,34 @@ def test_hops_prints_each_round_trip() -> None:
         "loop -> thread -> loop (asyncio)",
     ], proc.stdout
     assert all(re.search(r"p50 +\d+ us   p99 +\d+ us$", line) for line in proc.stdout.splitlines()), proc.stdout
+
+
+HARNESS = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from procs import ServerProcess
+server = ServerProcess([sys.executable, "-c", "import time; time.sleep(600)"], 0, Path(sys.argv[2]))
+server.start()
+try:
+    print(server.proc.pid, flush=True)
+    time.sleep(600)
+finally:
+    server.stop()
+"""
+
+
+def test_a_sigterm_to_the_harness_stops_its_server(tmp_path: Path) -> None:
+    """``timeout`` ends a benchmark with SIGTERM; the server it started in a session of its own goes too."""
+    cmd = [sys.executable, "-c", HARNESS, str(ROOT / "benchmarks"), str(tmp_path / "server.log")]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as harness:
+        assert harness.stdout is not None
+        server_pid = int(harness.stdout.readline())  # the server is running
+        try:
+            harness.terminate()
+            assert harness.wait(timeout=60) == 128 + 15
+            with pytest.raises(ProcessLookupError):
+                os.kill(server_pid, 0)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server_pid, signal.SIGKILL)
