@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable
 from types import TracebackType
 
@@ -37,6 +38,11 @@ from localserve.request import Request
 from localserve.response import Reply
 
 log = logging.getLogger("localserve")
+
+CAPACITY_WARNING_EVERY = 60.0
+"""Seconds between two log warnings that an API's queue is full: the first 503 is told at once, the
+rest are counted and told at most this often (each is in the access log too)."""
+_clock = time.monotonic  # the warnings' clock (a test's to set)
 
 WATCH_AFTER = 0.02  # seconds a request waits before a task listens for its client leaving
 
@@ -72,6 +78,8 @@ class Lifecycle:
         self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop whose timer runs _sweep, if any
         self._admission = Admission(pipeline.queue)
         self._idle: asyncio.Future[None] | None = None  # set once no request waits, while ``drained`` waits for it
+        self._shed = 0  # 503s of a full queue not yet told in the log
+        self._warn_at = 0.0  # time.monotonic() from which the next such 503 is told
         self.after_pending = 0  # answers whose after-reply stage (post_predict) has not run yet; loop only
 
     def admit(self) -> Admission:
@@ -81,8 +89,31 @@ class Lifecycle:
             raise NotReady(self.name, error)
         pipeline = self.pipeline
         if pipeline.full():  # answer before reading a large body for nothing
-            raise Overloaded(self.name, pipeline.max_queue)
+            raise self._overloaded()
         return self._admission
+
+    def _overloaded(self) -> Overloaded:
+        """The 503 of a full queue, told in the log at the first and then at most every ``CAPACITY_WARNING_EVERY``."""
+        self._shed += 1
+        now = _clock()
+        if now >= self._warn_at:
+            if self._warn_at == 0.0:
+                log.warning(
+                    "api %r is at capacity: %d requests are queued in this replica (max_queue), so new ones are "
+                    "answered 503 with Retry-After; raise max_queue, run more replicas (--replicas), or send fewer "
+                    "requests at once",
+                    self.name,
+                    self.pipeline.max_queue,
+                )
+            else:
+                log.warning(
+                    "api %r: %d more request(s) answered 503 at capacity (max_queue %d) since the last warning",
+                    self.name,
+                    self._shed,
+                    self.pipeline.max_queue,
+                )
+            self._shed, self._warn_at = 0, now + CAPACITY_WARNING_EVERY
+        return Overloaded(self.name, self.pipeline.max_queue)
 
     async def run(
         self,
@@ -103,7 +134,10 @@ class Lifecycle:
         loop = asyncio.get_running_loop()
         job = Job(request, loop, stages)
         job.client, job.writer = client, writer
-        self.pipeline.submit(job)
+        try:
+            self.pipeline.submit(job)
+        except Overloaded:  # filled while its body was read
+            raise self._overloaded() from None
         del request
         waiting = self.waiting
         waiting[job] = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import gc
 import json
+import logging
 import os
 import signal
 import threading
@@ -13,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 
+from localserve.engine import lifecycle
 from tests.conftest import wait_until as wait_for
 from tests.models import ECHO_HANDLER, onnx_batch_echo, onnx_identity
 
@@ -39,9 +41,11 @@ def post_async(client, body: str, results: dict) -> threading.Thread:
     return thread
 
 
-def test_full_queue_answers_503_with_retry_after_at_once(serve, make_project) -> None:
+def test_full_queue_answers_503_with_retry_after_at_once(serve, make_project, monkeypatch, caplog) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(lifecycle, "_clock", lambda: clock[0])
     project = make_project({"main.py": BLOCKING})
-    with serve(project, handler="main:handler", max_queue=1) as client:
+    with serve(project, handler="main:handler", max_queue=1) as client, caplog.at_level(logging.WARNING, "localserve"):
         import main
 
         results: dict = {}
@@ -58,6 +62,15 @@ def test_full_queue_answers_503_with_retry_after_at_once(serve, make_project) ->
             "request_id": "o1",
         }
         assert 'localserve_queue_depth{api="proj"} 1.0' in client.get("/metrics").text
+        # The log tells the first 503 of a full queue at once, then counts them: one line a minute at most.
+        assert client.post("/", content=b"overflow").status_code == 503
+        clock[0] += lifecycle.CAPACITY_WARNING_EVERY
+        assert client.post("/", content=b"overflow").status_code == 503
+        assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+            "api 'proj' is at capacity: 1 requests are queued in this replica (max_queue), so new ones are answered "
+            "503 with Retry-After; raise max_queue, run more replicas (--replicas), or send fewer requests at once",
+            "api 'proj': 2 more request(s) answered 503 at capacity (max_queue 1) since the last warning",
+        ]
         main.release.set()
         first.join(60)
         second.join(60)
