@@ -1,6 +1,14 @@
 """One SQLite file used from many threads and processes: WAL switched on and the schema created while
-another replica does the same, one connection per thread (closed together), ``BEGIN IMMEDIATE``
-transactions, and every sqlite error turned into a StoreError in words (a full store says so)."""
+another replica does the same, one connection per thread, ``BEGIN IMMEDIATE`` transactions, and every
+sqlite error turned into a StoreError in words (a full store says so).
+
+Closing never pulls a connection from under its thread. Python's sqlite3 does not guard a connection
+that one thread closes while another runs a statement on it: the process dies with a segmentation
+fault (seen in CI: a job's outcome stored from an API thread while the server stopped and closed the
+store). So every use of the file is a step (``errors``) that counts its thread as busy; ``close``
+closes the connections of idle threads at once, and a busy thread closes its own as its step ends.
+A step begun after ``close`` is a StoreError saying the store is closed.
+"""
 
 from __future__ import annotations
 
@@ -20,31 +28,55 @@ class SqliteFile:
     def __init__(self, path: Path, schema: str, *, max_bytes: int | None = None) -> None:
         self.path = path
         self.max_bytes = max_bytes
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: dict[int, sqlite3.Connection] = {}  # by thread ident
+        self._busy: dict[int, int] = {}  # thread ident -> steps it is inside
+        self._closed = False
         self._lock = threading.Lock()
         with self.errors("opened"):
             path.parent.mkdir(parents=True, exist_ok=True)
             _create(self.connection(), schema)
 
     def connection(self) -> sqlite3.Connection:
-        """This thread's connection, opened on its first use."""
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        """This thread's connection, opened on its first use; only inside a step (``errors``)."""
+        me = threading.get_ident()
+        db = self._connections.get(me)
         if db is None:
             db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            with self._lock:
+                self._connections[me] = db  # before its first statement: closed by its thread if the file closes
             db.execute("PRAGMA synchronous=FULL")  # an id is given only for a job that is on disk
             db.execute("PRAGMA busy_timeout=30000")
             if self.max_bytes is not None:
                 page = int(db.execute("PRAGMA page_size").fetchone()[0])
                 db.execute(f"PRAGMA max_page_count={max(16, self.max_bytes // page)}")
-            self._local.db = db
-            with self._lock:
-                self._connections.append(db)
         return db
 
     @contextmanager
     def errors(self, doing: str) -> Iterator[None]:
-        """sqlite and OS errors inside as a StoreError: '... could not be <doing>', or that the store is full."""
+        """One step on the file: sqlite and OS errors inside as a StoreError ('... could not be <doing>', or that
+        the store is full); refused once the file is closed, and this thread's connection closed at its end then."""
+        me = threading.get_ident()
+        with self._lock:
+            if self._closed:
+                raise StoreError(
+                    f"The job store {self.path} could not be {doing}: it is closed (the server is stopping).",
+                    public="the server is stopping",
+                )
+            self._busy[me] = self._busy.get(me, 0) + 1
+        try:
+            with self._translated(doing):
+                yield
+        finally:
+            with self._lock:
+                left = self._busy.pop(me) - 1
+                if left:
+                    self._busy[me] = left
+                db = self._connections.pop(me, None) if self._closed and not left else None
+            if db is not None:
+                db.close()
+
+    @contextmanager
+    def _translated(self, doing: str) -> Iterator[None]:
         try:
             yield
         except sqlite3.Error as exc:
@@ -73,12 +105,13 @@ class SqliteFile:
         db.execute("COMMIT")
 
     def close(self) -> None:
-        """Close every thread's connection."""
+        """Close the connections of the threads not inside a step now; the others close theirs as their step ends."""
         with self._lock:
-            connections, self._connections = self._connections, []
+            self._closed = True
+            idle = [me for me in self._connections if me not in self._busy]
+            connections = [self._connections.pop(me) for me in idle]
         for db in connections:
             db.close()
-        self._local = threading.local()
 
 
 def _create(db: sqlite3.Connection, schema: str) -> None:

@@ -264,3 +264,42 @@ def test_concurrent_submits_all_land_and_one_that_does_not_fit_fails_alone(tmp_p
     assert outcomes == {**dict.fromkeys(ids, "stored"), big: "refused"}
     assert store.counts().in_queue == 40 and store.state(big) is None
     store.close()
+
+
+def test_closing_the_sqlite_store_leaves_a_busy_thread_its_connection_until_its_step_ends(tmp_path: Path) -> None:
+    """Closing a connection under a thread that runs a statement on it kills the process (a segmentation
+    fault in CI: a job's outcome stored on an API thread while the server stopped). ``close`` closes the
+    idle threads' connections; a busy thread finishes its step, then closes its own; later steps are refused."""
+    store = SqliteStore(tmp_path / "jobs.sqlite3")
+    store.submit(A, b"x", {}, T0)
+    assert store.claim("w1", T0, 60.0) is not None
+    inside, go = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def finish_slowly() -> None:
+        file = store._file
+        with file.errors("written"), file.transaction() as db:
+            seen["db"] = db
+            inside.set()
+            assert go.wait(60)
+            db.execute("UPDATE jobs SET status = 'completed', finished = ? WHERE id = ?", (T0 + 1, A))
+
+    thread = threading.Thread(target=finish_slowly)
+    thread.start()
+    assert inside.wait(60)
+    idle = store._file.connection()  # this thread's, made by the submit and claim above
+    store.close()  # while the other thread is inside its transaction
+    with pytest.raises(Exception, match="closed database"):
+        idle.execute("SELECT 1")
+    seen["db"].execute("SELECT 1")  # type: ignore[attr-defined]  # still open: its thread is inside a step
+    go.set()
+    thread.join(60)
+
+    with pytest.raises(Exception, match="closed database"):
+        seen["db"].execute("SELECT 1")  # type: ignore[attr-defined]  # closed by its own thread after the commit
+    with pytest.raises(StoreError, match=r"could not be read: it is closed \(the server is stopping\)\.$"):
+        store.state(A)
+    reopened = SqliteStore(tmp_path / "jobs.sqlite3")
+    state = reopened.state(A)
+    reopened.close()
+    assert state is not None and state.status == "completed"  # the busy thread's step was committed
