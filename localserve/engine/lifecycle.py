@@ -78,8 +78,8 @@ class Lifecycle:
         self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop whose timer runs _sweep, if any
         self._admission = Admission(pipeline.queue)
         self._idle: asyncio.Future[None] | None = None  # set once no request waits, while ``drained`` waits for it
-        self._shed = 0  # 503s of a full queue not yet told in the log
-        self._warn_at = 0.0  # time.monotonic() from which the next such 503 is told
+        self._shed = 0  # 503s of a full queue not yet told in the log; loop only, as is _warn_at
+        self._warn_at = 0.0  # the _clock() reading from which the next such 503 is told (0: none told yet)
         self.after_pending = 0  # answers whose after-reply stage (post_predict) has not run yet; loop only
 
     def admit(self) -> Admission:
