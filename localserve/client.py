@@ -117,13 +117,13 @@ def run_job_once(
 
 def peer_starter(
     config: ServeConfig, options: ServeOptions, *, run_api: str | None = None
-) -> Callable[[str], tuple[int, Callable[[], None]]]:
+) -> Callable[[str], tuple[int, Callable[[], list[str]]]]:
     """For ``Peers``: start API ``name`` of ``config`` on a loopback port; its port and how to stop it.
 
     ``RUN_PEERS`` starts every API of ``config`` but ``run_api`` on one server (``LOCALSERVE_URL`` under ``run``).
     """
 
-    def start(name: str) -> tuple[int, Callable[[], None]]:
+    def start(name: str) -> tuple[int, Callable[[], list[str]]]:
         names = [a.name for a in config.apis if a.name != run_api] if name == RUN_PEERS else [name]
         runner = Runner(config.only(names), replace(options, keep_going=True, metrics=False, async_jobs=True))
         return runner.start_in_thread(PEER_LOAD_WAIT), runner.stop_thread

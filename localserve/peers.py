@@ -19,15 +19,16 @@ log = logging.getLogger("localserve")
 class Peers:
     """Loopback servers for the APIs ``names``, each started by ``start(name)`` on first use.
 
-    ``start`` returns the port the API answers on and the function that stops it.
+    ``start`` returns the port the API answers on and the function that stops it (it returns the names of
+    the threads of that server's APIs still running).
     """
 
-    def __init__(self, names: Iterable[str], start: Callable[[str], tuple[int, Callable[[], None]]]) -> None:
+    def __init__(self, names: Iterable[str], start: Callable[[str], tuple[int, Callable[[], list[str]]]]) -> None:
         self.names = set(names)
         self.start = start
         self._lock = threading.Lock()
         self._ports: dict[str, int] = {}
-        self._stops: list[Callable[[], None]] = []
+        self._stops: list[Callable[[], list[str]]] = []
 
     def port_of(self, name: str) -> int | None:
         """The loopback port of the API ``name`` (its server started on first use); None for a name that is no API."""
@@ -41,7 +42,6 @@ class Peers:
                 self._ports[name] = port
             return self._ports[name]
 
-    def close(self) -> None:
-        """Stop the servers started for the peers."""
-        for stop in self._stops:
-            stop()
+    def close(self) -> list[str]:
+        """Stop the servers started for the peers; the names of their APIs' threads still running."""
+        return [name for stop in self._stops for name in stop()]

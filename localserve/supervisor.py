@@ -107,23 +107,29 @@ def _serve(
     if runner.failure is not None:
         fatal.append(str(runner.failure))
     code = stopped if stopped is not None else EXIT_LOAD_FAILED if fatal else 0
-    busy = app.join_threads(THREADS_EXIT_WAIT)
+    exit_past_threads(code, app.join_threads(THREADS_EXIT_WAIT))
+    if stopped is not None:
+        sys.exit(stopped)
+    return code
+
+
+def exit_past_threads(code: int, busy: list[str]) -> None:
+    """End the process with ``code`` at once if API threads (``busy``) or user code's non-daemon threads still run.
+
+    A load or a request still running, maybe in a runtime's native code, would lose what it runs on
+    to the interpreter's exit (onnxruntime aborts: "terminate called without an active exception",
+    exit 134); a non-daemon thread would make Python wait for it forever. Else this returns.
+    """
     leftover = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
     if busy:
-        # A load or a request still runs, maybe in a runtime's native code: the interpreter's exit
-        # would unload what it runs on (onnxruntime aborts: "terminate called without an active exception").
         log.info("exiting while these threads still run: %s", ", ".join(busy))
     if leftover:
-        # Python would wait for user code's non-daemon threads forever: the stop must end the process.
         log.warning("exiting although user code left threads running: %s", ", ".join(leftover))
     if busy or leftover:
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    if stopped is not None:
-        sys.exit(stopped)
-    return code
 
 
 def _log_lines(lines: list[str]) -> None:

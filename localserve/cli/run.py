@@ -98,6 +98,7 @@ def _run(
             "--image %s: localserve runs the handler in the current Python environment, not in that image", image
         )
     real_stdout = sys.stdout  # what user code prints is logged, never mixed with the body
+    busy: list[str] = []
     with stdout_to_stderr():  # fd 1 too: os.write(1, ...) and C code never reach the body
         status, response_headers, response_body = send_one(
             project,
@@ -112,12 +113,21 @@ def _run(
             quiet=quiet,
             # LOCALSERVE_URL/<other> reaches the other APIs, as under serve (compat.hosts.RUN_URL: started on first use).
             url=os.environ.get("LOCALSERVE_URL") or RUN_URL,
+            busy=busy,
         )
+    code = 0
     if status >= 400:
         click.echo(f"Error: the handler answered {status}:", err=True)
         click.echo(response_body.decode("utf-8", "replace"), err=True)
-        sys.exit(1)
-    _print_body(response_body, response_headers, output, real_stdout)
+        code = 1
+    else:
+        _print_body(response_body, response_headers, output, real_stdout)
+    if busy:  # a request past its --timeout still in the model: the interpreter's exit would abort under it
+        from localserve.supervisor import exit_past_threads
+
+        exit_past_threads(code, busy)
+    if code:
+        sys.exit(code)
 
 
 def _print_body(body: bytes, headers: list[tuple[str, str]], output: Path | None, stdout: Any) -> None:
@@ -151,8 +161,12 @@ def send_one(
     query: str,
     quiet: bool,
     url: str | None,
+    busy: list[str] | None = None,
 ) -> tuple[int, list[tuple[str, str]], bytes]:
-    """``localserve run`` but its printing (``localserve.testing.run`` too): one request to one API, in its project."""
+    """``localserve run`` but its printing (``localserve.testing.run`` too): one request to one API, in its project.
+
+    ``busy`` gets the names of the APIs' threads still running once everything stopped (a request past
+    its ``--timeout`` still in the model): the command must then end with ``os._exit``."""
     from localserve.logs import capture_prints
 
     full = load(project, config_file, flags)
@@ -167,6 +181,7 @@ def send_one(
             headers=headers,
             body=body,
             query_string=query,
+            busy=busy,
         )
 
 
@@ -179,13 +194,16 @@ def _send_one(
     headers: list[tuple[str, str]],
     body: bytes,
     query_string: str,
+    busy: list[str] | None = None,
 ) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call."""
+    """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call;
+    the threads still running after ``THREADS_EXIT_WAIT`` go to ``busy``."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
     from localserve.client import peer_starter, run_job_once, run_once
     from localserve.compat.hosts import RUN_PEERS, install_api_hosts
     from localserve.peers import Peers
     from localserve.server.runner import Runner
+    from localserve.supervisor import THREADS_EXIT_WAIT
 
     api = config.apis[0]
     others = [a.name for a in full.apis if a.name != api.name]
@@ -199,7 +217,9 @@ def _send_one(
             return run_job_once(runner, api=api.name, headers=headers, body=body, query_string=query_string)
         return run_once(runner, api=api.name, method=method, headers=headers, body=body, query_string=query_string)
     finally:
-        peers.close()
+        running = [*runner.app.join_threads(THREADS_EXIT_WAIT), *peers.close()]
+        if busy is not None:
+            busy += running
 
 
 def request_headers(headers: list[tuple[str, str]], content_type: str | None) -> list[tuple[str, str]]:

@@ -121,9 +121,11 @@ class Runner:
             raise OSError(f"{self.config.source}: the server of {', '.join(self.app.apis)} could not start")
         return port
 
-    def stop_thread(self) -> None:
-        """Stop the server ``start_in_thread`` started, and wait for it (10 s at most)."""
+    def stop_thread(self, threads_wait: float = 1.0) -> list[str]:
+        """Stop the server ``start_in_thread`` started, and wait for it (10 s at most), then ``threads_wait`` seconds
+        at most for its APIs' threads; the names of those still running (see ``supervisor.exit_past_threads``)."""
         if self.server is not None:
             self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(10)
+        return self.app.join_threads(threads_wait)

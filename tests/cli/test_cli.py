@@ -19,6 +19,7 @@ from PIL import Image
 
 from localserve.cli import main
 from tests.conftest import EXAMPLES, cli_env
+from tests.models import onnx_mlp
 
 
 def localserve(
@@ -401,3 +402,25 @@ def test_serve_listens_on_the_port_and_host_of_the_environment() -> None:
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert f"at http://0.0.0.0:{port} (/json-tax)".encode() in stderr, stderr
+
+
+def test_run_past_its_timeout_exits_1_while_the_model_still_runs(make_project, tmp_path: Path) -> None:
+    """The request is answered 504 but its thread stays in onnxruntime: the interpreter's normal exit would
+    pull the library from under it (exit 134, "terminate called without an active exception")."""
+    model = onnx_mlp(tmp_path / "mlp.onnx", sizes=(256, 1024, 1024, 10))
+    project = make_project(
+        {
+            "main.py": "import numpy as np, onnxruntime\n"
+            f"session = onnxruntime.InferenceSession({str(model)!r}, providers=['CPUExecutionProvider'])\n"
+            "x = np.ones((64, 256), np.float32)\n"
+            "def handler(request, context):\n"
+            "    while True:  # never answers: always in the model when run stops\n"
+            "        session.run(None, {'x': x})\n",
+        }
+    )
+
+    done = localserve("run", "--handler", "main:handler", "--timeout", "1", cwd=project)
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert b"Error: the handler answered 504:" in done.stderr
+    assert b"exiting while these threads still run: localserve-" in done.stderr
