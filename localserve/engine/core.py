@@ -23,13 +23,13 @@ import functools
 import gc
 import logging
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime, Runtime
+from localserve.engine.leftovers import Leftovers, join_all
 from localserve.errors import LocalServeError
 from localserve.logs import access_log
 from localserve.metrics import Metrics
@@ -68,6 +68,7 @@ class Engine:
         self._cancel_timer: asyncio.TimerHandle | None = None
         self.request_cpu: dict[str, float] = {}  # CPU seconds a request takes on its API's thread (pinning default)
         self.retiring: dict[Runtime, asyncio.Task[None]] = {}  # replaced runtimes answering their last requests
+        self._ended = Leftovers()  # the threads of runtimes replaced or whose reload was cancelled
 
     # -- every request, counted once --------------------------------------------------------------
     def began(self, rt: ApiRuntime) -> None:
@@ -132,7 +133,12 @@ class Engine:
         """
         rt = self.apis[name]
         runtime = rt.build(api)
-        seconds = await rt.load_runtime(runtime)
+        try:
+            seconds = await rt.load_runtime(runtime)
+        except BaseException:  # failed (its threads told to stop) or cancelled (a stop while it loaded)
+            runtime.pipeline.stop()
+            self._ended.keep(runtime.pipeline.all_threads())
+            raise
         old = rt.swap(runtime)
         self.retiring[old] = asyncio.get_running_loop().create_task(self._retire(old))
         return seconds
@@ -142,6 +148,7 @@ class Engine:
             await old.lifecycle.drained()
         finally:
             old.pipeline.stop()
+            self._ended.keep(old.pipeline.all_threads())  # a request past its timeout may still run there
             self.retiring.pop(old, None)
 
     @staticmethod
@@ -281,11 +288,8 @@ class Engine:
 
     def join_threads(self, timeout: float) -> list[str]:
         """After ``shutdown``: wait up to ``timeout`` seconds for every API's threads; the names of those still running."""
-        deadline = time.monotonic() + timeout
-        running: list[str] = []
-        for pipeline in [rt.pipeline for rt in self.apis.values()] + [old.pipeline for old in self.retiring]:
-            running += pipeline.join(max(0.0, deadline - time.monotonic()))
-        return running
+        pipelines = [rt.pipeline for rt in self.apis.values()] + [old.pipeline for old in self.retiring]
+        return join_all([t for pipeline in pipelines for t in pipeline.all_threads()] + self._ended.alive(), timeout)
 
     @property
     def ready(self) -> bool:

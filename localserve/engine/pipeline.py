@@ -34,6 +34,7 @@ from localserve.engine.cpu import CpuMeter
 from localserve.engine.feeds import bucket_sizes
 from localserve.engine.job import Call, Job, Outputs
 from localserve.engine.jobqueue import JobQueue
+from localserve.engine.leftovers import join_all
 from localserve.engine.lists import ListBatches
 from localserve.engine.ports import Hooks
 from localserve.engine.routing import ModelRoutes
@@ -138,18 +139,17 @@ class Pipeline:
             if batcher is not None:
                 batcher.stop()
 
+    def all_threads(self) -> list[threading.Thread]:
+        """Every thread that may run this API's code: its workers, its batcher's, its model versions' batchers'."""
+        batchers = [] if self.batcher is None or self.batcher.thread is None else [self.batcher.thread]
+        return [*self._workers, *batchers, *(self.routes.all_threads() if self.routes is not None else [])]
+
     def join(self, timeout: float) -> list[str]:
         """After ``stop``: wait up to ``timeout`` seconds for the API's threads to end; the names of those still running.
 
         A thread still running (a load or a request, maybe in a runtime's native code, whose libraries the
         interpreter's exit would pull away: exit 134) makes the server end with ``os._exit``."""
-        threads = list(self._workers)
-        if self.batcher is not None and self.batcher.thread is not None:
-            threads.append(self.batcher.thread)
-        deadline = time.monotonic() + timeout
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return [thread.name for thread in threads if thread.is_alive()]
+        return join_all(self.all_threads(), timeout)
 
     # -- the event loop's side (the queue's) -------------------------------------------------
     @property

@@ -18,6 +18,7 @@ from localserve.engine.answers import Done, as_error
 from localserve.engine.batcher import Batcher
 from localserve.engine.feeds import bucket_sizes
 from localserve.engine.job import Job
+from localserve.engine.leftovers import Leftovers
 from localserve.runtimes import Feed, Model
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class ModelRoutes:
         self.pipeline = pipeline
         self.batchers: dict[tuple[str, int], tuple[Model, Batcher]] = {}
         self._lock = threading.Lock()
+        self._ended = Leftovers()  # the threads of batchers stopped, until they end
         models = getattr(pipeline.endpoint, "models", None)
         if models is not None:  # a version leaving memory retires its batcher (which held the model)
             models.listeners.append(self.drop)
@@ -102,7 +104,7 @@ class ModelRoutes:
             if found is not None and found[0] is routed.model:
                 return found[1]
             if found is not None:
-                found[1].stop()
+                self._end(found[1])
             batching = self.pipeline.api.batching
             assert batching is not None
             sizes = self.sizes.setdefault(routed.key, [])
@@ -132,8 +134,8 @@ class ModelRoutes:
         """A model version left memory: its batcher ends (requests already in it are answered first)."""
         with self._lock:
             found = self.batchers.pop(key, None)
-        if found is not None:
-            found[1].stop()
+            if found is not None:
+                self._end(found[1])
 
     def stop(self) -> None:
         """At shutdown: every batcher ends, and the watching of the model folders."""
@@ -141,10 +143,20 @@ class ModelRoutes:
         if models is not None:
             models.close()
         with self._lock:
-            batchers = [b for _, b in self.batchers.values()]
+            for _, batcher in self.batchers.values():
+                self._end(batcher)
             self.batchers.clear()
-        for batcher in batchers:
-            batcher.stop()
+
+    def _end(self, batcher: Batcher) -> None:
+        """Stop ``batcher``; its thread is joined at shutdown with the API's."""
+        batcher.stop()
+        self._ended.keep([batcher.thread])
+
+    def all_threads(self) -> list[threading.Thread]:
+        """The threads of the model versions' batchers, running or stopped but not yet ended."""
+        with self._lock:
+            live = [batcher.thread for _, batcher in self.batchers.values() if batcher.thread is not None]
+        return live + self._ended.alive()
 
 
 def describe_routes(routes: ModelRoutes | None) -> dict[str, Any]:

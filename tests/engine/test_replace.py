@@ -85,3 +85,40 @@ def test_a_replaced_runtime_retires_only_once_its_post_predict_has_run(serve, ma
         wait_until(lambda: not engine.retiring, "the old runtime retired")
         assert ran.read_text() == "ran" and first.lifecycle.after_pending == 0
         assert first.pipeline.join(30) == []
+
+
+BLOCKING = """
+import threading
+
+entered, release = threading.Event(), threading.Event()
+
+
+def handler(request, context):
+    if request.read() == b"hold":
+        entered.set()
+        release.wait(120)  # the bound only catches a hang
+    return {'content': 'done'}
+"""
+
+
+def test_a_request_past_its_timeout_keeps_a_replaced_runtime_thread_joined_at_shutdown(serve, make_project) -> None:
+    """A 504 leaves its request running; once the runtime is replaced and has drained (no client waits there),
+    its thread still runs user code, so ``join_threads`` must still wait for it and name it while it runs."""
+    project = make_project({"main.py": BLOCKING})
+    with serve(project, handler="main:handler", timeout=1) as client:
+        import main
+
+        engine = client.app.engine
+        rt = engine.apis[project.name]
+        first = rt.runtime
+        try:
+            assert client.post("/", content=b"hold").status_code == 504
+            assert main.entered.is_set()  # ...and the request still runs on first's thread
+            client.portal.call(engine.replace_api, rt.api.name, rt.api)
+            wait_until(lambda: not engine.retiring, "the old runtime retired (no client waits on it)")
+            # The serving runtime's thread, and the replaced one's still in the handler (the same name).
+            assert engine.join_threads(0.0) == [f"localserve-{project.name}-0"] * 2
+        finally:
+            main.release.set()
+        assert first.pipeline.join(30) == []
+        assert engine.join_threads(0.0) == [f"localserve-{project.name}-0"]  # the serving one's alone
