@@ -122,3 +122,43 @@ def test_a_request_past_its_timeout_keeps_a_replaced_runtime_thread_joined_at_sh
             main.release.set()
         assert first.pipeline.join(30) == []
         assert engine.join_threads(0.0) == [f"localserve-{project.name}-0"]  # the serving one's alone
+
+
+SLOW_IMPORT = """
+import os, pathlib, time
+
+pathlib.Path(os.environ["LOADING_MARK"]).touch()
+while not os.path.exists(os.environ["LOADING_GATE"]):  # held by the test, released by a file
+    time.sleep(0.005)
+
+
+def handler(request, context):
+    return {'content': 'slow'}
+"""
+
+
+def test_a_reload_cancelled_while_it_loads_leaves_its_thread_to_shutdown(
+    serve, make_project, tmp_path, monkeypatch
+) -> None:
+    """A stop while a reload loads cancels it: the new runtime's thread, still importing user code, is told to
+    stop and is joined at shutdown like the APIs' own threads."""
+    mark, gate = tmp_path / "loading", tmp_path / "gate"
+    monkeypatch.setenv("LOADING_MARK", str(mark))
+    monkeypatch.setenv("LOADING_GATE", str(gate))
+    project = make_project({**HANDLERS, "slow.py": SLOW_IMPORT})
+    with serve(project, handler="one:handler") as client:
+        engine = client.app.engine
+        rt = engine.apis[project.name]
+        reload = client.portal.start_task_soon(
+            engine.replace_api, rt.api.name, dataclasses.replace(rt.api, handler="slow:handler")
+        )
+        try:
+            wait_until(mark.exists, "the new runtime importing slow.py")
+            reload.cancel()
+            wait_until(reload.done, "the reload cancelled")
+            assert client.post("/").text == "one"  # the runtime serving is left as it was
+            # The serving runtime's thread, and the abandoned one's still importing (the same name).
+            assert engine.join_threads(0.0) == [f"localserve-{project.name}-0"] * 2
+        finally:
+            gate.touch()
+        wait_until(lambda: engine.join_threads(0.0) == [f"localserve-{project.name}-0"], "the abandoned thread ended")
