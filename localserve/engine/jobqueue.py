@@ -47,6 +47,24 @@ class JobQueue:
         job.times.append(time.perf_counter())
         self.items.put(job)
 
+    def accept(self, item: Item) -> bool:
+        """Queue a call for the threads, unless they were told to end (``close``): then nothing would run it."""
+        with self._lock:
+            if self.closing:
+                return False
+            self.items.put(item)
+        return True
+
+    def close(self, threads: int) -> bool:
+        """Tell ``threads`` threads to end once what is queued is done; False when they were told already."""
+        with self._lock:
+            if self.closing:
+                return False
+            self.closing = True
+            for _ in range(threads):
+                self.items.put(None)
+        return True
+
     def drop(self, job: Job) -> bool:
         """Withdraw a job that has not started (deadline, client gone, shutdown). True if it never runs."""
         with self._lock:

@@ -38,7 +38,7 @@ from localserve.engine.leftovers import join_all
 from localserve.engine.lists import ListBatches
 from localserve.engine.ports import Hooks
 from localserve.engine.routing import ModelRoutes
-from localserve.errors import InternalError
+from localserve.errors import InternalError, ShuttingDown
 from localserve.handlers import Endpoint
 from localserve.logs import api_var, request_id_var
 from localserve.response import Reply
@@ -86,9 +86,10 @@ class Pipeline:
             self._workers.append(thread)
 
     def call(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-        """Run ``fn`` on one of the API's threads (loading, warming up: before traffic)."""
+        """Run ``fn`` on one of the API's threads (loading, warming up, an AsyncAPI job); ShuttingDown once stopped."""
         call = Call(fn)
-        self._queue.put(call)
+        if not self.queue.accept(call):  # nothing would run it
+            call.future.set_exception(ShuttingDown())
         return call.future
 
     def attach_model(self) -> None:
@@ -130,11 +131,8 @@ class Pipeline:
 
     def stop(self) -> None:
         """End the threads once the work they hold is done; nothing queued starts any more."""
-        if self.queue.closing:
+        if not self.queue.close(len(self._workers)):
             return
-        self.queue.closing = True
-        for _ in self._workers:
-            self._queue.put(None)
         for batcher in (self.batcher, self.routes):
             if batcher is not None:
                 batcher.stop()
@@ -145,10 +143,7 @@ class Pipeline:
         return [*self._workers, *batchers, *(self.routes.all_threads() if self.routes is not None else [])]
 
     def join(self, timeout: float) -> list[str]:
-        """After ``stop``: wait up to ``timeout`` seconds for the API's threads to end; the names of those still running.
-
-        A thread still running (a load or a request, maybe in a runtime's native code, whose libraries the
-        interpreter's exit would pull away: exit 134) makes the server end with ``os._exit``."""
+        """After ``stop``: wait up to ``timeout`` s for the API's threads to end; those still running (see leftovers.py)."""
         return join_all(self.all_threads(), timeout)
 
     # -- the event loop's side (the queue's) -------------------------------------------------

@@ -11,6 +11,7 @@ import importlib.util
 import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,17 +113,28 @@ def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
         # our logs unless the user asked for them by setting it.
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     try:
-        if model_format == "tensorflow" and "tensorflow" not in sys.modules:
-            from localserve.runtimes.preinit import tf_preinit_lines
-
-            with tf_preinit_lines(os.environ.get("TF_CPP_MIN_LOG_LEVEL")):  # its first lines obey it too
-                module = importlib.import_module(module_name)
+        if model_format == "tensorflow":
+            with _FIRST_TF_IMPORT:  # two first loads at once would each save and restore descriptor 2 (stderr)
+                module = _import_tensorflow_runtime(module_name)
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
         raise _not_installed(model_format, exc) from None
     model: Model = getattr(module, class_name)(path, options)
     return model
+
+
+_FIRST_TF_IMPORT = threading.Lock()
+
+
+def _import_tensorflow_runtime(module_name: str) -> Any:
+    """Our TensorFlow runtime's module; TensorFlow's first import with its pre-init lines filtered."""
+    if "tensorflow" in sys.modules:
+        return importlib.import_module(module_name)
+    from localserve.runtimes.preinit import tf_preinit_lines
+
+    with tf_preinit_lines(os.environ.get("TF_CPP_MIN_LOG_LEVEL")):  # its first lines obey it too
+        return importlib.import_module(module_name)
 
 
 def no_gpu(why: str, options: LoadOptions) -> None:

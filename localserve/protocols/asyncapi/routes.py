@@ -24,9 +24,9 @@ from urllib.parse import parse_qsl
 
 from prometheus_client.metrics_core import Metric
 
-from localserve.engine.api import ApiRuntime
+from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.core import Engine
-from localserve.errors import ClientGone, LocalServeError, RequestError, StoreUnavailable
+from localserve.errors import ClientGone, LocalServeError, RequestError, ShuttingDown, StoreUnavailable
 from localserve.logs import api_var, request_id_var
 from localserve.protocols.asyncapi.metrics import collect_metrics
 from localserve.protocols.asyncapi.store import (
@@ -120,16 +120,19 @@ class AsyncJobs:
     def _runner(rt: ApiRuntime) -> Callable[[Job], concurrent.futures.Future[Any]]:
         def run(job: Job) -> concurrent.futures.Future[Any]:
             runtime = rt.runtime  # its endpoint on its threads, even if serve --reload swaps in another meanwhile
+            future = runtime.pipeline.call(functools.partial(call, runtime, job))
+            refused = future.done() and not future.cancelled() and type(future.exception()) is ShuttingDown
+            if refused and rt.runtime is not runtime:  # retired since it was read (serve --reload): the one serving now
+                future = rt.runtime.pipeline.call(functools.partial(call, rt.runtime, job))
+            return future
 
-            def call() -> str:
-                tokens = api_var.set(rt.api.name), request_id_var.set(job.id)
-                try:
-                    return execute(runtime.endpoint, job)
-                finally:
-                    request_id_var.reset(tokens[1])
-                    api_var.reset(tokens[0])
-
-            return runtime.pipeline.call(call)
+        def call(runtime: Runtime, job: Job) -> str:
+            tokens = api_var.set(rt.api.name), request_id_var.set(job.id)
+            try:
+                return execute(runtime.endpoint, job)
+            finally:
+                request_id_var.reset(tokens[1])
+                api_var.reset(tokens[0])
 
         return run
 
