@@ -153,10 +153,11 @@ class ModelRoutes:
         self._ended.keep([batcher.thread])
 
     def all_threads(self) -> list[threading.Thread]:
-        """The threads of the model versions' batchers, running or stopped but not yet ended."""
+        """The threads of the model versions' batchers (running, or stopped but not yet ended) and of the watch."""
         with self._lock:
             live = [batcher.thread for _, batcher in self.batchers.values() if batcher.thread is not None]
-        return live + self._ended.alive()
+        watcher = getattr(getattr(self.pipeline.endpoint, "models", None), "watcher", None)  # may be loading a version
+        return live + self._ended.alive() + (list(watcher.threads) if watcher is not None else [])
 
 
 def describe_routes(routes: ModelRoutes | None) -> dict[str, Any]:

@@ -142,3 +142,14 @@ def test_one_model_path_with_version_folders_serves_the_highest_and_picks_up_new
         os.rename(tmp_path / "staging" / "a" / "7", root / "a" / "7")
         wait_for_change(models, seen, {"model": "_cortex_default", "version": 7, "change": "added"})
         assert client.post("/multi", json=X).json() == {"logits": expected("a", 7)}
+
+
+def test_the_folder_watch_is_one_of_the_threads_shutdown_waits_for(serve, make_project) -> None:
+    """A change may be loading a model on the watch's thread when the server stops: it is joined like the API's."""
+    project = make_project({"cortex.yaml": project_yaml("      dir: models\n"), "predictor.py": ONNX_PREDICTOR})
+    models_dir(project / "models", {"a": [1]})
+    with serve(project) as client:
+        pipeline = client.app.apis["multi"].pipeline
+        watch = [thread for thread in pipeline.all_threads() if thread.name == "localserve-models-watch"]
+        assert len(watch) == 1 and watch[0].is_alive()
+    assert pipeline.join(30) == []  # the watch ended with the rest (watchfiles answers its stop within 1 s)
