@@ -246,7 +246,9 @@ def test_one_api_calls_another_through_localserve_url(make_project) -> None:
 def test_metrics_and_stats_add_up_across_replicas(make_project) -> None:
 
     project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
-    with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, _):
+    with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, proc):
+        # /readyz answered by one replica says nothing of the other, which would answer 503 while it loads.
+        wait_until(lambda: output_of(proc).count(f"api '{project.name}' loaded in") == 2, "both replicas loaded")
         for _ in range(30):
             with httpx.Client() as client:  # new connections: both replicas answer
                 assert client.post(url).status_code == 200
