@@ -89,8 +89,11 @@ def to_array(
     ``check_shape=False``, is left for the runtime to judge. Every failure is a RequestError
     naming the input, the expected dtype and shape, and what came.
     """
-    prefix = _prefix(name, dtype, None if shape is None else tuple(shape))
-    array = _cast(value, dtype, prefix, keep_bytes=keep_bytes)
+    array = float_list(value, dtype) if dtype.kind == "f" and type(value) is list else None
+    if array is None:  # anything but a list of numbers for a float input: checked, and its error worded, here
+        array = _cast(
+            value, dtype, _prefix(name, dtype, None if shape is None else tuple(shape)), keep_bytes=keep_bytes
+        )
     if shape is None or _matches(array.shape, shape):
         return array
     free = sum(1 for d in shape if d is None or d < 0)
@@ -101,18 +104,19 @@ def to_array(
             pass
     elif not check_shape:
         return array
-    raise RequestError(f"{prefix}; got {summarize_value(value)}.")
+    raise RequestError(f"{_prefix(name, dtype, tuple(shape))}; got {summarize_value(value)}.")
 
 
 def _matches(actual: tuple[int, ...], shape: Sequence[int | None]) -> bool:
-    return len(actual) == len(shape) and all(d is None or d < 0 or d == a for a, d in zip(actual, shape, strict=True))
+    if len(actual) != len(shape):
+        return False
+    for size, wanted in zip(actual, shape, strict=True):  # a loop: cheaper than all() on a generator for a few dims
+        if wanted is not None and wanted >= 0 and wanted != size:
+            return False
+    return True
 
 
 def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
-    if dtype.kind == "f" and type(value) is list:
-        array = float_list(value, dtype)
-        if array is not None:
-            return array
     if dtype == STRING:
         return _cast_strings(value, prefix, keep_bytes=keep_bytes)
     raw = _as_array(value, prefix)
@@ -146,7 +150,10 @@ def _number_kind(value: Any, raw: np.ndarray[Any, Any], dtype: np.dtype[Any], pr
     expected, or anything else is refused, naming the element."""
     kind: str = raw.dtype.kind
     if kind in "US":
-        _fail(prefix, raw, 0, "is a string, not a number")
+        # numpy made every element a string ([1.0, "2"] -> ["1.0", "2"]): name the first that was one
+        items = raw if not isinstance(value, list | tuple) else np.asarray(value, dtype=object)
+        first = next((i for i, item in enumerate(items.flat) if isinstance(item, str | bytes | np.str_ | np.bytes_)), 0)
+        _fail(prefix, items, first, "is a string, not a number")
     if kind in "iuf" and dtype.kind != "b" and isinstance(value, list | tuple) and holds_bool(value):
         # numpy turned [true, 2.5] into [1.0, 2.5]: name the boolean instead
         items = np.asarray(value, dtype=object)

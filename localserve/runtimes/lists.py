@@ -24,7 +24,8 @@ def float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] |
             break
         if not types <= _SEQUENCES:
             return None
-        leaves = list(itertools.chain.from_iterable(leaves))
+        # One row (a batch of one, the common request) is checked where it is, without a copy.
+        leaves = leaves[0] if len(leaves) == 1 else list(itertools.chain.from_iterable(leaves))
     limit = NARROW_LIMITS.get(dtype)
     if limit is not None and len(leaves) > _SHORT:
         return None  # the general path checks a long list in numpy

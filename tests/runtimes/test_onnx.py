@@ -242,7 +242,7 @@ def test_many_symbolic_dims_keep_the_shape(tmp_path: Path) -> None:
         ),
         (
             [1, "a", 3, 4],
-            "Input 'x' expects float32 of shape [-1, 4]; the value '1' at [0] is a string, not a number.",
+            "Input 'x' expects float32 of shape [-1, 4]; the value 'a' at [1] is a string, not a number.",
         ),
         (
             [[1, 2, 3, 4], [1, None, 3, 4]],
@@ -552,3 +552,22 @@ def test_inputs_that_disagree_on_a_dimension_they_share_are_a_400(models: Path) 
     )
     out = model.run({"ids": np.ones((3, 2), np.int64), "scale": np.full((3, 1), 2.0, np.float32)})
     assert out[0].tolist() == [[2.0, 2.0]] * 3
+
+
+def test_a_batch_of_one_row_is_checked_in_place_like_any_other(tmp_path: Path) -> None:
+    """A one-row batch, the common request, has its row's numbers checked without a copy: same answers."""
+    model = load(onnx_identity(tmp_path / "id.onnx", shape=["batch", 3]))
+    assert model.coerce([[1, 2.5, 3]])["x"].tolist() == [[1.0, 2.5, 3.0]]
+    assert model.coerce(([1, 2.5, 3],))["x"].tolist() == [[1.0, 2.5, 3.0]]
+    refusals = {
+        "[[1.0, true, 3.0]]": "the value True at [0, 1] is a boolean, not a number",
+        '[[1.0, "2", 3.0]]': "the value '2' at [0, 1] is a string, not a number",
+        "[[1.0, 1e39, 3.0]]": "the value 1e+39 at [0, 1] is out of range for float32",
+    }
+    for body, why in refusals.items():
+        with pytest.raises(RequestError) as info:
+            model.coerce(json.loads(body))
+        assert str(info.value) == f"Input 'x' expects float32 of shape [-1, 3]; {why}."
+    with pytest.raises(RequestError) as info:
+        model.coerce([[[1.0, 2.0], [3.0]]])  # a ragged row inside the one row
+    assert "Input 'x' expects float32 of shape [-1, 3]; got " in str(info.value)

@@ -123,7 +123,7 @@ def test_predict_from_threads(model: TensorFlowModel) -> None:
         (
             [1, "a", 3, 4],
             None,
-            "Input 'x' expects float32 of shape [-1, 4]; the value '1' at [0] is a string, not a number.",
+            "Input 'x' expects float32 of shape [-1, 4]; the value 'a' at [1] is a string, not a number.",
         ),
         (
             {"ids": [1, 2]},
