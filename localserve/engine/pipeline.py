@@ -155,15 +155,15 @@ class Pipeline:
     # -- the worker threads -------------------------------------------------------------------
     def _work(self) -> None:
         api_var.set(self.name)  # log records of this thread name the API
-        get, get_nowait = self._queue.get, self._queue.get_nowait
+        get, get_nowait, qsize = self._queue.get, self._queue.get_nowait, self._queue.qsize
         while True:
             items = [get()]
-            limit = self.drain_limit
-            share = limit if self.threads == 1 else self._queue.qsize() // self.threads
-            for _ in range(min(share, limit)):
+            # What is queued now (a lone request finds nothing: no attempt that raises Empty), or this thread's share.
+            share = qsize() if self.threads == 1 else qsize() // self.threads
+            for _ in range(min(share, self.drain_limit)):
                 try:
                     items.append(get_nowait())
-                except queue.Empty:
+                except queue.Empty:  # another thread of the API took it
                     break
             try:
                 meter = self.measured
