@@ -83,7 +83,7 @@ def format_model(name: str, result: dict) -> str:
     servers: dict = result.get("servers", {})
     header = (
         f"{'server':<22}{'conc':>5}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'non-2xx':>9}{'errors':>8}"
-        f"{'x floor':>9}{'x starlette':>13}{'x litserve':>12}"
+        f"{'x floor':>9}{'x starlette':>13}{'x thread':>10}{'x litserve':>12}"
     )
     rows = []
     for server, data in servers.items():
@@ -98,6 +98,7 @@ def format_model(name: str, result: dict) -> str:
                 f"{cell['non2xx']:>9}{cell['errors']:>8}"
                 f"{_ratio(_clean_rps(cell), _peer_rps(servers, 'floor', c)):>9}"
                 f"{_ratio(_clean_rps(cell), _peer_rps(servers, 'starlette', c)):>13}"
+                f"{_ratio(_clean_rps(cell), _peer_rps(servers, 'starlette-thread', c)):>10}"
                 f"{_ratio(_clean_rps(cell), _peer_rps(servers, peer, c)):>12}"
             )
     if rows:
@@ -114,7 +115,8 @@ def format_report(results: dict) -> str:
         f"{meta['cpus']} CPUs, concurrency {','.join(map(str, meta['concurrency']))}"
         + (f", median of {meta['rounds']} rounds" if meta["rounds"] > 1 else "")
         + f", load average {meta['loadavg_start'][0]:.2f} before / {meta['loadavg_end'][0]:.2f} after\n"
-        "x floor / x starlette / x litserve: req/s divided by that server's req/s at the same concurrency in this "
-        "run (batched rows against litserve-batched)."
+        "x floor / x starlette / x thread / x litserve: req/s divided by that server's req/s at the same concurrency "
+        "in this run (x thread: starlette-thread, the minimal app with its work on one worker thread; batched rows "
+        "against litserve-batched)."
     )
     return "\n\n".join([head, *(format_model(name, r) for name, r in results["models"].items())])

@@ -64,6 +64,11 @@ def _starlette(model: BenchModel, port: int, workdir: Path, root: Path) -> Launc
     return Launch(cmd, "/predict")
 
 
+def _starlette_thread(model: BenchModel, port: int, workdir: Path, root: Path) -> Launch:
+    cmd = [sys.executable, str(APPS / "starlette_app.py"), "--model", str(model.path), "--port", str(port)]
+    return Launch([*cmd, "--thread"], "/predict")
+
+
 def _litserve(batched: bool) -> Callable[[BenchModel, int, Path, Path], Launch]:
     def launch(model: BenchModel, port: int, workdir: Path, root: Path) -> Launch:
         cmd = [sys.executable, str(APPS / "litserve_app.py"), "--model", str(model.path), "--port", str(port)]
@@ -96,6 +101,9 @@ SERVERS: dict[str, ServerSpec] = {
     for spec in [
         ServerSpec("floor", "Starlette, no model call (HTTP + JSON floor)", False, _floor),
         ServerSpec("starlette", "minimal Starlette + uvicorn, session.run inline", False, _starlette),
+        ServerSpec(
+            "starlette-thread", "the same, its work on one worker thread (DESIGN's hop)", False, _starlette_thread
+        ),
         ServerSpec("litserve", "LitServe, 1 CPU worker", False, _litserve(batched=False)),
         ServerSpec("litserve-batched", "LitServe, batching 16 / 5 ms", True, _litserve(batched=True)),
         ServerSpec("localserve", "localserve serve", False, _localserve(batched=False)),

@@ -29,16 +29,21 @@ def test_harness_prints_rows_for_raw_and_starlette(generator: str, tmp_path: Pat
         pytest.skip("wrk is not installed")
     out = tmp_path / "results.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--duration", "0.3", "--only", "iris"]
-    cmd += ["--concurrency", "1", "--servers", "raw,starlette", "--loadgen", generator, "--out", str(out)]
+    servers = "raw,starlette" + (",starlette-thread" if generator == "wrk" else "")  # the thread: one run is enough
+    cmd += ["--concurrency", "1", "--servers", servers, "--loadgen", generator, "--out", str(out)]
 
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
     assert proc.returncode == 0, proc.stderr
     assert "== iris ==" in proc.stdout
     assert re.search(r"^raw session\.run, in-process: batch 1: [\d,]+ calls/s", proc.stdout, re.M), proc.stdout
-    # req/s, p50, p99, p99.9, 0 non-2xx, 0 errors, x floor (not run), x starlette, x litserve (not run)
-    row = r"^starlette\s+1\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+-\s+1\.00\s+-$"
+    # req/s, p50, p99, p99.9, 0 non-2xx, 0 errors, x floor (not run), x starlette, x thread, x litserve (not run)
+    thread = r"[\d.]+" if generator == "wrk" else "-"
+    row = rf"^starlette\s+1\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+-\s+1\.00\s+{thread}\s+-$"
     assert re.search(row, proc.stdout, re.M), proc.stdout
+    if generator == "wrk":  # the same work on one worker thread answers as the inline app does
+        row = r"^starlette-thread\s+1\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+-\s+[\d.]+\s+1\.00\s+-$"
+        assert re.search(row, proc.stdout, re.M), proc.stdout
     assert re.search(r"^starlette\s+[\d.]+\s+\d+\s+\d+\s+1\s*$", proc.stdout, re.M), proc.stdout
     results = json.loads(out.read_text())
     iris = results["models"]["iris"]
