@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -29,7 +29,6 @@ from localserve.errors import LocalServeError, MethodNotAllowed, NotFound
 from localserve.logs import flush_access_log
 from localserve.metrics import expose
 from localserve.project import default_cache_dir
-from localserve.protocols.asyncapi import AsyncJobs
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
 from localserve.protocols.splitter import SplitterRoutes
 from localserve.protocols.v2.routes import V2Routes, infer_params
@@ -37,6 +36,9 @@ from localserve.response import Reply
 from localserve.server.pages import Pages
 from localserve.server.reload import ProjectReload, Reloader
 from localserve.server.routes import NativeRoutes
+
+if TYPE_CHECKING:
+    from localserve.protocols.asyncapi import AsyncJobs
 
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
@@ -67,13 +69,7 @@ class App:
         self.routes = self.native.routes
         # kind: TrafficSplitter: /<splitter> picks one of its APIs by weight (a shadow gets a copy)
         self.splitters = SplitterRoutes(engine, config.splitters, self.native.door, engine.extras)
-        self.jobs = AsyncJobs(  # kind: AsyncAPI: POST /<api> submits, GET /<api>/<id> polls
-            engine,
-            project=config.project,
-            max_body_size=options.max_body_size,
-            hide_errors=options.hide_errors,
-            cache=options.cache_dir or default_cache_dir(),
-        )
+        self.jobs = _async_jobs(engine, config, options)  # kind: AsyncAPI: POST /<api> submits, GET /<api>/<id> polls
         self.v2 = V2Routes(engine, options)
         self.grpc = None  # the Open Inference Protocol over gRPC (--grpc-port): grpcio is imported only then
         if options.grpc_port is not None:
@@ -144,7 +140,7 @@ class App:
     async def startup(self, *, wait: bool) -> None:
         """Start the workers and the AsyncAPI stores, and load every API (in the background unless ``wait``)."""
         await self.engine.startup(wait=False)
-        if self.options.async_jobs:
+        if self.options.async_jobs and self.jobs is not None:
             self.jobs.start(workers=self.options.async_workers)
         if self.grpc is not None:
             await self.grpc.start()
@@ -155,7 +151,8 @@ class App:
 
     async def shutdown(self) -> None:
         """Stop the AsyncAPI workers, cancel loading and the requests still waiting; flush the access log."""
-        self.jobs.stop()
+        if self.jobs is not None:
+            self.jobs.stop()
         if self.reloader is not None:
             await self.reloader.stop()
         if self.grpc is not None:
@@ -265,3 +262,19 @@ def starlette_response(reply: Reply, request_id: str) -> Response:
     """``reply`` (a rendered error) as a Starlette Response, for the Starlette routes."""
     headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in reply.headers}
     return Response(reply.body, status_code=reply.status, headers={**headers, "x-request-id": request_id})
+
+
+def _async_jobs(engine: Engine, config: ServeConfig, options: ServeOptions) -> AsyncJobs | None:
+    """The AsyncAPIs' routes, stores and workers; None when no API is one. Their modules (and the predictor
+    machinery they import) are imported only then: a replica without an AsyncAPI starts sooner."""
+    if not any(api.is_async for api in config.apis):
+        return None
+    from localserve.protocols.asyncapi import AsyncJobs
+
+    return AsyncJobs(
+        engine,
+        project=config.project,
+        max_body_size=options.max_body_size,
+        hide_errors=options.hide_errors,
+        cache=options.cache_dir or default_cache_dir(),
+    )

@@ -30,13 +30,12 @@ from starlette.routing import BaseRoute, Route
 from localserve.errors import NotFound
 from localserve.metrics.summary import models_json
 from localserve.protocols.http import render_error, request_id_of
-from localserve.server.openapi import ApiDoc, openapi_document, splitter_paths
-from localserve.server.openapi_v2 import add_v2_paths
 
 if TYPE_CHECKING:
     from localserve.engine.api import ApiRuntime
     from localserve.metrics import Distribution, Metrics
     from localserve.server.app import App
+    from localserve.server.openapi import ApiDoc
 
 STATIC = "static"  # beside this module, package data
 SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
@@ -129,7 +128,10 @@ class Pages:
         return [_api_doc(rt, sample, serves_root) for rt in self.app.apis.values()]
 
     def document(self) -> dict[str, Any]:
-        """The OpenAPI 3.1 document of every route the server answers."""
+        """The OpenAPI 3.1 document of every route the server answers (its builders imported on the first GET)."""
+        from localserve.server.openapi import openapi_document, splitter_paths
+        from localserve.server.openapi_v2 import add_v2_paths
+
         apis = self.api_docs()
         document = openapi_document(apis, bearer=self.bearer, root_path=self.app.options.root_path)
         for splitter in self.app.config.splitters:  # kind: TrafficSplitter
@@ -217,6 +219,8 @@ def _no_page(request: StarletteRequest) -> Response:
 
 
 def _api_doc(rt: ApiRuntime, sample: Any, serves_root: bool) -> ApiDoc:
+    from localserve.server.openapi import ApiDoc
+
     info = rt.describe() if rt.state == "ready" else {}
     raw_model = rt.api.kind == "request_handler" and getattr(rt.endpoint, "pre", None) is None
     return ApiDoc(

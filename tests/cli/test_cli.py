@@ -19,7 +19,7 @@ from PIL import Image
 
 from localserve.cli import main
 from tests.conftest import EXAMPLES, cli_env
-from tests.models import onnx_mlp
+from tests.models import onnx_linear, onnx_mlp
 
 
 def localserve(
@@ -315,6 +315,29 @@ def test_help_and_abeja_handlers_do_not_import_heavy_runtimes(make_project) -> N
     done = localserve("run", "-p", str(project), "--handler", "main:handler", "-q")
     assert done.stdout == b"[]"
     assert localserve("--help").returncode == 0
+
+
+# Imported only when a request or the config needs them (each costs a serve's start a few milliseconds).
+DEFERRED = (
+    "localserve.protocols.asyncapi",  # no AsyncAPI among the APIs
+    "localserve.handlers.predictor",  # no predictor
+    "localserve.server.openapi",  # no GET /openapi.json or /docs yet
+    "localserve.runtimes.s3",  # a model on disk, not s3:// ...
+    "localserve.runtimes.web",  # ... nor https://
+)
+
+
+def test_what_a_request_handler_api_does_not_use_is_not_imported(make_project) -> None:
+    probe = f"import sys\nPROBE = {DEFERRED!r}\n\ndef pre_inference(sample, metadata):\n    return sample\n\n"
+    probe += "def post_inference(prediction, metadata):\n    return [m for m in PROBE if m in sys.modules]\n"
+    project = make_project({"handler.py": probe})
+    onnx_linear(project / "model.onnx")
+    config = "- kind: api\n  name: api\n  model: model.onnx\n  request_handler: handler.py\n"
+    (project / "localserve.yaml").write_text(config)
+    (project / "sample.json").write_text("[[1, 2, 3, 4]]")
+    done = localserve("run", "-p", str(project), "--input", str(project / "sample.json"), "-q")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
 
 
 def test_check_validates_without_serving(make_project) -> None:

@@ -30,6 +30,8 @@ PROTOCOL_METHODS = {
     "on_message_complete": [],
     "on_response_complete": [],
     "send_400_response": ["msg"],
+    "_unsupported_upgrade_warning": [],
+    "_get_upgrade": [],
     "pause_writing": [],
     "resume_writing": [],
 }

@@ -61,6 +61,12 @@ class LimitedHttpProtocol(GuardedProtocol):
         super().connection_made(transport)
         self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
 
+    def _unsupported_upgrade_warning(self) -> None:
+        """A WebSocket upgrade was asked for: localserve serves none (uvicorn runs with ``ws="none"``), so the
+        request is answered as plain HTTP; uvicorn's own warnings would tell the client's operator to install a
+        WebSocket library on every such request."""
+        log.debug("request for %s asks to upgrade to %r: answered as plain HTTP", self.url, self._get_upgrade())
+
     def connection_lost(self, exc: Exception | None) -> None:
         """The connection closed: stop its timers, close the threads' descriptor."""
         self._cancel_timers()

@@ -48,6 +48,9 @@ def uvicorn_server(
             access_log=False,
             lifespan="on",
             http=protocol_class(options.limits),
+            # No WebSocket route anywhere: the websockets library is not imported (8 ms of every start), and an
+            # upgrade request is answered as plain HTTP (LimitedHttpProtocol._unsupported_upgrade_warning).
+            ws="none",
             # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
             # later, would answer plain-text 500s and leave queued work to run.
             timeout_graceful_shutdown=math.ceil(options.graceful_timeout) + 2,
