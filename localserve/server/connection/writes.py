@@ -31,10 +31,15 @@ def response_bytes(
     None when a header name or value is invalid: uvicorn's ``send`` then refuses it as usual.
     """
     head = [STATUS_LINE[status]]
+    names, values = [], []
     for name, value in (*cycle.default_headers, *headers):
-        if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
-            return None
+        names.append(name)
+        values.append(value)
         head += (name, b": ", value, b"\r\n")
+    # uvicorn's checks, one search over all the names and one over all the values (a byte refused in one
+    # is refused in their concatenation, and the patterns match single bytes) instead of two per header
+    if HEADER_RE.search(b"".join(names)) or HEADER_VALUE_RE.search(b"".join(values)):
+        return None
     if not cycle.keep_alive:
         head.append(b"connection: close\r\n")
     head += (b"\r\n", body)
