@@ -255,6 +255,28 @@ def test_what_loading_made_is_frozen_out_of_later_collections(serve, make_projec
         gc.set_threshold(*thresholds)
 
 
+def test_garbage_made_while_loading_is_collected_not_frozen(serve, make_project) -> None:
+    """What start-up imported is frozen before loading begins; loading's own garbage is still collected first."""
+    main = (
+        "import weakref\n\nclass Node:\n    pass\n\n"
+        "node = Node()\nnode.itself = node  # a cycle: only the collector frees it\nGARBAGE = weakref.ref(node)\n"
+        "del node\n\ndef handler(request, context):\n    return {}\n"
+    )
+    project = make_project({"main.py": main})
+    thresholds = gc.get_threshold()
+    gc.disable()  # no collection of the test's own between the import and the freeze
+    try:
+        with serve(project, ServeOptions(freeze_heap=True), handler="main:handler") as client:
+            import main
+
+            assert client.post("/").status_code == 200
+            assert main.GARBAGE() is None
+    finally:
+        gc.enable()
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
 def test_without_freeze_heap_the_test_process_heap_is_left_alone(serve, make_project) -> None:
     project = make_project({"main.py": "def handler(request, context):\n    return {}\n"})
     at_start, thresholds = gc.get_freeze_count(), gc.get_threshold()
