@@ -17,7 +17,7 @@ from pathlib import Path
 
 import loadgen
 from onnx_models import BenchModel
-from procs import ServerProcess, check_output, free_port
+from procs import ServerProcess, check_output, free_port, thread_costs, tree_threads
 from servers import HERE, Launch, ServerSpec, unavailable
 
 
@@ -60,6 +60,11 @@ def add_common_args(parser: argparse.ArgumentParser, duration: float | None, con
         type=Path,
         default=HERE.parent,
         help="directory holding the localserve package (default: this checkout)",
+    )
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="also read each thread's CPU (/proc, the server's process tree) and print it a request, per cell",
     )
     parser.add_argument(
         "--localserve-args",
@@ -134,7 +139,10 @@ def measure_server(args: argparse.Namespace, spec: ServerSpec, model: BenchModel
         data["cells"] = []
         for concurrency in args.concurrency:
             try:
+                before = tree_threads(server.proc.pid) if args.threads and server.proc is not None else None
                 cell = generate(args, port, launch, concurrency, args.duration)
+                if before is not None and server.proc is not None:
+                    cell["threads"] = thread_costs(before, tree_threads(server.proc.pid), cell["requests"])
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 log(f"{model.name}/{name} c={concurrency}: load generator failed: {exc}")
                 data["notes"].append(f"c={concurrency}: load generator failed: {str(exc)[:200]}")
@@ -191,6 +199,8 @@ def merge_rounds(runs: list[dict]) -> dict:
         cell = {key: statistics.median(c[key] for c in same) for key in ("rps", "p50_ms", "p99_ms")}
         cell["p999_ms"] = statistics.median(c.get("p999_ms", 0.0) for c in same)
         cell.update({key: sum(c[key] for c in same) for key in ("requests", "duration_s", "non2xx", "errors")})
+        if "threads" in same[-1]:
+            cell["threads"] = same[-1]["threads"]  # the last round's: threads are not matched across servers' starts
         cells.append({"concurrency": concurrency, **cell, "rps_rounds": [c["rps"] for c in same]})
     memory = {key: statistics.median(r["memory"][key] for r in served) for key in served[0]["memory"]}
     memory["processes"] = max(r["memory"]["processes"] for r in served)

@@ -52,6 +52,20 @@ def format_footer(servers: dict) -> list[str]:
     return lines
 
 
+def thread_lines(servers: dict) -> list[str]:
+    """``--threads``: each cell's CPU a request on each thread of the server (µs, user + system), busiest first."""
+    lines = []
+    for name, data in servers.items():
+        for cell in data.get("cells", []):
+            if cell.get("threads"):
+                parts = [
+                    f"{t['thread']} {t['user_us'] + t['system_us']:.1f} (sys {t['system_us']:.1f})"
+                    for t in cell["threads"]
+                ]
+                lines.append(f"{name} c={cell['concurrency']} CPU us a request: {', '.join(parts)}")
+    return ["", *lines] if lines else []
+
+
 PEERS = ("litserve", "mlserver", "bentoml", "ray")  # name prefixes of the other servers
 
 
@@ -103,6 +117,7 @@ def format_model(name: str, result: dict) -> str:
             )
     if rows:
         lines += ["", header, "-" * len(header), *rows]
+    lines += thread_lines(servers)
     lines += best_peer_lines(servers)
     lines += ["", *format_footer(servers)]
     return "\n".join(lines)

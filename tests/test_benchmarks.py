@@ -31,6 +31,7 @@ def test_harness_prints_rows_for_raw_and_starlette(generator: str, tmp_path: Pat
     cmd = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--duration", "0.3", "--only", "iris"]
     servers = "raw,starlette" + (",starlette-thread" if generator == "wrk" else "")  # the thread: one run is enough
     cmd += ["--concurrency", "1", "--servers", servers, "--loadgen", generator, "--out", str(out)]
+    cmd += ["--threads"] if generator == "wrk" else []
 
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
@@ -41,6 +42,10 @@ def test_harness_prints_rows_for_raw_and_starlette(generator: str, tmp_path: Pat
     thread = r"[\d.]+" if generator == "wrk" else "-"
     row = rf"^starlette\s+1\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+-\s+1\.00\s+{thread}\s+-$"
     assert re.search(row, proc.stdout, re.M), proc.stdout
+    if generator == "wrk":  # per-thread CPU: the inline app's loop (its main thread) did the work
+        line = re.search(r"^starlette c=1 CPU us a request: (.*)$", proc.stdout, re.M)
+        assert line is not None and "main " in line.group(1), proc.stdout
+        assert re.search(r"^starlette-thread c=1 CPU us a request: .*thread \d+ ", proc.stdout, re.M), proc.stdout
     if generator == "wrk":  # the same work on one worker thread answers as the inline app does
         row = r"^starlette-thread\s+1\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s+0\s+-\s+[\d.]+\s+1\.00\s+-$"
         assert re.search(row, proc.stdout, re.M), proc.stdout
