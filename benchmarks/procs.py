@@ -166,14 +166,20 @@ def _kib(path: str, key: str) -> int:
     return 0
 
 
-def tree_memory(pid: int) -> dict:
-    """RSS and PSS summed over a process and all its descendants (RSS counts shared pages once per process)."""
+def _tree(pid: int) -> list[int]:
+    """A process and all its descendants."""
     children = _children()
     pids, todo = [], [pid]
     while todo:
         p = todo.pop()
         pids.append(p)
         todo.extend(children.get(p, []))
+    return pids
+
+
+def tree_memory(pid: int) -> dict:
+    """RSS and PSS summed over a process and all its descendants (RSS counts shared pages once per process)."""
+    pids = _tree(pid)
     rss = sum(_kib(f"/proc/{p}/status", "VmRSS:") for p in pids)
     pss = sum(_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
     return {"processes": len(pids), "rss_mib": rss / 1024, "pss_mib": pss / 1024}
@@ -181,12 +187,7 @@ def tree_memory(pid: int) -> dict:
 
 def tree_threads(pid: int) -> dict[tuple[int, int], tuple[int, int]]:
     """(process, thread) -> (user, system) CPU ticks of every thread of a process and its descendants."""
-    children = _children()
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        todo.extend(children.get(p, []))
+    pids = _tree(pid)
     ticks: dict[tuple[int, int], tuple[int, int]] = {}
     for p in pids:
         try:
