@@ -24,10 +24,9 @@ from localserve.logs import capture_prints
 from localserve.replicas import EXIT_LOAD_FAILED, ReplicaStart, Supervisor
 from localserve.server import ServeOptions
 from localserve.server.reload import ProjectReload
-from localserve.server.runner import Runner
+from localserve.server.runner import THREADS_EXIT_WAIT, Runner
 
 log = logging.getLogger("localserve")
-THREADS_EXIT_WAIT = 1.0  # seconds the API's threads get to end once the server has stopped (see _serve)
 
 
 def serve_forever(

@@ -202,8 +202,7 @@ def _send_one(
     from localserve.client import peer_starter, run_job_once, run_once
     from localserve.compat.hosts import RUN_PEERS, install_api_hosts
     from localserve.peers import Peers
-    from localserve.server.runner import Runner
-    from localserve.supervisor import THREADS_EXIT_WAIT
+    from localserve.server.runner import THREADS_EXIT_WAIT, Runner
 
     api = config.apis[0]
     others = [a.name for a in full.apis if a.name != api.name]

@@ -35,6 +35,7 @@ __all__ = ["Runner"]
 
 log = logging.getLogger("localserve")
 T = TypeVar("T")
+THREADS_EXIT_WAIT = 1.0  # seconds the APIs' threads get to end once a server has stopped (supervisor, run, peers)
 
 
 class Runner:
@@ -121,7 +122,7 @@ class Runner:
             raise OSError(f"{self.config.source}: the server of {', '.join(self.app.apis)} could not start")
         return port
 
-    def stop_thread(self, threads_wait: float = 1.0) -> list[str]:
+    def stop_thread(self, threads_wait: float = THREADS_EXIT_WAIT) -> list[str]:
         """Stop the server ``start_in_thread`` started, and wait for it (10 s at most), then ``threads_wait`` seconds
         at most for its APIs' threads; the names of those still running (see ``supervisor.exit_past_threads``)."""
         if self.server is not None:
