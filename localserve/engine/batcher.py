@@ -186,39 +186,42 @@ class Batcher:
                     return [(tag, exc)]
         groups: dict[Hashable, list[int]] = {}
         alone: list[int] = []
+        sizes = [0] * len(entries)  # each stackable feed's batch dimension
         for index, (_, feed) in enumerate(entries):
             key = batch_key(feed)
             if key is None:
                 alone.append(index)
             else:
                 groups.setdefault(key, []).append(index)
+                sizes[index] = rows_of(feed)
         outcomes: list[Outcome] = [None] * len(entries)
         for indexes in groups.values():
-            for chunk in self._chunks(indexes, entries):
-                for index, outcome in zip(chunk, self._run_stacked([entries[i][1] for i in chunk]), strict=True):
+            for chunk in self._chunks(indexes, sizes):
+                stacked = self._run_stacked([entries[i][1] for i in chunk], [sizes[i] for i in chunk])
+                for index, outcome in zip(chunk, stacked, strict=True):
                     outcomes[index] = outcome
         for index in alone:
             outcomes[index] = self._call(entries[index][1], None)
         return [(tag, outcome) for (tag, _), outcome in zip(entries, outcomes, strict=True)]
 
-    def _chunks(self, indexes: list[int], entries: list[Entry]) -> list[list[int]]:
-        """Consecutive runs of feeds whose rows add up to at most the largest bucket."""
+    def _chunks(self, indexes: list[int], rows: list[int]) -> list[list[int]]:
+        """Consecutive runs of feeds (their ``rows`` by index) whose rows add up to at most the largest bucket."""
         chunks: list[list[int]] = []
         current: list[int] = []
-        rows = 0
+        total = 0
         for index in indexes:
-            n = rows_of(entries[index][1])
-            if current and rows + n > self.max_rows:
+            n = rows[index]
+            if current and total + n > self.max_rows:
                 chunks.append(current)
-                current, rows = [], 0
+                current, total = [], 0
             current.append(index)
-            rows += n
+            total += n
         if current:
             chunks.append(current)
         return chunks
 
-    def _run_stacked(self, feeds: list[Feed]) -> list[Outcome]:
-        sizes = [rows_of(feed) for feed in feeds]
+    def _run_stacked(self, feeds: list[Feed], sizes: list[int]) -> list[Outcome]:
+        """``feeds`` (of ``sizes`` rows) stacked and run as one call, padded to a bucket; one outcome per feed."""
         total = sum(sizes)
         bucket = next((b for b in self.buckets if b >= total), None)
         if len(feeds) == 1 and bucket is None:  # one request larger than the largest bucket: its own size

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from localserve.engine.batcher import Batcher
-from localserve.engine.feeds import bucket_sizes, stack
+from localserve.engine.feeds import batch_key, bucket_sizes, split, stack
 from localserve.errors import RequestError
 from localserve.runtimes import LoadOptions
 from localserve.runtimes.onnx import OnnxModel
@@ -55,6 +55,23 @@ def test_stack_copies_each_feed_once_into_the_bucket_and_pads_with_zeros_or_empt
     assert not np.shares_memory(alone["x"], b["x"]) and b["x"].shape == (1, 3)  # the request's array is untouched
     exact = stack([a, b], 3)  # no padding
     assert exact["x"].tolist() == [[1.5] * 3, [1.5] * 3, [2.5] * 3]
+
+
+def test_feeds_share_a_key_when_they_stack_whatever_their_rows() -> None:
+    def feed(**arrays: tuple[tuple[int, ...], str]) -> dict[str, np.ndarray]:
+        return {name: np.zeros(shape, dtype) for name, (shape, dtype) in arrays.items()}
+
+    one = batch_key(feed(x=((1, 4), "float32")))
+    assert one == batch_key(feed(x=((5, 4), "float32")))  # rows differ: they stack
+    assert one != batch_key(feed(x=((1, 3), "float32")))  # another row shape
+    assert one != batch_key(feed(x=((1, 4), "float64")))  # another dtype
+    assert one != batch_key(feed(y=((1, 4), "float32")))  # another input
+    assert batch_key(feed(x=((), "float32"))) is None  # no batch dimension: runs alone
+    two = batch_key(feed(a=((2, 4), "float32"), b=((2,), "int64")))
+    assert two == batch_key(feed(b=((3,), "int64"), a=((3, 4), "float32")))  # the inputs' order does not count
+    assert two != one
+    assert batch_key(feed(a=((2, 4), "float32"), b=((3,), "int64"))) is None  # their batch dimensions disagree
+    assert [part[0].tolist() for part in split([np.arange(6)], [1, 3, 2])] == [[0], [1, 2, 3], [4, 5]]
 
 
 def test_feeds_of_other_shapes_run_in_their_own_groups(tmp_path: Path) -> None:
