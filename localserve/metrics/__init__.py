@@ -7,8 +7,10 @@ Example::
     metrics.request_finished("iris", 200, 0.0012)
     body, headers = metrics.render(accept="application/openmetrics-text", accept_encoding="gzip")
 
-Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (public API only). With
-replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one fresh folder per
+Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (public API only), but for
+those every request adds to in a lone process: the request counter, the duration, stage and batch-size
+histograms and the phases are added up in plain numbers and collected at scrape time (``tallies.py``,
+``phases.py``) as the same families. With replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one fresh folder per
 serve and sets ``PROMETHEUS_MULTIPROC_DIR`` in each replica's environment as it spawns it (prometheus_client
 reads it on import); ``Metrics(directory=...)`` then reads every replica's files on ``render()``.
 ``/stats``, ``localserve get``, the dashboard and V2's statistics derive from these figures by one reader
@@ -18,6 +20,7 @@ reads it on import); ``Metrics(directory=...)`` then reads every replica's files
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -50,6 +53,7 @@ from localserve.metrics.names import (
     TRACKER_VALUE,
 )
 from localserve.metrics.phases import PHASES, Phases
+from localserve.metrics.tallies import Tallied, TallyCounter, TallyHistogram
 from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
 from localserve.tracker import REGRESSION_BOUNDS
 
@@ -97,8 +101,8 @@ class ApiMetrics:
         self.duration = metrics.duration.labels(name)
         self.batch_size = metrics.batch_size.labels(name)
         self.model_load = metrics.model_load.labels(name)
-        self.codes: dict[int, Counter] = {}
-        self.stages: dict[str, Histogram] = {}
+        self.codes: dict[int, Counter | TallyCounter] = {}
+        self.stages: dict[str, Histogram | TallyHistogram] = {}
 
 
 class Metrics:
@@ -111,21 +115,14 @@ class Metrics:
     def __init__(self, apis: Iterable[str] = (), *, directory: str | None = None) -> None:
         self.directory = directory
         self.registry = registry = CollectorRegistry()
-        self.requests = Counter(REQUESTS, "Requests answered, by status code.", ["api", "code"], registry=registry)
-        self.duration = Histogram(
-            DURATION,
-            "Time from request received to response ready.",
-            ["api"],
-            buckets=DURATION_BUCKETS,
-            registry=registry,
-        )
-        self.stage = Histogram(
+        self.requests = self._hot(REQUESTS, "Requests answered, by status code.", ["api", "code"])
+        self.duration = self._hot(DURATION, "Time from request received to response ready.", ["api"], DURATION_BUCKETS)
+        self.stage = self._hot(
             STAGE,
             "Time spent in each stage of a request (pre_inference, inference, post_inference, handler, predict, "
             "post_predict, load_model).",
             ["api", "stage"],
-            buckets=DURATION_BUCKETS,
-            registry=registry,
+            DURATION_BUCKETS,
         )
         self.in_flight = Gauge(
             IN_FLIGHT, "Requests being served.", ["api"], multiprocess_mode="livesum", registry=registry
@@ -137,9 +134,7 @@ class Metrics:
             multiprocess_mode="livesum",
             registry=registry,
         )
-        self.batch_size = Histogram(
-            BATCH_SIZE, "Samples per model call.", ["api"], buckets=BATCH_BUCKETS, registry=registry
-        )
+        self.batch_size = self._hot(BATCH_SIZE, "Samples per model call.", ["api"], BATCH_BUCKETS)
         self.model_load = Gauge(
             MODEL_LOAD,
             "Time taken to load the API (slowest live replica).",
@@ -163,6 +158,16 @@ class Metrics:
             self._scrape = CollectorRegistry()
             _multiprocess.MultiProcessCollector(self._scrape, path=directory)  # type: ignore[no-untyped-call]
             self._system.register(ReplicaProcesses(directory))
+
+    def _hot(self, name: str, doc: str, labels: list[str], buckets: tuple[float, ...] | None = None) -> Any:
+        """A family observed on every request: tallied alone (``tallies.py``), prometheus_client's with replicas."""
+        if self.directory is None:
+            family = Tallied(name, doc, labels, buckets)
+            self.registry.register(family)
+            return family
+        if buckets is None:
+            return Counter(name, doc, labels, registry=self.registry)
+        return Histogram(name, doc, labels, buckets=buckets, registry=self.registry)
 
     def _define_tracker(self, registry: CollectorRegistry) -> None:
         """Cortex's tracker (``tracker.py``): classes counted, values as a fixed-bin histogram, min, max, sum."""

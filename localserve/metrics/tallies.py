@@ -1,0 +1,108 @@
+"""The request counter and the hot histograms of a lone process: plain numbers under a lock, read at scrape time.
+
+Example::
+
+    duration = Tallied(DURATION, "Time from request received to response ready.", ["api"], DURATION_BUCKETS)
+    registry.register(duration)
+    duration.labels("iris").observe(0.0012)    # what prometheus_client's Histogram child offers
+
+prometheus_client's ``Histogram.observe`` takes two locks and makes half a dozen calls, about a
+microsecond; every request observes its duration and its stages, and a batched model call its batch
+size, on the event loop's and the API's threads, whose Python runs one at a time. Alone (no replicas),
+these figures are added up here in a third of that, and the families are made when scraped: the same
+names, labels, buckets and samples as prometheus_client's (``tests/metrics/test_tallies.py`` compares
+the two texts), as ``phases.py`` does for the phases. Replicas keep prometheus_client's classes, whose
+multiprocess files add every replica's figures up.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
+from typing import cast
+
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+_le = cast(Callable[[float], str], floatToGoString)  # how prometheus_client writes a bucket's bound
+
+
+class TallyCounter:
+    """One counter of a family (its labels' values): ``inc`` as prometheus_client's."""
+
+    __slots__ = ("lock", "value")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        with self.lock:
+            self.value += amount
+
+
+class TallyHistogram:
+    """One histogram of a family: ``observe`` as prometheus_client's (a value on a bound counts in its bucket)."""
+
+    __slots__ = ("bounds", "counts", "lock", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.lock = threading.Lock()
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf's
+        self.total = 0.0
+
+    def observe(self, amount: float) -> None:
+        index = bisect_left(self.bounds, amount)
+        with self.lock:
+            self.counts[index] += 1
+            self.total += amount
+
+
+class Tallied(Collector):
+    """A counter family (no ``buckets``) or a histogram family, its children made by ``labels`` on first use."""
+
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float] | None = None
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = list(labelnames)
+        self.bounds = None if buckets is None else tuple(float(b) for b in buckets if b != float("inf"))
+        self._children: dict[tuple[str, ...], TallyCounter | TallyHistogram] = {}
+        self._lock = threading.Lock()
+
+    def labels(self, *values: str) -> TallyCounter | TallyHistogram:
+        """The child of these label values (made once; a request looks it up no more)."""
+        child = self._children.get(values)
+        if child is None:
+            with self._lock:
+                child = self._children.get(values)
+                if child is None:
+                    made = TallyCounter() if self.bounds is None else TallyHistogram(self.bounds)
+                    child = self._children[values] = made
+        return child
+
+    def collect(self) -> Iterator[Metric]:
+        """The family as prometheus_client would write it: counters' ``_total``; histograms' cumulative buckets,
+        ``_count`` and ``_sum``."""
+        if self.bounds is None:
+            counters = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+            for values, child in list(self._children.items()):
+                with child.lock:
+                    counters.add_metric(list(values), child.value)  # type: ignore[union-attr]
+            yield counters
+            return
+        histograms = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        edges = [*(_le(b) for b in self.bounds), "+Inf"]
+        for values, child in list(self._children.items()):
+            with child.lock:
+                counts, total = list(child.counts), child.total  # type: ignore[union-attr]
+            cumulative, running = [], 0.0
+            for edge, count in zip(edges, counts, strict=True):
+                running += count
+                cumulative.append((edge, running))
+            histograms.add_metric(list(values), cumulative, total)
+        yield histograms
