@@ -10,9 +10,10 @@ Example::
 Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (public API only), but for
 those every request adds to in a lone process: the request counter, the duration, stage and batch-size
 histograms and the phases are added up in plain numbers and collected at scrape time (``tallies.py``,
-``phases.py``) as the same families. With replicas, prometheus_client's multiprocess mode adds them up: the supervisor makes one fresh folder per
-serve and sets ``PROMETHEUS_MULTIPROC_DIR`` in each replica's environment as it spawns it (prometheus_client
-reads it on import); ``Metrics(directory=...)`` then reads every replica's files on ``render()``.
+``phases.py``) as the same families. With replicas, prometheus_client's multiprocess mode adds them up:
+the supervisor makes one fresh folder per serve and sets ``PROMETHEUS_MULTIPROC_DIR`` in each replica's
+environment as it spawns it (prometheus_client reads it on import); ``Metrics(directory=...)`` then reads
+every replica's files on ``render()``.
 ``/stats``, ``localserve get``, the dashboard and V2's statistics derive from these figures by one reader
 (``localserve.metrics.figures``); the tracker's (``tracker``) and the models' (``metrics.models``) too.
 """
@@ -20,7 +21,6 @@ reads it on import); ``Metrics(directory=...)`` then reads every replica's files
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -53,7 +53,7 @@ from localserve.metrics.names import (
     TRACKER_VALUE,
 )
 from localserve.metrics.phases import PHASES, Phases
-from localserve.metrics.tallies import Tallied, TallyCounter, TallyHistogram
+from localserve.metrics.tallies import TalliedCounters, TalliedHistograms, TallyCounter, TallyHistogram
 from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
 from localserve.tracker import REGRESSION_BOUNDS
 
@@ -115,9 +115,11 @@ class Metrics:
     def __init__(self, apis: Iterable[str] = (), *, directory: str | None = None) -> None:
         self.directory = directory
         self.registry = registry = CollectorRegistry()
-        self.requests = self._hot(REQUESTS, "Requests answered, by status code.", ["api", "code"])
-        self.duration = self._hot(DURATION, "Time from request received to response ready.", ["api"], DURATION_BUCKETS)
-        self.stage = self._hot(
+        self.requests = self._counter(REQUESTS, "Requests answered, by status code.", ["api", "code"])
+        self.duration = self._histogram(
+            DURATION, "Time from request received to response ready.", ["api"], DURATION_BUCKETS
+        )
+        self.stage = self._histogram(
             STAGE,
             "Time spent in each stage of a request (pre_inference, inference, post_inference, handler, predict, "
             "post_predict, load_model).",
@@ -134,7 +136,7 @@ class Metrics:
             multiprocess_mode="livesum",
             registry=registry,
         )
-        self.batch_size = self._hot(BATCH_SIZE, "Samples per model call.", ["api"], BATCH_BUCKETS)
+        self.batch_size = self._histogram(BATCH_SIZE, "Samples per model call.", ["api"], BATCH_BUCKETS)
         self.model_load = Gauge(
             MODEL_LOAD,
             "Time taken to load the API (slowest live replica).",
@@ -159,15 +161,22 @@ class Metrics:
             _multiprocess.MultiProcessCollector(self._scrape, path=directory)  # type: ignore[no-untyped-call]
             self._system.register(ReplicaProcesses(directory))
 
-    def _hot(self, name: str, doc: str, labels: list[str], buckets: tuple[float, ...] | None = None) -> Any:
-        """A family observed on every request: tallied alone (``tallies.py``), prometheus_client's with replicas."""
-        if self.directory is None:
-            family = Tallied(name, doc, labels, buckets)
-            self.registry.register(family)
-            return family
-        if buckets is None:
+    # The families every request adds to: tallied alone (``tallies.py``), prometheus_client's with replicas.
+    def _counter(self, name: str, doc: str, labels: list[str]) -> Counter | TalliedCounters:
+        if self.directory is not None:
             return Counter(name, doc, labels, registry=self.registry)
-        return Histogram(name, doc, labels, buckets=buckets, registry=self.registry)
+        family = TalliedCounters(name, doc, labels)
+        self.registry.register(family)
+        return family
+
+    def _histogram(
+        self, name: str, doc: str, labels: list[str], buckets: tuple[float, ...]
+    ) -> Histogram | TalliedHistograms:
+        if self.directory is not None:
+            return Histogram(name, doc, labels, buckets=buckets, registry=self.registry)
+        family = TalliedHistograms(name, doc, labels, buckets)
+        self.registry.register(family)
+        return family
 
     def _define_tracker(self, registry: CollectorRegistry) -> None:
         """Cortex's tracker (``tracker.py``): classes counted, values as a fixed-bin histogram, min, max, sum."""

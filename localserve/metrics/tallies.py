@@ -2,7 +2,7 @@
 
 Example::
 
-    duration = Tallied(DURATION, "Time from request received to response ready.", ["api"], DURATION_BUCKETS)
+    duration = TalliedHistograms(DURATION, "Time from request received to response ready.", ["api"], DURATION_BUCKETS)
     registry.register(duration)
     duration.labels("iris").observe(0.0012)    # what prometheus_client's Histogram child offers
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from typing import cast
+from typing import Generic, TypeVar, cast
 
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -61,48 +61,70 @@ class TallyHistogram:
             self.total += amount
 
 
-class Tallied(Collector):
-    """A counter family (no ``buckets``) or a histogram family, its children made by ``labels`` on first use."""
+Child = TypeVar("Child", TallyCounter, TallyHistogram)
 
-    def __init__(
-        self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float] | None = None
-    ) -> None:
+
+class _Tallied(Collector, Generic[Child]):
+    """A family whose children ``labels`` makes on first use."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
         self.name = name
         self.documentation = documentation
         self.labelnames = list(labelnames)
-        self.bounds = None if buckets is None else tuple(float(b) for b in buckets if b != float("inf"))
-        self._children: dict[tuple[str, ...], TallyCounter | TallyHistogram] = {}
+        self._children: dict[tuple[str, ...], Child] = {}
         self._lock = threading.Lock()
 
-    def labels(self, *values: str) -> TallyCounter | TallyHistogram:
+    def labels(self, *values: str) -> Child:
         """The child of these label values (made once; a request looks it up no more)."""
         child = self._children.get(values)
         if child is None:
             with self._lock:
                 child = self._children.get(values)
                 if child is None:
-                    made = TallyCounter() if self.bounds is None else TallyHistogram(self.bounds)
-                    child = self._children[values] = made
+                    child = self._children[values] = self._child()
         return child
 
+    def _child(self) -> Child:
+        raise NotImplementedError
+
+    def _current(self) -> list[tuple[list[str], Child]]:
+        return [(list(values), child) for values, child in list(self._children.items())]
+
+
+class TalliedCounters(_Tallied[TallyCounter]):
+    """A counter family: written as prometheus_client's ``Counter`` (its ``_total`` samples)."""
+
+    def _child(self) -> TallyCounter:
+        return TallyCounter()
+
     def collect(self) -> Iterator[Metric]:
-        """The family as prometheus_client would write it: counters' ``_total``; histograms' cumulative buckets,
-        ``_count`` and ``_sum``."""
-        if self.bounds is None:
-            counters = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-            for values, child in list(self._children.items()):
-                with child.lock:
-                    counters.add_metric(list(values), child.value)  # type: ignore[union-attr]
-            yield counters
-            return
-        histograms = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        edges = [*(_le(b) for b in self.bounds), "+Inf"]
-        for values, child in list(self._children.items()):
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, child in self._current():
             with child.lock:
-                counts, total = list(child.counts), child.total  # type: ignore[union-attr]
+                value = child.value
+            family.add_metric(values, value)
+        yield family
+
+
+class TalliedHistograms(_Tallied[TallyHistogram]):
+    """A histogram family: written as prometheus_client's ``Histogram`` (cumulative buckets, ``_count``, ``_sum``)."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]) -> None:
+        super().__init__(name, documentation, labelnames)
+        self.bounds = tuple(float(b) for b in buckets if b != float("inf"))
+
+    def _child(self) -> TallyHistogram:
+        return TallyHistogram(self.bounds)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        edges = [*(_le(b) for b in self.bounds), "+Inf"]
+        for values, child in self._current():
+            with child.lock:
+                counts, total = list(child.counts), child.total
             cumulative, running = [], 0.0
             for edge, count in zip(edges, counts, strict=True):
                 running += count
                 cumulative.append((edge, running))
-            histograms.add_metric(list(values), cumulative, total)
-        yield histograms
+            family.add_metric(values, cumulative, total)
+        yield family

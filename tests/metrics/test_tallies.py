@@ -9,54 +9,51 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from localserve.metrics import BATCH_BUCKETS, DURATION_BUCKETS, Metrics
-from localserve.metrics.tallies import Tallied
+from localserve.metrics.tallies import TalliedCounters, TalliedHistograms
 
 
-def _both(
-    buckets: tuple[float, ...] | None, labels: list[str]
-) -> tuple[CollectorRegistry, object, CollectorRegistry, Tallied]:
-    theirs, ours = CollectorRegistry(), CollectorRegistry()
-    if buckets is None:
-        reference: object = Counter("demo", "A demo family.", labels, registry=theirs)
-    else:
-        reference = Histogram("demo", "A demo family.", labels, buckets=buckets, registry=theirs)
-    tallied = Tallied("demo", "A demo family.", labels, buckets)
-    ours.register(tallied)
-    return theirs, reference, ours, tallied
+def _registries() -> tuple[CollectorRegistry, CollectorRegistry]:
+    return CollectorRegistry(), CollectorRegistry()
 
 
 @pytest.mark.parametrize("buckets", [DURATION_BUCKETS, BATCH_BUCKETS])
 def test_a_tallied_histogram_is_written_as_prometheus_clients(buckets: tuple[float, ...]) -> None:
-    theirs, reference, ours, tallied = _both(buckets, ["api", "stage"])
+    theirs, ours = _registries()
+    reference = Histogram("demo", "A demo family.", ["api", "stage"], buckets=buckets, registry=theirs)
+    tallied = TalliedHistograms("demo", "A demo family.", ["api", "stage"], buckets)
+    ours.register(tallied)
     empty = (generate_latest(theirs), generate_openmetrics(theirs))
     assert (generate_latest(ours), generate_openmetrics(ours)) == empty  # no child yet: the family's head alone
     values = [0.0, buckets[0], buckets[0] * 1.5, buckets[3], buckets[-1], buckets[-1] * 2, 1e9, 3e-7]
     for index, value in enumerate(values):
         labels = ("iris", "inference") if index % 3 else ("mlp", "pre_inference")
-        reference.labels(*labels).observe(value)  # type: ignore[attr-defined]
-        tallied.labels(*labels).observe(value)  # type: ignore[union-attr]
+        reference.labels(*labels).observe(value)
+        tallied.labels(*labels).observe(value)
     assert generate_latest(ours) == generate_latest(theirs)
     assert generate_openmetrics(ours) == generate_openmetrics(theirs)
 
 
 def test_a_tallied_counter_is_written_as_prometheus_clients() -> None:
-    theirs, reference, ours, tallied = _both(None, ["api", "code"])
+    theirs, ours = _registries()
+    reference = Counter("demo", "A demo family.", ["api", "code"], registry=theirs)
+    tallied = TalliedCounters("demo", "A demo family.", ["api", "code"])
+    ours.register(tallied)
     for labels, amount in ((("iris", "200"), 1.0), (("iris", "503"), 1.0), (("iris", "200"), 2.5)):
-        reference.labels(*labels).inc(amount)  # type: ignore[attr-defined]
-        tallied.labels(*labels).inc(amount)  # type: ignore[union-attr]
+        reference.labels(*labels).inc(amount)
+        tallied.labels(*labels).inc(amount)
     assert generate_latest(ours) == generate_latest(theirs)
     assert generate_openmetrics(ours) == generate_openmetrics(theirs)
 
 
 def test_threads_observing_at_once_lose_nothing() -> None:
-    tallied = Tallied("demo", "A demo family.", ["api"], DURATION_BUCKETS)
+    tallied = TalliedHistograms("demo", "A demo family.", ["api"], DURATION_BUCKETS)
     child = tallied.labels("iris")
     start = threading.Barrier(4)
 
     def observe() -> None:
         start.wait()
         for _ in range(20_000):
-            child.observe(0.001)  # type: ignore[union-attr]
+            child.observe(0.001)
 
     threads = [threading.Thread(target=observe) for _ in range(4)]
     for thread in threads:
@@ -78,4 +75,4 @@ def test_a_lone_process_reads_its_figures_from_its_tallies() -> None:
     figures = alone.figures()["iris"]
     assert figures.requests("2xx") == 1 and figures.latency.count == 1 and figures.batch_size.count == 1
     assert figures.stages["inference"].count == 1 and figures.stages["inference"].sum == pytest.approx(0.001)
-    assert isinstance(alone.duration, Tallied) and isinstance(alone.requests, Tallied)
+    assert isinstance(alone.duration, TalliedHistograms) and isinstance(alone.requests, TalliedCounters)
