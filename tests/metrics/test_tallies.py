@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
@@ -43,26 +41,6 @@ def test_a_tallied_counter_is_written_as_prometheus_clients() -> None:
         tallied.labels(*labels).inc(amount)
     assert generate_latest(ours) == generate_latest(theirs)
     assert generate_openmetrics(ours) == generate_openmetrics(theirs)
-
-
-def test_threads_observing_at_once_lose_nothing() -> None:
-    tallied = TalliedHistograms("demo", "A demo family.", ["api"], DURATION_BUCKETS)
-    child = tallied.labels("iris")
-    start = threading.Barrier(4)
-
-    def observe() -> None:
-        start.wait()
-        for _ in range(20_000):
-            child.observe(0.001)
-
-    threads = [threading.Thread(target=observe) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    [family] = tallied.collect()
-    count = next(s.value for s in family.samples if s.name == "demo_count")
-    assert count == 80_000
 
 
 def test_a_lone_process_reads_its_figures_from_its_tallies() -> None:
