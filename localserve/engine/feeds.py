@@ -26,8 +26,8 @@ def bucket_sizes(max_batch_size: int, configured: Sequence[int] | None = None) -
 def batch_key(feed: Feed) -> Hashable:
     """Feeds with equal keys can be concatenated on axis 0; None means 'run this one alone'."""
     if len(feed) == 1:  # the common feed, keyed in a third of the time (one input: a key of one triple)
-        for name, arr in feed.items():
-            return (name, arr.dtype.str, arr.shape[1:]) if arr.ndim else None
+        ((name, arr),) = feed.items()
+        return (name, arr.dtype.str, arr.shape[1:]) if arr.ndim else None
     sizes = {arr.shape[0] if arr.ndim else None for arr in feed.values()}
     if len(sizes) != 1 or None in sizes:
         return None
