@@ -212,11 +212,18 @@ def _serve(
 ) -> int:
     """Inside the project: the settings tree built, then serve until stopped; the exit code."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
+    from localserve.engine.memory import set_by_environment
     from localserve.supervisor import default_replicas, serve_forever
 
     api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas")
     replicas = 1 if settings["reload"] else replicas or default_replicas(config)
     options = serve_options(
-        flags, os.environ, **settings, api_key=api_key, replicas=replicas, freeze_heap=not settings["reload"]
-    )  # --reload: a frozen heap would keep every replaced version
+        flags,
+        os.environ,
+        **settings,
+        api_key=api_key,
+        replicas=replicas,
+        freeze_heap=not settings["reload"],  # --reload: a frozen heap would keep every replaced version
+        keep_freed_memory=not set_by_environment(os.environ),
+    )
     return serve_forever(config, options, context if options.reload else None, sock=sock)

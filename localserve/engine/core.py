@@ -30,6 +30,7 @@ from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.leftovers import Leftovers, join_all
+from localserve.engine.memory import keep_freed_memory
 from localserve.errors import LocalServeError
 from localserve.logs import access_log
 from localserve.metrics import Metrics
@@ -39,10 +40,7 @@ from localserve.metrics.summary import StatsSummary
 log = logging.getLogger("localserve")
 
 GEN0_THRESHOLD = 10_000  # allocations between two collections of the youngest generation once serving (freeze_heap)
-
-# With no --pin-threads flag, threads are pinned when a request takes less CPU than this on its
-# API's thread (see Engine._decide_pinning).
-PIN_BELOW = 0.001
+PIN_BELOW = 0.001  # with no --pin-threads flag: pinned when a request takes less CPU on its API's thread
 
 
 class Engine:
@@ -116,8 +114,14 @@ class Engine:
                         raise
                     self.on_fatal(exc)
                     return
+        self._settle()
+
+    def _settle(self) -> None:
+        """Once every API is loaded: the heap frozen, freed memory kept, the threads pinned (now or once measured)."""
         if self.options.freeze_heap:
             self.freeze_heap()
+        if self.options.keep_freed_memory:
+            keep_freed_memory()
         pin = self.options.pin_threads
         if pin:
             self.pin_threads()
@@ -176,18 +180,15 @@ class Engine:
         log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())
 
     def pin_by_default(self) -> bool:
-        """Whether pinning may be the default: every API a model on CPU with one thread.
-
-        Such a server then measures its requests and pins once they prove short
-        (``_decide_pinning``).
+        """Whether pinning may be the default (done once requests prove short): every API a CPU model, one thread.
 
         Those APIs run only our runtimes' code and the user's pre/post_inference on their thread,
         and the runtimes' thread pools are made while loading, so they keep every core. Handlers
         and predictors may start thread pools of their own later (torch does at its first call),
         which would inherit the one core, and several threads per API are there to use more
-        cores: those are left alone unless ``--pin-threads`` asks. In a Kubernetes pod
-        (``ServeOptions.on_kubernetes``: the CLI saw ``KUBERNETES_SERVICE_HOST``) the other pods of the node see the same cores and would
-        pin to the same one, so the default is off there.
+        cores: those are left alone unless ``--pin-threads`` asks. In a Kubernetes pod (``on_kubernetes``:
+        the CLI saw ``KUBERNETES_SERVICE_HOST``) the node's other pods see the same cores and would pin to the
+        same one, so the default is off there. ``_decide_pinning`` decides from the measured requests.
         """
         if self.options.on_kubernetes:
             return False
