@@ -1,7 +1,8 @@
 """N replica processes on one port: started, watched, restarted with backoff, stopped together.
 
-The parent binds the port once (``bind_socket``) and hands the socket to each replica, a fresh
-Python process (``python -m localserve.replica``, not forked, so no replica inherits a
+The parent binds the port and hands each replica its listening socket (on Linux one each, in an
+``SO_REUSEPORT`` group, so that the kernel spreads the connections; elsewhere one shared:
+``server/connection/listeners.py``), to a fresh Python process (``python -m localserve.replica``, not forked, so no replica inherits a
 half-initialised runtime). Its settings travel explicitly: the config and ``ServeOptions`` (replica
 index and count, metrics folder, log settings) are pickled into a pipe the replica reads first
 (``ReplicaStart``). Its environment is this process's plus two variables set for it at spawn, and
@@ -18,13 +19,11 @@ import pickle
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from localserve.config import ServeConfig
@@ -33,6 +32,7 @@ from localserve.errors import StartError
 from localserve.metrics import MULTIPROC_ENV
 from localserve.replica import ReplicaProcess
 from localserve.server.banner import banner_lines
+from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3  # a replica's exit code when its APIs could not load (it stops the start)
@@ -74,7 +74,10 @@ class Supervisor:
     def __init__(self, config: ServeConfig, options: ServeOptions, sock: socket.socket | None = None) -> None:
         self.config = config
         self.options = options
-        self.sock = sock  # the shared socket when bound already (serve --port 0); else run() binds it
+        self.sock = sock  # the socket when bound already (serve --port 0); else run() binds it
+        self.sockets: list[socket.socket] = []  # each replica's listening socket (one shared, or one each)
+        self.address = (options.host, options.port)  # the port taken, once bound (``listening_sockets``)
+        self.own_sockets = options.replicas > 1 and spreads_connections(options.uds)
         self.replicas = replicas = options.replicas
         self.processes: list[ReplicaProcess | None] = [None] * replicas
         self.ready_since: list[float | None] = [None] * replicas
@@ -115,8 +118,9 @@ class Supervisor:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[index % len(self.gpus)]
         return env
 
-    def start(self, index: int, sock: socket.socket) -> None:
-        """Start replica ``index`` on the shared socket, its settings sent through a pipe."""
+    def start(self, index: int) -> None:
+        """Start replica ``index`` on its listening socket, its settings sent through a pipe."""
+        sock = self.sockets[index]
         start = ReplicaStart(self.config, self.replica_options(index))
         settings_r, settings_w = os.pipe()
         ready_r, ready_w = os.pipe()
@@ -173,8 +177,9 @@ class Supervisor:
 
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
-        sock = self.sock or bind_socket(self.options.host, self.options.port, self.options.uds)
-        self.log_banner(sock)
+        self.sockets = self.listening_sockets(
+            self.sock or bind_socket(self.options.host, self.options.port, self.options.uds)
+        )
 
         def stop(signum: int, frame: Any) -> None:
             self.stopping = True
@@ -182,25 +187,43 @@ class Supervisor:
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             for index in range(self.replicas):
-                self.start(index, sock)
+                self.start(index)
             next_start: dict[int, float] = {}
             while not self.stopping:
                 time.sleep(0.2)
                 for index, process in enumerate(self.processes):
                     if process is not None and not self.stopping:
-                        self._watch(index, process, sock, next_start)
+                        self._watch(index, process, next_start)
         finally:
             self.shutdown()
-            for process in self.processes:
-                if process is not None:
-                    process.close()
-            close_socket(sock, self.options.uds)
-            shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            self._release()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if self.failure is not None:
             raise StartError(f"The server stopped: {self.failure}.")
         return 0
+
+    def _release(self) -> None:
+        """After ``shutdown``: the replicas' pipes, the listening sockets and the metrics folder."""
+        for process in self.processes:
+            if process is not None:
+                process.close()
+        for sock in set(self.sockets):
+            close_socket(sock, self.options.uds)
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
+
+    def listening_sockets(self, sock: socket.socket) -> list[socket.socket]:
+        """Each replica's listening socket: ``sock`` for all, or (``own_sockets``) one each on its port.
+
+        ``sock`` was bound without ``SO_REUSEPORT``, which proves the port free; it is closed, and the
+        replicas' sockets, bound with it, listen at once (connections wait there for the replicas' loops).
+        """
+        self.log_banner(sock)
+        if not self.own_sockets:
+            return [sock] * self.replicas
+        self.address = (self.options.host, int(sock.getsockname()[1]))
+        sock.close()
+        return [bind_socket(*self.address, group=True) for _ in range(self.replicas)]
 
     def log_banner(self, sock: socket.socket) -> None:
         """The startup banner (``server.banner``), with the port the shared socket is bound to."""
@@ -209,7 +232,7 @@ class Supervisor:
         for i, line in enumerate(banner_lines(self.config.source, names, self.options, port=port, grpc_port=grpc)):
             log.info("%s%s", line, f" with {self.replicas} replicas" if i == 0 else "")
 
-    def _watch(self, index: int, process: ReplicaProcess, sock: socket.socket, next_start: dict[int, float]) -> None:
+    def _watch(self, index: int, process: ReplicaProcess, next_start: dict[int, float]) -> None:
         """One look at replica ``index``: ready, dead (restart after a backoff, or stop the start), or restarted."""
         now = time.monotonic()
         if process.is_alive():
@@ -220,11 +243,15 @@ class Supervisor:
             if now >= next_start[index]:
                 del next_start[index]
                 self.restarts[index] += 1
-                self.start(index, sock)
+                if self.own_sockets:  # bound only: it joins the group when the replacement listens, once loaded
+                    self.sockets[index] = bind_socket(*self.address, group=True, listen=False)
+                self.start(index)
             return
         if self.ready_since[index] is None and process.is_ready():
             self.ready_since[index] = now  # became ready just before dying
         self._forget(process)
+        if self.own_sockets:  # the kernel sends new connections to the siblings; those waiting in it are reset
+            self.sockets[index].close()
         reason = self.record_death(index, process.exitcode, now)
         if reason is not None:
             log.error("%s; stopping", reason)
@@ -265,35 +292,3 @@ def _exit_text(exitcode: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-exitcode}"
     return f"exited with code {exitcode}"
-
-
-def bind_socket(host: str, port: int, uds: str | None = None) -> socket.socket:
-    """The listening socket all replicas share (``uds``: a Unix socket at that path, as uvicorn makes one);
-    a LocalServeError naming the address when it cannot bind."""
-    if uds is not None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        if os.path.exists(uds) and stat.S_ISSOCK(os.stat(uds).st_mode):
-            os.unlink(uds)  # a stale socket of an earlier run, as uvicorn removes it
-        address: Any = uds
-    else:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        address = (host, port)
-    try:
-        sock.bind(address)
-        if uds is not None:
-            os.chmod(uds, 0o666)
-    except OSError as exc:
-        sock.close()
-        shown = uds if uds is not None else f"{host}:{port}"
-        raise StartError(f"Cannot listen on {shown}: {exc.strerror}.") from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def close_socket(sock: socket.socket, uds: str | None) -> None:
-    """Close what ``bind_socket`` opened (and remove its Unix socket's file)."""
-    sock.close()
-    if uds is not None:
-        Path(uds).unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Serve on one port with one process, or with N replica processes that share the listening socket.
+"""Serve on one port with one process, or with N replica processes on it (a listening socket each, on Linux).
 
 ``serve_forever`` picks: one process serves itself (``_serve``: the App through the ``Runner``,
 print capture, the exit code, threads left running); with replicas the ``Supervisor``

@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from localserve.config import load_config
+from localserve.errors import StartError
 from localserve.replicas import Supervisor, visible_gpus
 from localserve.server import ServeOptions
+from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
 from tests.conftest import cli_env, free_port, wait_ready, wait_until
 
 
@@ -134,3 +137,39 @@ def test_a_request_still_running_when_the_stop_ends_leaves_through_os_exit_after
     assert "terminate called" not in stderr
     # the client was answered before the exit, as every client is at a stop (503 past the graceful timeout)
     assert not isinstance(answer, BaseException) and answer.status_code == 503, (answer, stderr)
+
+
+@pytest.mark.skipif(not spreads_connections(None), reason="SO_REUSEPORT spreads connections on Linux only")
+def test_replicas_get_a_listening_socket_each_in_the_ports_reuseport_group(tmp_path: Path) -> None:
+    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
+    supervisor = Supervisor(load_config(tmp_path), ServeOptions(replicas=2))
+    first = bind_socket("127.0.0.1", 0)  # as serve --port 0 binds it: without SO_REUSEPORT, proving the port free
+    port = first.getsockname()[1]
+    sockets = supervisor.listening_sockets(first)
+    try:
+        assert first.fileno() == -1  # closed: the port is the group's now
+        assert len({id(s) for s in sockets}) == 2
+        for sock in sockets:
+            assert sock.getsockname() == ("127.0.0.1", port)
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 1
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1  # connections wait for the replica
+        with pytest.raises(StartError, match=f"Cannot listen on 127.0.0.1:{port}"):
+            bind_socket("127.0.0.1", port)  # another server, without SO_REUSEPORT, cannot take the port
+        replacement = bind_socket(*supervisor.address, group=True, listen=False)
+        assert replacement.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 0  # until its replica listens
+        replacement.close()
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def test_one_replica_and_unix_sockets_keep_one_socket(tmp_path: Path) -> None:
+    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
+    alone = bind_socket("127.0.0.1", 0)
+    assert Supervisor(load_config(tmp_path), ServeOptions(replicas=1)).listening_sockets(alone) == [alone]
+    alone.close()
+    uds = str(tmp_path / "s.sock")
+    shared = bind_socket("127.0.0.1", 0, uds)
+    supervisor = Supervisor(load_config(tmp_path), ServeOptions(replicas=3, uds=uds))
+    assert supervisor.listening_sockets(shared) == [shared] * 3
+    close_socket(shared, uds)

@@ -200,7 +200,7 @@ def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
     """With ``--port 0`` (and no ``--uds``): a free port bound and listening, ``settings["port"]`` set to it."""
     if settings["port"] != 0 or settings["uds"] is not None:
         return None
-    from localserve.replicas import bind_socket
+    from localserve.server.connection.listeners import bind_socket
 
     sock = bind_socket(settings["host"], 0)
     settings["port"] = int(sock.getsockname()[1])

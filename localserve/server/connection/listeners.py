@@ -1,0 +1,76 @@
+"""The listening sockets of ``serve``: one for a lone process, and for replicas one each, in a group.
+
+Replicas that share one listening socket do not share its connections: each replica's event loop
+accepts every connection waiting when it wakes (uvloop, like asyncio, accepts until none is left), so
+the first replica to wake takes a whole burst. 128 keep-alive clients connecting together to
+4 replicas on the 2-core machine all went to one of them, the other three serving nothing. On
+Linux, sockets bound to one port with ``SO_REUSEPORT`` form a group, and the kernel spreads new
+connections over the group's listening sockets by a hash of the client's address and port: each
+replica gets its own socket, and about its share of the clients.
+
+A replica's socket is its own: when the replica dies, its socket is closed (the connections waiting
+in it, not yet accepted, are reset) and the kernel sends new connections to its siblings; its
+replacement gets a fresh socket, which joins the group when the replacement listens, once loaded.
+Elsewhere (macOS and Windows do not spread connections this way) and on a Unix socket, the replicas
+share one socket as before.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+from localserve.errors import StartError
+
+BACKLOG = 2048  # connections waiting to be accepted, per listening socket (uvicorn's default)
+
+
+def bind_socket(
+    host: str, port: int, uds: str | None = None, *, group: bool = False, listen: bool = True
+) -> socket.socket:
+    """A listening socket on ``host:port`` (``uds``: a Unix socket at that path, as uvicorn makes one);
+    a StartError names the address when it cannot bind.
+
+    ``group``: a replica's socket in the ``SO_REUSEPORT`` group of the port. Without ``listen`` it is
+    bound only, and the group gives it no connection until its replica listens on it (uvicorn does
+    when it starts serving; a replacement, once loaded).
+    """
+    if uds is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if os.path.exists(uds) and stat.S_ISSOCK(os.stat(uds).st_mode):
+            os.unlink(uds)  # a stale socket of an earlier run, as uvicorn removes it
+        address: Any = uds
+    else:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if group:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        address = (host, port)
+    try:
+        sock.bind(address)
+        if uds is not None:
+            os.chmod(uds, 0o666)
+    except OSError as exc:
+        sock.close()
+        shown = uds if uds is not None else f"{host}:{port}"
+        raise StartError(f"Cannot listen on {shown}: {exc.strerror}.") from None
+    if listen:
+        sock.listen(BACKLOG)
+    sock.set_inheritable(True)
+    return sock
+
+
+def close_socket(sock: socket.socket, uds: str | None) -> None:
+    """Close what ``bind_socket`` opened (and remove its Unix socket's file)."""
+    sock.close()
+    if uds is not None:
+        Path(uds).unlink(missing_ok=True)
+
+
+def spreads_connections(uds: str | None) -> bool:
+    """Whether replicas get a socket each (Linux, TCP): the kernel then spreads connections over them."""
+    return uds is None and sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
