@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from localserve.engine.handoff import LastIdleFirst
 from localserve.engine.job import DROPPED, QUEUED, RUNNING, Call, Job, Outputs
 from localserve.errors import Overloaded, ShuttingDown
 
@@ -21,11 +22,14 @@ Item = Job | Outputs | Call | None  # None tells a thread to stop
 class JobQueue:
     """The jobs of one API between admission and the model, and the work items of its threads."""
 
-    def __init__(self, name: str, max_queue: int, on_depth: Callable[[int], None] | None) -> None:
+    def __init__(self, name: str, max_queue: int, on_depth: Callable[[int], None] | None, threads: int = 1) -> None:
         self.name = name
         self.max_queue = max_queue
         self.on_depth = on_depth  # told the depth when it changes (replicas write it to their metrics)
-        self.items: queue.SimpleQueue[Item] = queue.SimpleQueue()
+        # Several threads: the one woken for an item is the one idle the shortest time (``LastIdleFirst``).
+        self.items: queue.SimpleQueue[Item] | LastIdleFirst[Item] = (
+            queue.SimpleQueue() if threads == 1 else LastIdleFirst()
+        )
         self.reading = 0  # requests whose body is being read (event loop only)
         self.depth = 0  # queued jobs neither started nor dropped
         self.preparing = 0  # claimed jobs not yet handed to the model

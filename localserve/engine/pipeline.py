@@ -65,7 +65,7 @@ class Pipeline:
         self.lists: ListBatches | None = None  # predictors with batching get lists of payloads
         self.routes: ModelRoutes | None = None  # a multi-model API: V2 requests name one of its models
         self._flush: Callable[[], None] | None = None  # the batcher's: reports a model call once answered
-        self.queue = jobs = JobQueue(self.name, self.max_queue, self.hooks.depth)
+        self.queue = jobs = JobQueue(self.name, self.max_queue, self.hooks.depth, self.threads)
         self._queue = jobs.items
         # The queue's own methods, bound once: the event loop calls them for every request.
         self.submit, self.drop, self.full = jobs.submit, jobs.drop, jobs.full

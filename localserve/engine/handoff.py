@@ -1,0 +1,66 @@
+"""The work items of an API's threads when it has several: first in, first out, and the thread woken for an
+item is the one that went idle last.
+
+``queue.SimpleQueue`` wakes its waiting threads in turn, the one idle longest first: with
+``threads_per_process: 4`` and one client, the requests went to the four threads round the clock.
+Each then starts on a thread whose core and caches have gone cold (on a machine with idle cores,
+a core in a deeper sleep state), and crosses to it. A JPEG classifier at c=1 on the 2-core machine
+(tinynet, the intra-op pool off) answered 1,220 req/s with 4 threads against 1,414-1,461 with one: the
+request's queue phase 34 µs against 11, its decode 533 µs against 478. Woken last-idle-first, a light
+load stays on the threads that just worked, and a heavier one still finds every thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class LastIdleFirst(Generic[T]):
+    """``queue.SimpleQueue``'s methods that the pipeline uses, waking the most recently idle thread."""
+
+    def __init__(self) -> None:
+        self._items: collections.deque[T] = collections.deque()
+        self._idle: list[
+            threading.Lock
+        ] = []  # each waiting thread's lock, held until it is woken; the last went idle last
+        self._mutex = threading.Lock()
+
+    def put(self, item: T) -> None:
+        with self._mutex:
+            self._items.append(item)
+            if self._idle:
+                self._idle.pop().release()
+
+    def get_nowait(self) -> T:
+        with self._mutex:
+            if self._items:
+                return self._items.popleft()
+        raise queue.Empty
+
+    def get(self, block: bool = True, timeout: float | None = None) -> T:
+        """The oldest item, waiting for one (at most ``timeout`` seconds: then ``queue.Empty``)."""
+        while True:
+            with self._mutex:
+                if self._items:
+                    return self._items.popleft()
+                if not block:
+                    raise queue.Empty
+                waiter = threading.Lock()
+                waiter.acquire()
+                self._idle.append(waiter)
+            if waiter.acquire(timeout=-1 if timeout is None else timeout):
+                continue  # woken by a put; another thread may have taken the item first: look again
+            with self._mutex:
+                if waiter in self._idle:  # timed out unwoken
+                    self._idle.remove(waiter)
+                    raise queue.Empty
+            waiter.acquire()  # a put woke it just as it timed out: take the item it was woken for, if still there
+            block = False
+
+    def qsize(self) -> int:
+        return len(self._items)
