@@ -25,9 +25,8 @@ class LastIdleFirst(Generic[T]):
 
     def __init__(self) -> None:
         self._items: collections.deque[T] = collections.deque()
-        self._idle: list[
-            threading.Lock
-        ] = []  # each waiting thread's lock, held until it is woken; the last went idle last
+        # Each waiting thread's lock, held until a put releases it; the last one went idle last.
+        self._idle: list[threading.Lock] = []
         self._mutex = threading.Lock()
 
     def put(self, item: T) -> None:

@@ -8,8 +8,8 @@ page in again. glibc raises both by itself when a large mapped block is freed, w
 warm-up's 19 MB batches did and an unbatched API never does: serving a JPEG classifier at
 concurrency 1 on the 2-core machine (``benchmarks/images.py gpu --device cpu --model tinynet``),
 the API's thread spent 732 µs of system time a request unbatched against 24 batched, and
-answered 620 against 1,288 requests/s. With the thresholds set to what glibc's own adjustment
-reaches at most (32 MB, and twice that for the trim), both answer ~1,290.
+answered 620 against 1,340-1,425 requests/s. With the thresholds set to what glibc's own adjustment
+reaches at most (32 MB, and twice that for the trim), the unbatched server answers 1,415-1,435.
 
 The cost is memory the process keeps instead of returning: up to ``TRIM_THRESHOLD`` of free heap
 per malloc arena (one per thread that allocates, up to 8 per core), and freed blocks under
