@@ -92,3 +92,29 @@ def test_an_api_with_several_threads_keeps_one_busy_at_concurrency_1(serve, make
     with serve(project, handler="main:handler", threads_per_process=3) as client:
         answered_by = {client.post("/").text for _ in range(30)}
     assert len(answered_by) == 1  # one after the other, each on the thread that answered the last
+
+
+def test_waits_that_time_out_while_items_arrive_lose_none_and_take_none_twice() -> None:
+    """Consumers that give up after a moment and look again (``lists._gather`` waits so): every item is taken
+    once, including those put just as a wait timed out."""
+    items: LastIdleFirst[int] = LastIdleFirst()
+    taken: list[list[int]] = [[] for _ in range(3)]
+    done = threading.Event()
+
+    def work(mine: list[int]) -> None:
+        while not (done.is_set() and items.qsize() == 0):
+            try:
+                mine.append(items.get(timeout=0.0005))
+            except queue.Empty:
+                pass
+
+    threads = [threading.Thread(target=work, args=(mine,)) for mine in taken]
+    for thread in threads:
+        thread.start()
+    for n in range(3_000):
+        items.put(n)
+    done.set()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(n for mine in taken for n in mine) == list(range(3_000))
+    assert items._idle == []
