@@ -35,6 +35,7 @@ from peers import v2_body  # noqa: E402
 from servers import HANDLER, LOCALSERVE_BATCHING, LOCALSERVE_YAML  # noqa: E402
 
 WRK_LUA = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = %s\n'
+CLOSE_LUA = 'wrk.headers["Connection"] = "close"\n'  # --connection-close: a new connection per request
 
 
 def app_threads(app: Any) -> dict[str, threading.Thread]:
@@ -64,6 +65,7 @@ def main() -> int:
     parser.add_argument("--config-extra", default="", help="lines added to the API's config, e.g. '  model_threads: 1'")
     parser.add_argument("--serve-args", default="", help="extra flags for serve, e.g. '--no-access-log'")
     parser.add_argument("--v2", action="store_true", help="the model raw, on its V2 route (MLServer's body)")
+    parser.add_argument("--connection-close", action="store_true", help="a new connection per request (no keep-alive)")
     parser.add_argument("--gc-threshold", type=int, help="gc.set_threshold(N) once serving (an experiment)")
     parser.add_argument("--no-stages", action="store_true", help="no timers around the stages: threads' totals only")
     parser.add_argument("--profile", choices=["loop", "worker"], help="cProfile one thread (slower)")
@@ -109,7 +111,7 @@ def main() -> int:
         )
         lua = work / "post.lua"
         body = v2_body(model) if opts.v2 else model.body
-        lua.write_text(WRK_LUA % json.dumps(body.decode()))
+        lua.write_text(WRK_LUA % json.dumps(body.decode()) + (CLOSE_LUA if opts.connection_close else ""))
         port = 18000 + (hash(tmp) % 2000)
         result: dict[str, Any] = {}
 

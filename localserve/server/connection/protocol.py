@@ -75,6 +75,10 @@ class LimitedHttpProtocol(GuardedProtocol):
                 os.close(self.thread_fd)
                 self.thread_fd = -1
         super().connection_lost(exc)
+        # The last request's cycle (its on_response), its scope (our FastReply) and any pipelined cycles point
+        # back here: left set, every closed connection would be a reference cycle that only the collector frees.
+        self.cycle = self.scope = None  # type: ignore[assignment]
+        self.pipeline.clear()  # never started now (uvicorn's on_response_complete stops at a closing transport)
 
     def eof_received(self) -> None:
         """The client closed the connection (or its writing side): a request it cut short is a 400 that says so.
