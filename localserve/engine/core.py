@@ -30,7 +30,7 @@ from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.leftovers import Leftovers, join_all
-from localserve.engine.memory import keep_freed_memory
+from localserve.engine.memory import keep_freed_memory, trim_heap
 from localserve.errors import LocalServeError
 from localserve.logs import access_log
 from localserve.metrics import Metrics
@@ -161,12 +161,11 @@ class Engine:
     def freeze_heap() -> None:
         """Collect once, then leave everything the process holds now out of later collections (``gc.freeze``).
 
-        What loading made (modules, the user's code, TensorFlow's objects) lives as long as the
-        process, yet every full collection walked it again: serving the iris model batched at
-        c=64 on 2 cores, the collector ran 25 full collections in 7 s of 20 ms each (a pause in
-        the p99) and took 9 µs a request in all; frozen, a full collection took 4 ms and the
-        collector 6 µs a request, and the server answered 6% more. Requests' own objects are
-        collected as before: nothing made after this call is frozen.
+        What loading made (modules, the user's code, TensorFlow's objects) lives as long as the process, yet
+        every full collection walked it again: serving the iris model batched at c=64 on 2 cores, the collector
+        ran 25 full collections in 7 s of 20 ms each (a pause in the p99) and took 9 µs a request in all; frozen,
+        a full collection took 4 ms and the collector 6 µs a request, and the server answered 6% more.
+        Requests' own objects are collected as before: nothing made after this call is frozen.
 
         The youngest generation is then collected every ``GEN0_THRESHOLD`` allocations instead of 700:
         with requests in flight their objects keep its count up, and at c=64 (iris, 2 cores) it ran
@@ -177,6 +176,7 @@ class Engine:
         gc.collect()
         gc.freeze()
         gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
+        trim_heap()  # what loading freed goes back to the kernel (engine/memory.py)
         log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())
 
     def pin_by_default(self) -> bool:

@@ -13,7 +13,7 @@ import sys
 import httpx
 import pytest
 
-from localserve.engine.memory import set_by_environment
+from localserve.engine.memory import set_by_environment, trim_heap
 from tests.conftest import cli_env
 from tests.test_e2e import server
 
@@ -96,3 +96,45 @@ def test_serve_keeps_freed_memory_unless_the_environment_sets_the_thresholds(
 )
 def test_the_users_own_thresholds_are_left_alone(environ: dict[str, str], expected: bool) -> None:
     assert set_by_environment(environ) is expected
+
+
+# 800 blocks of 64 KB from the heap (under the mmap threshold), all freed but the last, which keeps the
+# heap's top in use: glibc trims only a heap's top, so the 50 MB in between stay in the RSS until trimmed.
+HELD = """
+import numpy as np
+
+def rss_mib():
+    return int([line for line in open("/proc/self/status") if line.startswith("VmRSS")][0].split()[1]) / 1024
+
+blocks = [np.ones(16_384, np.float32) for _ in range(800)]
+last = blocks[-1]
+del blocks
+before = rss_mib()
+"""
+
+
+@glibc_only
+def test_trim_heap_hands_back_what_was_freed_below_the_heaps_top() -> None:
+    code = HELD + "from localserve.engine.memory import trim_heap\nassert trim_heap()\nprint(before - rss_mib())\n"
+    done = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, check=True)
+    assert float(done.stdout.split()[-1]) > 30  # of the 50 MB freed
+
+
+def test_freezing_the_heap_trims_it_once_loaded(serve, make_project, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    import localserve.engine.core as core
+    from localserve.config.options import ServeOptions
+
+    trimmed: list[int] = []
+    monkeypatch.setattr(core, "trim_heap", lambda: trimmed.append(gc.get_freeze_count()) or True)
+    project = make_project({"main.py": "def handler(request, context):\n    return {}\n"})
+    thresholds = gc.get_threshold()
+    try:
+        with serve(project, ServeOptions(freeze_heap=True), handler="main:handler") as client:
+            assert client.post("/").status_code == 200
+        assert len(trimmed) == 1 and trimmed[0] > 0  # once, after the heap was frozen
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+    assert trim_heap() is (platform.libc_ver()[0] == "glibc")
