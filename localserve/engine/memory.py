@@ -1,4 +1,5 @@
-"""glibc's malloc told to keep the memory a request frees for the next request (``serve``, once loaded).
+"""glibc's malloc once ``serve`` has loaded: what loading freed handed back (``trim_heap``), and what a
+request frees kept for the next request (``keep_freed_memory``).
 
 A request that handles tensors of hundreds of kilobytes (a decoded 224x224 image is 602 KB as
 float32) allocates and frees them every time. glibc's defaults hand such blocks back to the
