@@ -317,6 +317,17 @@ def test_what_the_socket_does_not_take_the_loop_writes_after_in_order() -> None:
         thread.join(30)
 
 
+async def _answer_ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that reads the request and answers "ok" through the front doors' own send (its fast path)."""
+    from localserve.protocols.http import send_reply
+    from localserve.response import Reply
+
+    if scope["type"] != "http":
+        return
+    await receive()
+    await send_reply(send, Reply(headers=[(b"content-type", b"text/plain")], body=b"ok"), "id", scope)
+
+
 def test_a_request_leaves_no_reference_cycle_for_the_collector() -> None:
     """Each request's objects (uvicorn's cycle, its scope, our ``FastReply``) are freed when it ends, by their
     reference counts: were they a reference cycle, only the collector would free them, with a gen-0 collection
@@ -325,16 +336,7 @@ def test_a_request_leaves_no_reference_cycle_for_the_collector() -> None:
 
     from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-    from localserve.protocols.http import send_reply
-    from localserve.response import Reply
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        await receive()
-        await send_reply(send, Reply(headers=[(b"content-type", b"text/plain")], body=b"ok"), "id", scope)
-
-    server, thread, port = _serve(app)
+    server, thread, port = _serve(_answer_ok)
     gc.collect()
     gc.disable()
     try:
@@ -363,17 +365,9 @@ def test_a_closed_connection_leaves_no_reference_cycle_for_the_collector(how: st
     ``benchmarks/hotpath.py --connection-close``)."""
     import gc
 
-    from localserve.protocols.http import send_reply
-    from localserve.response import Reply
     from localserve.server.connection.protocol import LimitedHttpProtocol
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        await receive()
-        await send_reply(send, Reply(headers=[(b"content-type", b"text/plain")], body=b"ok"), "id", scope)
-
-    server, thread, port = _serve(app)
+    server, thread, port = _serve(_answer_ok)
     header = "connection: close\r\n" if how == "connection: close" else ""
     gc.collect()
     gc.disable()
