@@ -177,9 +177,9 @@ class Supervisor:
 
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
-        self.sockets = self.listening_sockets(
-            self.sock or bind_socket(self.options.host, self.options.port, self.options.uds)
-        )
+        sock = self.sock or bind_socket(self.options.host, self.options.port, self.options.uds)
+        self.log_banner(sock)
+        self.sockets = self.listening_sockets(sock)
 
         def stop(signum: int, frame: Any) -> None:
             self.stopping = True
@@ -218,7 +218,6 @@ class Supervisor:
         ``sock`` was bound without ``SO_REUSEPORT``, which proves the port free; it is closed, and the
         replicas' sockets, bound with it, listen at once (connections wait there for the replicas' loops).
         """
-        self.log_banner(sock)
         if not self.own_sockets:
             return [sock] * self.replicas
         self.address = (self.options.host, int(sock.getsockname()[1]))

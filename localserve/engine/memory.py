@@ -20,9 +20,11 @@ per malloc arena (one per thread that allocates, up to 8 per core), and freed bl
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import platform
 from collections.abc import Mapping
+from typing import Any
 
 log = logging.getLogger("localserve")
 
@@ -47,18 +49,25 @@ def trim_heap() -> bool:
     stays in the RSS. Once loaded (``Engine.freeze_heap``, after its collection), the 4.3 MB mlp's server
     went from 91 to 86 MiB (89 against 93-94 after traffic at c=64); batched, from 104 to 98-102, and after
     traffic 100-105 against 106: there what requests free is kept for the next ones (``keep_freed_memory``)."""
-    if platform.libc_ver()[0] != "glibc":
+    libc = _glibc()
+    if libc is None:
         return False
-    ctypes.CDLL(None).malloc_trim(0)
+    libc.malloc_trim(0)
     return True
 
 
 def keep_freed_memory() -> bool:
     """Set glibc's mmap and trim thresholds (see the module's text); False where the C library is not glibc."""
-    if platform.libc_ver()[0] != "glibc":  # musl, macOS: their allocators have no such thresholds
+    libc = _glibc()
+    if libc is None:
         return False
-    mallopt = ctypes.CDLL(None).mallopt
-    done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    done = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     if done:
         log.debug("malloc: freed blocks under %d MiB are kept for reuse", MMAP_THRESHOLD >> 20)
     return done
+
+
+@functools.cache
+def _glibc() -> Any:
+    """The process's C library when it is glibc (loaded once); None elsewhere (musl, macOS: no such calls)."""
+    return ctypes.CDLL(None) if platform.libc_ver()[0] == "glibc" else None
