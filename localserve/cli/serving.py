@@ -224,6 +224,6 @@ def _serve(
         api_key=api_key,
         replicas=replicas,
         freeze_heap=not settings["reload"],  # --reload: a frozen heap would keep every replaced version
-        keep_freed_memory=not set_by_environment(os.environ),
+        tune_malloc=not set_by_environment(os.environ),
     )
     return serve_forever(config, options, context if options.reload else None, sock=sock)

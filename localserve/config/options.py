@@ -55,9 +55,10 @@ class ServeOptions:
     # Once every API is loaded: collect, then gc.freeze() what the process holds (App.freeze_heap).
     # `localserve serve` sets it; an App in a test process leaves the test's heap alone.
     freeze_heap: bool = False
-    # Once every API is loaded: glibc's malloc keeps what requests free for the next ones (engine/memory.py).
-    # `localserve serve` sets it unless the environment sets glibc's malloc thresholds itself.
-    keep_freed_memory: bool = False
+    # glibc's malloc thresholds: held at their defaults while the APIs load, then raised so that what requests
+    # free is kept for the next ones (engine/memory.py). `localserve serve` sets it unless the environment sets
+    # glibc's malloc thresholds itself.
+    tune_malloc: bool = False
     # AsyncAPIs open their job store and run what it holds; off for `run`, which runs its one job itself.
     async_jobs: bool = True
     # --no-async-workers: AsyncAPIs take submits and answer polls but run no job and load no code (the

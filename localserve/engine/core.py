@@ -30,7 +30,7 @@ from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.leftovers import Leftovers, join_all
-from localserve.engine.memory import keep_freed_memory, trim_heap
+from localserve.engine.memory import hold_thresholds, keep_freed_memory, trim_heap
 from localserve.errors import LocalServeError
 from localserve.logs import access_log
 from localserve.metrics import Metrics
@@ -102,6 +102,8 @@ class Engine:
             await self.loading
 
     async def _load_all(self) -> None:
+        if self.options.tune_malloc:
+            hold_thresholds()  # what loading frees leaves the RSS (engine/memory.py)
         if self.options.freeze_heap:  # start-up's imports (no garbage: a collection here finds none), so that
             gc.freeze()  # freeze_heap's collection walks only what loading made (1 ms, not 15, on the mlp's start)
         for rt in self.apis.values():
@@ -120,7 +122,7 @@ class Engine:
         """Once every API is loaded: the heap frozen, freed memory kept, the threads pinned (now or once measured)."""
         if self.options.freeze_heap:
             self.freeze_heap()
-        if self.options.keep_freed_memory:
+        if self.options.tune_malloc:
             keep_freed_memory()
         pin = self.options.pin_threads
         if pin:
@@ -182,13 +184,12 @@ class Engine:
     def pin_by_default(self) -> bool:
         """Whether pinning may be the default (done once requests prove short): every API a CPU model, one thread.
 
-        Those APIs run only our runtimes' code and the user's pre/post_inference on their thread,
-        and the runtimes' thread pools are made while loading, so they keep every core. Handlers
-        and predictors may start thread pools of their own later (torch does at its first call),
-        which would inherit the one core, and several threads per API are there to use more
-        cores: those are left alone unless ``--pin-threads`` asks. In a Kubernetes pod (``on_kubernetes``:
-        the CLI saw ``KUBERNETES_SERVICE_HOST``) the node's other pods see the same cores and would pin to the
-        same one, so the default is off there. ``_decide_pinning`` decides from the measured requests.
+        Those APIs run only our runtimes' code and the user's pre/post_inference on their thread, and the
+        runtimes' thread pools are made while loading, so they keep every core. Handlers and predictors may
+        start thread pools of their own later (torch does at its first call), which would inherit the one core,
+        and several threads per API are there to use more cores: those are pinned only if ``--pin-threads`` asks.
+        Nor is a Kubernetes pod (``on_kubernetes``: the CLI saw ``KUBERNETES_SERVICE_HOST``), whose node's other
+        pods would pin to the same core. ``_decide_pinning`` decides from the measured requests.
         """
         if self.options.on_kubernetes:
             return False
@@ -218,10 +219,9 @@ class Engine:
     def _decide_pinning(self, api: str, seconds: float) -> None:
         """Pin by default once every API's requests take under ``PIN_BELOW`` of CPU on their thread.
 
-        Pinning saves a fixed cost per request (two threads handing each request over on one
-        core); it loses the overlap of a thread's GIL-free work (Pillow's decoder, numpy) with
-        the event loop's. Short requests gain (iris at concurrency 64: 0.67x a minimal Starlette
-        app unpinned, 0.95x pinned); a JPEG pipeline (2-3 ms of decoding a request) lost 13-18%.
+        Pinning saves a fixed cost per request (two threads handing it over on one core) and loses the overlap
+        of GIL-free work (Pillow's decoder, numpy) with the loop's: iris at concurrency 64 went from 0.67x a
+        minimal Starlette app unpinned to 0.95x pinned; a JPEG pipeline (2-3 ms of decoding a request) lost 13-18%.
         """
         self.request_cpu[api] = seconds
         if len(self.request_cpu) < len(self.apis):

@@ -1,7 +1,17 @@
-"""glibc's malloc once ``serve`` has loaded: what loading freed handed back (``trim_heap``), and what a
-request frees kept for the next request (``keep_freed_memory``).
+"""glibc's malloc in ``serve``: its thresholds held at their defaults while the models load
+(``hold_thresholds``), what loading freed handed back (``trim_heap``), and what a request frees kept
+for the next request (``keep_freed_memory``).
 
-A request that handles tensors of hundreds of kilobytes (a decoded 224x224 image is 602 KB as
+Loading first: glibc raises its mmap threshold to the size of any mapped block that is freed (and its
+trim threshold to twice that). Loading frees such blocks early (onnxruntime's copy of a model file,
+5.3 MB for the benchmarks' 256->1024->1024->10 MLP), so the blocks that come after it, up to that
+size (weights, their prepacked copies, a second session's), are carved from the loading thread's
+malloc arena instead of mapped, and what of them is freed stays in the RSS, ``malloc_trim`` or not.
+A batching API's second session of that MLP (``runtimes/onnx.py``, ``_quiet_pool``) grew the RSS by
+13.6 MiB when made on a thread, against 6.3 on the main thread or with the thresholds set: setting a
+threshold turns glibc's raising off. The batched MLP's server: 103.5 MiB after traffic, now 95.
+
+Then serving: a request that handles tensors of hundreds of kilobytes (a decoded 224x224 image is 602 KB as
 float32) allocates and frees them every time. glibc's defaults hand such blocks back to the
 kernel: blocks over 128 KB are mapped and unmapped each time (``M_MMAP_THRESHOLD``) and the
 heap's free top is trimmed past 128 KB (``M_TRIM_THRESHOLD``), so the next request faults every
@@ -32,13 +42,15 @@ M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: its dynamic threshold's ceiling
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # what glibc sets the trim threshold to when it raises the mmap threshold
+LOAD_THRESHOLD = 128 * 1024  # glibc's default for both (DEFAULT_MMAP_THRESHOLD_MIN, DEFAULT_TRIM_THRESHOLD)
 ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 TUNABLES = ("glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold")
 
 
 def set_by_environment(environ: Mapping[str, str]) -> bool:
     """Whether the environment already sets glibc's thresholds (``GLIBC_TUNABLES`` or the older variables):
-    then they are the user's, and ``keep_freed_memory`` is not called (the CLI reads the environment)."""
+    then they are the user's, and neither ``hold_thresholds`` nor ``keep_freed_memory`` is called (the CLI reads
+    the environment: ``ServeOptions.tune_malloc``)."""
     tunables = environ.get("GLIBC_TUNABLES", "")
     return any(environ.get(name) for name in ENVIRONMENT) or any(name in tunables for name in TUNABLES)
 
@@ -56,15 +68,26 @@ def trim_heap() -> bool:
     return True
 
 
+def hold_thresholds() -> bool:
+    """Before loading: glibc's mmap and trim thresholds set to their defaults, so that glibc does not raise them
+    while the models load (see the module's text); False where the C library is not glibc."""
+    return _set_thresholds(LOAD_THRESHOLD, LOAD_THRESHOLD)
+
+
 def keep_freed_memory() -> bool:
-    """Set glibc's mmap and trim thresholds (see the module's text); False where the C library is not glibc."""
-    libc = _glibc()
-    if libc is None:
-        return False
-    done = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    """Once loaded: glibc's mmap and trim thresholds raised for serving (see the module's text); False where the C
+    library is not glibc."""
+    done = _set_thresholds(MMAP_THRESHOLD, TRIM_THRESHOLD)
     if done:
         log.debug("malloc: freed blocks under %d MiB are kept for reuse", MMAP_THRESHOLD >> 20)
     return done
+
+
+def _set_thresholds(mmap_threshold: int, trim_threshold: int) -> bool:
+    libc = _glibc()
+    if libc is None:
+        return False
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim_threshold))
 
 
 @functools.cache

@@ -9,8 +9,10 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from localserve.engine.memory import set_by_environment, trim_heap
@@ -138,3 +140,112 @@ def test_freezing_the_heap_trims_it_once_loaded(serve, make_project, monkeypatch
         gc.unfreeze()
         gc.set_threshold(*thresholds)
     assert trim_heap() is (platform.libc_ver()[0] == "glibc")
+
+
+def mlp(path: Path) -> Path:
+    """256 -> 1024 -> 1024 -> 10 with Relu (5.3 MB of float32 weights): the benchmarks' mlp, built here."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    nodes, inits, x = [], [], "x"
+    for i, (n_in, n_out) in enumerate([(256, 1024), (1024, 1024), (1024, 10)]):
+        inits += [
+            numpy_helper.from_array(rng.standard_normal((n_in, n_out), np.float32) * 0.05, f"w{i}"),
+            numpy_helper.from_array(np.zeros(n_out, np.float32), f"b{i}"),
+        ]
+        nodes += [
+            helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+        ]
+        x = f"a{i}"
+        if i < 2:
+            nodes.append(helper.make_node("Relu", [x], [f"r{i}"]))
+            x = f"r{i}"
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", 10])],
+        inits,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+# What the engine does when it loads a batching API, on a thread of its own: the model (its session for lone
+# calls), then the warm-up of every batch size, which makes the stacked calls' second session
+# (runtimes/onnx.py, _quiet_pool); then malloc_trim. Prints how much the warm-up grew the RSS, in MiB.
+LOAD = """
+import sys, threading
+from pathlib import Path
+import numpy as np
+from localserve.engine.memory import hold_thresholds, trim_heap
+from localserve.runtimes import LoadOptions
+from localserve.runtimes.onnx import OnnxModel
+
+def rss_mib():
+    trim_heap()
+    return int([line for line in open("/proc/self/status") if line.startswith("VmRSS")][0].split()[1]) / 1024
+
+if sys.argv[2] == "held":
+    assert hold_thresholds()
+grew, models = [], []
+
+def load():
+    model = OnnxModel(Path(sys.argv[1]), LoadOptions(batching=True, batch_interval=0.002))
+    before = rss_mib()
+    for size in (1, 2, 4, 8, 16, 32):
+        model.run({"x": np.zeros((size, 256), np.float32)}, bucket=size)
+    grew.append(rss_mib() - before)
+    models.append(model)
+
+thread = threading.Thread(target=load)
+thread.start()
+thread.join()
+print(grew[0])
+"""
+
+
+def rss_growth_of_loading(path: Path, thresholds: str) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD, str(path), thresholds], env=cli_env(), capture_output=True, text=True, check=True
+    )
+    return float(done.stdout.split()[-1])
+
+
+@glibc_only
+def test_held_thresholds_keep_what_loading_frees_out_of_the_rss(tmp_path: Path) -> None:
+    path = mlp(tmp_path / "mlp.onnx")
+    weights = path.stat().st_size / 2**20  # what the second session holds
+    held = rss_growth_of_loading(path, "held")
+    raised = rss_growth_of_loading(path, "glibc's")  # glibc raised its thresholds as the first session freed
+    assert held < weights + 2, held
+    assert raised > held + weights / 2, (raised, held)
+
+
+def test_serve_holds_the_thresholds_while_loading_and_raises_them_once_loaded(
+    serve, make_project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import localserve.engine.core as core
+    from localserve.config.options import ServeOptions
+    from localserve.engine.api import ApiRuntime
+
+    steps: list[str] = []
+    load = ApiRuntime.load
+
+    async def recorded_load(self: ApiRuntime) -> None:
+        steps.append("load")
+        await load(self)
+
+    monkeypatch.setattr(ApiRuntime, "load", recorded_load)
+    monkeypatch.setattr(core, "hold_thresholds", lambda: steps.append("hold") or True)
+    monkeypatch.setattr(core, "keep_freed_memory", lambda: steps.append("keep") or True)
+    project = make_project({"main.py": "def handler(request, context):\n    return {}\n"})
+    with serve(project, ServeOptions(tune_malloc=True), handler="main:handler") as client:
+        assert client.post("/").status_code == 200
+    assert steps == ["hold", "load", "keep"]
+    steps.clear()
+    with serve(project, ServeOptions(), handler="main:handler") as client:  # run and localserve.testing
+        assert client.post("/").status_code == 200
+    assert steps == ["load"]
