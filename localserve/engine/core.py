@@ -31,6 +31,7 @@ from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.leftovers import Leftovers, join_all
 from localserve.engine.memory import hold_thresholds, keep_freed_memory, trim_heap
+from localserve.engine.pinning import move_away, pin_this_thread, thread_ids
 from localserve.errors import LocalServeError
 from localserve.logs import access_log
 from localserve.metrics import Metrics
@@ -62,6 +63,7 @@ class Engine:
         self.apis = {api.name: ApiRuntime(api, config, options, self.metrics, self.extras) for api in config.apis}
         self.stats = StatsSummary(self.figures, config.apis, lambda name: self.apis[name].state)
         self.loading: asyncio.Task[None] | None = None
+        self.loading_threads: set[int] = set()  # threads started while the APIs loaded (thread ids)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._cancel_timer: asyncio.TimerHandle | None = None
         self.request_cpu: dict[str, float] = {}  # CPU seconds a request takes on its API's thread (pinning default)
@@ -106,6 +108,7 @@ class Engine:
             hold_thresholds()  # what loading frees leaves the RSS (engine/memory.py)
         if self.options.freeze_heap:  # start-up's imports (no garbage: a collection here finds none), so that
             gc.freeze()  # freeze_heap's collection walks only what loading made (1 ms, not 15, on the mlp's start)
+        before = thread_ids()
         for rt in self.apis.values():
             try:
                 await rt.load()
@@ -116,6 +119,7 @@ class Engine:
                         raise
                     self.on_fatal(exc)
                     return
+        self.loading_threads = thread_ids() - before  # the runtimes' pools among them (pin_threads)
         self._settle()
 
     def _settle(self) -> None:
@@ -240,15 +244,10 @@ class Engine:
             )
 
     def pin_threads(self) -> None:
-        """Put the event loop and every API's worker threads on one core (``--pin-threads``).
-
-        A request crosses from the loop to a worker thread and back; on one core each crossing
-        is a direct switch instead of a wake-up on another core (measured here: a 52 µs round
-        trip became 22 µs), and the two threads do not pass the GIL between cores. Done after
-        loading, so the thread pools the runtimes made while loading keep every core. Replica i
-        of the server on port p takes allowed core (p + i) mod the number of cores, so the
-        replicas of a server, and servers on neighbouring ports, take different cores.
-        """
+        """Put the event loop and every API's worker threads on one core (``--pin-threads``), and the threads the
+        runtimes made while loading on the others (engine/pinning.py). Replica i of the server on port p takes
+        allowed core (p + i) mod the number of cores: the replicas of a server, and servers on neighbouring
+        ports, take different cores."""
         try:
             allowed = sorted(os.sched_getaffinity(0))
         except AttributeError:
@@ -256,10 +255,11 @@ class Engine:
                 log.warning("--pin-threads: this platform cannot pin threads to cores; ignored")
             return
         cpus = {allowed[(self.options.port + self.options.replica) % len(allowed)]}
-        os.sched_setaffinity(0, cpus)  # this thread: the event loop
+        pin_this_thread(cpus)  # the event loop
+        moved = move_away(self.loading_threads, cpus, allowed)
         for rt in self.apis.values():
             rt.pipeline.pin(cpus)
-        log.info("event loop and worker threads pinned to CPU %d", next(iter(cpus)))
+        log.info("event loop and worker threads pinned to CPU %d, %d threads of the runtimes off it", min(cpus), moved)
 
     def begin_shutdown(self) -> None:
         """A stop was asked for (SIGTERM/SIGINT): once ``graceful_timeout`` runs out, cancel what still waits.

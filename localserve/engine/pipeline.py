@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import queue
 import threading
 import time
@@ -36,6 +35,7 @@ from localserve.engine.job import Call, Job, Outputs
 from localserve.engine.jobqueue import JobQueue
 from localserve.engine.leftovers import join_all
 from localserve.engine.lists import ListBatches
+from localserve.engine.pinning import pin_this_thread
 from localserve.engine.ports import Hooks
 from localserve.engine.routing import ModelRoutes
 from localserve.errors import InternalError, ShuttingDown
@@ -181,7 +181,7 @@ class Pipeline:
     def _handle(self, items: list[Job | Outputs | Call | None]) -> bool:
         """Run one drained set of work items; True when told to stop."""
         if self.affinity is not None and getattr(self._pinned, "cpus", None) != self.affinity:
-            os.sched_setaffinity(0, self.affinity)  # 0: this thread
+            pin_this_thread(self.affinity)
             self._pinned.cpus = self.affinity
         stop = False
         fresh: list[Job] = []
