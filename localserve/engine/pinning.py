@@ -14,9 +14,10 @@ threads do not pass the GIL between cores. Two more things make the crossings ch
   move to the other cores. A woken ``SCHED_BATCH`` thread waits for a busy thread on its core to use up
   its time slice, and a pool spinning there would have made every crossing wait for it.
 
-Measured together (``benchmarks/README.md``, "fourteenth pass"; run.py, 2 cores, four alternated
-rounds): iris at concurrency 1 / 8 / 64 +6% / +4% / +12%, the mlp +8% / +16% / +2%, batched iris
-c=8 +11%, the mlp's concurrency 1 steady across server starts (3,327-3,384 req/s against 2,525-3,212).
+Measured together (``benchmarks/README.md``, "fourteenth pass"; run.py on 2 cores, medians of five
+alternated rounds): iris at concurrency 1 / 8 / 64 +1% / +5% / +10%, the mlp +4% / +12% / +2%, batched
+iris c=8 +11% (c=64 -7%), batched mlp +3% / +6% / +6%; the mlp's concurrency 1 steady across server
+starts (3,297-3,384 req/s, against 2,525-3,278).
 
 The threads stay as they are where the platform has no such calls (``sched_setaffinity`` is Linux's).
 """
