@@ -16,8 +16,8 @@ threads do not pass the GIL between cores. Two more things make the crossings ch
 
 Measured together (``benchmarks/README.md``, "fourteenth pass"; run.py on 2 cores, medians of five
 alternated rounds): iris at concurrency 1 / 8 / 64 +1% / +5% / +10%, the mlp +4% / +12% / +2%, batched
-iris c=8 +11% (c=64 -7%), batched mlp +3% / +6% / +6%; the mlp's concurrency 1 steady across server
-starts (3,297-3,384 req/s, against 2,525-3,278).
+iris +3% / +11% / -7%, batched mlp +3% / +6% / +1%; the mlp's concurrency 1 steady across server starts
+(3,297-3,384 req/s, against 2,525-3,278).
 
 The threads stay as they are where the platform has no such calls (``sched_setaffinity`` is Linux's).
 """
