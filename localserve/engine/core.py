@@ -189,7 +189,7 @@ class Engine:
         """Whether pinning may be the default (done once requests prove short): every API a CPU model, one thread.
 
         Those APIs run only our runtimes' code and the user's pre/post_inference on their thread, and the
-        runtimes' thread pools are made while loading, so they keep every core. Handlers and predictors may
+        runtimes' thread pools are made while loading, so pinning can move them off. Handlers and predictors may
         start thread pools of their own later (torch does at its first call), which would inherit the one core,
         and several threads per API are there to use more cores: those are pinned only if ``--pin-threads`` asks.
         Nor is a Kubernetes pod (``on_kubernetes``: the CLI saw ``KUBERNETES_SERVICE_HOST``), whose node's other
