@@ -1,7 +1,9 @@
-"""glibc's malloc keeps what a request frees for the next request (``localserve serve``; engine/memory.py).
+"""glibc's malloc in ``localserve serve`` (engine/memory.py): its thresholds held while the models load, what
+loading freed handed back, and what a request frees kept for the next request.
 
-Measured with the kernel's count of a thread's minor page faults (``getrusage(RUSAGE_THREAD)``),
-not with time: a block handed back to the kernel and taken again faults every page in again.
+What a request frees is measured with the kernel's count of a thread's minor page faults
+(``getrusage(RUSAGE_THREAD)``), not with time: a block handed back to the kernel and taken again faults every
+page in again. What loading leaves is measured in the RSS, after ``malloc_trim``.
 """
 
 from __future__ import annotations
