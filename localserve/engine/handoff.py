@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import queue
 import threading
+import time
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -42,7 +43,8 @@ class LastIdleFirst(Generic[T]):
         raise queue.Empty
 
     def get(self, block: bool = True, timeout: float | None = None) -> T:
-        """The oldest item, waiting for one (at most ``timeout`` seconds: then ``queue.Empty``)."""
+        """The oldest item, waiting for one (at most ``timeout`` seconds in all: then ``queue.Empty``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._mutex:
                 if self._items:
@@ -52,8 +54,8 @@ class LastIdleFirst(Generic[T]):
                 waiter = threading.Lock()
                 waiter.acquire()
                 self._idle.append(waiter)
-            if waiter.acquire(timeout=-1 if timeout is None else timeout):
-                continue  # woken by a put; another thread may have taken the item first: look again
+            if waiter.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+                continue  # woken by a put; another thread may have taken the item first: look again, in the time left
             with self._mutex:
                 if waiter in self._idle:  # timed out unwoken
                     self._idle.remove(waiter)

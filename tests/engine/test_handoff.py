@@ -57,6 +57,38 @@ def test_a_wait_that_times_out_raises_empty_and_leaves_no_waiter_behind() -> Non
     assert items.get(timeout=0.01) == "later"
 
 
+def test_a_thread_woken_for_an_item_another_took_waits_only_for_the_time_left(monkeypatch) -> None:
+    """A timeout bounds the whole wait: woken for an item that another thread took first, a thread waits again
+    for what is left of it, not for the whole timeout again (the list batcher's interval relies on it)."""
+    import types
+
+    import localserve.engine.handoff as handoff
+
+    now = [1000.0]
+    monkeypatch.setattr(handoff, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    items: LastIdleFirst[str] = LastIdleFirst()
+    outcome: list[str] = []
+
+    def wait() -> None:
+        try:
+            outcome.append(items.get(timeout=3600))
+        except queue.Empty:
+            outcome.append("empty")
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    wait_until(lambda: len(items._idle) == 1, "the thread waiting")
+    with items._mutex:  # a put that wakes it, and another thread taking the item before it looks
+        items._items.append("taken by another")
+        woken = items._idle.pop()
+        now[0] += 3601  # the whole timeout has gone by since it began to wait
+        woken.release()
+        items._items.popleft()
+    thread.join(30)
+    assert not thread.is_alive() and outcome == ["empty"]
+    assert items._idle == []
+
+
 def test_every_item_reaches_exactly_one_thread() -> None:
     items: LastIdleFirst[int | None] = LastIdleFirst()
     taken: list[list[int]] = [[] for _ in range(4)]
