@@ -122,7 +122,13 @@ def test_an_api_with_several_threads_keeps_one_busy_at_concurrency_1(serve, make
         }
     )
     with serve(project, handler="main:handler", threads_per_process=3) as client:
-        answered_by = {client.post("/").text for _ in range(30)}
+        items = next(iter(client.app.engine.apis.values())).pipeline.queue.items
+        answered_by = set()
+        for _ in range(30):
+            # The next request once every thread is idle again: the answer leaves before its thread is back
+            # waiting, and a request sent in between goes to a thread that was (the one idle last of them).
+            wait_until(lambda: len(items._idle) == 3, "the three threads idle")
+            answered_by.add(client.post("/").text)
     assert len(answered_by) == 1  # one after the other, each on the thread that answered the last
 
 
