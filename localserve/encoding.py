@@ -85,13 +85,28 @@ def _dumps(value: Any) -> bytes:
     except TypeError:  # orjson.JSONEncodeError: the standard library decides (and words any error)
         pass
     else:
-        if _NOT_ORJSON.search(out) is None:
+        if _as_the_standard_library(out):
             return out
     return _ENCODER.encode(value).encode("utf-8")
 
 
+def _as_the_standard_library(out: bytes) -> bool:
+    """Whether orjson's ``out`` holds none of the places where its bytes may differ from the standard library's:
+    a digit before an ``e``, ``.0000``, ``null``.
+
+    Three searches, each led by a byte that memchr finds: one regular expression with the three
+    alternatives tried at every byte cost 3.3 µs for a 205-byte answer and 422 µs for 1,000 floats
+    (19 KB); this costs 1.0 and 13 µs.
+    """
+    return (
+        b".0000" not in out
+        and (b"n" not in out or b"null" not in out)
+        and (b"e" not in out or _DIGIT_E.search(out) is None)
+    )
+
+
 _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS  # both to json_default
-_NOT_ORJSON = re.compile(rb"[0-9]e|\.0000|null")  # where orjson's bytes may differ from the standard library's
+_DIGIT_E = re.compile(rb"e(?<=[0-9]e)")  # led by its literal e, which the search skips to; then the digit before
 
 
 # Made once: json.dumps with any option builds a new JSONEncoder on every call (a third of its time here).

@@ -208,6 +208,7 @@ def test_json_bodies_are_the_standard_librarys_bytes_though_orjson_writes_most()
         {"label": "setosa", "scores": np.float32(0.5), "none": None, "ok": True, "n": 10**20, 1: "int key"},
         {"text": "".join(chr(c) for c in range(0x250)) + "\u2028 \U0001f600", "nested": [[[1, 2.0]], ()]},
         {"when": datetime.datetime(2026, 11, 23, 8, 30, 1, 5), "day": datetime.date(2026, 11, 23)},
+        {"text": "null, 9e9 and 1.00001 in words", "e": ["e", "1e", "e1"], "x": 1.00001},
         [],
         0.0001,
         -0.0,
