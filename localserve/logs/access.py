@@ -72,12 +72,14 @@ def access_log(method: str, path: str, api: str | None, status: int, seconds: fl
 _second = -1
 _second_text = ""
 _pid = os.getpid()
-_heads: dict[tuple[str, str, str | None], tuple[str, str, str]] = {}  # what a line of (method, path, api) never varies
+# (method, path, api, status, with a request id) -> the %-template of its line: what such a line never varies.
+_templates: dict[tuple[str, str, str | None, int, bool], str] = {}
 
 
 def _new_pid() -> None:
     global _pid
     _pid = os.getpid()
+    _templates.clear()  # they hold the pid
 
 
 if hasattr(os, "register_at_fork"):
@@ -89,7 +91,8 @@ def _json_line(
 ) -> str:
     """The very line ``JsonFormatter`` writes for an access record made at ``now``, without a LogRecord.
 
-    The escaped pieces of a (method, path, api) are made once: a served API has few of them.
+    One %-operation on a template made once per (method, path, api, status): a served API has few
+    of them (1.4 µs a line, against 3.7 for an f-string of every piece).
     """
     global _second, _second_text
     latency_ms = round(seconds * 1000, 3)
@@ -97,21 +100,32 @@ def _json_line(
     if second != _second:
         _second_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
         _second = second
-    key = (method, path, api)
-    pieces = _heads.get(key)
-    if pieces is None:
-        if len(_heads) >= 256:  # paths a client makes up must not grow it without end
-            _heads.clear()
-        quoted = encode_basestring(f"{method} {path} ")  # '"POST /iris "': the message's start, still open
-        after = f', "api": {encode_basestring(api)}' if api is not None else ""
-        tail = f', "method": {encode_basestring(method)}, "path": {encode_basestring(path)}, "status": '
-        pieces = _heads[key] = (quoted[:-1], after, tail)
-    opening, after_pid, tail = pieces
-    rid = f', "request_id": {encode_basestring(request_id)}' if request_id is not None else ""
+    key = (method, path, api, status, request_id is not None)
+    template = _templates.get(key)
+    if template is None:
+        if len(_templates) >= 256:  # paths a client makes up must not grow it without end
+            _templates.clear()
+        template = _templates[key] = _template(*key)
+    millis = int((now - second) * 1000)
+    if request_id is None:
+        return template % (_second_text, millis, latency_ms, latency_ms)
+    return template % (_second_text, millis, latency_ms, encode_basestring(request_id), latency_ms)
+
+
+def _template(method: str, path: str, api: str | None, status: int, with_id: bool) -> str:
+    """The line of ``_json_line`` with its varying fields left as %-conversions: the time (its text and
+    milliseconds), the latency in the message, the request id (quoted), the latency again."""
+
+    def quoted(text: str) -> str:  # a JSON string, its % doubled for the %-operation
+        return encode_basestring(text).replace("%", "%%")
+
+    message = quoted(f"{method} {path} {status} ")[:-1]  # '"POST /iris 200 ': the message, still open
+    api_field = f', "api": {quoted(api)}' if api is not None else ""
+    id_field = ', "request_id": %s' if with_id else ""
     return (
-        f'{{"asctime": "{_second_text},{int((now - second) * 1000):03d}", "levelname": "INFO", '
-        f'"message": {opening}{status} {latency_ms:.2f} ms", "process": {_pid}{after_pid}{rid}'
-        f'{tail}{status}, "latency_ms": {latency_ms!r}}}'
+        f'{{"asctime": "%s,%03d", "levelname": "INFO", "message": {message}%.2f ms", "process": {_pid}'
+        f'{api_field}{id_field}, "method": {quoted(method)}, "path": {quoted(path)}, "status": {status}, '
+        '"latency_ms": %r}'
     )
 
 

@@ -205,6 +205,7 @@ def test_access_lines_are_those_the_json_formatter_writes(captured: Captured) ->
         ("POST", "/x", "x", 500, 0.0, None),
         ("PUT", '/a"b\\c\u00e9', 'a"pi', 201, 3.25, "r"),  # escaped pieces, made once and kept
         ("PUT", '/a"b\\c\u00e9', 'a"pi', 503, 0.5, "s"),
+        ("POST", "/100%25/%s%d", "%s", 200, 7e-07, "%r%%"),  # % in every piece: the templates' own conversions
     ]:
         access_log(*args)  # the fast path: the handler of configure_logging
         access.addHandler(handler)
@@ -215,7 +216,7 @@ def test_access_lines_are_those_the_json_formatter_writes(captured: Captured) ->
             access.removeHandler(handler)
             access.propagate = True
     fast, formatted = captured.lines(), slow.getvalue().splitlines()
-    assert len(fast) == len(formatted) == 5
+    assert len(fast) == len(formatted) == 6
     for a, b in zip(fast, formatted, strict=True):
         assert ASCTIME.match(json.loads(a)["asctime"])
         assert a.split(", ", 1)[1] == b.split(", ", 1)[1]  # all but the time
