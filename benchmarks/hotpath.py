@@ -2,6 +2,7 @@
 
     python benchmarks/hotpath.py [--model iris] [--concurrency 1] [--duration 4] [--localserve-path DIR]
     python benchmarks/hotpath.py --batched --concurrency 8      # the batcher's thread shows too
+    python benchmarks/hotpath.py --timeline --no-stages         # one request's path in wall time (timeline.py)
 
 Serves the model of ``benchmarks/run.py`` (same project, same handler) with ``localserve serve``
 *in this process*, loads it with wrk from another process, and reads ``time.thread_time()`` on
@@ -30,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import stages  # noqa: E402
+import timeline  # noqa: E402
 from onnx_models import BUILDERS, build_models  # noqa: E402
 from peers import v2_body  # noqa: E402
 from servers import HANDLER, LOCALSERVE_BATCHING, LOCALSERVE_YAML  # noqa: E402
@@ -69,7 +71,10 @@ def main() -> int:
     parser.add_argument("--gc-threshold", type=int, help="gc.set_threshold(N) once serving (an experiment)")
     parser.add_argument("--no-stages", action="store_true", help="no timers around the stages: threads' totals only")
     parser.add_argument("--profile", choices=["loop", "worker"], help="cProfile one thread (slower)")
+    parser.add_argument("--timeline", action="store_true", help="each step's wall time at c=1 (timeline.py)")
     opts = parser.parse_args()
+    if opts.timeline and opts.concurrency != 1:
+        parser.error("--timeline pairs each step with its request: it needs --concurrency 1")
     if not shutil.which("wrk"):
         print("wrk not found", file=sys.stderr)
         return 1
@@ -79,6 +84,8 @@ def main() -> int:
     from localserve.cli import main as cli
 
     print(f"localserve from {Path(localserve.__file__).parent}", flush=True)
+    if opts.timeline:
+        timeline.install()
     captured: list[Any] = []
     try:  # the Runner builds the App (issue 28); before it, the supervisor called create_app
         import localserve.server.runner as where
@@ -143,10 +150,12 @@ def main() -> int:
             threads = app_threads(app)
             before, spent_before = thread_times(threads), stages.snapshot()
             result["timeline_start"] = len(stages.TIMELINE)
-            watch.on = True
+            while opts.timeline and any(rt.in_flight for rt in app.apis.values()):
+                time.sleep(0.001)  # the warm-up's last requests: noted, they would pair with the wrong ones
+            watch.on, timeline.ON[0] = True, opts.timeline
             done = subprocess.run([*wrk, f"-d{opts.duration}s", url], capture_output=True, text=True, check=True)
             after, spent_after = thread_times(threads), stages.snapshot()
-            watch.on = False
+            watch.on = timeline.ON[0] = False
             if profile is not None:
                 on(profile.disable)
                 time.sleep(0.2)
@@ -177,6 +186,11 @@ def main() -> int:
         except SystemExit:
             pass
         asyncio.set_event_loop(None)
+    return show(opts, result, watch)
+
+
+def show(opts: argparse.Namespace, result: dict[str, Any], watch: stages.GcWatch) -> int:
+    """Print what the run measured; 1 when it answered nothing, or not only 2xx."""
     if "error" in result:
         print(f"some answers were not 2xx:\n{result['error']}", file=sys.stderr)
         return 1
@@ -196,6 +210,8 @@ def main() -> int:
     print("\n".join(watch.lines(n)))
     if not opts.no_stages:
         print(stages.timeline_line(result["timeline_start"]))
+    if opts.timeline:
+        print("\n".join(timeline.report()))
     if "profile" in result:
         import pstats
 

@@ -271,6 +271,35 @@ def test_phases_prints_the_server_side_phases_of_localserve() -> None:
     assert re.search(row + "$", proc.stdout, re.M), proc.stdout
 
 
+@pytest.mark.slow
+def test_hotpath_timeline_splits_a_request_into_its_steps() -> None:
+    pytest.importorskip("onnxruntime")
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "hotpath.py"), "--timeline", "--no-stages", "--duration", "1"]
+
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^  timeline of [\d,]+ requests at c=1", proc.stdout, re.M), proc.stdout
+    segments = re.findall(r"^  ([A-H]\d?) .*?(-?\d+\.\d)  +-?\d+\.\d  +-?\d+\.\d$", proc.stdout, re.M)
+    names = [name for name, *_ in segments]
+    assert names == ["A", "A1", "A2", "A3", "A4", "A5", "A6", "B", "C", "D", "D2", "E", "F", "G", "H"], proc.stdout
+    # A to F follow one another on one thread, or from a thread to the loop it wakes: paired with the wrong
+    # request, one of them would come out negative. G and H (the client's turn) may: the loop can see the next
+    # request before the thread that answered has noted its write.
+    assert all(float(p50) > 0 for name, p50, *_ in segments if name[0] in "ABCDEF"), proc.stdout
+
+
+def test_hotpath_timeline_needs_concurrency_1() -> None:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "hotpath.py"), "--timeline", "--concurrency", "8"]
+
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+    assert proc.returncode == 2
+    assert "--timeline pairs each step with its request: it needs --concurrency 1" in proc.stderr
+
+
 def test_hops_prints_each_round_trip() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "hops.py")], capture_output=True, text=True, timeout=120
