@@ -207,6 +207,9 @@ def show(opts: argparse.Namespace, result: dict[str, Any], watch: stages.GcWatch
             print(f"  {thread:<16} {1e6 * seconds / n:8.1f} us CPU per request")
     else:
         print("\n".join(stages.report(*result["spent"], result["cost"], n)))
+    # Where the loop and the API's thread share one pinned core (the default at c=1), this is that core's load.
+    cpu = sum(seconds for _, seconds in result["cost"].values()) / n
+    print(f"  all these threads: {1e6 * cpu:.1f} us CPU a request, {100 * cpu * result['rps']:.0f}% of one core")
     print("\n".join(watch.lines(n)))
     if not opts.no_stages:
         print(stages.timeline_line(result["timeline_start"]))
