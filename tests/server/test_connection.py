@@ -259,6 +259,60 @@ def test_a_thread_writes_the_answer_while_the_event_loop_is_blocked() -> None:
         thread.join(30)
 
 
+def test_a_request_after_an_answer_a_thread_wrote_whole_starts_before_the_loop_ends_that_answer() -> None:
+    """A keep-alive client sends its next request once it has the answer, often before the loop has ended
+    that answer (``complete``). The answer is all out, so the next request is no pipelined one: it starts at
+    once (uvicorn would hold it until the first ended), and the late ``complete`` of the first changes nothing
+    (each request's end counted once, the connection kept alive, then closed after the answer that asks for it)."""
+    from localserve.protocols.http import fast_path
+
+    events: list[str] = []
+    second_began: asyncio.Event | None = None
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        nonlocal second_began
+        if scope["type"] != "http":
+            return
+        if second_began is None:
+            second_began = asyncio.Event()
+        await receive()
+        path = fast_path(scope)
+        assert path is not None and path.writer is not None
+        writer = path.writer
+        body = scope["path"].encode()
+        headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+        events.append(f"{scope['path']} began")
+        if scope["path"] == "/two":
+            second_began.set()
+        rest = await asyncio.get_running_loop().run_in_executor(None, writer.write, 200, headers, body)
+        if scope["path"] == "/one":  # the client has it, and sends /two: the loop ends /one only after /two began
+            try:
+                await asyncio.wait_for(second_began.wait(), 30)
+            except TimeoutError:  # uvicorn holds a request it takes for pipelined until the one before it ends
+                events.append("/two held behind /one")
+        events.append(f"{scope['path']} ended")
+        writer.complete(rest)
+
+    server, thread, port = _serve(app)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+            client.sendall(b"POST /one HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+            [first] = _read_answers(client, 1)
+            client.sendall(b"POST /two HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            rest = _read_all(client)  # closed after the second answer
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b"\r\n\r\n/one")
+        assert rest.startswith(b"HTTP/1.1 200 OK\r\n") and b"connection: close\r\n" in rest and rest.endswith(b"/two")
+        assert events[:2] == ["/one began", "/two began"] and sorted(events[2:]) == ["/one ended", "/two ended"], events
+        deadline = time.monotonic() + 30
+        while server.server_state.total_requests < 2:  # the second's end is counted once the loop has run it
+            assert time.monotonic() < deadline
+            threading.Event().wait(0.01)
+        assert server.server_state.total_requests == 2
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
 def test_what_the_socket_does_not_take_the_loop_writes_after_in_order() -> None:
     """A client that does not read: the thread's writes fill the socket, the loop writes the rest of
     the answer the socket took only part of (``complete``), and the thread declines while the loop

@@ -182,6 +182,7 @@ class LimitedHttpProtocol(GuardedProtocol):
         if self.head_timer is not None:
             self.head_timer.cancel()
             self.head_timer = None
+        self._end_written_answer()
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport and self.scope["method"] != "HEAD":
@@ -204,6 +205,27 @@ class LimitedHttpProtocol(GuardedProtocol):
             self.body_timer.cancel()
             self.body_timer = None
         super().on_message_complete()
+
+    def _end_written_answer(self) -> None:
+        """A request came before the loop ended the one before it, whose answer an API's thread wrote whole:
+        end that one now, so this one starts at once.
+
+        A keep-alive client sends its next request as soon as it has the answer, often before the
+        loop has woken up to end it (at c=8 and c=64, nearly always). uvicorn would take the new
+        request for a pipelined one: stop reading the socket, queue the request, and resume both
+        once the loop ends the answer (two ``epoll_ctl`` calls and the queue, every request). The
+        answer is all out: it ends here as it would there (the cycle complete, the connection
+        ready), and the keep-alive timer that ending arms is cancelled, for this request is under
+        way. The request's own ending later finds it done (``FastReply.complete``).
+        """
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            return
+        extensions = cycle.scope.get("extensions")
+        reply = None if extensions is None else extensions.get(FAST_PATH)
+        if isinstance(reply, FastReply) and reply.whole:
+            reply.complete(b"")
+            self._unset_keepalive_if_required()
 
     def _open_thread_fd(self) -> None:
         transport = self.transport

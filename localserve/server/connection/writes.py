@@ -62,10 +62,11 @@ class FastReply:
     descriptor); whatever the socket does not take at once, the loop writes after it.
     """
 
-    __slots__ = ("_cycle", "protocol")
+    __slots__ = ("_cycle", "protocol", "whole")
 
     def __init__(self, protocol: LimitedHttpProtocol, cycle: RequestResponseCycle) -> None:
         self.protocol = protocol
+        self.whole = False  # the API's thread wrote the whole answer: the loop may end it early (``complete``)
         # Weak: the cycle's scope holds this object, and a strong reference back would make every
         # request a reference cycle that only the collector frees (a gen-0 collection every ~70 requests,
         # each a pause of 150 us at c=1: the p99, benchmarks/README.md). The protocol and the request's
@@ -124,13 +125,15 @@ class FastReply:
                 written = 0
             except OSError:  # the client has gone; the loop learns it from the connection
                 return b""
+            self.whole = written == len(data)
         return data[written:]
 
     def complete(self, rest: bytes) -> None:
         """On the event loop: write ``rest`` of the answer (what the thread could not), then ready the
-        connection for its next request."""
+        connection for its next request. Once only: a second call (the answer was ended early, when the
+        next request's head came, ``LimitedHttpProtocol``) does nothing."""
         cycle, transport = self._cycle(), self.protocol.transport
-        if cycle is None:
+        if cycle is None or cycle.response_complete:
             return
         cycle.response_started = cycle.response_complete = True
         cycle.waiting_for_100_continue = False
