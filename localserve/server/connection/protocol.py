@@ -213,19 +213,17 @@ class LimitedHttpProtocol(GuardedProtocol):
         A keep-alive client sends its next request as soon as it has the answer, often before the
         loop has woken up to end it (at c=8 and c=64, nearly always). uvicorn would take the new
         request for a pipelined one: stop reading the socket, queue the request, and resume both
-        once the loop ends the answer (two ``epoll_ctl`` calls and the queue, every request). The
-        answer is all out: it ends here as it would there (the cycle complete, the connection
-        ready), and the keep-alive timer that ending arms is cancelled, for this request is under
-        way. The request's own ending later finds it done (``FastReply.complete``).
+        once the loop ends the answer. The answer is all out: it ends here (``FastReply.end_early``),
+        and the request's own ending later finds it done. Requests really pipelined behind it wait
+        their turn as before.
         """
         cycle = self.cycle
-        if cycle is None or cycle.response_complete:
+        if cycle is None or cycle.response_complete or self.pipeline:
             return
         extensions = cycle.scope.get("extensions")
         reply = None if extensions is None else extensions.get(FAST_PATH)
-        if isinstance(reply, FastReply) and reply.whole:
-            reply.complete(b"")
-            self._unset_keepalive_if_required()
+        if isinstance(reply, FastReply):
+            reply.end_early()
 
     def _open_thread_fd(self) -> None:
         transport = self.transport
