@@ -66,7 +66,7 @@ class FastReply:
 
     def __init__(self, protocol: LimitedHttpProtocol, cycle: RequestResponseCycle) -> None:
         self.protocol = protocol
-        self.whole = False  # the API's thread wrote the whole answer: the loop may end it early (``complete``)
+        self.whole = False  # the API's thread wrote the whole answer: the loop may end it early (``end_early``)
         # Weak: the cycle's scope holds this object, and a strong reference back would make every
         # request a reference cycle that only the collector frees (a gen-0 collection every ~70 requests,
         # each a pause of 150 us at c=1: the p99, benchmarks/README.md). The protocol and the request's
@@ -137,19 +137,18 @@ class FastReply:
         self._end(cycle, rest)
         cycle.on_response()
 
-    def end_early(self) -> bool:
+    def end_early(self) -> None:
         """On the event loop, as the next request's head comes: end this answer if the API's thread wrote it
-        whole and the connection stays open. True when ended (the next request may start at once).
+        whole and the connection stays open, so that the next request starts at once.
 
         What ``complete`` does but for the protocol's ``on_response``, which readies an idle connection
         (resumes reading, arms the keep-alive timer): the next request is here. Its count is kept.
         """
         cycle = self._cycle()
         if cycle is None or cycle.response_complete or not self.whole or not cycle.keep_alive:
-            return False
+            return
         self._end(cycle, b"")
         self.protocol.server_state.total_requests += 1  # as uvicorn's on_response_complete counts it
-        return True
 
     def _end(self, cycle: RequestResponseCycle, rest: bytes) -> None:
         transport = self.protocol.transport
