@@ -66,6 +66,15 @@ def output_of(proc: subprocess.Popen[bytes]) -> str:
     return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
 
+def wait_loaded(proc: subprocess.Popen[bytes], apis: list[str], replicas: int) -> None:
+    """Wait until every replica has loaded each of ``apis``: /readyz answered by one replica says nothing of
+    another, which answers 503 while it loads."""
+    wait_until(
+        lambda: all(output_of(proc).count(f"api '{api}' loaded in") >= replicas for api in apis),
+        f"{replicas} replicas loaded",
+    )
+
+
 def test_serve_json_tax_over_http() -> None:
     with server("--handler", "main:handler", cwd=EXAMPLES / "json_tax") as (url, _):
         response = httpx.post(url, json={"total_without_tax": 100})
@@ -286,8 +295,7 @@ def test_metrics_and_stats_add_up_across_replicas(make_project) -> None:
 
     project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
     with server("-p", str(project), "--handler", "main:handler", "--replicas", "2") as (url, proc):
-        # /readyz answered by one replica says nothing of the other, which would answer 503 while it loads.
-        wait_until(lambda: output_of(proc).count(f"api '{project.name}' loaded in") == 2, "both replicas loaded")
+        wait_loaded(proc, [project.name], 2)
         for _ in range(30):
             with httpx.Client() as client:  # new connections: both replicas answer
                 assert client.post(url).status_code == 200

@@ -12,7 +12,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 
 from tests.conftest import wait_until
 from tests.metrics.test_observability import PREDICTOR, TRACKED, samples
-from tests.test_e2e import server
+from tests.test_e2e import server, wait_loaded
 
 PROMTOOL = shutil.which("promtool")  # Debian's `prometheus` package; .ci/install-system-deps installs it
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package prometheus)")
@@ -108,7 +108,8 @@ def test_openmetrics_when_asked_and_gzip_when_accepted(serve, make_project) -> N
 @needs_promtool
 def test_with_replicas_every_family_passes_promtool_and_each_replica_has_its_process_figures(make_project) -> None:
     project = make_project({"localserve.yaml": TRACKED + USER, "predictor.py": PREDICTOR, "user.py": USER_METRICS})
-    with server("--replicas", "2", cwd=project) as (url, _), httpx.Client(base_url=url) as client:
+    with server("--replicas", "2", cwd=project) as (url, proc), httpx.Client(base_url=url) as client:
+        wait_loaded(proc, ["classify", "regress", "user"], 2)
         every_kind_of_family(client)
 
         def replica_pids() -> set[str]:

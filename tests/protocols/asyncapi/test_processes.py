@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.protocols.asyncapi.conftest import needs_redis
-from tests.test_e2e import output_of, server
+from tests.test_e2e import output_of, server, wait_loaded
 
 pytestmark = pytest.mark.slow
 
@@ -83,6 +83,7 @@ def test_two_replicas_share_one_store_and_run_each_job_once(
     if store == "redis":
         flags += ["--async-store", request.getfixturevalue("redis_url")]
     with server(*flags, cwd=project) as (url, proc):
+        wait_loaded(proc, ["jobs"], 2)
         held = [submit(url, {"wait": True}), submit(url, {"wait": True})]
         for job_id in held:
             poll(url, job_id, "in_progress")
