@@ -217,12 +217,20 @@ def _read_answers(client: socket.socket, count: int) -> list[bytes]:
     return answers
 
 
+def _its_path_as_answer(scope: dict[str, Any]) -> tuple[Any, list[tuple[bytes, bytes]], bytes]:
+    """The request's writer for the API's thread (our connection's), and an answer that is its path."""
+    from localserve.protocols.http import fast_path
+
+    path = fast_path(scope)
+    assert path is not None and path.writer is not None
+    body = scope["path"].encode()
+    return path.writer, [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())], body
+
+
 def test_a_thread_writes_the_answer_while_the_event_loop_is_blocked() -> None:
     """``FastReply`` as the engine's ``ReplyWriter``: the bytes leave from the writing thread (the client reads the whole answer while
     the loop cannot run), and ``complete`` on the loop then serves the pipelined next request, whose
     ``Connection: close`` ends the connection after its answer."""
-    from localserve.protocols.http import fast_path
-
     client_read = threading.Event()
     rests: list[bytes | None] = []
 
@@ -230,11 +238,7 @@ def test_a_thread_writes_the_answer_while_the_event_loop_is_blocked() -> None:
         if scope["type"] != "http":
             return
         await receive()
-        path = fast_path(scope)
-        assert path is not None and path.writer is not None
-        writer = path.writer
-        body = scope["path"].encode()
-        headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+        writer, headers, body = _its_path_as_answer(scope)
         writing = threading.Thread(target=lambda: rests.append(writer.write(200, headers, body)))
         writing.start()
         if scope["path"] == "/one":
@@ -264,8 +268,6 @@ def test_a_request_after_an_answer_a_thread_wrote_whole_starts_before_the_loop_e
     that answer (``complete``). The answer is all out, so the next request is no pipelined one: it starts at
     once (uvicorn would hold it until the first ended), and the late ``complete`` of the first changes nothing
     (each request's end counted once, the connection kept alive, then closed after the answer that asks for it)."""
-    from localserve.protocols.http import fast_path
-
     events: list[str] = []
     second_began: asyncio.Event | None = None
     first_written = threading.Event()  # the thread's write has returned (else the next head may come first)
@@ -277,11 +279,7 @@ def test_a_request_after_an_answer_a_thread_wrote_whole_starts_before_the_loop_e
         if second_began is None:
             second_began = asyncio.Event()
         await receive()
-        path = fast_path(scope)
-        assert path is not None and path.writer is not None
-        writer = path.writer
-        body = scope["path"].encode()
-        headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+        writer, headers, body = _its_path_as_answer(scope)
         events.append(f"{scope['path']} began")
         if scope["path"] == "/two":
             second_began.set()
