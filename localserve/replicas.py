@@ -5,9 +5,10 @@ The parent binds the port and hands each replica its listening socket (on Linux 
 ``server/connection/listeners.py``). A replica is a fresh Python process (``python -m
 localserve.replica``, not forked, so no replica inherits a half-initialised runtime). Its settings
 travel explicitly: the config and ``ServeOptions`` (replica index and count, metrics folder, log
-settings) are pickled into a pipe the replica reads first (``ReplicaStart``). Its environment is this process's plus two variables set for it at spawn, and
-nowhere else: ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode reads it when it
-is imported) and, with GPUs visible, ``CUDA_VISIBLE_DEVICES`` to spread the replicas over them.
+settings) are pickled into a pipe the replica reads first (``ReplicaStart``). Its environment is
+this process's plus two variables set for it at spawn, and nowhere else:
+``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode reads it when it is imported)
+and, with GPUs visible, ``CUDA_VISIBLE_DEVICES`` to spread the replicas over them.
 """
 
 from __future__ import annotations
