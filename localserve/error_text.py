@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import reprlib
 from pathlib import Path
+from typing import Any
 
 HIDDEN_ERROR = "Internal error: the server log has the details under this request id (--hide-errors)."
 MAX_ERROR_CHARS = 10_000  # of an error's message sent to the client
@@ -21,6 +23,19 @@ def error_message(exc: Exception, hide_errors: bool) -> str:
     if len(text) > MAX_ERROR_CHARS:  # a handler raising with a 10 MB message would answer 10 MB
         text = f"{text[:MAX_ERROR_CHARS]}... ({len(text) - MAX_ERROR_CHARS:,} more characters cut)"
     return text
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3  # a value 1,000 levels deep is shown to 3, never recursed through (a RecursionError)
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 8
+_REPR.maxstring = _REPR.maxother = 400  # cut below, to the message's own length
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for a message naming what a client sent: at most ``limit`` characters, and containers
+    shown a few levels and items deep, so that no value, however deep, makes the message fail."""
+    text = _REPR.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s'\"/:,;()]+)+/(?=[^\s'\"/:,;()])")

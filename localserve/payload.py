@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -18,13 +20,13 @@ MAX_JSON_DEPTH = 1024  # orjson's nesting limit
 MSGPACK_DEPTH = 1024  # msgpack's C unpacker's stack
 
 
-def _finite_float(text: str) -> float:
+def _finite_float(text: str, what: str = "The body") -> float:
     """A JSON number as a float, refused when beyond a double (the standard library would make it inf)."""
     value = float(text)
     if math.isinf(value):
         shown = text if len(text) <= 40 else f"{text[:37]}..."
         raise RequestError(
-            f"The body is not valid JSON: the number {shown} is beyond the range of a double (about ±1.8e308); "
+            f"{what} is not valid JSON: the number {shown} is beyond the range of a double (about ±1.8e308); "
             "write Infinity or -Infinity to mean infinity."
         )
     return value
@@ -36,7 +38,7 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
         return body
     lowered = content_type.lower()
     if lowered.startswith("application/json"):
-        return _json(body)
+        return loads_json(body)
     if lowered.startswith("text/plain"):
         return _text(content_type, body)
     if lowered.startswith("multipart/form-data"):
@@ -51,36 +53,47 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
     return body
 
 
-def _json(body: bytes) -> Any:
-    """A JSON body (orjson first; the standard library for what only it takes and for the error's words)."""
+CORTEX_GZIP = (
+    "A Cortex API gets its body as sent (Content-Encoding is not decoded, as on Cortex); send the JSON uncompressed."
+)
+
+
+def loads_json(
+    body: bytes, what: str = "The body", gzipped: str = CORTEX_GZIP, constant: Callable[[str], Any] | None = None
+) -> Any:
+    """A JSON document (orjson first; the standard library for what only it takes, NaN and Infinity, and for the
+    error's words): RequestError "``what`` is not valid JSON: ..." otherwise, ``gzipped`` said of a gzip stream.
+    ``constant`` is given NaN, Infinity and -Infinity where they are written (the standard library's
+    ``parse_constant``): it may refuse them."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         if exc.msg.startswith("depth limit exceeded"):  # orjson's limit: the standard library would recurse
             raise RequestError(
-                f"The body is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels "
+                f"{what} is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels "
                 f"(at char {exc.pos})."
             ) from None
         # else the standard library accepts a little more (NaN, Infinity) and words the error
     try:
-        return json.loads(body, parse_float=_finite_float)
+        return json.loads(
+            body,
+            parse_float=_finite_float if what == "The body" else partial(_finite_float, what=what),
+            parse_constant=constant,
+        )
     except UnicodeDecodeError as exc:
         if body[:2] == b"\x1f\x8b":
-            raise RequestError(
-                "The body is not valid JSON: it is gzip-compressed. A Cortex API gets its body as sent "
-                "(Content-Encoding is not decoded, as on Cortex); send the JSON uncompressed."
-            ) from None
-        raise RequestError(f"The body is not valid JSON: it is not UTF-8 ({exc.reason} at byte {exc.start}).") from None
+            raise RequestError(f"{what} is not valid JSON: it is gzip-compressed. {gzipped}") from None
+        raise RequestError(f"{what} is not valid JSON: it is not UTF-8 ({exc.reason} at byte {exc.start}).") from None
     except json.JSONDecodeError as exc:
         raise RequestError(
-            f"The body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})."
+            f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})."
         ) from None
     except RecursionError:
         raise RequestError(
-            f"The body is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels."
+            f"{what} is not valid JSON: arrays and objects are nested deeper than {MAX_JSON_DEPTH} levels."
         ) from None
     except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
-        raise RequestError(f"The body is not valid JSON: {_int_limit(exc)}.") from None
+        raise RequestError(f"{what} is not valid JSON: {_int_limit(exc)}.") from None
 
 
 def _text(content_type: str, body: bytes) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from localserve.errors import ModelLoadError, NoGpu
+from localserve.errors import ModelLoadError, NoGpu, RequestError
 
 RUNTIMES = {
     "onnx": "localserve.runtimes.onnx:OnnxModel",
@@ -230,3 +230,33 @@ def fixed_rest(
             return None
         found[name] = (dtype, tuple(int(d) for d in rest if d is not None))
     return found
+
+
+def shared_dims(
+    inputs: Sequence[tuple[str, Sequence[Any] | None]],
+) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """The dimensions that several inputs name alike in the model (``ids [batch, 2]``, ``scale [batch, 1]``):
+    (dimension name, ((input, axis), ...)) for each name found at two places or more."""
+    places: dict[str, list[tuple[str, int]]] = {}
+    for input_name, dims in inputs:
+        for axis, dim in enumerate(dims or ()):
+            if isinstance(dim, str) and dim:
+                places.setdefault(dim, []).append((input_name, axis))
+    return tuple((dim, tuple(where)) for dim, where in places.items() if len(where) > 1)
+
+
+def check_shared(feed: Mapping[str, Any], shared: Sequence[tuple[str, Sequence[tuple[str, int]]]]) -> None:
+    """A RequestError when the inputs of ``feed`` give different sizes to a dimension the model names alike
+    (the runtime would fail on it deep inside, as an error of its own)."""
+    for dim, places in shared:
+        sizes = [
+            (name, arr.shape[axis])
+            for name, axis in places
+            if (arr := feed.get(name)) is not None and getattr(arr, "ndim", 0) > axis
+        ]
+        if len({size for _, size in sizes}) > 1:
+            given = ", ".join(f"{name!r} has {size}" for name, size in sizes)
+            raise RequestError(
+                f"The inputs must agree on dimension {dim!r}, which the model gives to each of them; {given}. "
+                "Send the same size in every input that has it."
+            )

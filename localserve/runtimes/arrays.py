@@ -12,12 +12,16 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from localserve.error_text import short_repr
 from localserve.errors import RequestError
 from localserve.runtimes import Feed, summarize_value
 from localserve.runtimes.lists import NARROW_LIMITS, float_list, holds_bool
 
 STRING = np.dtype(object)
 """The numpy dtype of string tensors (elements are ``str`` or ``bytes``)."""
+
+MAX_RANK = 32
+"""The most dimensions an input may have: numpy walks no array of more element by element (``.flat``)."""
 
 
 def dtype_name(dtype: np.dtype[Any] | None) -> str:
@@ -81,19 +85,20 @@ def to_array(
     *,
     keep_bytes: bool = False,
     check_shape: bool = True,
+    described: Callable[[], str] | None = None,
 ) -> np.ndarray[Any, Any]:
     """Cast ``value`` to ``dtype`` and fit it to ``shape`` (None = free dimension).
 
     The array is reshaped to ``shape`` when at most one dimension is free (so a flat list of
     4 features fits ``[-1, 4]``); otherwise its shape must already match, or, with
     ``check_shape=False``, is left for the runtime to judge. Every failure is a RequestError
-    naming the input, the expected dtype and shape, and what came.
+    naming the input, the expected dtype and shape, and what came; ``described`` words that first part
+    instead (V2's "Input 'x' is FP32 of shape [1, 4]"), called only where the value takes the checked way.
     """
     array = float_list(value, dtype) if dtype.kind == "f" and type(value) is list else None
     if array is None:  # anything but a list of numbers for a float input: checked, and its error worded, here
-        array = _cast(
-            value, dtype, _prefix(name, dtype, None if shape is None else tuple(shape)), keep_bytes=keep_bytes
-        )
+        prefix = described() if described is not None else _prefix(name, dtype, None if shape is None else tuple(shape))
+        array = _cast(value, dtype, prefix, keep_bytes=keep_bytes)
     if shape is None or _matches(array.shape, shape):
         return array
     free = sum(1 for d in shape if d is None or d < 0)
@@ -122,6 +127,9 @@ def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) ->
     raw = _as_array(value, prefix)
     kind = _number_kind(value, raw, dtype, prefix)
     if dtype.kind in "iu":
+        if kind == "f" and isinstance(value, list | tuple):  # numpy made floats of the ints too: 2**53 + 1 is lost
+            raw = _as_array(value, prefix, STRING)
+            kind = "o"
         return _cast_integers(raw, dtype, prefix, kind)
     if dtype.kind == "b" and kind != "b":
         bad = np.flatnonzero((raw != 0) & (raw != 1))
@@ -136,13 +144,21 @@ def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) ->
     return array
 
 
-def _as_array(value: Any, prefix: str) -> np.ndarray[Any, Any]:
+def _as_array(value: Any, prefix: str, dtype: np.dtype[Any] | None = None) -> np.ndarray[Any, Any]:
+    """``value`` as an array (of ``dtype``, else what numpy makes of it) of at most ``MAX_RANK`` dimensions."""
     if isinstance(value, np.ndarray):
-        return value
-    try:
-        return np.asarray(value)
-    except ValueError:
-        raise RequestError(f"{prefix}; got {_ragged(value)}.") from None
+        raw = value
+    else:
+        try:
+            raw = np.asarray(value, dtype=dtype)
+        except ValueError as exc:
+            if "maximum number of dimension" in str(exc):  # past numpy's own limit (64)
+                raise RequestError(f"{prefix}; got a list nested more than {MAX_RANK} levels deep.") from None
+            raise RequestError(f"{prefix}; got {_ragged(value)}.") from None
+    if raw.ndim > MAX_RANK:
+        what = f"an array of {raw.ndim} dimensions" if raw is value else f"a list nested {raw.ndim} levels deep"
+        raise RequestError(f"{prefix}; got {what}, past the {MAX_RANK} an input may have.")
+    return raw
 
 
 def _number_kind(value: Any, raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> str:
@@ -205,7 +221,16 @@ def _to_float(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> n
 
 
 def _cast_integers(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str, kind: str) -> np.ndarray[Any, Any]:
-    if kind == "f":
+    """``raw`` as the integer ``dtype``: whole numbers within its range. Kind ``o``: the numbers as sent (an object
+    array of ints and floats), each made an int exactly, as numpy's float64 would not past 2**53."""
+    if kind == "o":
+        whole = []
+        for index, item in enumerate(raw.flat):
+            if isinstance(item, float | np.floating) and not (np.isfinite(item) and float(item).is_integer()):
+                _fail(prefix, raw, index, "is not a whole number")
+            whole.append(int(item))
+        raw = np.array(whole, dtype=object).reshape(raw.shape)
+    elif kind == "f":
         numbers = raw.astype(np.float64)
         bad = np.flatnonzero(~np.isfinite(numbers) | (numbers != np.trunc(numbers)))
         if bad.size:
@@ -219,7 +244,7 @@ def _cast_integers(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str,
 
 
 def _cast_strings(value: Any, prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
-    raw = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
+    raw = _as_array(value, prefix, STRING)
     if raw.dtype.kind in "US":
         return raw.astype(object)
     if raw.dtype.kind != "O":
@@ -247,41 +272,9 @@ def _fail(prefix: str, raw: np.ndarray[Any, Any], flat_index: int, reason: str) 
     item = raw.flat[flat_index]
     if isinstance(item, np.generic):
         item = item.item()
-    text = repr(item)
-    if len(text) > 60:
-        text = text[:57] + "..."
+    text = short_repr(item)
     where = ""
     if raw.ndim:
         position = ", ".join(str(int(i)) for i in np.unravel_index(flat_index, raw.shape))
         where = f" at [{position}]"
     raise RequestError(f"{prefix}; the value {text}{where} {reason}.")
-
-
-def shared_dims(
-    inputs: Sequence[tuple[str, Sequence[Any] | None]],
-) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
-    """The dimensions that several inputs name alike in the model (``ids [batch, 2]``, ``scale [batch, 1]``):
-    (dimension name, ((input, axis), ...)) for each name found at two places or more."""
-    places: dict[str, list[tuple[str, int]]] = {}
-    for input_name, dims in inputs:
-        for axis, dim in enumerate(dims or ()):
-            if isinstance(dim, str) and dim:
-                places.setdefault(dim, []).append((input_name, axis))
-    return tuple((dim, tuple(where)) for dim, where in places.items() if len(where) > 1)
-
-
-def check_shared(feed: Mapping[str, Any], shared: Sequence[tuple[str, Sequence[tuple[str, int]]]]) -> None:
-    """A RequestError when the inputs of ``feed`` give different sizes to a dimension the model names alike
-    (the runtime would fail on it deep inside, as an error of its own)."""
-    for dim, places in shared:
-        sizes = [
-            (name, arr.shape[axis])
-            for name, axis in places
-            if (arr := feed.get(name)) is not None and getattr(arr, "ndim", 0) > axis
-        ]
-        if len({size for _, size in sizes}) > 1:
-            given = ", ".join(f"{name!r} has {size}" for name, size in sizes)
-            raise RequestError(
-                f"The inputs must agree on dimension {dim!r}, which the model gives to each of them; {given}. "
-                "Send the same size in every input that has it."
-            )

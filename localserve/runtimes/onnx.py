@@ -13,8 +13,17 @@ import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import Feed, LoadOptions, fixed_rest, no_gpu, spinning, summarize_value
-from localserve.runtimes.arrays import STRING, check_shared, coerce_feed, expectation, shared_dims, to_array
+from localserve.runtimes import (
+    Feed,
+    LoadOptions,
+    check_shared,
+    fixed_rest,
+    no_gpu,
+    shared_dims,
+    spinning,
+    summarize_value,
+)
+from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 from localserve.runtimes.onnx_sessions import (
     CPU,
     CUDA,
@@ -247,14 +256,11 @@ class OnnxModel:
     def _call(self, session: Any, feed: Feed) -> list[Any]:
         """``session.run(None, feed)``, past the checks of onnxruntime's Python wrapper where they cannot fail.
 
-        The wrapper checks, on every call, that no input is missing, that no ``OrtValue`` belongs to
-        another session and that WebGPU's graph capture is off, and lists the output names again: 1.5 µs
-        of the iris's 5.8 and 2.6 µs of the mlp's 46 (``benchmarks/README.md``, sixteenth pass). A feed
-        made here holds every input (``coerce``, V2's decoding) as numpy arrays, on a CPU or CUDA
-        session, so it goes straight to the compiled session that the wrapper calls last
-        (``InferenceSession._sess``, ``tests/runtimes/test_onnx.py`` holds it to its contract);
-        anything else, or a session without it, takes the wrapper's way.
-        """
+        On every call the wrapper checks that no input is missing, that no ``OrtValue`` is another
+        session's and that WebGPU's graph capture is off, and lists the outputs: 1.5 µs of the iris's 5.8,
+        2.6 of the mlp's 46 (benchmarks/README.md, sixteenth pass). Our feeds hold every input as numpy
+        arrays (``coerce``, V2's decoding): they go to the compiled session the wrapper calls last (its
+        ``_sess``, named by ``tests/runtimes/test_onnx.py``), any other feed through the wrapper."""
         compiled = getattr(session, "_sess", None)
         if compiled is None or len(feed) != len(self._inputs):
             return session.run(None, feed)  # type: ignore[no-any-return]

@@ -310,6 +310,60 @@ def test_integer_range_and_bool_errors(tmp_path: Path) -> None:
     )
 
 
+def nested(value: Any, levels: int) -> Any:
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_lists_past_32_levels_and_values_of_any_depth_are_400s_that_say_so(tmp_path: Path, models: Path) -> None:
+    """numpy walks no array of more than 32 dimensions element by element, nor makes one past 64; repr() of a value
+    ~1,000 levels deep fails: each was a 500 (RuntimeError, RecursionError), or called ragged."""
+    uint8 = load(onnx_identity(tmp_path / "u8.onnx", TensorProto.UINT8, ["batch", 4]))
+    with pytest.raises(RequestError) as info:
+        uint8.coerce(nested([1, 2, 3, 4], 32))
+    assert str(info.value) == (
+        "Input 'x' expects uint8 of shape [-1, 4]; got a list nested 33 levels deep, past the 32 an input may have."
+    )
+    with pytest.raises(RequestError) as info:
+        load(models / "strings.onnx").coerce(nested(["a"], 32))
+    assert str(info.value).endswith("got a list nested 33 levels deep, past the 32 an input may have.")
+    with pytest.raises(RequestError) as info:
+        uint8.coerce(nested([1, 2, 3, 4], 69))
+    assert str(info.value) == "Input 'x' expects uint8 of shape [-1, 4]; got a list nested more than 32 levels deep."
+    with pytest.raises(RequestError) as info:
+        uint8.coerce(np.zeros([1] * 33, dtype=np.uint8))
+    assert str(info.value).endswith("got an array of 33 dimensions, past the 32 an input may have.")
+    deep: Any = 1
+    for _ in range(1020):
+        deep = {"a": deep}
+    with pytest.raises(RequestError) as info:
+        uint8.coerce([deep, 2, 3, 4])
+    assert str(info.value) == (
+        "Input 'x' expects uint8 of shape [-1, 4]; the value {'a': {'a': {'a': {...}}}} at [0] could not be "
+        "converted to uint8."
+    )
+
+
+def test_integers_mixed_with_floats_keep_every_digit(models: Path) -> None:
+    """One float in the list made numpy hold every number as a float64, which has 53 bits: 2**53 + 1 became
+    2**53, and 2**63 - 1 was refused as out of range (docs/reference.md: values are not silently changed)."""
+    two = load(models / "two.onnx")
+    feed = two.coerce({"ids": [[2**53 + 1, 1.0], [2**63 - 1, -(2**63)]], "scale": [[1], [1]]})
+    assert feed["ids"].dtype == np.int64
+    assert feed["ids"].tolist() == [[2**53 + 1, 1], [2**63 - 1, -(2**63)]]
+    with pytest.raises(RequestError) as info:
+        two.coerce({"ids": [[2**63, 1.0]], "scale": [[1]]})
+    assert str(info.value) == (
+        "Input 'ids' expects int64 of shape [-1, 2]; the value 9223372036854775808 at [0, 0] is out of range for int64."
+    )
+    with pytest.raises(RequestError) as info:
+        two.coerce({"ids": [[3, 2.5]], "scale": [[1]]})
+    assert (
+        str(info.value) == "Input 'ids' expects int64 of shape [-1, 2]; the value 2.5 at [0, 1] is not a whole number."
+    )
+
+
 def test_string_input_errors(models: Path) -> None:
     model = load(models / "strings.onnx")
     with pytest.raises(RequestError) as info:

@@ -1,9 +1,10 @@
 """The binary tensor data extension of the Open Inference Protocol: raw tensors after the JSON header.
 
-``Inference-Header-Content-Length`` says where the JSON ends, and each binary input says its byte
-count in ``parameters.binary_data_size``; the tensors follow in the order of the inputs,
-little-endian, BYTES elements each a 4-byte little-endian length then the bytes. An array is only
-ever made from bytes that came in the body, after their count was checked against its shape.
+``Inference-Header-Content-Length`` says where the JSON ends (``read_json_header`` reads it), and each
+binary input says its byte count in ``parameters.binary_data_size``; the tensors follow in the order
+of the inputs, little-endian, BYTES elements each a 4-byte little-endian length then the bytes. An
+array is only ever made from bytes that came in the body, after their count was checked against its
+shape.
 """
 
 from __future__ import annotations
@@ -11,15 +12,48 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
+import orjson
 
 from localserve.errors import RequestError
+from localserve.payload import loads_json
 from localserve.protocols.v2.tensors import DATATYPES, TensorSpec
 
 HEADER_LENGTH = b"inference-header-content-length"
 _LENGTH = struct.Struct("<I")
+
+
+def read_json_header(json_part: bytes | memoryview, header_length: int | None) -> Any:
+    """The request's JSON header; where orjson refuses it, read as ``payload.loads_json`` reads a Cortex body
+    (an integer past 64 bits is a number) or a RequestError that says what is wrong: NaN and Infinity
+    among it, which Triton's JSON parser refuses too (docs/reference.md). A body that may hold binary
+    tensor data is told of its header."""
+    try:
+        return orjson.loads(json_part)
+    except orjson.JSONDecodeError:
+        pass
+    what = "The request's JSON header" + ("" if header_length is None else f" (the first {header_length} bytes)")
+
+    def refuse(constant: str) -> NoReturn:
+        raise RequestError(
+            f"{what} is not valid JSON: {constant} is not a JSON number, and the Open Inference Protocol's JSON has "
+            "no NaN or Infinity (as Triton's); send such values as binary tensor data."
+        )
+
+    try:
+        return loads_json(bytes(json_part), what, GZIPPED, refuse)
+    except RequestError as exc:
+        if header_length is None and ("not UTF-8" in str(exc) or "Extra data" in str(exc)):
+            raise RequestError(
+                f"{exc} A body with binary tensor data gives the length of its JSON header in the "
+                "Inference-Header-Content-Length header."
+            ) from None
+        raise
+
+
+GZIPPED = "Name its encoding in Content-Encoding (gzip or deflate), or send it uncompressed."
 
 
 def parse_header_length(value: bytes | None, body_size: int) -> int | None:

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from localserve.error_text import short_repr
 from localserve.errors import RequestError
-from localserve.protocols.v2.binary import binary_of, binary_size, from_binary
+from localserve.protocols.v2.binary import binary_of, binary_size, from_binary, read_json_header
 from localserve.protocols.v2.tensors import DATATYPES, Requested, TensorSpec, count_error, datatype_of
 from localserve.runtimes.arrays import to_array
 
@@ -52,11 +53,7 @@ def decode_request(
     view = memoryview(body)
     json_part = view if header_length is None else view[:header_length]
     binary = view[len(json_part) :]
-    try:
-        header = orjson.loads(json_part)
-    except orjson.JSONDecodeError as exc:
-        where = "" if header_length is None else f" (the first {header_length} bytes)"
-        raise RequestError(f"The request's JSON header{where} is not valid JSON: {exc}.") from None
+    header = read_json_header(json_part, header_length)
     if not isinstance(header, dict):
         raise RequestError(f"The request must be a JSON object with 'inputs'; got {_kind(header)}.")
     for key, expected in _OPTIONAL.items():  # left out, each has a default; null is not one (as in Triton)
@@ -181,7 +178,7 @@ def _parameters(item: Mapping[str, Any], what: str) -> Mapping[str, Any]:
 def _flag(parameters: Mapping[str, Any], key: str, what: str) -> bool:
     value = parameters.get(key, False)
     if not isinstance(value, bool):
-        raise RequestError(f"Parameter {key!r} of {what} must be true or false; got {value!r}.")
+        raise RequestError(f"Parameter {key!r} of {what} must be true or false; got {short_repr(value, 80)}.")
     return value
 
 
@@ -216,7 +213,14 @@ def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: Any, *, keep_byte
             f"Input {spec.name!r} is {spec.datatype}; the value {_short(data[index])} at [{index}] of its data is a "
             "string, not a number."
         )
-    array = to_array(spec.name, data, DATATYPES[spec.datatype], None, keep_bytes=keep_bytes)
+    array = to_array(
+        spec.name,
+        data,
+        DATATYPES[spec.datatype],
+        None,
+        keep_bytes=keep_bytes,
+        described=lambda: f"Input {spec.name!r} is {spec.datatype} of shape {list(shape)}",
+    )
     if array.size != count:
         raise RequestError(count_error(spec.name, shape, count, f"{array.size} elements"))
     return array.reshape(shape)
@@ -281,8 +285,7 @@ def _shape_text(shape: tuple[int, ...] | None) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return short_repr(value, 80)
 
 
 def _kind(value: Any) -> str:

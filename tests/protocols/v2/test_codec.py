@@ -114,6 +114,52 @@ def error_of(body: bytes, length: int | None = None, inputs: list[TensorSpec] | 
     return str(caught.value)
 
 
+def test_a_header_that_is_not_json_says_why_in_the_native_routes_words() -> None:
+    assert error_of(b'{"inputs": \xff}') == (
+        "The request's JSON header is not valid JSON: it is not UTF-8 (invalid start byte at byte 11). A body "
+        "with binary tensor data gives the length of its JSON header in the Inference-Header-Content-Length header."
+    )
+    body, _ = binary_input([1, 4], 16, b"\xff" * 16)
+    assert error_of(body).endswith("gives the length of its JSON header in the Inference-Header-Content-Length header.")
+    assert error_of(b'{"inputs": \xff}', 11) == "The request's JSON header (the first 11 bytes) is not valid JSON: " + (
+        "Expecting value at line 1 column 12 (char 11)."
+    )
+    assert error_of(json_input(data=[1, 2, 3, 1e999]).replace(b"Infinity", b"1e400")) == (
+        "The request's JSON header is not valid JSON: the number 1e400 is beyond the range of a double (about "
+        "\u00b11.8e308); write Infinity or -Infinity to mean infinity."
+    )
+
+
+def test_nan_and_infinity_are_refused_by_name_as_triton_refuses_them() -> None:
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        body = json_input(data=[1, 2, 3, 0]).replace(b"3, 0", b"3, " + constant.encode())
+        assert error_of(body) == (
+            f"The request's JSON header is not valid JSON: {constant} is not a JSON number, and the Open Inference "
+            "Protocol's JSON has no NaN or Infinity (as Triton's); send such values as binary tensor data."
+        )
+
+
+def test_an_integer_past_64_bits_is_a_number_out_of_range_not_a_json_error() -> None:
+    body = json.dumps({"inputs": [{"name": "i", "shape": [1], "datatype": "INT64", "data": [2**64]}]}).encode()
+    assert error_of(body, inputs=[TensorSpec("i", "INT64", (-1,))]) == (
+        "Input 'i' is INT64 of shape [1]; the value 18446744073709551616 at [0] is out of range for int64."
+    )
+
+
+def test_values_of_any_depth_are_named_without_failing() -> None:
+    deep = b'{"a": ' * 1000 + b"1" + b"}" * 1000  # deeper than repr() can go, within orjson's 1,024 levels
+    assert error_of(json_input(data=[0, 2, 3, 4]).replace(b"[0,", b"[" + deep + b",")) == (
+        "Input 'x' is FP32 of shape [1, 4]; the value {'a': {'a': {'a': {...}}}} at [0] could not be converted to "
+        "float32."
+    )
+    nested: object = [1, 2, 3, None]  # checked element by element (numpy's .flat), which stops at 32 dimensions
+    for _ in range(32):
+        nested = [nested]
+    assert error_of(json_input(data=nested)) == (
+        "Input 'x' is FP32 of shape [1, 4]; got a list nested 33 levels deep, past the 32 an input may have."
+    )
+
+
 def test_bad_requests_say_what_was_wrong_and_what_was_expected() -> None:
     assert error_of(json_input(name="z")) == "Unknown input 'z'; the model expects 'x' (FP32 [-1, 4])."
     assert error_of(json_input(datatype="FP64")) == "Input 'x' has datatype 'FP64'; the model expects FP32 for it."
@@ -131,7 +177,10 @@ def test_bad_requests_say_what_was_wrong_and_what_was_expected() -> None:
         "Input 'x' needs a 'shape' list of whole numbers from 0 to 9223372036854775807; got [1, -4]."
     )
     assert error_of(json_input(data=[[1, 2], [3, 4, 5]], shape=[1, 4])).startswith(
-        "Input 'x' expects float32 of any shape; got a nested list whose rows have different lengths"
+        "Input 'x' is FP32 of shape [1, 4]; got a nested list whose rows have different lengths"
+    )
+    assert error_of(json_input(data=[1, 2, 3, True])) == (
+        "Input 'x' is FP32 of shape [1, 4]; the value True at [3] is a boolean, not a number."
     )
     assert error_of(b"[1]") == "The request must be a JSON object with 'inputs'; got a list."
     assert error_of(b"{not json").startswith("The request's JSON header is not valid JSON: ")
