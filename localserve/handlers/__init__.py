@@ -112,27 +112,43 @@ def run_stage(observe: Callable[[str, float], None], stage: str, where: str, fn:
     raise error
 
 
-def truncate(value: Any, *, items: int = 10, chars: int = 500) -> str:
-    """Cortex's debug truncation: first 10 items of a sequence or mapping, strings cut at 500 characters."""
+class _Elided:
+    """What ``truncate`` shows of a container past its depth: ``[...]`` or ``{...}``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def truncate(value: Any, *, items: int = 10, chars: int = 500, depth: int = 8) -> str:
+    """Cortex's debug truncation: first 10 items of a sequence or mapping, strings cut at 500 characters; containers
+    shown ``depth`` levels deep, so that a value nested a thousand times (the client's JSON, under ``?debug=true``),
+    or one that holds itself, is shown cut rather than failing the request."""
     import numpy as np
 
-    def cut(v: Any) -> Any:
+    def cut(v: Any, level: int) -> Any:
         if isinstance(v, np.ndarray):
-            v = v.tolist()
+            v = v.tolist() if v.ndim <= depth - level else _Elided(f"<{v.dtype} array of shape {list(v.shape)}>")
         if isinstance(v, str):
             return v if len(v) <= chars else v[:chars] + "..."
         if isinstance(v, bytes):
             return v if len(v) <= chars else v[:chars] + b"..."
         if isinstance(v, dict):
+            if level >= depth:
+                return _Elided("{...}")
             keys = list(v)[:items]
-            out = {k: cut(v[k]) for k in keys}
+            out = {k: cut(v[k], level + 1) for k in keys}
             if len(v) > items:
                 out["..."] = f"{len(v) - items} more"
             return out
         if isinstance(v, list | tuple):
-            head = [cut(x) for x in v[:items]]
+            if level >= depth:
+                return _Elided("[...]")
+            head = [cut(x, level + 1) for x in v[:items]]
             return [*head, f"... {len(v) - items} more"] if len(v) > items else head
         return v
 
-    text = repr(cut(value))
+    text = repr(cut(value, 0))
     return text if len(text) <= chars * 4 else text[: chars * 4] + "..."

@@ -175,6 +175,31 @@ def test_debug_logs_each_stage_in_order(serve, make_project, caplog) -> None:
     assert "y" * 500 + "..." in lines[3] and "y" * 501 not in lines[3]
 
 
+def test_debug_shows_a_deep_body_cut_and_answers_as_without_debug(serve, make_project, caplog) -> None:
+    """The client's JSON may nest 1,000 levels: the debug lines show 8 and the request goes on (it was a
+    RecursionError, a 500, with ?debug=true alone)."""
+    project = make_project(
+        {
+            "localserve.yaml": "- kind: api\n  name: lin\n  model: lin.onnx\n  request_handler: h.py\n",
+            "h.py": """
+            def pre_inference(sample, metadata):
+                return sample["x"]
+            """,
+        }
+    )
+    onnx_linear(project / "lin.onnx")
+    body = b'{"x": [0, 0, 0, 0], "deep": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+    caplog.set_level(logging.INFO, logger="localserve")
+    with serve(project) as client:
+        plain = client.post("/lin", content=body, headers={"content-type": "application/json"})
+        caplog.clear()
+        debugged = client.post("/lin?debug=true", content=body, headers={"content-type": "application/json"})
+    assert plain.status_code == debugged.status_code == 200
+    assert debugged.content == plain.content
+    raw = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("debug: raw sample"))
+    assert "'deep': [[[[[[[[...]]]]]]]]" in raw
+
+
 def test_batching_merges_concurrent_requests(serve, make_project) -> None:
     project = make_project(
         {
