@@ -135,9 +135,18 @@ def dump_msgpack(value: Any) -> bytes:
 
 
 def _msgpack_default(value: Any) -> Any:
+    """``json_default``'s conversions, worded for msgpack: msgpack calls it also for an integer past 64 bits."""
     if isinstance(value, bytes | bytearray):
         return bytes(value)
-    return json_default(value)
+    if isinstance(value, int):  # its digits may pass what str() writes (sys.get_int_max_str_digits)
+        raise ValueError(f"an integer of {value.bit_length()} bits is beyond msgpack's 64 (send it as a string)")
+    try:
+        converted = json_default(value)
+    except TypeError:
+        converted = complex()  # refused below, as numpy's complex64 made a complex is
+    if isinstance(converted, complex):
+        raise TypeError(f"an object of type {type(value).__name__} has no msgpack form")
+    return converted
 
 
 _QVALUE = re.compile(r"0(\.[0-9]{0,3})?|1(\.0{0,3})?")  # RFC 9110's qvalue

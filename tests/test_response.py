@@ -5,6 +5,7 @@ import http
 import io
 import json
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -164,6 +165,23 @@ def test_cortex_returns() -> None:
     assert (
         str(info.value) == "The response cannot be serialised as JSON: Object of type object is not JSON serializable."
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ({"a": 2**100}, "an integer of 101 bits is beyond msgpack's 64 (send it as a string)"),
+        ({"a": -(2**64)}, "an integer of 65 bits is beyond msgpack's 64 (send it as a string)"),
+        ({"a": complex(1, 2)}, "an object of type complex has no msgpack form"),
+        ({"a": np.complex64(1)}, "an object of type complex64 has no msgpack form"),
+    ],
+)
+def test_a_value_msgpack_cannot_carry_is_named_in_its_terms(value: Any, why: str) -> None:
+    """msgpack calls the conversion hook for an integer past 64 bits too: it was told "not JSON serializable"."""
+    with pytest.raises(HandlerError) as info:
+        cortex_reply(value, "application/msgpack")
+    assert str(info.value) == f"The response cannot be serialised as msgpack: {why}."
+    assert cortex_reply({"a": 2**100}, "application/json").body == b'{"a":1267650600228229401496703205376}'
 
 
 def test_cortex_msgpack_when_accepted() -> None:
