@@ -1,16 +1,19 @@
-"""Values to JSON and msgpack bytes, as the platforms wrote them: JSON byte for byte the standard library's
+"""Values to JSON, msgpack and CSV bytes, as the platforms wrote them: JSON byte for byte the standard library's
 (orjson writes it where the bytes agree), numpy values and datetimes included, NaN sent as null with a
 warning; and whether a client's Accept header asks for msgpack."""
 
 from __future__ import annotations
 
+import csv
 import datetime
 import decimal
 import enum
+import io
 import json
 import logging
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -143,10 +146,27 @@ def _msgpack_default(value: Any) -> Any:
     try:
         converted = json_default(value)
     except TypeError:
-        converted = complex()  # refused below, as numpy's complex64 made a complex is
+        converted = 0j  # refused below, as a numpy complex64 made a complex is
     if isinstance(converted, complex):
         raise TypeError(f"an object of type {type(value).__name__} has no msgpack form")
     return converted
+
+
+def dump_csv(rows: list[Any]) -> bytes:
+    """Rows as CSV (UTF-8): dicts under a header row of their keys in order of appearance, else one row each."""
+    out = io.StringIO()
+    if rows and all(isinstance(r, Mapping) for r in rows):
+        fieldnames: list[str] = []
+        for row in rows:
+            fieldnames.extend(k for k in row if k not in fieldnames)
+        writer = csv.DictWriter(out, fieldnames=fieldnames, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        plain = csv.writer(out, lineterminator="\n")
+        for row in rows:
+            plain.writerow(row if isinstance(row, list | tuple) else [row])
+    return out.getvalue().encode("utf-8")
 
 
 _QVALUE = re.compile(r"0(\.[0-9]{0,3})?|1(\.0{0,3})?")  # RFC 9110's qvalue

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import difflib
-import io
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -14,13 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from localserve.encoding import dump_json, dump_msgpack, wants_msgpack
+from localserve.encoding import dump_csv, dump_json, dump_msgpack, wants_msgpack
 from localserve.errors import HandlerError
 
 JSON_TYPE = b"application/json"
 MSGPACK_TYPE = "application/msgpack"
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/x-jsonlines")
 SERVER_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "content-type", "x-request-id"})
+_SET_BY_US = {  # why each of SERVER_HEADERS (but Content-Type) is not the handler's to set
+    "content-length": "it is the length of 'content'",
+    "transfer-encoding": "a generator 'content' is sent chunked",
+    "connection": "the server keeps or closes the connection",
+    "x-request-id": "it is the request's id, the client's X-Request-ID when it sent one",
+}
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 log = logging.getLogger("localserve")
 
@@ -70,7 +74,7 @@ def abeja_reply(result: Any) -> Reply:
         raise HandlerError(f"The handler's 'content_type' is {_type_name(content_type)}; expected a string.")
     if _BAD_VALUE.search(content_type):
         raise HandlerError(f"The handler's 'content_type' {content_type!r} contains control characters.")
-    headers = [(b"content-type", content_type.encode("latin-1", "replace"))]
+    headers = [(b"content-type", _latin1(content_type, "'content_type'"))]
     headers.extend(_metadata_headers(result.get("metadata")))
     content = result.get("content")
     reply = Reply(status=status, headers=headers, value=content)
@@ -91,10 +95,9 @@ def _abeja_content(content: Any, lowered: str) -> tuple[bytes, Iterator[bytes] |
     if isinstance(content, bytes | bytearray | memoryview):
         return bytes(content), None  # Decision 1: bytes are sent as bytes
     if isinstance(content, str):
-        return content.encode("utf-8"), None
+        return _utf8(content, "The handler's 'content'"), None
     if hasattr(content, "read"):
-        data = content.read()
-        return (data.encode("utf-8") if isinstance(data, str) else bytes(data)), None
+        return _read(content), None
     if isinstance(content, list):
         return _list_content(content, lowered), None
     if _is_stream(content):
@@ -102,12 +105,49 @@ def _abeja_content(content: Any, lowered: str) -> tuple[bytes, Iterator[bytes] |
     return dump_json(content), None
 
 
+def _read(content: Any) -> bytes:
+    """What a file-like 'content' holds: its ``read()``, bytes or text; its failure is the handler's (a 500)."""
+    try:
+        data = content.read()
+    except Exception as exc:
+        raise HandlerError(
+            f"Reading the handler's 'content' ({_type_name(content)}) failed: {type(exc).__name__}: {exc}"
+        ) from None
+    if isinstance(data, str):
+        return _utf8(data, "The handler's 'content'.read()")
+    if not isinstance(data, bytes | bytearray | memoryview):  # bytes(5) would be five NUL bytes
+        raise HandlerError(f"The handler's 'content'.read() returned {_type_name(data)}; expected bytes or a str.")
+    return bytes(data)
+
+
+def _utf8(text: str, what: str) -> bytes:
+    """``text`` as UTF-8, or a HandlerError naming ``what`` (a lone surrogate cannot be written)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise HandlerError(
+            f"{what} is a str that UTF-8 cannot carry: {text[exc.start]!r} at {exc.start} is a lone surrogate "
+            "(from bytes decoded with errors='surrogateescape'?); return bytes, or text without it."
+        ) from None
+
+
+def _latin1(text: str, what: str) -> bytes:
+    """A header's value as Latin-1 (HTTP's), or a HandlerError naming ``what``."""
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError as exc:
+        raise HandlerError(
+            f"The handler's {what} holds {text[exc.start]!r}, which a header cannot carry (HTTP header values are "
+            "Latin-1); percent-encode it first, e.g. urllib.parse.quote(value)."
+        ) from None
+
+
 def _list_content(content: list[Any], lowered: str) -> bytes:
     """A list: chunks of bytes joined, CSV or JSON lines when the content type says so, else JSON."""
     if content and all(isinstance(c, bytes | bytearray) for c in content):
         return b"".join(content)
     if lowered.startswith("text/csv"):
-        return _csv(content)
+        return dump_csv(content)
     if lowered.startswith(NDJSON_TYPES):
         return b"".join(dump_json(item) + b"\n" for item in content)
     return dump_json(content)
@@ -170,10 +210,8 @@ def _metadata_headers(metadata: Any) -> list[tuple[bytes, bytes]]:
         if not name or any(c in name for c in ' \t\r\n:"(),/;<=>?@[\\]{}') or not name.isascii():
             raise HandlerError(f"The handler's 'metadata' key {name!r} is not a valid HTTP header name.")
         if name.lower() in SERVER_HEADERS:
-            raise HandlerError(
-                f"The handler's 'metadata' key {name!r} is a header localserve sets itself; "
-                "use 'content_type' for the Content-Type."
-            )
+            hint = "use 'content_type' for it" if name.lower() == "content-type" else _SET_BY_US[name.lower()]
+            raise HandlerError(f"The handler's 'metadata' key {name!r} is a header localserve sets itself; {hint}.")
         if isinstance(value, bytes):
             text = value.decode("latin-1")
         elif isinstance(value, str | int | float):
@@ -186,31 +224,8 @@ def _metadata_headers(metadata: Any) -> list[tuple[bytes, bytes]]:
             raise HandlerError(
                 f"The handler's 'metadata' value for {name!r} contains a line break or control character."
             )
-        try:
-            encoded = text.encode("latin-1")
-        except UnicodeEncodeError as exc:
-            raise HandlerError(
-                f"The handler's 'metadata' value for {name!r} holds {text[exc.start]!r}, which a header cannot carry "
-                "(HTTP header values are Latin-1); percent-encode it first, e.g. urllib.parse.quote(value)."
-            ) from None
-        headers.append((name.lower().encode("latin-1"), encoded))
+        headers.append((name.lower().encode("latin-1"), _latin1(text, f"'metadata' value for {name!r}")))
     return headers
-
-
-def _csv(rows: list[Any]) -> bytes:
-    out = io.StringIO()
-    if rows and all(isinstance(r, Mapping) for r in rows):
-        fieldnames: list[str] = []
-        for row in rows:
-            fieldnames.extend(k for k in row if k not in fieldnames)
-        writer = csv.DictWriter(out, fieldnames=fieldnames, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    else:
-        plain = csv.writer(out, lineterminator="\n")
-        for row in rows:
-            plain.writerow(row if isinstance(row, list | tuple) else [row])
-    return out.getvalue().encode("utf-8")
 
 
 # -- Cortex --------------------------------------------------------------------------------
@@ -225,7 +240,8 @@ def cortex_reply(value: Any, accept: str | None = None) -> Reply:
     if _is_starlette_response(value):
         return Reply(status=_response_status(value), asgi=value, value=None)
     if isinstance(value, str):
-        return Reply(headers=[(b"content-type", b"text/plain; charset=utf-8")], body=value.encode("utf-8"), value=value)
+        body = _utf8(value, "The returned text")
+        return Reply(headers=[(b"content-type", b"text/plain; charset=utf-8")], body=body, value=value)
     if isinstance(value, bytes | bytearray | memoryview):
         return Reply(headers=[(b"content-type", b"application/octet-stream")], body=bytes(value), value=None)
     if _is_stream(value):
@@ -268,4 +284,7 @@ def _chunks(iterable: Iterable[Any]) -> Iterator[bytes]:
 
 
 def _type_name(value: Any) -> str:
-    return "None" if value is None else f"a {type(value).__name__}"
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"

@@ -61,6 +61,18 @@ def test_defaults_status_and_metadata_headers() -> None:
     assert status == 201
 
 
+class FileLike:
+    """A 'content' with a read() that returns ``what``, or raises it."""
+
+    def __init__(self, what: object) -> None:
+        self.what = what
+
+    def read(self) -> object:
+        if isinstance(self.what, BaseException):
+            raise self.what
+        return self.what
+
+
 @pytest.mark.parametrize(
     ("result", "message"),
     [
@@ -95,7 +107,35 @@ def test_defaults_status_and_metadata_headers() -> None:
         ),
         (
             {"metadata": {"Content-Length": "2"}},
-            "The handler's 'metadata' key 'Content-Length' is a header localserve sets itself; use 'content_type' for the Content-Type.",
+            "The handler's 'metadata' key 'Content-Length' is a header localserve sets itself; it is the length of "
+            "'content'.",
+        ),
+        (
+            {"metadata": {"transfer-encoding": "chunked"}},
+            "The handler's 'metadata' key 'transfer-encoding' is a header localserve sets itself; a generator "
+            "'content' is sent chunked.",
+        ),
+        (
+            {"metadata": {"Content-Type": "text/csv"}},
+            "The handler's 'metadata' key 'Content-Type' is a header localserve sets itself; use 'content_type' for it.",
+        ),
+        (
+            {"content_type": "text/plain; name=日本"},
+            "The handler's 'content_type' holds '日', which a header cannot carry (HTTP header values are Latin-1); "
+            "percent-encode it first, e.g. urllib.parse.quote(value).",
+        ),
+        (
+            {"content": "a\ud800b"},
+            "The handler's 'content' is a str that UTF-8 cannot carry: '\\ud800' at 1 is a lone surrogate (from bytes "
+            "decoded with errors='surrogateescape'?); return bytes, or text without it.",
+        ),
+        (
+            {"content": FileLike(5)},
+            "The handler's 'content'.read() returned an int; expected bytes or a str.",
+        ),
+        (
+            {"content": FileLike(OSError("disk gone"))},
+            "Reading the handler's 'content' (a FileLike) failed: OSError: disk gone",
         ),
         (
             {"metadata": {"x-a": "ok ✓"}},
@@ -182,6 +222,12 @@ def test_a_value_msgpack_cannot_carry_is_named_in_its_terms(value: Any, why: str
         cortex_reply(value, "application/msgpack")
     assert str(info.value) == f"The response cannot be serialised as msgpack: {why}."
     assert cortex_reply({"a": 2**100}, "application/json").body == b'{"a":1267650600228229401496703205376}'
+
+
+def test_a_returned_str_utf_8_cannot_carry_is_the_handler_s_500_not_an_internal_error() -> None:
+    with pytest.raises(HandlerError) as info:
+        cortex_reply("ok \udcff")
+    assert str(info.value).startswith("The returned text is a str that UTF-8 cannot carry: '\\udcff' at 3 is a lone")
 
 
 def test_cortex_msgpack_when_accepted() -> None:
