@@ -23,6 +23,8 @@ STRING = np.dtype(object)
 MAX_RANK = 32
 """The most dimensions an input may have: numpy walks no array of more element by element (``.flat``)."""
 
+_EXACT = 2.0**53  # every integer up to it is a float64 exactly
+
 
 def dtype_name(dtype: np.dtype[Any] | None) -> str:
     """'float32', 'int64', 'string' (object), or 'unsupported' when numpy has no such dtype."""
@@ -127,9 +129,9 @@ def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) ->
     raw = _as_array(value, prefix)
     kind = _number_kind(value, raw, dtype, prefix)
     if dtype.kind in "iu":
-        if kind == "f" and isinstance(value, list | tuple):  # numpy made floats of the ints too: 2**53 + 1 is lost
-            raw = _as_array(value, prefix, STRING)
-            kind = "o"
+        if kind == "f" and isinstance(value, list | tuple) and raw.size and not np.abs(raw).max() <= _EXACT:
+            raw = _as_array(value, prefix, STRING)  # numpy made float64s of the ints too, and 2**53 + 1 is lost:
+            kind = "o"  # the numbers as sent (NaN too, refused there)
         return _cast_integers(raw, dtype, prefix, kind)
     if dtype.kind == "b" and kind != "b":
         bad = np.flatnonzero((raw != 0) & (raw != 1))
