@@ -23,7 +23,7 @@ STRING = np.dtype(object)
 MAX_RANK = 32
 """The most dimensions an input may have: numpy walks no array of more element by element (``.flat``)."""
 
-_EXACT = 2.0**53  # every integer up to it is a float64 exactly
+_EXACT = 2.0**53  # every integer below it is a float64 exactly (2**53 + 1 becomes 2**53)
 
 
 def dtype_name(dtype: np.dtype[Any] | None) -> str:
@@ -129,7 +129,7 @@ def _cast(value: Any, dtype: np.dtype[Any], prefix: str, *, keep_bytes: bool) ->
     raw = _as_array(value, prefix)
     kind = _number_kind(value, raw, dtype, prefix)
     if dtype.kind in "iu":
-        if kind == "f" and isinstance(value, list | tuple) and raw.size and not np.abs(raw).max() <= _EXACT:
+        if kind == "f" and isinstance(value, list | tuple) and raw.size and not np.abs(raw).max() < _EXACT:
             raw = _as_array(value, prefix, STRING)  # numpy made float64s of the ints too, and 2**53 + 1 is lost:
             kind = "o"  # the numbers as sent (NaN too, refused there)
         return _cast_integers(raw, dtype, prefix, kind)

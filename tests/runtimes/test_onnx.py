@@ -352,6 +352,7 @@ def test_integers_mixed_with_floats_keep_every_digit(models: Path) -> None:
     feed = two.coerce({"ids": [[2**53 + 1, 1.0], [2**63 - 1, -(2**63)]], "scale": [[1], [1]]})
     assert feed["ids"].dtype == np.int64
     assert feed["ids"].tolist() == [[2**53 + 1, 1], [2**63 - 1, -(2**63)]]
+    assert two.coerce({"ids": [[2**53 + 1, 1.0]], "scale": [[1]]})["ids"].tolist() == [[2**53 + 1, 1]]
     with pytest.raises(RequestError) as info:
         two.coerce({"ids": [[2**63, 1.0]], "scale": [[1]]})
     assert str(info.value) == (
