@@ -28,7 +28,7 @@ def error_message(exc: Exception, hide_errors: bool) -> str:
 _REPR = reprlib.Repr()
 _REPR.maxlevel = 3  # a value 1,000 levels deep is shown to 3, never recursed through (a RecursionError)
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 8
-_REPR.maxstring = _REPR.maxother = 400  # cut below, to the message's own length
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 400  # cut below, to the message's own length
 
 
 def short_repr(value: Any, limit: int = 60) -> str:

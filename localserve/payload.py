@@ -20,14 +20,16 @@ MAX_JSON_DEPTH = 1024  # orjson's nesting limit
 MSGPACK_DEPTH = 1024  # msgpack's C unpacker's stack
 
 
-def _finite_float(text: str, what: str = "The body") -> float:
+INFINITY = "write Infinity or -Infinity to mean infinity."
+
+
+def _finite_float(text: str, what: str = "The body", infinity: str = INFINITY) -> float:
     """A JSON number as a float, refused when beyond a double (the standard library would make it inf)."""
     value = float(text)
     if math.isinf(value):
         shown = text if len(text) <= 40 else f"{text[:37]}..."
         raise RequestError(
-            f"{what} is not valid JSON: the number {shown} is beyond the range of a double (about ±1.8e308); "
-            "write Infinity or -Infinity to mean infinity."
+            f"{what} is not valid JSON: the number {shown} is beyond the range of a double (about ±1.8e308); {infinity}"
         )
     return value
 
@@ -59,12 +61,16 @@ CORTEX_GZIP = (
 
 
 def loads_json(
-    body: bytes, what: str = "The body", gzipped: str = CORTEX_GZIP, constant: Callable[[str], Any] | None = None
+    body: bytes,
+    what: str = "The body",
+    gzipped: str = CORTEX_GZIP,
+    constant: Callable[[str], Any] | None = None,
+    infinity: str = INFINITY,
 ) -> Any:
     """A JSON document (orjson first; the standard library for what only it takes, NaN and Infinity, and for the
-    error's words): RequestError "``what`` is not valid JSON: ..." otherwise, ``gzipped`` said of a gzip stream.
-    ``constant`` is given NaN, Infinity and -Infinity where they are written (the standard library's
-    ``parse_constant``): it may refuse them."""
+    error's words): RequestError "``what`` is not valid JSON: ..." otherwise, ``gzipped`` said of a gzip stream
+    and ``infinity`` of a number past a double. ``constant`` is given NaN, Infinity and -Infinity where they
+    are written (the standard library's ``parse_constant``): it may refuse them."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -77,7 +83,7 @@ def loads_json(
     try:
         return json.loads(
             body,
-            parse_float=_finite_float if what == "The body" else partial(_finite_float, what=what),
+            parse_float=_finite_float if what == "The body" else partial(_finite_float, what=what, infinity=infinity),
             parse_constant=constant,
         )
     except UnicodeDecodeError as exc:

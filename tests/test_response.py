@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from localserve.encoding import wants_msgpack
-from localserve.error_text import error_body, error_message
+from localserve.error_text import error_body, error_message, short_repr
 from localserve.errors import HandlerError
 from localserve.response import abeja_reply, answer_headers, cortex_reply
 
@@ -228,6 +228,16 @@ def test_a_returned_str_utf_8_cannot_carry_is_the_handler_s_500_not_an_internal_
     with pytest.raises(HandlerError) as info:
         cortex_reply("ok \udcff")
     assert str(info.value).startswith("The returned text is a str that UTF-8 cannot carry: '\\udcff' at 3 is a lone")
+
+
+def test_a_value_in_a_message_is_cut_to_its_length_and_a_few_levels() -> None:
+    deep: Any = 1
+    for _ in range(2000):  # deeper than repr() can go
+        deep = [deep]
+    assert short_repr(deep) == "[[[[...]]]]"
+    assert short_repr(10**50) == "1" + "0" * 50  # whole up to the limit (reprlib cuts 40 digits by default)
+    assert short_repr("x" * 100) == "'" + "x" * 56 + "..."
+    assert short_repr({"a": {"b": {"c": {"d": 1}}}}, 80) == "{'a': {'b': {'c': {...}}}}"
 
 
 def test_cortex_msgpack_when_accepted() -> None:

@@ -23,6 +23,7 @@ STRING = np.dtype(object)
 MAX_RANK = 32
 """The most dimensions an input may have: numpy walks no array of more element by element (``.flat``)."""
 
+_NUMPY_RANK = 64  # the most dimensions numpy makes (its 2.x)
 _EXACT = 2.0**53  # every integer below it is a float64 exactly (2**53 + 1 becomes 2**53)
 
 
@@ -158,8 +159,15 @@ def _as_array(value: Any, prefix: str, dtype: np.dtype[Any] | None = None) -> np
                 raise RequestError(f"{prefix}; got a list nested more than {MAX_RANK} levels deep.") from None
             raise RequestError(f"{prefix}; got {_ragged(value)}.") from None
     if raw.ndim > MAX_RANK:
-        what = f"an array of {raw.ndim} dimensions" if raw is value else f"a list nested {raw.ndim} levels deep"
-        raise RequestError(f"{prefix}; got {what}, past the {MAX_RANK} an input may have.")
+        if raw is value:
+            raise RequestError(
+                f"{prefix}; got an array of {raw.ndim} dimensions, past the {MAX_RANK} an input may have."
+            )
+        if raw.ndim >= _NUMPY_RANK:  # an object array stops there, its elements the lists nested deeper
+            raise RequestError(f"{prefix}; got a list nested more than {MAX_RANK} levels deep.")
+        raise RequestError(
+            f"{prefix}; got a list nested {raw.ndim} levels deep, past the {MAX_RANK} an input may have."
+        )
     return raw
 
 
@@ -225,19 +233,22 @@ def _to_float(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str) -> n
 def _cast_integers(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str, kind: str) -> np.ndarray[Any, Any]:
     """``raw`` as the integer ``dtype``: whole numbers within its range. Kind ``o``: the numbers as sent (an object
     array of ints and floats), each made an int exactly, as numpy's float64 would not past 2**53."""
-    if kind == "o":
+    info = np.iinfo(dtype)
+    if kind == "o":  # each checked and named as sent (orjson reads an integer past 64 bits as a float)
         whole = []
         for index, item in enumerate(raw.flat):
             if isinstance(item, float | np.floating) and not (np.isfinite(item) and float(item).is_integer()):
                 _fail(prefix, raw, index, "is not a whole number")
-            whole.append(int(item))
-        raw = np.array(whole, dtype=object).reshape(raw.shape)
-    elif kind == "f":
+            number = int(item)
+            if not info.min <= number <= info.max:
+                _fail(prefix, raw, index, f"is out of range for {dtype.name}")
+            whole.append(number)
+        return np.array(whole, dtype=dtype).reshape(raw.shape)
+    if kind == "f":
         numbers = raw.astype(np.float64)
         bad = np.flatnonzero(~np.isfinite(numbers) | (numbers != np.trunc(numbers)))
         if bad.size:
             _fail(prefix, raw, int(bad[0]), "is not a whole number")
-    info = np.iinfo(dtype)
     if raw.size and kind != "b":
         for index, item in enumerate(raw.flat):
             if not info.min <= int(item) <= info.max:

@@ -325,9 +325,13 @@ def test_lists_past_32_levels_and_values_of_any_depth_are_400s_that_say_so(tmp_p
     assert str(info.value) == (
         "Input 'x' expects uint8 of shape [-1, 4]; got a list nested 33 levels deep, past the 32 an input may have."
     )
+    strings = load(models / "strings.onnx")
     with pytest.raises(RequestError) as info:
-        load(models / "strings.onnx").coerce(nested(["a"], 32))
+        strings.coerce(nested(["a"], 32))
     assert str(info.value).endswith("got a list nested 33 levels deep, past the 32 an input may have.")
+    with pytest.raises(RequestError) as info:  # an object array stops at numpy's 64 dimensions
+        strings.coerce(nested(["a"], 99))
+    assert str(info.value) == "Input 'text' expects string of shape [-1]; got a list nested more than 32 levels deep."
     with pytest.raises(RequestError) as info:
         uint8.coerce(nested([1, 2, 3, 4], 69))
     assert str(info.value) == "Input 'x' expects uint8 of shape [-1, 4]; got a list nested more than 32 levels deep."
@@ -357,6 +361,12 @@ def test_integers_mixed_with_floats_keep_every_digit(models: Path) -> None:
         two.coerce({"ids": [[2**63, 1.0]], "scale": [[1]]})
     assert str(info.value) == (
         "Input 'ids' expects int64 of shape [-1, 2]; the value 9223372036854775808 at [0, 0] is out of range for int64."
+    )
+    with pytest.raises(RequestError) as info:  # the value as it came, not an int made of it
+        two.coerce({"ids": [[1e19, 1.0]], "scale": [[1]]})
+    assert (
+        str(info.value)
+        == "Input 'ids' expects int64 of shape [-1, 2]; the value 1e+19 at [0, 0] is out of range for int64."
     )
     with pytest.raises(RequestError) as info:
         two.coerce({"ids": [[3, 2.5]], "scale": [[1]]})

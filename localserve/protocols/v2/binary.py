@@ -26,14 +26,14 @@ _LENGTH = struct.Struct("<I")
 
 
 def read_json_header(json_part: bytes | memoryview, header_length: int | None) -> Any:
-    """The request's JSON header; where orjson refuses it, read as ``payload.loads_json`` reads a Cortex body
-    (an integer past 64 bits is a number) or a RequestError that says what is wrong: NaN and Infinity
-    among it, which Triton's JSON parser refuses too (docs/reference.md). A body that may hold binary
-    tensor data is told of its header."""
+    """The request's JSON header, or a RequestError that says what is wrong with it: where orjson refuses it,
+    in the words of ``payload.loads_json`` (a Cortex body's), NaN and Infinity named, which Triton's JSON
+    parser refuses too (docs/reference.md), and a body that may hold binary tensor data told of its header.
+    """
     try:
         return orjson.loads(json_part)
-    except orjson.JSONDecodeError:
-        pass
+    except orjson.JSONDecodeError as exc:
+        refused = exc.msg
     what = "The request's JSON header" + ("" if header_length is None else f" (the first {header_length} bytes)")
 
     def refuse(constant: str) -> NoReturn:
@@ -43,7 +43,7 @@ def read_json_header(json_part: bytes | memoryview, header_length: int | None) -
         )
 
     try:
-        return loads_json(bytes(json_part), what, GZIPPED, refuse)
+        loads_json(bytes(json_part), what, GZIPPED, refuse, INFINITY)
     except RequestError as exc:
         if header_length is None and ("not UTF-8" in str(exc) or "Extra data" in str(exc)):
             raise RequestError(
@@ -51,9 +51,14 @@ def read_json_header(json_part: bytes | memoryview, header_length: int | None) -
                 "Inference-Header-Content-Length header."
             ) from None
         raise
+    # The standard library took what orjson would not: a string escape of half a surrogate pair ("\ud800"),
+    # which is no character, and which neither the answer (its id) nor a BYTES tensor could then carry.
+    half = " (a \\u escape of half a surrogate pair, which is no character)" if "surrogate" in refused else ""
+    raise RequestError(f"{what} is not valid JSON for this protocol: {refused}{half}.")
 
 
 GZIPPED = "Name its encoding in Content-Encoding (gzip or deflate), or send it uncompressed."
+INFINITY = "send infinities as binary tensor data."
 
 
 def parse_header_length(value: bytes | None, body_size: int) -> int | None:

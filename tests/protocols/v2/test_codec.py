@@ -126,7 +126,21 @@ def test_a_header_that_is_not_json_says_why_in_the_native_routes_words() -> None
     )
     assert error_of(json_input(data=[1, 2, 3, 1e999]).replace(b"Infinity", b"1e400")) == (
         "The request's JSON header is not valid JSON: the number 1e400 is beyond the range of a double (about "
-        "\u00b11.8e308); write Infinity or -Infinity to mean infinity."
+        "\u00b11.8e308); send infinities as binary tensor data."
+    )
+
+
+@pytest.mark.parametrize("where", ["id", "data"])
+def test_half_a_surrogate_pair_is_a_400_not_a_500_later(where: str) -> None:
+    """The standard library reads "\\ud800", which orjson refuses: no answer (its id) and no tensor can carry it."""
+    spec = TensorSpec("s", "BYTES", (-1,))
+    document = {"id": "\ud800"} if where == "id" else {}
+    document["inputs"] = [
+        {"name": "s", "shape": [1], "datatype": "BYTES", "data": ["\ud800" if where == "data" else "a"]}
+    ]
+    assert error_of(json.dumps(document).encode(), inputs=[spec]) == (
+        "The request's JSON header is not valid JSON for this protocol: no low surrogate in string (a \\u escape of "
+        "half a surrogate pair, which is no character)."
     )
 
 
@@ -139,10 +153,12 @@ def test_nan_and_infinity_are_refused_by_name_as_triton_refuses_them() -> None:
         )
 
 
-def test_an_integer_past_64_bits_is_a_number_out_of_range_not_a_json_error() -> None:
-    body = json.dumps({"inputs": [{"name": "i", "shape": [1], "datatype": "INT64", "data": [2**64]}]}).encode()
-    assert error_of(body, inputs=[TensorSpec("i", "INT64", (-1,))]) == (
-        "Input 'i' is INT64 of shape [1]; the value 18446744073709551616 at [0] is out of range for int64."
+def test_an_integer_past_64_bits_is_named_as_read_out_of_range() -> None:
+    """orjson reads an integer past 64 bits as a float: the message names that float, not an int made of it."""
+    spec = TensorSpec("i", "INT64", (-1,))
+    body = json.dumps({"inputs": [{"name": "i", "shape": [2], "datatype": "INT64", "data": [1, 10**23]}]}).encode()
+    assert error_of(body, inputs=[spec]) == (
+        "Input 'i' is INT64 of shape [2]; the value 1e+23 at [1] is out of range for int64."
     )
 
 
