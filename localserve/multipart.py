@@ -15,6 +15,7 @@ from localserve.errors import RequestError
 
 MAX_HEADER_COUNT = 64  # header lines of one part
 MAX_HEADER_SIZE = 16384  # bytes of one part's header line
+MAX_BOUNDARY = 256  # python-multipart's limit (RFC 2046 allows 70; longer ones are taken as they come)
 
 
 class Content(dict[str, Any]):
@@ -57,6 +58,10 @@ def parse_multipart(content_type: str, body: bytes) -> list[Content]:
         raise RequestError(
             f"Malformed multipart body: Content-Type {content_type!r} has no boundary parameter; "
             "expected e.g. 'multipart/form-data; boundary=...'."
+        )
+    if len(boundary) > MAX_BOUNDARY:  # python-multipart refuses one past 256 bytes when the parser is made
+        raise RequestError(
+            f"Malformed multipart body: its boundary is {len(boundary)} bytes long; RFC 2046 allows at most 70."
         )
     collected = _Parts()
     parser = MultipartParser(

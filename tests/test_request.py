@@ -118,6 +118,11 @@ def test_multipart_contents() -> None:
             "\\r\\n--XyZ--\\r\\n'. Expected parts like '--XyZ\\r\\nContent-Disposition: form-data; "
             "name=\"field\"\\r\\n\\r\\n<data>\\r\\n', closed by '--XyZ--'.",
         ),
+        (
+            "multipart/form-data; boundary=" + "B" * 257,
+            MULTIPART,
+            "Malformed multipart body: its boundary is 257 bytes long; RFC 2046 allows at most 70.",
+        ),
     ],
 )
 def test_malformed_multipart_is_a_400(

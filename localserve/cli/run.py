@@ -234,10 +234,16 @@ def read_input(input_path: str | None) -> tuple[bytes, str | None]:
     if input_path == "-":
         return sys.stdin.buffer.read(), "application/octet-stream"
     path = Path(input_path)
-    if not path.is_file():
-        raise ConfigError(f"--input {input_path!r}: no such file.")
+    if path.is_dir():
+        raise ConfigError(f"--input {input_path!r} is a directory; expected a file (or - for standard input).")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"--input {input_path!r}: no such file.") from None
+    except OSError as exc:  # unreadable: permissions, a device, an I/O error
+        raise ConfigError(f"--input {input_path!r} cannot be read: {exc.strerror or exc}.") from None
     guessed, _ = mimetypes.guess_type(path.name)
-    return path.read_bytes(), guessed or "application/octet-stream"
+    return data, guessed or "application/octet-stream"
 
 
 def _split_header(item: str) -> tuple[str, str]:

@@ -188,3 +188,18 @@ def test_a_cortexignore_pattern_re_cannot_compile_is_a_config_error(make_project
     stderr = done.stderr.decode()
     assert (done.returncode, stderr.splitlines()[-1]) == (1, BAD_IGNORE_MESSAGE), stderr
     assert "Traceback" not in stderr
+
+
+def test_run_input_that_is_a_folder_or_cannot_be_read_says_so(tmp_path: Path) -> None:
+    from localserve.cli.run import read_input
+
+    with pytest.raises(ConfigError) as info:
+        read_input(str(tmp_path))
+    assert str(info.value) == f"--input {str(tmp_path)!r} is a directory; expected a file (or - for standard input)."
+    with pytest.raises(ConfigError) as info:
+        read_input(str(tmp_path / "missing.json"))
+    assert str(info.value) == f"--input {str(tmp_path / 'missing.json')!r}: no such file."
+    if Path("/proc/self/mem").exists():  # Linux: a file that exists and that read() refuses (EIO), even for root
+        with pytest.raises(ConfigError) as info:
+            read_input("/proc/self/mem")
+        assert str(info.value) == "--input '/proc/self/mem' cannot be read: Input/output error."

@@ -28,8 +28,9 @@ def one_shot_job(headers: list[tuple[str, str]], body: bytes, query_string: str 
 async def run_job(rt: ApiRuntime, job: Job) -> tuple[int, list[tuple[str, str]], bytes]:
     """Run ``job`` through the loaded API ``rt``'s predictor, on its thread: (status, headers, body).
 
-    The body is the result as JSON (200), or ``{"error": ...}`` (500) when the job failed the way
-    a served job would have.
+    The body is the result as JSON (200), or ``{"error": ...}`` with the error's status (a body the
+    predictor cannot read is the client's 400, a predictor that raised a 500) when the job failed the
+    way a served job would have.
     """
     try:
         result: str = await asyncio.wrap_future(rt.pipeline.call(lambda: execute(rt.endpoint, job)))
@@ -39,5 +40,7 @@ async def run_job(rt: ApiRuntime, job: Job) -> tuple[int, list[tuple[str, str]],
 
 
 def job_failed(exc: LocalServeError, job: Job) -> tuple[int, list[tuple[str, str]], bytes]:
-    """What ``run`` prints for a job that failed (or whose API failed to load): a 500 naming the job."""
-    return 500, JSON_TYPE, render_error(exc, job.id, logged=True).body
+    """What ``run`` prints for a job that failed (or whose API failed to load): the error's status, its body
+    naming the job."""
+    reply = render_error(exc, job.id, logged=True)
+    return reply.status, JSON_TYPE, reply.body

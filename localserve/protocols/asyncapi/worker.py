@@ -52,7 +52,12 @@ def execute(endpoint: Endpoint, job: Job) -> str:
     name = f"{endpoint.predictor.class_name}.predict"
     result = run_stage(endpoint.options.observe, "predict", name, lambda: endpoint.instance.predict(**kwargs))
     try:
-        return json.dumps(result, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(result, ensure_ascii=False, allow_nan=False)
+        if not text.isascii():
+            text.encode("utf-8")  # a lone surrogate (a str made by os.fsdecode, say) cannot be stored as UTF-8...
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(result, allow_nan=False)  # ...but as JSON's \u escape it can, as the answers write it
     except (TypeError, ValueError) as exc:
         raise HandlerError(
             f"{name} returned {_kind(result)}, which is not JSON-serialisable ({exc}); an AsyncAPI's predict must "
@@ -113,7 +118,12 @@ class AsyncWorker:
                     last_house = now
                     back = self.store.recover(now, worker_is_dead)
                     if back:
-                        log.warning("api %r: %d job(s) of a dead worker queued again: %s", self.name, len(back), back)
+                        log.warning(
+                            "api %r: %d job(s) whose worker died or let its lease run out queued again: %s",
+                            self.name,
+                            len(back),
+                            back,
+                        )
                     if now - last_purge >= PURGE_EVERY:
                         last_purge = now
                         purged = self.store.purge(now - self.retention)

@@ -44,6 +44,32 @@ def test_run_reports_a_failed_job_as_an_error(async_project: Callable[..., Path]
     assert json.loads(lines[-1])["error"] == "PythonPredictor.predict raised ValueError: boom: cli"
 
 
+def test_run_reports_a_body_the_predictor_cannot_read_as_the_client_s_400(
+    async_project: Callable[..., Path], tmp_path: Path
+) -> None:
+    sample = tmp_path / "sample.json"
+    sample.write_text("{bad json")
+    done = in_process("run", "--project", str(async_project()), "--input", str(sample), "-q")
+    assert done.returncode == 1
+    lines = done.stderr.decode().splitlines()
+    assert lines[-2] == "Error: the handler answered 400:", lines
+    assert json.loads(lines[-1])["error"].startswith("The body is not valid JSON: ")
+
+
+def test_a_result_holding_half_a_surrogate_pair_is_stored_and_printed_escaped(
+    async_project: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The predictor echoes "\\udcff" (JSON's escape, which the standard library reads): UTF-8 cannot carry it, so
+    the job's result is kept as JSON's escape, as answers are written (it was a traceback here, and a job that
+    was never stored, run again and again, when served)."""
+    sample = tmp_path / "sample.json"
+    sample.write_bytes(b'{"name": "\\udcff.bin"}')
+    done = in_process("run", "--project", str(async_project()), "--input", str(sample), "-q")
+    assert done.returncode == 0, done.stderr.decode()
+    assert b'"name": "\\udcff.bin"' in done.stdout
+    assert json.loads(done.stdout)["payload"] == {"name": "\udcff.bin"}
+
+
 def _export(*extra: str) -> list[dict[str, Any]]:
     project = str(EXAMPLES / "async_words")
     args = ["export", "kubernetes", "--project", project, "--image", "registry.example/words:1", *extra]
