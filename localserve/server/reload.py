@@ -49,6 +49,7 @@ log = logging.getLogger("localserve")
 REQUIREMENTS = ("requirements.txt", "Pipfile")
 STEP_MS = 50  # a batch of changes ends after this long without another (watchfiles' step)
 SHOWN = 10  # changed files named in the log and on /readyz; "and N more" after them
+SLOW = 10.0  # seconds after which a reload still under way is logged (an import that hangs: nothing can end it)
 STOP_WAIT = 5.0  # seconds the watcher's thread gets to see the stop (it looks every STEP_MS)
 
 
@@ -124,7 +125,7 @@ class Watched:
     def classify(self, paths: list[str]) -> Changes:
         """Sort a batch of changed paths into what they touch."""
         changes = Changes()
-        for path in sorted(paths):
+        for path in sorted(set(paths)):  # a file saved twice in one batch is named once
             file = Path(path)
             relative = file.relative_to(self.project).as_posix() if file.is_relative_to(self.project) else path
             changes.files.append(relative)
@@ -154,6 +155,7 @@ class Reloader:
         self.generation = 0  # reloads done; /readyz shows it
         self.error: str | None = None  # the last reload's failure, until a good one
         self.changed: list[str] = []  # the files of the last reload (done or failed), the first SHOWN
+        self.since: float | None = None  # when the reload under way began (time.monotonic()), or None
         self.watched = self._watched(config)
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -164,8 +166,10 @@ class Reloader:
         return Watched(config.project, config.config_file, models, live)
 
     def status(self) -> dict[str, Any]:
-        """For /readyz and the dashboard: reloads done, the error of the last one that failed (until fixed)."""
-        return {"generation": self.generation, "error": self.error, "changed": self.changed}
+        """For /readyz and the dashboard: reloads done, the error of the last one that failed (until fixed), and
+        for how long a reload has been under way (``changed`` are its files then), or None."""
+        running = None if self.since is None else round(time.monotonic() - self.since, 1)
+        return {"generation": self.generation, "error": self.error, "changed": self.changed, "reloading_for_s": running}
 
     def start(self) -> None:
         """Watch from now on (on the running loop)."""
@@ -207,6 +211,23 @@ class Reloader:
 
     async def reload(self, changes: Changes) -> bool:
         """Reload what ``changes`` touched; False when it failed (the last good version serves on)."""
+        self.since = time.monotonic()
+        slow = asyncio.get_running_loop().call_later(SLOW, self._slow, changes)
+        try:
+            return await self._reload(changes)
+        finally:
+            slow.cancel()
+            self.since = None
+
+    def _slow(self, changes: Changes) -> None:
+        log.warning(
+            "reload: still under way %.0f s after %s changed (an import or a model load that hangs?); the last good "
+            "version serves on, and saves made meanwhile are taken once it ends",
+            SLOW,
+            changes.named(),
+        )
+
+    async def _reload(self, changes: Changes) -> bool:
         start = time.perf_counter()
         self.changed = changes.files[:SHOWN]
         names: list[str] = []

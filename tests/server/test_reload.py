@@ -162,7 +162,8 @@ def test_a_bad_edit_between_two_good_ones_fails_no_request(make_project, tmp_pat
         finally:
             stop.set()
             loop.join(60)
-        assert readyz(served.url)["reload"] == {"generation": 2, "error": None, "changed": ["main.py"]}
+        reload = readyz(served.url)["reload"]
+        assert reload == {"generation": 2, "error": None, "changed": ["main.py"], "reloading_for_s": None}
         log = served.log()
         assert log.count(FAILED) == 1 and log.count('    return {"content": "v3"\n') == 1  # once, with its traceback
     assert {status for status, _ in answers} == {200}
@@ -200,6 +201,24 @@ def test_a_request_in_flight_finishes_on_the_old_code(make_project, tmp_path: Pa
         thread.join(120)
         assert (held["r"].status_code, held["r"].text) == (200, "v1")
         assert httpx.post(served.url).text == "v2"
+
+
+def test_a_reload_whose_import_blocks_shows_on_readyz_and_ends_when_it_does(make_project, tmp_path: Path) -> None:
+    """An import that never returns cannot be ended: /readyz says a reload is under way, the last good version
+    answers meanwhile, and the save once it returns is taken."""
+    gate = tmp_path / "gate"
+    project = make_project({"main.py": handler("v1")})
+    blocking = f"import os, time\nwhile not os.path.exists({str(gate)!r}):\n    time.sleep(0.01)\n" + handler("v2")
+    with serving(project, "--handler", "main:handler") as served:
+        edit(project / "main.py", blocking)
+        wait_until(lambda: readyz(served.url)["reload"]["reloading_for_s"] is not None, "a reload under way")
+        assert readyz(served.url)["reload"]["changed"] == ["main.py"]
+        assert httpx.post(served.url).text == "v1"
+        mark = served.mark()
+        gate.touch()
+        assert re.search(RELOADED, served.wait_line(RELOADED, mark)).group(1) == "1"  # type: ignore[union-attr]
+        assert httpx.post(served.url).text == "v2"
+        assert readyz(served.url)["reload"]["reloading_for_s"] is None
 
 
 PREDICTOR = """

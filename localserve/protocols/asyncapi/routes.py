@@ -26,6 +26,7 @@ from prometheus_client.metrics_core import Metric
 
 from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.core import Engine
+from localserve.error_text import short_repr
 from localserve.errors import ClientGone, LocalServeError, RequestError, ShuttingDown, StoreUnavailable
 from localserve.logs import api_var, request_id_var
 from localserve.protocols.asyncapi.metrics import collect_metrics
@@ -247,9 +248,10 @@ class AsyncJobs:
         return store
 
     async def _poll(self, name: str, job_id: str, send: Send, rid: str) -> int:
-        if not JOB_ID_RE.match(job_id):
+        if not JOB_ID_RE.fullmatch(job_id):
             raise RequestError(
-                f"Invalid job id {job_id!r}; expected the 32 lower-case hex characters that POST /{name} answered."
+                f"Invalid job id {short_repr(job_id, 80)}; expected the 32 lower-case hex characters that POST /{name} "
+                "answered."
             )
         store = self._store(name)
         try:

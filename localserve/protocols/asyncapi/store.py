@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from localserve.errors import LocalServeError
 
 STATUSES = ("in_queue", "in_progress", "completed", "failed")
-JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+JOB_ID_RE = re.compile(r"[0-9a-f]{32}")  # whole: fullmatch (``$`` would let a trailing newline through)
 # Latency buckets of the job histogram (seconds, submit to finish): jobs run for seconds to hours.
 LATENCY_BOUNDS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 

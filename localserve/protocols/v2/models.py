@@ -95,7 +95,7 @@ def not_a_model(rt: ApiRuntime) -> str | None:
         )
     if api.predictor is not None:
         return (
-            f"API {api.name!r} is a {api.predictor.type}, whose predict() runs any model itself; the Open Inference "
+            f"API {api.name!r} is a {api.predictor.type} predictor, whose predict() runs any model itself; the Open Inference "
             "Protocol serves only APIs whose ONNX or TensorFlow model localserve runs itself (a model with an "
             f"optional request_handler). Use its own route (/{api.name})."
         )

@@ -121,6 +121,10 @@ def test_unknown_and_malformed_ids(async_project: Callable[..., Path], serve: Ca
         stats = client.get("/jobs/stats").json()
         assert stats["api"] == "jobs"  # the API's own routes keep their meaning
         assert stats["requests"] == {"2xx": 0, "4xx": 2, "5xx": 0}  # the polls (a 404 and a 400) count as its requests
+        reply = client.get(f"/jobs/{unknown}%0a")  # a trailing newline: no id ($ let it through as a 404)
+        assert reply.status_code == 400, reply.text
+        reply = client.get("/jobs/" + "a" * 60_000)
+        assert reply.status_code == 400 and len(reply.json()["error"]) < 200  # the id is not echoed whole
 
 
 def test_a_job_route_takes_get_head_and_options_and_answers_other_methods_405(

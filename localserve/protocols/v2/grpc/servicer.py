@@ -36,7 +36,7 @@ from localserve.protocols.v2.grpc import inference_pb2 as pb
 from localserve.protocols.v2.grpc.call import REQUEST_ID, ClientDeadline, Context, GrpcClient, request_id_of_call
 from localserve.protocols.v2.grpc.head import peek_model
 from localserve.protocols.v2.grpc.outputs import encode_response
-from localserve.protocols.v2.grpc.status import render_status
+from localserve.protocols.v2.grpc.status import details, render_status
 from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
 from localserve.protocols.v2.models import VERSION, V2Model, V2Models
 from localserve.protocols.v2.multi import routed
@@ -49,6 +49,15 @@ log = logging.getLogger("localserve")
 SERVICE = "inference.GRPCInferenceService"  # the protocol's name for it (KServe, Triton): what clients call
 INFER_PATH = f"/{SERVICE}/ModelInfer"  # the HTTP/2 path of a ModelInfer call: its access log line and figures
 OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
+
+
+class Unparsable:
+    """A request message that did not parse: its handler answers INVALID_ARGUMENT with ``reason``."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 class Servicer:
@@ -67,9 +76,18 @@ class Servicer:
         def unary(
             fn: Callable[[Any, Context], Awaitable[Any]], request: type[Message]
         ) -> grpc.RpcMethodHandler[Any, Any]:
-            return grpc.unary_unary_rpc_method_handler(
-                fn, request_deserializer=request.FromString, response_serializer=_serialize
-            )
+            def parse(data: bytes) -> Any:  # grpc's own answer to a message that fails to parse is UNKNOWN
+                try:
+                    return request.FromString(data)
+                except DecodeError as exc:
+                    return Unparsable(f"The {request.__name__} message could not be parsed: {exc}.")
+
+            async def call(message: Any, context: Context) -> Any:
+                if isinstance(message, Unparsable):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, details(message.reason))
+                return await fn(message, context)
+
+            return grpc.unary_unary_rpc_method_handler(call, request_deserializer=parse, response_serializer=_serialize)
 
         methods = {
             "ServerLive": unary(self.server_live, pb.ServerLiveRequest),

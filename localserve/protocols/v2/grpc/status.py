@@ -3,6 +3,8 @@
 The code comes from the error's class (its HTTP status, and ``Overloaded`` apart), the details
 are the words REST sends in ``{"error": ...}`` (``error_text.error_message``: cut when very long,
 hidden for 500s with ``--hide-errors``), and server errors are logged with user code's traceback.
+The details travel in the ``grpc-message`` header, percent-encoded: ``details`` cuts them to what
+gRPC's metadata limits let through (8 KiB soft, 16 KiB hard, for every header of the answer).
 """
 
 from __future__ import annotations
@@ -30,6 +32,20 @@ CODES = {
 }
 
 
+MAX_DETAILS = 4096  # bytes of grpc-message once percent-encoded: half of gRPC's soft limit on all the metadata
+
+
+def details(text: str) -> str:
+    """``text`` cut so that its percent-encoding (gRPC's: a byte outside printable ASCII, or ``%``, is three
+    bytes) stays within ``MAX_DETAILS``; a longer text was refused whole (RESOURCE_EXHAUSTED) by the client."""
+    size = 0
+    for index, char in enumerate(text):
+        size += sum(1 if 0x20 <= byte <= 0x7E and byte != 0x25 else 3 for byte in char.encode("utf-8", "replace"))
+        if size > MAX_DETAILS - 40:  # room for the note of what was cut
+            return f"{text[:index]}... ({len(text) - index:,} more characters cut)"
+    return text
+
+
 def code_of(exc: LocalServeError) -> grpc.StatusCode:
     """The gRPC status code of an error: from its HTTP status; a full queue is RESOURCE_EXHAUSTED, not UNAVAILABLE."""
     if isinstance(exc, Overloaded):
@@ -48,4 +64,4 @@ def render_status(
             log.error("request %s to api %r failed: %s\n%s", request_id, api, str(exc), exc.details)
         else:
             log.error("request %s to api %r failed: %s", request_id, api, str(exc))
-    return code_of(exc), error_message(exc, hide_errors)
+    return code_of(exc), details(error_message(exc, hide_errors))

@@ -319,6 +319,27 @@ def test_grpc_own_mistakes_are_invalid_arguments(stub: Any) -> None:
     )
 
 
+def test_a_message_that_does_not_parse_and_a_name_past_the_metadata_limit_get_their_own_status(
+    running: Running,
+) -> None:
+    """grpc answers UNKNOWN for a request its deserializer cannot parse, and RESOURCE_EXHAUSTED for a status whose
+    percent-encoded grpc-message passes its metadata limit: each now says what was wrong."""
+    with grpc.insecure_channel(running.target) as channel:
+        raw = channel.unary_unary(f"/inference.GRPCInferenceService/{'ModelReady'}")
+        with pytest.raises(grpc.RpcError) as caught:
+            raw(b"\xff\xff")
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert caught.value.details().startswith("The ModelReadyRequest message could not be parsed: ")
+        ready = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelReady
+        with pytest.raises(grpc.RpcError) as caught:
+            ready(service_pb2.ModelReadyRequest(name="é" * 3000))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    message = caught.value.details()
+    assert message.startswith("No model 'éééé") and message.endswith("more characters cut)"), message
+    encoded = sum(1 if 0x20 <= byte <= 0x7E and byte != 0x25 else 3 for byte in message.encode())
+    assert encoded <= 4096  # grpc-message percent-encoded: within half of gRPC's 8 KiB soft limit
+
+
 def test_a_message_over_the_body_limit_is_refused_unread(
     client: triton.InferenceServerClient, running: Running
 ) -> None:
