@@ -262,7 +262,7 @@ class OnnxModel:
         arrays (``coerce``, V2's decoding): they go to the compiled session the wrapper calls last (its
         ``_sess``, named by ``tests/runtimes/test_onnx.py``), any other feed through the wrapper."""
         compiled = getattr(session, "_sess", None)
-        if compiled is None or len(feed) != len(self._inputs):
+        if compiled is None or len(feed) != len(self._inputs) or any(type(v) is not np.ndarray for v in feed.values()):
             return session.run(None, feed)  # type: ignore[no-any-return]
         return compiled.run(self._output_names, feed, None)  # type: ignore[no-any-return]
 

@@ -436,6 +436,27 @@ def test_a_run_goes_past_the_python_wrapper_to_the_compiled_session_and_answers_
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_feed_of_onnxruntime_s_own_values_takes_the_wrapper_s_way_and_its_checks(
+    models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """User code may call the model with OrtValues (onnx_client): the wrapper checks that they fit the session."""
+    model = load(models / "linear.onnx")
+    feed = model.coerce([[1, 2, 3, 4]])
+    through_the_wrapper: list[Any] = []
+    wrapped = model.session.run
+
+    def recorded(names: Any, given: Any) -> Any:
+        through_the_wrapper.append(given)
+        return wrapped(names, given)
+
+    monkeypatch.setattr(model.session, "run", recorded)
+    expected = model.run(feed)
+    assert through_the_wrapper == []  # numpy arrays: straight to the compiled session
+    got = model.run({"x": onnxruntime.OrtValue.ortvalue_from_numpy(feed["x"])})
+    assert len(through_the_wrapper) == 1
+    np.testing.assert_array_equal(got[0], expected[0])
+
+
 def test_a_feed_short_of_an_input_takes_the_wrapper_s_way_and_its_check(models: Path) -> None:
     model = load(models / "two.onnx")
     feed = model.coerce({"ids": [[1, 2]], "scale": [[0.5]]})
