@@ -31,7 +31,16 @@ def upload(target: Any, root: Path) -> None:
             target.put_object(Key=path.relative_to(root).as_posix(), Body=path.read_bytes())
 
 
-def test_s3_models_are_fetched_on_use_and_trimmed_on_disk(serve, make_project, bucket, tmp_path: Path) -> None:  # noqa: F811
+def test_s3_models_are_fetched_on_use_and_trimmed_on_disk(
+    serve,
+    make_project,
+    bucket,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The test polls itself (refresh(remote=True) below): the watcher's own poll, every 10 s, would come at a
+    # moment of the machine's choosing (CI once met one between the trims and the description).
+    monkeypatch.setattr("localserve.runtimes.watch.POLL_SECONDS", 3600.0)
     upload(bucket, models_dir(tmp_path / "upload", {"a": [1, 2], "b": [1], "c": [4]}))
     paths = "".join(f"        - {{name: {m}, path: 's3://{bucket.name}/{m}/'}}\n" for m in "abc")
     models = f"      paths:\n{paths}      cache_size: 1\n      disk_cache_size: 2\n"
