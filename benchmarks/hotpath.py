@@ -92,7 +92,7 @@ def main() -> int:
 
         name = "App"
     except ImportError:
-        import localserve.supervisor as where  # type: ignore[no-redef]
+        import localserve.processes.supervisor as where  # type: ignore[no-redef]
 
         name = "create_app"
     original = getattr(where, name)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from localserve.logs import logger
-from localserve.multipart import Content
-from localserve.request import Request
+from localserve.messages.multipart import Content
+from localserve.messages.request import Request
 
 __version__ = "0.1.0"
 

@@ -18,7 +18,7 @@ from PIL import Image
 
 from localserve.config import load_config
 from localserve.errors import ConfigError
-from localserve.request import Request
+from localserve.messages.request import Request
 from tests.cli.test_cli import in_process
 from tests.conftest import EXAMPLES, cli_env, free_port, wait_ready
 
@@ -366,7 +366,7 @@ def test_serve_seed_000_and_001_on_any_port(tmp_path: Path) -> None:
 def test_api_host_names_resolve_only_for_known_apis() -> None:
     import socket
 
-    from localserve.compat import hosts
+    from localserve.project.compat import hosts
 
     previous = socket.getaddrinfo
     try:
@@ -388,7 +388,7 @@ def test_mnt_project_redirect_fallback(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"k": 1}')
     probe = (
         "import json, os, pathlib\n"
-        "from localserve.compat.mnt import install_redirect\n"
+        "from localserve.project.compat.mnt import install_redirect\n"
         f"install_redirect(pathlib.Path({str(tmp_path)!r}))\n"
         "with open('/mnt/project/config.json', 'r') as f: print(json.load(f))\n"
         "print(os.path.exists('/mnt/project/config.json'), pathlib.Path('/mnt/project/config.json').read_text())\n"
@@ -440,7 +440,7 @@ def test_check_names_the_package_of_a_missing_module(tmp_path: Path) -> None:
         "Error: command line: api 'proj': main imports 'lsfidelity_missing_zz', which is not installed; "
         "pip install lsfidelity_missing_zz, or add it to requirements.txt."
     )
-    from localserve.probe import package_for
+    from localserve.checks.probe import package_for
 
     assert (package_for("cv2"), package_for("PIL.Image"), package_for("dill")) == ("opencv-python", "Pillow", "dill")
 
@@ -485,7 +485,7 @@ def test_tensorflow_predictor_with_several_signatures_loads_without_a_key(serve,
 
 
 def test_dotenv_is_read_as_the_shell_would(tmp_path: Path) -> None:
-    from localserve.project import read_dotenv
+    from localserve.project.directory import read_dotenv
 
     env = tmp_path / ".env"
     env.write_text('A=1 # note\nB="two words"\nexport C=3\n# comment\n\nD=${C}4\n')
@@ -497,7 +497,7 @@ def test_dotenv_is_read_as_the_shell_would(tmp_path: Path) -> None:
 
 
 def test_a_bad_ignore_pattern_names_the_file_and_line(tmp_path: Path) -> None:
-    from localserve.ignore import ignored
+    from localserve.project.ignore import ignored
 
     (tmp_path / ".cortexignore").write_text("[]]\n# fine so far\nlogs\\\n")
     with pytest.raises(ConfigError) as info:
@@ -523,7 +523,7 @@ def test_a_bad_ignore_pattern_names_the_file_and_line(tmp_path: Path) -> None:
 
 def test_pipfile_extras_and_markers(tmp_path: Path) -> None:
     from localserve.errors import ProjectError
-    from localserve.project import pipfile_requirements
+    from localserve.project.directory import pipfile_requirements
 
     pipfile = tmp_path / "Pipfile"
     pipfile.write_text(

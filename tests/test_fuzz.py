@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from localserve.errors import RequestError
-from localserve.payload import decode_payload
-from localserve.request import Request
+from localserve.messages.payload import decode_payload
+from localserve.messages.request import Request
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 CONTENT_TYPES = [

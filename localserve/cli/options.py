@@ -16,8 +16,8 @@ from localserve.config import ServeConfig
 from localserve.errors import ConfigError, LocalServeError
 
 if TYPE_CHECKING:
-    from localserve.compat.context import ProjectSettings
     from localserve.config.options import ServeOptions
+    from localserve.project.compat.context import ProjectSettings
 
 F = Callable[..., Any]
 
@@ -200,8 +200,8 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
 
 def project_settings(flags: ApiFlags, *, quiet: bool, url: str | None) -> ProjectSettings:
     """How the Project context recreates the platform around user code, from the flags."""
-    from localserve.compat.context import ProjectSettings
-    from localserve.project import parse_environment
+    from localserve.project.compat.context import ProjectSettings
+    from localserve.project.directory import parse_environment
 
     return ProjectSettings(
         cache_dir=cache_of(flags),
@@ -237,7 +237,7 @@ def serve_options(flags: ApiFlags, environ: Mapping[str, str], **settings: Any) 
 
 def cache_of(flags: ApiFlags) -> Path:
     """``--cache-dir`` (``LOCALSERVE_CACHE_DIR``), else the default folder."""
-    from localserve.project import default_cache_dir
+    from localserve.project.directory import default_cache_dir
 
     return flags.cache_dir or default_cache_dir()
 

@@ -24,8 +24,8 @@ from localserve.cli.options import (
     run_api_options,
     serve_options,
 )
-from localserve.compat.context import Project
 from localserve.errors import ConfigError
+from localserve.project.compat.context import Project
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
@@ -84,8 +84,8 @@ def _run(
     query: str,
     output: Path | None,
 ) -> None:
-    from localserve.compat.hosts import RUN_URL
     from localserve.logs.user import stdout_to_stderr
+    from localserve.project.compat.hosts import RUN_URL
 
     if output is not None and not output.parent.is_dir():  # said before user code runs, not after
         raise ConfigError(
@@ -123,7 +123,7 @@ def _run(
     else:
         _print_body(response_body, response_headers, output, real_stdout)
     if busy:  # a request past its --timeout still in the model: the interpreter's exit would abort under it
-        from localserve.supervisor import exit_past_threads
+        from localserve.processes.supervisor import exit_past_threads
 
         exit_past_threads(code, busy)
     if code:
@@ -199,9 +199,9 @@ def _send_one(
     """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call;
     the threads still running after ``THREADS_EXIT_WAIT`` go to ``busy``."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.client import peer_starter, run_job_once, run_once
-    from localserve.compat.hosts import RUN_PEERS, install_api_hosts
-    from localserve.peers import Peers
+    from localserve.processes.peers import Peers
+    from localserve.project.compat.hosts import RUN_PEERS, install_api_hosts
+    from localserve.server.inprocess import peer_starter, run_job_once, run_once
     from localserve.server.runner import THREADS_EXIT_WAIT, Runner
 
     api = config.apis[0]

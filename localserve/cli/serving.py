@@ -23,8 +23,8 @@ from localserve.cli.options import (
     serve_options,
     setup_logging,
 )
-from localserve.compat.context import Project
 from localserve.errors import ConfigError
+from localserve.project.compat.context import Project
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
@@ -213,7 +213,7 @@ def _serve(
     """Inside the project: the settings tree built, then serve until stopped; the exit code."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
     from localserve.engine.memory import set_by_environment
-    from localserve.supervisor import default_replicas, serve_forever
+    from localserve.processes.supervisor import default_replicas, serve_forever
 
     api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas")
     replicas = 1 if settings["reload"] else replicas or default_replicas(config)

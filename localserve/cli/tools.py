@@ -26,7 +26,7 @@ def check(project: Path, config_file: Path | None, handler: str | None, cache_di
     """Validate the project's config and files without serving it."""
     from localserve.checks import check_project
     from localserve.config import load_config
-    from localserve.project import default_cache_dir
+    from localserve.project.directory import default_cache_dir
 
     config = load_config(project, config_file, handler=handler)
     for line in check_project(config, cache_dir or default_cache_dir()):

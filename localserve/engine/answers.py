@@ -16,7 +16,7 @@ from localserve.engine.job import Job, settle
 from localserve.engine.streams import open_stream, pump
 from localserve.errors import InternalError, LocalServeError
 from localserve.logs import request_id_var
-from localserve.response import Reply, answer_headers
+from localserve.messages.response import Reply, answer_headers
 
 log = logging.getLogger("localserve")
 

@@ -22,9 +22,9 @@ from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Hooks
 from localserve.engine.routing import describe_routes
-from localserve.error_text import without_paths
 from localserve.errors import HandlerLoadError, LocalServeError
 from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
+from localserve.messages.error_text import without_paths
 from localserve.metrics import Metrics
 from localserve.metrics.extras import ExtraMetrics
 from localserve.runtimes import LoadOptions

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from localserve.engine.ports import Client, ReplyWriter
-from localserve.request import Request
+from localserve.messages.request import Request
 
 QUEUED, RUNNING, DROPPED = 0, 1, 2
 

@@ -34,8 +34,8 @@ from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Client, Hooks, ReplyWriter
 from localserve.errors import ClientGone, LocalServeError, NotReady, Overloaded, ShuttingDown, Timeout
 from localserve.logs import request_id_var
-from localserve.request import Request
-from localserve.response import Reply
+from localserve.messages.request import Request
+from localserve.messages.response import Reply
 
 log = logging.getLogger("localserve")
 

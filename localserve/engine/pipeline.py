@@ -41,7 +41,7 @@ from localserve.engine.routing import ModelRoutes
 from localserve.errors import InternalError, ShuttingDown
 from localserve.handlers import Endpoint
 from localserve.logs import api_var, request_id_var
-from localserve.response import Reply
+from localserve.messages.response import Reply
 
 log = logging.getLogger("localserve")
 

@@ -19,7 +19,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from localserve.engine.job import Job
-from localserve.response import Reply
+from localserve.messages.response import Reply
 
 log = logging.getLogger("localserve")
 

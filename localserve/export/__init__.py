@@ -22,6 +22,6 @@ from localserve.export.common import PROJECT_DIR
 from localserve.export.dockerignore import dockerignore
 from localserve.export.kserve import kserve_manifests
 from localserve.export.kubernetes import kubernetes_manifests
-from localserve.ignore import ignored
+from localserve.project.ignore import ignored
 
 __all__ = ["PROJECT_DIR", "dockerignore", "ignored", "kserve_manifests", "kubernetes_manifests"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from localserve.ignore import builtin_patterns, parse_ignore_lines, user_patterns
+from localserve.project.ignore import builtin_patterns, parse_ignore_lines, user_patterns
 
 
 def dockerignore(project: Path, config_file: Path | None) -> str:

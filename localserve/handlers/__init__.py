@@ -13,8 +13,8 @@ from typing import Any, Protocol, TypeVar
 
 from localserve.config import ApiConfig
 from localserve.errors import HandlerError, LocalServeError
-from localserve.request import Request
-from localserve.response import Reply
+from localserve.messages.request import Request
+from localserve.messages.response import Reply
 from localserve.runtimes import Feed, LoadOptions, Model
 
 T = TypeVar("T")

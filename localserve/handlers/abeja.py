@@ -13,8 +13,8 @@ from localserve.config import ApiConfig
 from localserve.errors import HandlerLoadError, LocalServeError
 from localserve.handlers import EndpointOptions, run_stage, truncate
 from localserve.handlers.loader import load_attr, positional_count
-from localserve.request import Request
-from localserve.response import Reply, abeja_reply
+from localserve.messages.request import Request
+from localserve.messages.response import Reply, abeja_reply
 from localserve.runtimes import Feed, Model
 
 log = logging.getLogger("localserve")

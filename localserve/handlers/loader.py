@@ -14,8 +14,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from localserve.error_text import install_hint
 from localserve.errors import HandlerLoadError
+from localserve.messages.error_text import install_hint
 
 
 def load_attr(spec: str, project: Path, *, what: str = "Handler") -> Any:

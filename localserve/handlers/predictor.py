@@ -27,9 +27,9 @@ from localserve.handlers.clients import (
 )
 from localserve.handlers.loader import load_file, parameter_names
 from localserve.handlers.request_handler import load_api_model, log
-from localserve.payload import decode_payload
-from localserve.request import Request
-from localserve.response import Reply, cortex_reply
+from localserve.messages.payload import decode_payload
+from localserve.messages.request import Request
+from localserve.messages.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model
 from localserve.runtimes.modelset import ModelSet
 from localserve.runtimes.versions import Source

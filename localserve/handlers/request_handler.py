@@ -17,9 +17,9 @@ from localserve.config import ApiConfig
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
 from localserve.handlers import EndpointOptions, run_stage, truncate
 from localserve.handlers.loader import load_file, positional_count
-from localserve.payload import decode_payload
-from localserve.request import Request
-from localserve.response import Reply, cortex_reply
+from localserve.messages.payload import decode_payload
+from localserve.messages.request import Request
+from localserve.messages.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model, load_model
 
 log = logging.getLogger("localserve")

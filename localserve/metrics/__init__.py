@@ -54,8 +54,8 @@ from localserve.metrics.names import (
 )
 from localserve.metrics.phases import PHASES, Phases
 from localserve.metrics.tallies import TalliedCounters, TalliedHistograms, TallyCounter, TallyHistogram
+from localserve.metrics.tracker import REGRESSION_BOUNDS
 from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
-from localserve.tracker import REGRESSION_BOUNDS
 
 __all__ = [
     "BATCH_BUCKETS",

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from localserve.errors import NotFound
 from localserve.metrics import ApiFigures, Metrics
-from localserve.tracker import Tracker, histogram
+from localserve.metrics.tracker import Tracker, histogram
 
 STATUS_CLASSES = ("2xx", "4xx", "5xx")
 

@@ -25,16 +25,16 @@ from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.engine.job import Stages
 from localserve.engine.ports import Headers, ReplyWriter
-from localserve.error_text import error_body, error_message
 from localserve.errors import (
     ClientGone,
     HandlerError,
     LocalServeError,
     MethodNotAllowed,
 )
+from localserve.messages.error_text import error_body, error_message
+from localserve.messages.request import Request
+from localserve.messages.response import Reply, answer_headers
 from localserve.protocols.bodies import read_body
-from localserve.request import Request
-from localserve.response import Reply, answer_headers
 
 log = logging.getLogger("localserve")
 

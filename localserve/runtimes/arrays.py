@@ -12,8 +12,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from localserve.error_text import short_repr
 from localserve.errors import RequestError
+from localserve.messages.error_text import short_repr
 from localserve.runtimes import Feed, summarize_value
 from localserve.runtimes.lists import NARROW_LIMITS, float_list, holds_bool
 

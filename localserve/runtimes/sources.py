@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 from localserve.errors import ModelLoadError
-from localserve.project import default_cache_dir
+from localserve.project.directory import default_cache_dir
 from localserve.runtimes.cache import CHUNK, model_root, staging_dir
 
 __all__ = ["cache_entry", "extract_zip", "redact", "resolve_model"]

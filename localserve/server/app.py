@@ -20,19 +20,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from localserve.compat.hosts import route_by_host
 from localserve.config import ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.api import state_of
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, MethodNotAllowed, NotFound
 from localserve.logs import flush_access_log
+from localserve.messages.response import Reply
 from localserve.metrics import expose
-from localserve.project import default_cache_dir
+from localserve.project.compat.hosts import route_by_host
+from localserve.project.directory import default_cache_dir
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
 from localserve.protocols.splitter import SplitterRoutes
 from localserve.protocols.v2.routes import V2Routes, infer_params
-from localserve.response import Reply
 from localserve.server.pages import Pages
 from localserve.server.reload import ProjectReload, Reloader
 from localserve.server.routes import NativeRoutes

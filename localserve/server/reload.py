@@ -7,7 +7,7 @@ Example::
     reloader.status()    # {"generation": 2, "error": None, "changed": ["handler.py"]} for /readyz
 
 ``watchfiles`` (the library uvicorn's reloader uses) watches the project folder and the config
-file from a thread of its own; the ignore rules of the packaged project (``localserve.ignore``)
+file from a thread of its own; the ignore rules of the packaged project (``localserve.project.ignore``)
 say which files count, and the config file, ``.env``, ``requirements.txt``/``Pipfile``, the
 ignore files and the APIs' model files always do. Each batch of changes is one reload, one at a
 time, on the event loop:
@@ -38,9 +38,9 @@ from typing import Any, Protocol
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.engine.core import Engine
-from localserve.error_text import without_paths
 from localserve.errors import ConfigError, LocalServeError
-from localserve.ignore import IGNORE_FILES, ignored
+from localserve.messages.error_text import without_paths
+from localserve.project.ignore import IGNORE_FILES, ignored
 
 __all__ = ["ProjectReload", "Reloader"]
 

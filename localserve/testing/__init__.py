@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 from localserve.cli.options import ApiFlags, load, project_settings, serve_options
 from localserve.cli.run import read_input, request_headers, send_one
-from localserve.compat.context import Project
 from localserve.config.options import HttpLimits, ServeOptions
 from localserve.errors import ConfigError
+from localserve.project.compat.context import Project
 
 if TYPE_CHECKING:
     import httpx
@@ -119,9 +119,9 @@ def client(
 def _serving(config: ServeConfig, full: ServeConfig, options: ServeOptions, base_url: str) -> Iterator[httpx.Client]:
     """Inside the project: the App's lifespan run and every API loaded, a client on it; the API threads joined after."""
     # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.client import peer_starter
-    from localserve.compat.hosts import install_api_hosts
-    from localserve.peers import Peers
+    from localserve.processes.peers import Peers
+    from localserve.project.compat.hosts import install_api_hosts
+    from localserve.server.inprocess import peer_starter
     from localserve.server.runner import Runner
 
     httpx, transport = _transport_modules()
@@ -193,7 +193,7 @@ def run(
         if not Path(input).is_file():
             raise ConfigError(f"input={str(input)!r}: no such file; pass the request body as bytes, or a file's path.")
         body, guessed = read_input(str(input))
-    from localserve.compat.hosts import RUN_URL
+    from localserve.project.compat.hosts import RUN_URL
 
     pairs = list(headers.items() if isinstance(headers, Mapping) else headers)
     status, response_headers, response_body = send_one(

@@ -6,7 +6,7 @@ Example::
         with httpx.Client(transport=InProcessTransport(loop), base_url="http://testserver") as client:
             client.get("/readyz")
 
-Each request goes through ``localserve.client.call``, the ASGI exchange ``localserve run`` sends
+Each request goes through ``localserve.server.inprocess.call``, the ASGI exchange ``localserve run`` sends
 its one request with: the whole body in, the whole response out, no socket. Requests from several
 threads run concurrently on the app's loop, as they would on a server's.
 """
@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from localserve.client import call
+from localserve.server.inprocess import call
 
 __all__ = ["AppLoop", "InProcessTransport"]
 
@@ -97,7 +97,7 @@ class AppLoop:
 
 
 class InProcessTransport(httpx.BaseTransport):
-    """Sends each request to the app of ``loop`` in-process (``localserve.client.call``) and returns its answer."""
+    """Sends each request to the app of ``loop`` in-process (``localserve.server.inprocess.call``) and returns its answer."""
 
     def __init__(self, loop: AppLoop) -> None:
         self.app_loop = loop

@@ -66,7 +66,7 @@ def test_a_failed_import_shows_its_traceback_once_and_names_the_package(make_pro
 def test_a_pipfile_asking_for_another_python_is_warned_of_once(tmp_path: Path, caplog) -> None:
     import sys
 
-    from localserve.project import pipfile_requirements
+    from localserve.project.directory import pipfile_requirements
 
     pipfile = tmp_path / "Pipfile"
     pipfile.write_text('[packages]\nrequests = "*"\n\n[requires]\npython_version = "3.6"\n')

@@ -17,7 +17,7 @@ from tests.conftest import cli_env
 IMPORT_EVERYTHING = """
 import json, os
 before = dict(os.environ)
-import localserve.cli, localserve.server, localserve.supervisor, localserve.metrics.summary, localserve.replica
+import localserve.cli, localserve.server, localserve.processes.supervisor, localserve.metrics.summary, localserve.processes.replica
 import localserve.runtimes.onnx
 print(json.dumps({k: v for k, v in os.environ.items() if before.get(k) != v}))
 import localserve.runtimes.tensorflow  # TensorFlow sets variables of its own (TF2_BEHAVIOR ...), not this one
@@ -125,7 +125,7 @@ def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
     import dataclasses
 
     from localserve.cli import main
-    from localserve.replicas import ReplicaStart
+    from localserve.processes.replicas import ReplicaStart
     from localserve.server import HttpLimits, ServeOptions
 
     fields = {f.name for f in dataclasses.fields(ServeOptions)} | {f.name for f in dataclasses.fields(HttpLimits)}

@@ -647,8 +647,8 @@ def test_a_request_whose_answer_a_thread_is_writing_gets_no_504() -> None:
     from localserve.engine import Lifecycle
     from localserve.engine.pipeline import Pipeline
     from localserve.errors import Timeout
-    from localserve.request import Request
-    from localserve.response import Reply
+    from localserve.messages.request import Request
+    from localserve.messages.response import Reply
 
     async def main() -> tuple[Reply, type[BaseException]]:
         api = ApiConfig(name="claimed", timeout=0.01)

@@ -209,7 +209,7 @@ def test_get_shows_the_targets_and_the_shadow(serve, make_project) -> None:
 def test_api_host_of_a_splitter_reaches_the_splitter(serve, make_project) -> None:
     import socket
 
-    from localserve.compat.hosts import serve_api_hosts
+    from localserve.project.compat.hosts import serve_api_hosts
 
     project = splitter_project(make_project, {"a": 100})
     with serve(project) as client:

@@ -157,8 +157,8 @@ def test_a_whole_reply_written_at_once_keeps_the_connection_alive_and_honours_cl
     """``send_reply`` with our protocol's scope writes the response in one go (``reply_now``); the
     connection then serves its next request (two pipelined here), and ``Connection: close`` ends it
     after the answer, as uvicorn's own ``send`` would. A header uvicorn would refuse falls back to it."""
+    from localserve.messages.response import Reply
     from localserve.protocols.http import fast_path, send_reply
-    from localserve.response import Reply
 
     used: list[bool] = []
 
@@ -376,8 +376,8 @@ def test_what_the_socket_does_not_take_the_loop_writes_after_in_order() -> None:
 
 async def _answer_ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """An app that reads the request and answers "ok" through the front doors' own send (its fast path)."""
+    from localserve.messages.response import Reply
     from localserve.protocols.http import send_reply
-    from localserve.response import Reply
 
     if scope["type"] != "http":
         return

@@ -7,10 +7,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from localserve.client import call
 from localserve.config import load_config
 from localserve.errors import HandlerLoadError
 from localserve.server import App, ServeOptions
+from localserve.server.inprocess import call
 from localserve.server.runner import Runner
 
 HANDLER = "def handler(request, context):\n    return {'content': {'got': request.read().decode()}}\n"

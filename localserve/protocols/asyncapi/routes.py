@@ -26,9 +26,10 @@ from prometheus_client.metrics_core import Metric
 
 from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.core import Engine
-from localserve.error_text import short_repr
 from localserve.errors import ClientGone, LocalServeError, RequestError, ShuttingDown, StoreUnavailable
 from localserve.logs import api_var, request_id_var
+from localserve.messages.error_text import short_repr
+from localserve.messages.response import Reply
 from localserve.protocols.asyncapi.metrics import collect_metrics
 from localserve.protocols.asyncapi.store import (
     JOB_ID_RE,
@@ -52,7 +53,6 @@ from localserve.protocols.http import (
     request_id_of,
     send_reply,
 )
-from localserve.response import Reply
 
 log = logging.getLogger("localserve")
 HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (docs/reference.md, item 1)

@@ -17,7 +17,7 @@ from typing import Any
 from localserve.errors import HandlerError, LocalServeError
 from localserve.handlers import Endpoint, run_stage
 from localserve.handlers.predictor import PredictorEndpoint
-from localserve.payload import decode_payload
+from localserve.messages.payload import decode_payload
 from localserve.protocols.asyncapi.store import Job, JobStore, StoreError, worker_id, worker_is_dead
 
 log = logging.getLogger("localserve")

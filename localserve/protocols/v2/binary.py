@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from localserve.errors import RequestError
-from localserve.payload import loads_json
+from localserve.messages.payload import loads_json
 from localserve.protocols.v2.tensors import DATATYPES, TensorSpec
 
 HEADER_LENGTH = b"inference-header-content-length"

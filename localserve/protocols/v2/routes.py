@@ -24,6 +24,8 @@ from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log
+from localserve.messages.request import Request
+from localserve.messages.response import Reply
 from localserve.protocols.bodies import decode_content
 from localserve.protocols.http import (
     HttpDoor,
@@ -41,8 +43,6 @@ from localserve.protocols.v2.models import VERSION, V2Model, V2Models
 from localserve.protocols.v2.multi import routed
 from localserve.protocols.v2.stats import model_stats
 from localserve.protocols.v2.tensors import Requested
-from localserve.request import Request
-from localserve.response import Reply
 
 INFER_ROUTE = "/v2/models/{name}/infer"  # the same as localserve.server.pages.V2_INFER_ROUTE
 JSON = b"application/json"

@@ -11,8 +11,8 @@ import asyncio
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from localserve.errors import RequestError
+from localserve.messages.response import answer_headers
 from localserve.protocols.http import render_error
-from localserve.response import answer_headers
 
 
 def header_refusal(name: bytes, value: bytes, content_type: bytes | None) -> tuple[int, str] | None:

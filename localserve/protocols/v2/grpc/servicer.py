@@ -32,6 +32,8 @@ from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown, Unauthorized
 from localserve.logs import access_log
+from localserve.messages.request import Request
+from localserve.messages.response import Reply
 from localserve.protocols.v2.grpc import inference_pb2 as pb
 from localserve.protocols.v2.grpc.call import REQUEST_ID, ClientDeadline, Context, GrpcClient, request_id_of_call
 from localserve.protocols.v2.grpc.head import peek_model
@@ -41,8 +43,6 @@ from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
 from localserve.protocols.v2.models import VERSION, V2Model, V2Models
 from localserve.protocols.v2.multi import routed
 from localserve.protocols.v2.stats import model_stats
-from localserve.request import Request
-from localserve.response import Reply
 
 log = logging.getLogger("localserve")
 

@@ -13,8 +13,8 @@ import logging
 
 import grpc
 
-from localserve.error_text import error_message
 from localserve.errors import LocalServeError, Overloaded
+from localserve.messages.error_text import error_message
 
 log = logging.getLogger("localserve")
 

@@ -10,7 +10,6 @@ import grpc
 import pytest
 from tritonclient.grpc import service_pb2
 
-from localserve.error_text import HIDDEN_ERROR
 from localserve.errors import (
     HandlerError,
     LocalServeError,
@@ -23,6 +22,7 @@ from localserve.errors import (
     Timeout,
     Unauthorized,
 )
+from localserve.messages.error_text import HIDDEN_ERROR
 from localserve.protocols.v2.grpc.head import peek_model
 from localserve.protocols.v2.grpc.status import render_status
 from tests.conftest import cli_env

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from localserve.ignore import IgnoreRules, builtin_patterns, user_patterns
+from localserve.project.ignore import IgnoreRules, builtin_patterns, user_patterns
 
 log = logging.getLogger("localserve")
 

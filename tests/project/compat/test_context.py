@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from localserve.compat.context import Project, ProjectSettings
-from localserve.compat.hosts import install_api_hosts
 from localserve.config import load_config
 from localserve.errors import ConfigError
+from localserve.project.compat.context import Project, ProjectSettings
+from localserve.project.compat.hosts import install_api_hosts
 
 PREDICTOR = "class PythonPredictor:\n    def __init__(self, config):\n        pass\n"
 

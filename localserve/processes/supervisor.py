@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import IO
 
-from localserve.compat import enter_replica
-from localserve.compat.hosts import serve_api_hosts
 from localserve.config import ServeConfig
 from localserve.errors import StartError
 from localserve.logs import capture_prints
-from localserve.replicas import EXIT_LOAD_FAILED, ReplicaStart, Supervisor
+from localserve.processes.replicas import EXIT_LOAD_FAILED, ReplicaStart, Supervisor
+from localserve.project.compat import enter_replica
+from localserve.project.compat.hosts import serve_api_hosts
 from localserve.server import ServeOptions
 from localserve.server.reload import ProjectReload
 from localserve.server.runner import THREADS_EXIT_WAIT, Runner

@@ -1,7 +1,7 @@
-"""A replica process: its entry point, ``python -m localserve.replica SETTINGS_FD SOCKET_FD READY_FD``, and
+"""A replica process: its entry point, ``python -m localserve.processes.replica SETTINGS_FD SOCKET_FD READY_FD``, and
 ``ReplicaProcess``, the supervisor's handle on one.
 
-The supervisor spawns it (``localserve.replicas``): it reads ``sys.path`` and then a
+The supervisor spawns it (``localserve.processes.replicas``): it reads ``sys.path`` and then a
 ``ReplicaStart`` from the settings pipe, serves on the inherited listening socket, and writes one
 byte to the ready pipe once every API is loaded.
 """
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> None:
         check_multiprocess_dir(start.options.metrics_dir, os.environ)
     sock = socket.socket(fileno=socket_fd)
     ready = os.fdopen(ready_fd, "wb", buffering=0)
-    from localserve.supervisor import run_replica
+    from localserve.processes.supervisor import run_replica
 
     run_replica(start, sock, ready)
 

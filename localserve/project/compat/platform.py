@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from localserve.errors import ProjectError
-from localserve.project import stderr_for_children
+from localserve.project.directory import stderr_for_children
 
 log = logging.getLogger("localserve")
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from localserve.encoding import dump_csv, dump_json, dump_msgpack, wants_msgpack
 from localserve.errors import HandlerError
+from localserve.messages.encoding import dump_csv, dump_json, dump_msgpack, wants_msgpack
 
 JSON_TYPE = b"application/json"
 MSGPACK_TYPE = "application/msgpack"

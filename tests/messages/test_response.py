@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from localserve.encoding import wants_msgpack
-from localserve.error_text import error_body, error_message, short_repr
 from localserve.errors import HandlerError
-from localserve.response import abeja_reply, answer_headers, cortex_reply
+from localserve.messages.encoding import wants_msgpack
+from localserve.messages.error_text import error_body, error_message, short_repr
+from localserve.messages.response import abeja_reply, answer_headers, cortex_reply
 
 
 def body_of(result: dict) -> tuple[int, dict[str, str], bytes]:
@@ -259,7 +259,7 @@ def test_cortex_starlette_response_is_sent_as_is() -> None:
 def _stdlib_json(value: object) -> bytes:
     import json
 
-    from localserve.encoding import json_default
+    from localserve.messages.encoding import json_default
 
     text = json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.encode()
@@ -269,7 +269,7 @@ def test_json_bodies_are_the_standard_librarys_bytes_though_orjson_writes_most()
     import random
     import struct
 
-    from localserve.encoding import dump_json
+    from localserve.messages.encoding import dump_json
 
     rng = random.Random(7)
     floats = [m * 10.0**e for e in range(-320, 308) for m in (1.0, 1.5, 3.141592653589793, 9.999999)]

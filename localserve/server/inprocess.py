@@ -7,9 +7,9 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import replace
 from typing import Any
 
-from localserve.compat.hosts import RUN_PEERS
 from localserve.config import ServeConfig
 from localserve.errors import HandlerError, LocalServeError
+from localserve.project.compat.hosts import RUN_PEERS
 from localserve.protocols.http import render_error
 from localserve.server import App, ServeOptions
 from localserve.server.runner import Runner

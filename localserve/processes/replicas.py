@@ -1,14 +1,10 @@
 """N replica processes on one port: started, watched, restarted with backoff, stopped together.
 
-The parent binds the port and hands each replica its listening socket (on Linux one each, in an
-``SO_REUSEPORT`` group, so that the kernel spreads the connections; elsewhere one shared:
-``server/connection/listeners.py``). A replica is a fresh Python process (``python -m
-localserve.replica``, not forked, so no replica inherits a half-initialised runtime). Its settings
-travel explicitly: the config and ``ServeOptions`` (replica index and count, metrics folder, log
-settings) are pickled into a pipe the replica reads first (``ReplicaStart``). Its environment is
-this process's plus two variables set for it at spawn, and nowhere else:
-``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode reads it when it is imported)
-and, with GPUs visible, ``CUDA_VISIBLE_DEVICES`` to spread the replicas over them.
+The parent binds the port and hands each replica its listening socket (an ``SO_REUSEPORT`` group on
+Linux, so the kernel spreads connections). A replica is a fresh ``python -m
+localserve.processes.replica`` (never forked: no half-initialised runtime is inherited); its
+settings travel pickled through a pipe (``ReplicaStart``), its environment gains only
+``PROMETHEUS_MULTIPROC_DIR`` and, with GPUs, ``CUDA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from localserve.config import ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.errors import StartError
 from localserve.metrics import MULTIPROC_ENV
-from localserve.replica import ReplicaProcess
+from localserve.processes.replica import ReplicaProcess
 from localserve.server.banner import banner_lines
 from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
 
@@ -45,7 +41,7 @@ START_ATTEMPTS = 3  # deaths in a row before ever being ready that stop the star
 
 @dataclass(frozen=True)
 class ReplicaStart:
-    """Everything a replica process needs, sent to it through a pipe (see ``localserve.replica``)."""
+    """Everything a replica process needs, sent to it through a pipe (see ``localserve.processes.replica``)."""
 
     config: ServeConfig
     options: ServeOptions  # the serve's, with the replica's index and count and the metrics folder
@@ -127,7 +123,14 @@ class Supervisor:
         ready_r, ready_w = os.pipe()
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "localserve.replica", str(settings_r), str(sock.fileno()), str(ready_w)],
+                [
+                    sys.executable,
+                    "-m",
+                    "localserve.processes.replica",
+                    str(settings_r),
+                    str(sock.fileno()),
+                    str(ready_w),
+                ],
                 env={**os.environ, **self.replica_env(index)},
                 pass_fds=(settings_r, sock.fileno(), ready_w),
                 stdin=subprocess.DEVNULL,

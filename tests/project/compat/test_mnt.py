@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import localserve.testing
-from localserve.compat import mnt
-from localserve.compat.view import packaged_view
+from localserve.project.compat import mnt
+from localserve.project.compat.view import packaged_view
 from tests.conftest import cli_env
 
 # A Python predictor that reports what every file function sees of /mnt/project, from __init__
@@ -115,7 +115,7 @@ def test_redirect_mode_shows_one_view_of_a_packaged_project(tmp_path: Path) -> N
     # `localserve run` in a process where unshare(2) is refused, as under Docker's default profile.
     script = (
         "import errno, sys\n"
-        "from localserve.compat import mnt\n"
+        "from localserve.project.compat import mnt\n"
         "def refuse(workdir):\n"
         "    raise OSError(errno.EPERM, 'unshare(CLONE_NEWUSER | CLONE_NEWNS): Operation not permitted')\n"
         "mnt.mount_namespace = refuse\n"

@@ -29,6 +29,6 @@ def enter_replica(project: Path, workdir: Path | None, mnt_mode: str) -> None:
     if str(where) not in sys.path[:1]:
         sys.path.insert(0, str(where))
     if mnt_mode == "redirect":
-        from localserve.compat.mnt import install_redirect
+        from localserve.project.compat.mnt import install_redirect
 
         install_redirect(where)

@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import parse_qsl
 
-from localserve.multipart import Content, parse_multipart
+from localserve.messages.multipart import Content, parse_multipart
 
 HIDDEN_HEADERS = frozenset({b"authorization", b"proxy-authorization"})
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 import orjson
 
 from localserve.errors import RequestError
-from localserve.multipart import form_from_parts, parse_multipart
+from localserve.messages.multipart import form_from_parts, parse_multipart
 
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack")
 MAX_JSON_DEPTH = 1024  # orjson's nesting limit

@@ -80,11 +80,11 @@ def _summary(api: ApiConfig) -> str:
 
 def _surroundings(config: ServeConfig, cache: Path) -> Iterator[str]:
     """What user code will not find as it did on the platform: excluded files, dependencies.sh, missing imports."""
-    from localserve.compat.platform import DEPENDENCIES_SCRIPT
-    from localserve.compat.view import excluded_files
-    from localserve.error_text import install_hint, package_for
-    from localserve.probe import probe_imports, requirement_names
-    from localserve.project import cached_requirements
+    from localserve.checks.probe import probe_imports, requirement_names
+    from localserve.messages.error_text import install_hint, package_for
+    from localserve.project.compat.platform import DEPENDENCIES_SCRIPT
+    from localserve.project.compat.view import excluded_files
+    from localserve.project.directory import cached_requirements
 
     if config.config_file is not None:
         excluded = excluded_files(config.project, config.config_file)

@@ -12,7 +12,7 @@ import pytest
 
 from localserve.config import load_config
 from localserve.errors import StartError
-from localserve.replicas import Supervisor, visible_gpus
+from localserve.processes.replicas import Supervisor, visible_gpus
 from localserve.server import ServeOptions
 from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
 from tests.conftest import cli_env, free_port, wait_ready, wait_until
@@ -39,7 +39,7 @@ def test_cpu_apis_get_no_device(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_default_replicas_one_per_four_cores_for_gpu_apis_unless_configured(tmp_path: Path, monkeypatch) -> None:
-    from localserve import supervisor
+    from localserve.processes import supervisor
 
     def config(extra: str = "") -> object:
         (tmp_path / "cortex.yaml").write_text(f"- kind: api\n  name: a\n  model: m.onnx\n{extra}")

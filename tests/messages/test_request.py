@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from localserve.errors import RequestError
-from localserve.request import Request
+from localserve.messages.request import Request
 
 HEADERS = [
     (b"content-type", b"application/json"),

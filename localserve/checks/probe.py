@@ -6,7 +6,7 @@ nothing the user's modules do at import time touches the ``check`` process; it e
 project as ``run`` would (working directory, sys.path, .env, the cached requirements, the
 /mnt/project redirection) and imports each module.
 
-Run as ``python -m localserve.probe SPEC_JSON``; prints one JSON result per module.
+Run as ``python -m localserve.checks.probe SPEC_JSON``; prints one JSON result per module.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config import ServeConfig
-from localserve.error_text import CORTEX_PREINSTALLED as CORTEX_PREINSTALLED  # moved there; re-exported
-from localserve.error_text import PACKAGES as PACKAGES
-from localserve.error_text import package_for as package_for
+from localserve.messages.error_text import CORTEX_PREINSTALLED as CORTEX_PREINSTALLED  # moved there; re-exported
+from localserve.messages.error_text import PACKAGES as PACKAGES
+from localserve.messages.error_text import package_for as package_for
 
 PROBE_TIMEOUT = 300.0
 
@@ -56,7 +56,7 @@ def probe_imports(config: ServeConfig, cached_env: Path | None) -> list[dict[str
         "modules": user_modules(config),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "localserve.probe", json.dumps(spec)],
+        [sys.executable, "-m", "localserve.checks.probe", json.dumps(spec)],
         capture_output=True,
         text=True,
         timeout=PROBE_TIMEOUT,
@@ -96,10 +96,10 @@ def _main(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the subpr
         sys.path.insert(1, spec["env"])
     dotenv = project / ".env"
     if dotenv.is_file():
-        from localserve.project import read_dotenv
+        from localserve.project.directory import read_dotenv
 
         os.environ.update(read_dotenv(dotenv))
-    from localserve.compat.mnt import install_redirect
+    from localserve.project.compat.mnt import install_redirect
 
     install_redirect(project)
     devnull = open(os.devnull, "w")  # noqa: SIM115  (stdout for user prints until the process ends)

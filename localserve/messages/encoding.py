@@ -81,7 +81,7 @@ def _dumps(value: Any) -> bytes:
     ``dump_json`` then warns), and refuses what the standard library may still write (big
     integers, keys that are not strings). Any output where one of these could hide (a digit
     before an ``e``, ``.0000``, ``null``) is written again by the standard library, so the bytes
-    are always the standard library's (tests/test_response.py compares them over many values).
+    are always the standard library's (tests/messages/test_response.py compares them over many values).
     """
     try:
         out: bytes = orjson.dumps(value, default=json_default, option=_ORJSON_OPTIONS)

@@ -33,9 +33,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from localserve.compat.modules import forget_installed, forget_modules, put_back, set_aside_shadowed
 from localserve.config import ServeConfig
 from localserve.errors import ConfigError
+from localserve.project.compat.modules import forget_installed, forget_modules, put_back, set_aside_shadowed
 
 log = logging.getLogger("localserve")
 USER_LOGGER = "localserve.user"  # `from localserve import logger`: a predictor's log_level sets its level
@@ -81,7 +81,7 @@ class Project:
         self._restore()
 
     def _save(self) -> None:
-        from localserve.compat.mnt import redirect_target
+        from localserve.project.compat.mnt import redirect_target
 
         self._saved = {
             "cwd": os.getcwd(),
@@ -99,7 +99,7 @@ class Project:
         saved = self._saved
         if not saved:
             return
-        from localserve.compat.mnt import install_redirect, redirect_target, uninstall_redirect
+        from localserve.project.compat.mnt import install_redirect, redirect_target, uninstall_redirect
 
         if saved["redirect"] is None:  # compat.mnt's redirect, installed on entry: every function it wrapped
             uninstall_redirect()
@@ -119,9 +119,9 @@ class Project:
         self._saved, self._entered = {}, None
 
     def _enter(self) -> ServeConfig:
-        from localserve.compat.mnt import provide_mnt_project
-        from localserve.compat.platform import run_dependencies_script
-        from localserve.compat.view import packaged_view
+        from localserve.project.compat.mnt import provide_mnt_project
+        from localserve.project.compat.platform import run_dependencies_script
+        from localserve.project.compat.view import packaged_view
 
         config, settings = self.config, self.settings
         workdir = config.project
@@ -141,7 +141,7 @@ class Project:
                 )
         run_dependencies_script(config.project, allowed=settings.system_deps)
         if settings.install:
-            from localserve.project import install_requirements
+            from localserve.project.directory import install_requirements
 
             install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)
         self._entered = replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
@@ -149,8 +149,8 @@ class Project:
 
     def _enter_code(self, config: ServeConfig, workdir: Path) -> None:
         """The working directory, sys.path and the environment of user code (.env, --environment, the predictors')."""
-        from localserve.compat.platform import ABEJA_LOCAL_VALUES
-        from localserve.project import TRAINING_RESULT_DIR, enter_project
+        from localserve.project.compat.platform import ABEJA_LOCAL_VALUES
+        from localserve.project.directory import TRAINING_RESULT_DIR, enter_project
 
         defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
         handlers = [api.handler for api in config.apis if api.handler]
@@ -199,8 +199,8 @@ class Project:
         return reloaded
 
     def _reenter(self, config: ServeConfig, entered: ServeConfig, *, requirements: bool) -> ServeConfig:
-        from localserve.compat.view import sync_view
-        from localserve.project import activate_requirements, cached_requirements, install_requirements
+        from localserve.project.compat.view import sync_view
+        from localserve.project.directory import activate_requirements, cached_requirements, install_requirements
 
         saved, settings = self._saved, self.settings
         workdir = entered.workdir or config.project

@@ -6,7 +6,7 @@ import msgpack
 import pytest
 
 from localserve.errors import RequestError
-from localserve.payload import decode_payload
+from localserve.messages.payload import decode_payload
 
 
 def test_json_text_bytes_msgpack_forms() -> None:

@@ -17,9 +17,9 @@ from localserve.config import ApiConfig, TrackerConfig
 from localserve.errors import NotFound
 from localserve.metrics import Metrics
 from localserve.metrics.summary import StatsSummary, bucket_quantile
-from localserve.tracker import REGRESSION_BOUNDS, Tracker
+from localserve.metrics.tracker import REGRESSION_BOUNDS, Tracker
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Tracked:
