@@ -160,6 +160,18 @@ class Timeout(LocalServeError):
         super().__init__(f"api {api!r} did not answer within its timeout of {seconds:g} s ({what}).")
 
 
+class ClientDeadline(LocalServeError):
+    """The client's own deadline (gRPC's) passed before the answer (504; DEADLINE_EXCEEDED over gRPC)."""
+
+    status_code = 504
+
+    def __init__(self, api: str, seconds: float) -> None:
+        super().__init__(
+            f"api {api!r} did not answer within the client's deadline ({seconds:.3g} s were left when the call came "
+            "in); work not yet started was dropped.",
+        )
+
+
 class ClientGone(LocalServeError):
     """The client went away before its request was answered (logged as 499; nothing is sent)."""
 

@@ -47,7 +47,7 @@ class ServeOptions:
     keep_going: bool = False  # a failed API answers 503 instead of stopping the start
     access_log: bool = True  # one log line per request
     metrics: bool = True  # Prometheus metrics (GET /metrics); off only to measure what they cost
-    # Event loop and worker threads on one core once the models are loaded; None: where it helps (App.pin_by_default).
+    # Event loop and worker threads on one core once the models are loaded; None: where it helps (engine/pinner.py).
     pin_threads: bool | None = False
     graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
     hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)

@@ -15,19 +15,20 @@ from localserve.engine.api import ApiRuntime
 from localserve.engine.batcher import Batcher
 from localserve.engine.core import Engine
 from localserve.engine.feeds import bucket_sizes
-from localserve.engine.job import Stages
 from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
-from localserve.engine.ports import Client, Hooks, ReplyWriter
+from localserve.engine.ports import Client, Exchange, Hooks, Received, ReplyWriter, Stages
 
 __all__ = [
     "ApiRuntime",
     "Batcher",
     "Client",
     "Engine",
+    "Exchange",
     "Hooks",
     "Lifecycle",
     "Pipeline",
+    "Received",
     "ReplyWriter",
     "Stages",
     "bucket_sizes",

@@ -1,39 +1,36 @@
-"""The engine of one replica: every API it serves, and every request of every front door, counted once.
+"""The engine of one replica: every API it serves, and every request of every front door, whole.
 
-The front doors (the native routes in ``server/``, ``protocols/v2``, ``protocols/asyncapi``) get
-this object, never the ASGI app. Per request they call, in this order::
+A front door (the native routes, V2 over REST and gRPC, AsyncAPI, the TrafficSplitter) decodes its
+wire into an ``Exchange`` and makes one call::
 
-    rt = engine.apis.get(name)                  # the API
-    engine.began(rt)                            # in flight
-    with rt.lifecycle.admit():                  # 503 when not ready or full, before the body is read
-        body = ...                              # the front door reads it (its own limit)
-    reply = await rt.lifecycle.run(request, client, stages=..., writer=...)   # deadline, client gone
-    engine.ended(rt, method, path, status, seconds, request_id, value)        # counted once
+    reply = await engine.submit(rt, exchange)   # admitted, read, run, answered, recorded
 
-The engine also owns the replica's lifecycle: loading every API at start-up (then freezing the
-heap and pinning threads where it helps) and the shutdown (``begin_shutdown``: once the graceful
-timeout runs out nothing queued starts and every waiting client gets a 503).
+``submit`` owns the request from admission to its records, in one ``try/finally``: the count in
+flight, admission (503 before the body is read), the run (deadline, client gone, shutdown: the
+``Lifecycle``), the answer's sending and its after-reply stage, then the metrics, the access line
+and the tracker. The engine also loads every API at start-up and owns the replica's shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import gc
 import logging
-import os
+import time
 from collections.abc import Callable
-from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.leftovers import Leftovers, join_all
 from localserve.engine.memory import hold_thresholds, keep_freed_memory, trim_heap
-from localserve.engine.pinning import move_away, pin_this_thread, thread_ids
-from localserve.errors import LocalServeError
+from localserve.engine.pinner import Pinner
+from localserve.engine.pinning import thread_ids
+from localserve.engine.ports import Exchange
+from localserve.errors import ClientGone, LocalServeError
 from localserve.logs import access_log
+from localserve.messages.response import Reply
 from localserve.metrics import Metrics
 from localserve.metrics.extras import ExtraMetrics
 from localserve.metrics.summary import StatsSummary
@@ -41,7 +38,6 @@ from localserve.metrics.summary import StatsSummary
 log = logging.getLogger("localserve")
 
 GEN0_THRESHOLD = 10_000  # allocations between two collections of the youngest generation once serving (freeze_heap)
-PIN_BELOW = 0.001  # with no --pin-threads flag: pinned when a request takes less CPU on its API's thread
 
 
 class Engine:
@@ -63,25 +59,57 @@ class Engine:
         self.apis = {api.name: ApiRuntime(api, config, options, self.metrics, self.extras) for api in config.apis}
         self.stats = StatsSummary(self.figures, config.apis, lambda name: self.apis[name].state)
         self.loading: asyncio.Task[None] | None = None
-        self.loading_threads: set[int] = set()  # threads started while the APIs loaded (thread ids)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._cancel_timer: asyncio.TimerHandle | None = None
-        self.request_cpu: dict[str, float] = {}  # CPU seconds a request takes on its API's thread (pinning default)
+        self.pinner = Pinner(self.apis, options)
         self.retiring: dict[Runtime, asyncio.Task[None]] = {}  # replaced runtimes answering their last requests
         self._ended = Leftovers()  # the threads of runtimes replaced or whose reload was cancelled
 
-    # -- every request, counted once --------------------------------------------------------------
-    def began(self, rt: ApiRuntime) -> None:
-        """A request of ``rt``'s API came in (any protocol): it is in flight."""
+    # -- every request, whole --------------------------------------------------------------------
+    async def submit(self, rt: ApiRuntime, exchange: Exchange, *, admit: bool = True) -> Reply:
+        """Serve one request of ``rt``'s API through its door's ``exchange``; the Reply it got, or a 499 when the
+        client left. Errors are rendered by the door and sent; nothing but a cancellation leaves here. ``admit``:
+        False for what takes no place in the API's queue (an AsyncAPI's poll)."""
+        start = time.perf_counter()
         rt.in_flight += 1
         counted = rt.counted
         if counted is not None and rt.write_in_flight:
             counted.in_flight.inc()
+        reply = None
+        status = 499  # the client left (ClientGone), or the call was cancelled (gRPC's client, a stop)
+        try:
+            lifecycle = rt.lifecycle
+            try:
+                if admit:
+                    with lifecycle.admit():
+                        received = await exchange.receive()
+                else:
+                    received = await exchange.receive()
+                if isinstance(received, Reply):
+                    reply = received
+                else:
+                    # The runtime serving now (serve --reload may have swapped another in while the body came)
+                    # answers, and its threads run the reply's after-reply stage.
+                    lifecycle = rt.lifecycle
+                    request, stages = received
+                    del received
+                    reply = await lifecycle.run(
+                        request, exchange.client, stages=stages, writer=exchange.writer, deadline=exchange.deadline
+                    )
+            except LocalServeError as exc:
+                reply = exchange.render(exc)
+            try:
+                await exchange.send(reply)
+            finally:  # post_predict: once the answer is out (or its client gone), on the API's threads
+                lifecycle.after_reply(reply, exchange.request_id)
+            status = reply.status
+            return reply
+        except ClientGone:
+            return Reply(status=499)
+        finally:
+            self._record(rt, exchange, status, time.perf_counter() - start, reply)
 
-    def ended(
-        self, rt: ApiRuntime, method: str, path: str, status: int, seconds: float, request_id: str, value: Any = None
-    ) -> None:
-        """A request of ``rt``'s API was answered (any front door): counted once, its access line, its tracker."""
+    def _record(self, rt: ApiRuntime, exchange: Exchange, status: int, seconds: float, reply: Reply | None) -> None:
         rt.in_flight -= 1
         counted = rt.counted
         if counted is not None:
@@ -89,16 +117,21 @@ class Engine:
                 counted.in_flight.dec()
             self.figures.count(counted, status, seconds)
         if self.access_log:
-            access_log(method, path, rt.api.name, status, seconds, request_id)
-        if rt.api.tracker is not None and 200 <= status < 300:
-            self.stats.record_prediction(rt.api.name, value)
+            access_log(exchange.method, exchange.path, rt.api.name, status, seconds, exchange.request_id)
+        if exchange.tracked and reply is not None and rt.api.tracker is not None and 200 <= status < 300:
+            self.stats.record_prediction(rt.api.name, reply.value)
+
+    def unrouted(self, method: str, path: str, status: int, seconds: float, request_id: str) -> None:
+        """A request answered before any API took it (V2's unknown model): its access line alone."""
+        if self.access_log:
+            access_log(method, path, None, status, seconds, request_id)
 
     # -- the replica's lifecycle -------------------------------------------------------------------
     async def startup(self, *, wait: bool) -> None:
         """Start the workers and load every API (in the background unless ``wait``)."""
         for rt in self.apis.values():
             rt.pipeline.start()
-        self.loop = asyncio.get_running_loop()
+        self.loop = self.pinner.loop = asyncio.get_running_loop()
         self.loading = self.loop.create_task(self._load_all())
         if wait:
             await self.loading
@@ -119,7 +152,7 @@ class Engine:
                         raise
                     self.on_fatal(exc)
                     return
-        self.loading_threads = thread_ids() - before  # the runtimes' pools among them (pin_threads)
+        self.pinner.loading_threads = thread_ids() - before  # the runtimes' pools among them (Pinner.pin)
         self._settle()
 
     def _settle(self) -> None:
@@ -130,10 +163,10 @@ class Engine:
             keep_freed_memory()
         pin = self.options.pin_threads
         if pin:
-            self.pin_threads()
-        elif pin is None and not self.options.reload and self.pin_by_default():
-            for rt in self.apis.values():  # pinned once every API's requests prove short (see _measured)
-                rt.pipeline.measure(functools.partial(self._measured, rt.api.name))
+            self.pinner.pin()
+        elif pin is None and not self.options.reload and self.pinner.by_default():
+            for rt in self.apis.values():  # pinned once every API's requests prove short (Pinner.measured)
+                rt.pipeline.measure(functools.partial(self.pinner.measured, rt.api.name))
 
     async def replace_api(self, name: str, api: ApiConfig) -> float:
         """Load ``api`` beside API ``name``'s runtime, then serve it; the seconds its load took (``serve --reload``).
@@ -165,101 +198,14 @@ class Engine:
 
     @staticmethod
     def freeze_heap() -> None:
-        """Collect once, then leave everything the process holds now out of later collections (``gc.freeze``).
-
-        What loading made (modules, the user's code, TensorFlow's objects) lives as long as the process, yet
-        every full collection walked it again: serving the iris model batched at c=64 on 2 cores, the collector
-        ran 25 full collections in 7 s of 20 ms each (a pause in the p99) and took 9 µs a request in all; frozen,
-        a full collection took 4 ms and the collector 6 µs a request, and the server answered 6% more.
-        Requests' own objects are collected as before: nothing made after this call is frozen.
-
-        The youngest generation is then collected every ``GEN0_THRESHOLD`` allocations instead of 700:
-        with requests in flight their objects keep its count up, and at c=64 (iris, 2 cores) it ran
-        every ~40 requests, a pause of 0.1-0.2 ms each time (and a gen-1 pause every ~450); at 10,000
-        it ran once in 6,000-12,000 requests (1.7-2 ms), the CPU a request the same
-        (``benchmarks/hotpath.py --concurrency 64 --gc-threshold``).
-        """
+        """Collect once, then leave what loading made out of later collections (``gc.freeze``), and collect the
+        youngest generation every ``GEN0_THRESHOLD`` allocations: with requests in flight the default 700 paused
+        the loop every few dozen requests (benchmarks/README.md, "The garbage collector")."""
         gc.collect()
         gc.freeze()
         gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
         trim_heap()  # what loading freed goes back to the kernel (engine/memory.py)
         log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())
-
-    def pin_by_default(self) -> bool:
-        """Whether pinning may be the default (done once requests prove short): every API a CPU model, one thread.
-
-        Those APIs run only our runtimes' code and the user's pre/post_inference on their thread, and the
-        runtimes' thread pools are made while loading, so pinning can move them off. Handlers and predictors may
-        start thread pools of their own later (torch does at its first call), which would inherit the one core,
-        and several threads per API are there to use more cores: those are pinned only if ``--pin-threads`` asks.
-        Nor is a Kubernetes pod (``on_kubernetes``: the CLI saw ``KUBERNETES_SERVICE_HOST``), whose node's other
-        pods would pin to the same core. ``_decide_pinning`` decides from the measured requests.
-        """
-        if self.options.on_kubernetes:
-            return False
-        try:
-            if len(os.sched_getaffinity(0)) < 2:
-                return False
-        except AttributeError:
-            return False
-        return all(
-            rt.api.kind == "request_handler"
-            and rt.api.threads_per_process == 1
-            and rt.api.compute.gpu == 0
-            and not rt.api.is_async
-            for rt in self.apis.values()
-        )
-
-    def _measured(self, api: str, seconds: float) -> None:
-        """An API's thread measured its CPU time per request (on that thread): decide on the loop."""
-        loop = self.loop
-        if loop is not None:
-            try:
-                # A fresh context: the decision's log lines are the server's, not the last request's.
-                loop.call_soon_threadsafe(self._decide_pinning, api, seconds, context=contextvars.Context())
-            except RuntimeError:  # the loop is closed: the server is gone
-                pass
-
-    def _decide_pinning(self, api: str, seconds: float) -> None:
-        """Pin by default once every API's requests take under ``PIN_BELOW`` of CPU on their thread.
-
-        Pinning saves a fixed cost per request (two threads handing it over on one core) and loses the overlap
-        of GIL-free work (Pillow's decoder, numpy) with the loop's: iris at concurrency 64 went from 0.67x a
-        minimal Starlette app unpinned to 0.95x pinned; a JPEG pipeline (2-3 ms of decoding a request) lost 13-18%.
-        """
-        self.request_cpu[api] = seconds
-        if len(self.request_cpu) < len(self.apis):
-            return
-        slowest = max(self.request_cpu, key=self.request_cpu.__getitem__)
-        cost = self.request_cpu[slowest] * 1e6
-        if cost < PIN_BELOW * 1e6:
-            log.info("requests take %.0f us of CPU on their thread at most (api %r): pinning", cost, slowest)
-            self.pin_threads()
-        else:
-            log.info(
-                "api %r: requests take %.0f us of CPU on their thread, over %.0f us: the threads keep every core",
-                slowest,
-                cost,
-                PIN_BELOW * 1e6,
-            )
-
-    def pin_threads(self) -> None:
-        """Put the event loop and every API's worker threads on one core (``--pin-threads``), and the threads the
-        runtimes made while loading on the others (engine/pinning.py). Replica i of the server on port p takes
-        allowed core (p + i) mod the number of cores: the replicas of a server, and servers on neighbouring
-        ports, take different cores."""
-        try:
-            allowed = sorted(os.sched_getaffinity(0))
-        except AttributeError:
-            if self.options.pin_threads:
-                log.warning("--pin-threads: this platform cannot pin threads to cores; ignored")
-            return
-        cpus = {allowed[(self.options.port + self.options.replica) % len(allowed)]}
-        pin_this_thread(cpus)  # the event loop
-        moved = move_away(self.loading_threads, cpus, allowed)
-        for rt in self.apis.values():
-            rt.pipeline.pin(cpus)
-        log.info("event loop and worker threads pinned to CPU %d, %d threads of the runtimes off it", min(cpus), moved)
 
     def begin_shutdown(self) -> None:
         """A stop was asked for (SIGTERM/SIGINT): once ``graceful_timeout`` runs out, cancel what still waits.

@@ -6,26 +6,12 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from localserve.engine.ports import Client, ReplyWriter
+from localserve.engine.ports import Client, ReplyWriter, Stages
 from localserve.messages.request import Request
 
 QUEUED, RUNNING, DROPPED = 0, 1, 2
-
-
-class Stages(Protocol):
-    """A request's own first and last stages, in place of the endpoint's, run on the API's threads.
-
-    For a protocol that feeds the model directly (the Open Inference Protocol: no pre_inference),
-    ``prepare`` turns the request into the model's feed and ``finish`` the model's output into the Reply.
-    """
-
-    def prepare(self, request: Request) -> Any:
-        """The model's feed for ``request``."""
-
-    def finish(self, request: Request, output: Any) -> Any:
-        """The Reply for the model's ``output``."""
 
 
 class Job:

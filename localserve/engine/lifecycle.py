@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
-from localserve.engine.job import QUEUED, Job, Stages
+from localserve.engine.job import QUEUED, Job
 from localserve.engine.jobqueue import JobQueue
 from localserve.engine.pipeline import Pipeline
-from localserve.engine.ports import Client, Hooks, ReplyWriter
-from localserve.errors import ClientGone, LocalServeError, NotReady, Overloaded, ShuttingDown, Timeout
+from localserve.engine.ports import Client, Hooks, ReplyWriter, Stages
+from localserve.errors import ClientDeadline, ClientGone, LocalServeError, NotReady, Overloaded, ShuttingDown, Timeout
 from localserve.logs import request_id_var
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
@@ -122,6 +122,7 @@ class Lifecycle:
         *,
         stages: Stages | None = None,
         writer: ReplyWriter | None = None,
+        deadline: float | None = None,
     ) -> Reply:
         """Queue ``request`` on the API's threads and wait for its Reply; errors are raised, typed.
 
@@ -129,8 +130,11 @@ class Lifecycle:
         directly, see ``Stages``). With a ``writer`` the thread that finishes the request writes
         the answer itself; the Reply then says so (``sent``) and the caller ends it. A streamed
         Reply is sent through ``client`` from the API's thread before this returns; its
-        ``status`` is then what happened (200, 500 cut short, 499 the client left).
+        ``status`` is then what happened (200, 500 cut short, 499 the client left). A ``deadline``
+        (seconds) shorter than the API's timeout is the client's own: a ClientDeadline when it passes.
         """
+        if deadline is not None and deadline <= 0:
+            raise ClientDeadline(self.name, 0.0)
         loop = asyncio.get_running_loop()
         job = Job(request, loop, stages)
         job.client, job.writer = client, writer
@@ -144,6 +148,12 @@ class Lifecycle:
         if self._sweeping is not loop:  # no sweep yet, or one on a loop that is gone
             loop.call_at(job.started + self.tick, self._sweep)
             self._sweeping = loop
+        # The sweep watches the API's timeout; only a client's shorter deadline costs a timer of its own.
+        expiry = (
+            None
+            if deadline is None or deadline >= self.timeout
+            else loop.call_at(job.started + deadline, self._expire, job, deadline)
+        )
         try:
             reply: Reply = await job.future
             if reply.stream is not None and (ended := await self._follow_stream(job)) is not None:
@@ -153,6 +163,8 @@ class Lifecycle:
         finally:
             del waiting[job]
             self._maybe_idle()
+            if expiry is not None:
+                expiry.cancel()
             if job.listener is not None:
                 job.listener.cancel()
             # Cancelled (the awaiting task was, which cancels the future it awaited): work nobody waits for
@@ -194,6 +206,12 @@ class Lifecycle:
             elif job.state == QUEUED and job.listener is None and job.client is not None:
                 job.listener = loop.create_task(self._listen(job, job.client))
         loop.call_at(now + self.tick, self._sweep)
+
+    def _expire(self, job: Job, deadline: float) -> None:
+        """The client's own deadline passed: dropped if not started, answered 504 unless a thread is writing it."""
+        if not job.future.done() and job.claim():
+            self.pipeline.drop(job)
+            job.future.set_exception(ClientDeadline(self.name, deadline))
 
     async def _listen(self, job: Job, client: Client) -> None:
         try:

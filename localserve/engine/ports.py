@@ -1,17 +1,40 @@
 """What the engine needs from a front door, as typed interfaces the engine owns and front doors implement.
 
-The engine knows no wire format: a front door (HTTP native routes, Open Inference Protocol over
-REST or gRPC, AsyncAPI) hands it a ``Request`` and, where its transport has them, a ``Client``
-(how to learn that the client left, how to send a stream) and a ``ReplyWriter`` (how the API's
-thread that finished a request writes the answer itself). Nothing here imports ``server/``.
+The engine knows no wire format. A front door hands ``Engine.submit`` one ``Exchange`` per
+request: how to read it (under admission), how to send its answer, how to render an error in its
+wire, and where its transport has them a ``Client`` (the client leaving, a stream's messages) and a
+``ReplyWriter`` (the API's thread writes the answer itself). Nothing here imports a door.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
+
+from localserve.errors import LocalServeError
+from localserve.messages.request import Request
+from localserve.messages.response import Reply
 
 Headers = list[tuple[bytes, bytes]]
+
+
+class Stages(Protocol):
+    """A request's own first and last stages, in place of the endpoint's, run on the API's threads.
+
+    For a protocol that feeds the model directly (the Open Inference Protocol: no pre_inference),
+    ``prepare`` turns the request into the model's feed and ``finish`` the model's output into the Reply.
+    """
+
+    def prepare(self, request: Request) -> Any:
+        """The model's feed for ``request``."""
+
+    def finish(self, request: Request, output: Any) -> Any:
+        """The Reply for the model's ``output``."""
+
+
+Received = tuple[Request, Stages | None] | Reply
+"""What a door read: the request to run (with its own stages, or None for the endpoint's), or the
+whole answer when nothing runs on the API's threads (an AsyncAPI's submit, stored)."""
 
 
 class Client(Protocol):
@@ -39,6 +62,52 @@ class ReplyWriter(Protocol):
 
     def complete(self, rest: bytes) -> None:
         """On the event loop: write ``rest`` and end the response."""
+
+
+class Exchange(Protocol):
+    """One request as its front door sees it, for as long as the engine owns it (``Engine.submit``).
+
+    The engine calls ``receive`` once the request is admitted, then ``send`` with the answer (or
+    with ``render`` of the error that ended it), exactly once each, and records the request with
+    ``method``, ``path`` and ``request_id``.
+    """
+
+    @property
+    def method(self) -> str:
+        """The method the access log names (``POST``; ``RUN`` for an AsyncAPI job)."""
+
+    @property
+    def path(self) -> str:
+        """The path the access log names."""
+
+    @property
+    def request_id(self) -> str:
+        """The request's id (the client's ``X-Request-ID``, or one made)."""
+
+    @property
+    def client(self) -> Client | None:
+        """How to learn the client left, how to stream to it (None: it never leaves)."""
+
+    @property
+    def writer(self) -> ReplyWriter | None:
+        """Where the API's thread may write the answer itself (our HTTP/1.1 connection), else None."""
+
+    @property
+    def deadline(self) -> float | None:
+        """Seconds the client gives the request (gRPC's deadline), or None: the API's timeout."""
+
+    @property
+    def tracked(self) -> bool:
+        """Whether the API's tracker records this request's value (its own routes, not V2's)."""
+
+    async def receive(self) -> Received:
+        """Read the request (its body, with the door's own limits)."""
+
+    async def send(self, reply: Reply) -> None:
+        """Send ``reply`` in the door's wire (raise ``ClientGone`` when the client left meanwhile)."""
+
+    def render(self, error: LocalServeError) -> Reply:
+        """``error`` as this door's answer (its one renderer)."""
 
 
 class Hooks:

@@ -8,6 +8,7 @@ same length (Cortex's server-side batching).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,9 @@ class PredictorEndpoint:
     def _reply(self, request: Request, prediction: Any, arguments: dict[str, Any]) -> Reply:
         if request.debug:
             log.info("debug: prediction: %s", truncate(prediction))
+        if self.api.is_async:  # a job's result, stored as JSON text whatever the poll's Accept
+            text = job_result(f"{self.predictor.class_name}.predict", prediction)
+            return Reply(headers=[(b"content-type", b"application/json")], body=text.encode(), value=prediction)
         reply = cortex_reply(prediction, request.header(b"accept"))
         if self.post_params is not None:
             reply.after = functools.partial(self._post_predict, request, prediction, arguments.get("payload", _NONE))
@@ -248,6 +252,24 @@ class PredictorEndpoint:
                 for index, _ in batch:
                     results[index] = exc
         return [r for r in results if r is not None]
+
+
+def job_result(where: str, result: Any) -> str:
+    """An AsyncAPI's prediction as the JSON text its job stores; a HandlerError when it is not JSON (Cortex's
+    AsyncAPIs: ``predict`` returns JSON-parseable objects)."""
+    try:
+        text = json.dumps(result, ensure_ascii=False, allow_nan=False)
+        if not text.isascii():
+            text.encode("utf-8")  # a lone surrogate (a str made by os.fsdecode, say) cannot be stored as UTF-8...
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(result, allow_nan=False)  # ...but as JSON's \u escape it can, as the answers write it
+    except (TypeError, ValueError) as exc:
+        kind = f"a {type(result).__module__}.{type(result).__qualname__}".replace("a builtins.", "a ")
+        raise HandlerError(
+            f"{where} returned {kind}, which is not JSON-serialisable ({exc}); an AsyncAPI's predict must "
+            "return JSON-parseable objects (dict, list, str, int, float, bool, None)."
+        ) from None
 
 
 _NONE = object()  # predict did not ask for the payload: post_predict decodes it if it asks

@@ -15,26 +15,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from itertools import count
 from typing import Any, Protocol, cast
 
-from localserve.engine.api import ApiRuntime
-from localserve.engine.core import Engine
-from localserve.engine.job import Stages
 from localserve.engine.ports import Headers, ReplyWriter
 from localserve.errors import (
-    ClientGone,
-    HandlerError,
     LocalServeError,
     MethodNotAllowed,
 )
 from localserve.messages.error_text import error_body, error_message
-from localserve.messages.request import Request
 from localserve.messages.response import Reply, answer_headers
-from localserve.protocols.bodies import read_body
 
 log = logging.getLogger("localserve")
 
@@ -175,123 +167,3 @@ async def answer_other_method(send: Send, method: str, path: str, allow: bytes, 
         await send_reply(send, Reply(status=204, headers=[(b"allow", allow)]), request_id)
         return 204
     return await send_error(send, MethodNotAllowed(method, path, allow.decode("latin-1")), request_id)
-
-
-async def send_user_response(
-    reply: Reply, scope: Scope, receive: Receive, send: Send, request_id: str, api: str, *, hide_errors: bool
-) -> None:
-    """Send a Starlette Response returned by user code; one that fails before its head (a FileResponse of
-    a file that is not there) is answered with our JSON 500 instead, one that fails after is cut short."""
-    started = False
-
-    async def watched(message: Message) -> None:
-        nonlocal started
-        started = started or message["type"] == "http.response.start"
-        await send(message)
-
-    response = reply.asgi
-    try:
-        response.headers["x-request-id"] = request_id
-        await response(scope, receive, watched)
-    except Exception as exc:
-        reply.status = 500
-        error = HandlerError(f"Sending the returned {type(response).__name__} failed: {type(exc).__name__}: {exc}")
-        log.error("request %s to api %r failed: %s", request_id, api, error, exc_info=exc)
-        if started:  # nothing more can be said on this one: the client sees it cut short
-            return
-        await send_reply(send, render_error(error, request_id, hide_errors=hide_errors, logged=True), request_id)
-
-
-# -- one request of an API ---------------------------------------------------------------------------
-async def counted(
-    engine: Engine, rt: ApiRuntime, scope: Scope, request_id: str, answer: Awaitable[tuple[int, Any]]
-) -> None:
-    """Await ``answer`` (a front door's whole answer: its status and the value for the tracker) as one request of
-    ``rt``'s API, counted once by the engine (in flight meanwhile; then metrics, tracker, access log)."""
-    start = time.perf_counter()
-    engine.began(rt)
-    status, value = 500, None
-    try:
-        status, value = await answer
-    finally:
-        engine.ended(rt, scope["method"], scope["path"], status, time.perf_counter() - start, request_id, value)
-
-
-Prepare = Callable[[Scope, bytes, str], Awaitable[tuple[Request, Stages | None]]]
-
-
-def native_request(scope: Scope, body: bytes, request_id: str) -> Request:
-    """The request of an API's own route, as its handler gets it: the scope's method, headers, query and path."""
-    return Request(
-        scope["method"],
-        scope["headers"],
-        body,
-        query_string=scope["query_string"],
-        request_id=request_id,
-        path=scope["path"],
-    )
-
-
-class HttpDoor:
-    """The steps every HTTP front door takes with one request of an API, in one place.
-
-    Admission (``Lifecycle.admit``: 503 before the body is read), the body (413 past
-    ``max_body_size``), the request (a native ``Request``, or what the protocol's ``prepare`` makes
-    of the body: its own ``Stages``), ``Lifecycle.run`` with this connection as its ``Client`` and,
-    where it can, its ``ReplyWriter``; then the answer, whichever way it leaves: already written by
-    the API's thread, a Starlette Response of user code, a stream (sent by the engine), or a plain
-    Reply. Every error is rendered by ``render_error``.
-    """
-
-    __slots__ = ("hide_errors", "max_body_size")
-
-    def __init__(self, *, max_body_size: int, hide_errors: bool) -> None:
-        self.max_body_size = max_body_size
-        self.hide_errors = hide_errors
-
-    async def serve(
-        self,
-        rt: ApiRuntime,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        request_id: str,
-        *,
-        prepare: Prepare | None = None,
-        v2: bool = False,
-    ) -> tuple[int, Any]:
-        """Answer one request of ``rt``'s API; (status, the value user code returned) for the records. Never raises
-        but for the client leaving (then 499)."""
-        path = fast_path(scope)
-        writer = None if path is None else path.writer
-        lifecycle = rt.lifecycle
-        try:
-            try:
-                with lifecycle.admit():
-                    body = await read_body(scope, receive, self.max_body_size)
-                if prepare is None:
-                    request, stages = native_request(scope, body, request_id), None
-                else:
-                    request, stages = await prepare(scope, body, request_id)
-                del body
-                # The runtime serving now (serve --reload may have swapped in another while the body came): it
-                # answers, and its threads run the reply's post_predict (after_reply below).
-                lifecycle = rt.lifecycle
-                reply = await lifecycle.run(request, HttpClient(receive, send), stages=stages, writer=writer)
-            except LocalServeError as exc:
-                reply = render_error(exc, request_id, api=rt.api.name, hide_errors=self.hide_errors, v2=v2)
-            try:
-                if reply.sent is not None:  # the API's thread wrote it: end the response here
-                    assert writer is not None
-                    writer.complete(reply.sent)
-                elif reply.asgi is not None:  # a Starlette Response returned by user code
-                    await send_user_response(
-                        reply, scope, receive, send, request_id, rt.api.name, hide_errors=self.hide_errors
-                    )
-                elif reply.stream is None:  # (a stream was sent by the engine, through HttpClient)
-                    await send_reply(send, reply, request_id, scope)
-            finally:  # post_predict: once the answer is out (or its client gone), on the API's threads
-                lifecycle.after_reply(reply, request_id)
-            return reply.status, reply.value
-        except ClientGone:
-            return 499, None

@@ -1,11 +1,10 @@
 """``kind: TrafficSplitter``: a front door that picks one of its APIs by weight and hands the request to the engine.
 
 A request to ``/<splitter>`` (or ``/<splitter>/predict``) goes to one API of the splitter, chosen at random
-with the probabilities of the weights (percent), as a request of that API: ``HttpDoor`` admits it, reads
-its body and runs it through the API's engine, which counts it as that API's request. The answer says
+with the probabilities of the weights (percent), as a request of that API: one ``Engine.submit``, counted as that API's request. The answer says
 which API served it (``X-Localserve-Api``). With a shadow, a copy of ``weight`` percent of the requests
 (Istio's ``mirrorPercentage``, as Cortex set it) is submitted to the shadow API once the chosen API has read
-the body: a second engine submission nobody waits for. Its answer and failure never reach the client, and it
+the body: a second ``Engine.submit`` nobody waits for. Its answer and failure never reach the client, and it
 never holds the client's answer: when the shadow cannot admit it (not ready, queue full) the copy is dropped,
 never the client's request. Figures: ``ExtraMetrics`` (requests per target, shadow copies by outcome).
 
@@ -25,19 +24,19 @@ from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.engine.ports import Headers
 from localserve.errors import LocalServeError
+from localserve.messages.request import Request
+from localserve.messages.response import Reply
 from localserve.metrics.extras import SHADOW_OUTCOMES, ExtraMetrics, SplitterFigures, read_splitters
 from localserve.metrics.summary import STATUS_CLASSES
+from localserve.protocols.door import HttpWire, native_request
 from localserve.protocols.http import (
     FAST_PATH,
-    HttpDoor,
     Message,
     Receive,
     Scope,
     Send,
     answer_other_method,
-    counted,
     json_reply,
-    native_request,
     render_error,
     request_id_of,
     send_reply,
@@ -47,6 +46,38 @@ log = logging.getLogger("localserve")
 
 SERVED_BY = b"x-localserve-api"  # the API that answered a splitter's request
 ALLOW = b"GET, HEAD, POST, OPTIONS"
+
+
+class ShadowExchange:
+    """The shadow's copy of a request, as the engine's ``Exchange``: its body already read, its answer dropped
+    (its errors logged as any request's, never sent)."""
+
+    client: DiscardClient
+    deadline = None
+    writer = None
+    tracked = True
+
+    def __init__(self, request: Request, api: str) -> None:
+        self.request: Request | None = request
+        self.api = api
+        self.method, self.path, self.request_id = request.method, request.path, request.request_id
+        self.client = DiscardClient()
+        self.received = False  # False: the shadow did not admit it (not ready, queue full), so it was dropped
+
+    async def receive(self) -> tuple[Request, None]:
+        request, self.request = self.request, None
+        assert request is not None
+        self.received = True
+        return request, None
+
+    async def send(self, reply: Reply) -> None:
+        pass
+
+    def render(self, error: LocalServeError) -> Reply:
+        if not self.received:
+            log.info("request %s: the copy for shadow api %r was dropped: %s", self.request_id, self.api, error)
+            return Reply(status=error.status_code)
+        return render_error(error, self.request_id, api=self.api, hide_errors=True)
 
 
 class DiscardClient:
@@ -101,12 +132,12 @@ class SplitterRoutes:
         self,
         engine: Engine,
         splitters: tuple[SplitterConfig, ...],
-        door: HttpDoor,
+        wire: HttpWire,
         extras: ExtraMetrics | None,
         rng: random.Random | None = None,
     ) -> None:
         self.engine = engine
-        self.door = door
+        self.wire = wire
         self.extras = extras
         self.rng = rng or random.Random()
         self.splitters = {config.name: Splitter(config, engine.apis) for config in splitters}
@@ -141,16 +172,10 @@ class SplitterRoutes:
         extensions = scope.get("extensions")
         if extensions and FAST_PATH in extensions:  # ASGI's sends, where the header is added
             scope = {**scope, "extensions": {k: v for k, v in extensions.items() if k != FAST_PATH}}
-        status = 500
-        answer = self.door.serve(rt, scope, receive, _served_by(send, rt.api.name.encode()), request_id)
-
-        async def watched() -> tuple[int, Any]:
-            nonlocal status
-            status, value = await answer
-            return status, value
-
+        exchange = self.wire.exchange(rt.api.name, scope, receive, _served_by(send, rt.api.name.encode()), request_id)
+        status = 499
         try:
-            await counted(self.engine, rt, scope, request_id, watched())
+            status = (await self.engine.submit(rt, exchange)).status
         finally:
             if self.extras is not None:
                 self.extras.routed(splitter.name, rt.api.name, status)
@@ -182,31 +207,14 @@ class SplitterRoutes:
 
     async def _copy(self, splitter: Splitter, rt: ApiRuntime, scope: Scope, body: bytes, request_id: str) -> None:
         """The shadow's copy: admitted or dropped, run on the shadow's threads, its answer dropped."""
+        copy = ShadowExchange(native_request(scope, body, request_id), rt.api.name)
+        outcome = "dropped"
         try:
-            with rt.lifecycle.admit():
-                pass
-        except LocalServeError as exc:
-            log.info("request %s: the copy for shadow api %r was dropped: %s", request_id, rt.api.name, exc)
-            self._shadowed(splitter, rt, "dropped")
-            return
-        request = native_request(scope, body, request_id)
-        status = 500
-
-        async def answer() -> tuple[int, Any]:
-            nonlocal status
-            lifecycle = rt.lifecycle  # the runtime that answers runs its post_predict (serve --reload)
-            try:
-                reply = await lifecycle.run(request, DiscardClient())
-            except LocalServeError as exc:  # logged as any request's error (500s), never sent
-                reply = render_error(exc, request_id, api=rt.api.name, hide_errors=True)
-            lifecycle.after_reply(reply, request_id)
-            status = reply.status
-            return reply.status, reply.value
-
-        try:
-            await counted(self.engine, rt, scope, request_id, answer())
+            status = (await self.engine.submit(rt, copy)).status
+            if copy.received:
+                outcome = "answered" if 200 <= status < 300 else "failed"
         finally:
-            self._shadowed(splitter, rt, "answered" if 200 <= status < 300 else "failed")
+            self._shadowed(splitter, rt, outcome)
 
     def _shadowed(self, splitter: Splitter, rt: ApiRuntime, outcome: str) -> None:
         if self.extras is not None:

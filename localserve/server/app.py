@@ -68,7 +68,7 @@ class App:
         self.native = NativeRoutes(engine, options)
         self.routes = self.native.routes
         # kind: TrafficSplitter: /<splitter> picks one of its APIs by weight (a shadow gets a copy)
-        self.splitters = SplitterRoutes(engine, config.splitters, self.native.door, engine.extras)
+        self.splitters = SplitterRoutes(engine, config.splitters, self.native.wire, engine.extras)
         self.jobs = _async_jobs(engine, config, options)  # kind: AsyncAPI: POST /<api> submits, GET /<api>/<id> polls
         self.v2 = V2Routes(engine, options)
         self.grpc = None  # the Open Inference Protocol over gRPC (--grpc-port): grpcio is imported only then

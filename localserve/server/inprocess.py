@@ -102,12 +102,12 @@ def run_once(
 def run_job_once(
     runner: Runner, *, api: str, headers: list[tuple[str, str]], body: bytes, query_string: str = ""
 ) -> tuple[int, list[tuple[str, str]], bytes]:
-    """An AsyncAPI's job, run at once: load ``api``, run one job through its predictor, stop; the result as JSON."""
-    from localserve.protocols.asyncapi import job_failed, one_shot_job, run_job
+    """An AsyncAPI's job, run at once: load ``api``, run one job through the engine, stop; the result as JSON."""
+    from localserve.protocols.asyncapi import job_failed, one_shot_job, run_one_job
 
     job = one_shot_job(headers, body, query_string)
     try:
-        return runner.call(lambda app: run_job(app.apis[api], job))
+        return runner.call(lambda app: run_one_job(app.engine, app.apis[api], job))
     except LocalServeError as exc:  # the API failed to load: the job failed, as a served one would have
         return job_failed(exc, job)
 

@@ -1,9 +1,8 @@
 """The native routes (ABEJA, Cortex): ``/<api>``, ``/<api>/predict``, and ``/`` and ``/predict`` with one API.
 
 A thin front door onto the engine: the route table is a dict (no per-request Starlette objects:
-on small models the server's own work is most of a request's cost), the request goes through
-``protocols.http.HttpDoor`` (admission, body, ``Lifecycle.run``, the answer) and is counted once
-by the engine.
+on small models the server's own work is most of a request's cost), each request is one
+``Engine.submit`` of an ``HttpExchange`` (``protocols/door.py``).
 
 Which methods a route takes: a Cortex API answers ``POST`` (predict) on every route, and
 ``GET``/``HEAD`` (describe) on ``/<api>`` and ``/``; ``/<api>/predict`` and ``/predict`` take
@@ -18,13 +17,12 @@ from __future__ import annotations
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
+from localserve.protocols.door import HttpWire
 from localserve.protocols.http import (
-    HttpDoor,
     Receive,
     Scope,
     Send,
     answer_other_method,
-    counted,
     json_reply,
     request_id_of,
 )
@@ -47,7 +45,7 @@ class NativeRoutes:
 
     def __init__(self, engine: Engine, options: ServeOptions) -> None:
         self.engine = engine
-        self.door = HttpDoor(max_body_size=options.max_body_size, hide_errors=options.hide_errors)
+        self.wire = HttpWire(max_body_size=options.max_body_size, hide_errors=options.hide_errors)
         self.routes: dict[str, Route] = {}  # path -> route
         for rt in engine.apis.values():
             self.routes[f"/{rt.api.name}"] = (rt, False)
@@ -71,6 +69,5 @@ class NativeRoutes:
             await answer_other_method(send, method, scope["path"], allow, request_id_of(scope))
 
     async def predict(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
-        """One request of ``rt``'s API, counted once by the engine: metrics, tracker, access log."""
-        request_id = request_id_of(scope)
-        await counted(self.engine, rt, scope, request_id, self.door.serve(rt, scope, receive, send, request_id))
+        """One request of ``rt``'s API: one call into the engine."""
+        await self.engine.submit(rt, self.wire.exchange(rt.api.name, scope, receive, send, request_id_of(scope)))

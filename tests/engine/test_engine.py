@@ -289,7 +289,7 @@ def test_a_model_api_with_one_thread_and_short_requests_is_pinned_by_default(
     request takes on its thread and pins the loop and the thread to one core (replica 0 on port 0: the
     first allowed core) when that is under ``PIN_BELOW``; requests that take longer (a JPEG decoded in
     pre_inference) and APIs with two threads keep every core."""
-    from localserve.engine.core import PIN_BELOW
+    from localserve.engine.pinner import PIN_BELOW
     from localserve.engine.pipeline import Pipeline
     from localserve.server import ServeOptions
 
@@ -301,14 +301,14 @@ def test_a_model_api_with_one_thread_and_short_requests_is_pinned_by_default(
     body = {"x": [[1.0, 2.0, 3.0, 4.0]], "cpu": cpu}
     with serve(project, ServeOptions(pin_threads=None)) as client:
         app = client.app
-        assert app.engine.pin_by_default() is (threads == 1)
+        assert app.engine.pinner.by_default() is (threads == 1)
         for _ in range(8):  # the measured requests
             assert client.post("/m", json=body).status_code == 200
         if threads == 1:
-            wait_for(lambda: "m" in app.engine.request_cpu, "the request's CPU measured")
-            assert (app.engine.request_cpu["m"] < PIN_BELOW) is pinned
+            wait_for(lambda: "m" in app.engine.pinner.request_cpu, "the request's CPU measured")
+            assert (app.engine.pinner.request_cpu["m"] < PIN_BELOW) is pinned
         else:
-            assert app.engine.request_cpu == {}
+            assert app.engine.pinner.request_cpu == {}
         cpus = client.post("/m", json=body).json()["cpus"]
     allowed = sorted(os.sched_getaffinity(0))
     assert cpus == (allowed[:1] if pinned else allowed)
@@ -322,7 +322,7 @@ def test_a_model_api_in_a_kubernetes_pod_is_not_pinned_by_default(serve, make_pr
     project = make_project({"localserve.yaml": config, "h.py": AFFINITY_HANDLER})
     onnx_identity(project / "m.onnx")
     with serve(project, ServeOptions(pin_threads=None, on_kubernetes=True)) as client:
-        assert client.app.engine.pin_by_default() is False
+        assert client.app.engine.pinner.by_default() is False
         cpus = client.post("/m", json={"x": [[1.0, 2.0, 3.0, 4.0]]}).json()["cpus"]
     assert cpus == sorted(os.sched_getaffinity(0))
 
@@ -333,7 +333,7 @@ def test_a_handler_api_is_not_pinned_by_default(serve, make_project) -> None:
 
     project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
     with serve(project, ServeOptions(pin_threads=None), handler="main:handler") as client:
-        assert client.app.engine.pin_by_default() is False
+        assert client.app.engine.pinner.by_default() is False
 
 
 ECHO_CONFIG = """

@@ -40,7 +40,7 @@ def test_pinned_threads_are_batch_scheduled_and_the_runtimes_pools_leave_their_c
         assert engine.loop is not None
         loop = asyncio.run_coroutine_threadsafe(where_this_thread_runs(), engine.loop).result(30)
         # onnxruntime's intra-op pool: made by the session while the API loaded, a thread Python did not start
-        pool = engine.loading_threads - {thread.native_id for thread in threading.enumerate()}
+        pool = engine.pinner.loading_threads - {thread.native_id for thread in threading.enumerate()}
         pool_cpus = {tid: sorted(os.sched_getaffinity(tid)) for tid in pool}
     core = allowed[:1]  # replica 0 on port 0: the first allowed core
     assert loop == {"cpus": core, "policy": os.SCHED_BATCH}

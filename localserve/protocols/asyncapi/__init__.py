@@ -6,7 +6,7 @@ machines), survive ``kill -9`` (at-least-once), and are shared safely by the rep
 
 from __future__ import annotations
 
-from localserve.protocols.asyncapi.oneshot import job_failed, one_shot_job, run_job
+from localserve.protocols.asyncapi.oneshot import job_failed, one_shot_job, run_one_job
 from localserve.protocols.asyncapi.routes import AsyncJobs
 from localserve.protocols.asyncapi.store import Job, JobState, JobStore, StoreError, open_store
 
@@ -19,5 +19,5 @@ __all__ = [
     "job_failed",
     "one_shot_job",
     "open_store",
-    "run_job",
+    "run_one_job",
 ]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from urllib.parse import parse_qsl
 
 from localserve.engine.api import ApiRuntime
+from localserve.engine.core import Engine
 from localserve.errors import LocalServeError
 from localserve.protocols.asyncapi.store import Job, new_job_id
-from localserve.protocols.asyncapi.worker import execute
+from localserve.protocols.asyncapi.worker import run_job
 from localserve.protocols.http import render_error
 
 JSON_TYPE = [("content-type", "application/json")]
@@ -25,15 +25,15 @@ def one_shot_job(headers: list[tuple[str, str]], body: bytes, query_string: str 
     return Job(new_job_id(), body, meta)
 
 
-async def run_job(rt: ApiRuntime, job: Job) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Run ``job`` through the loaded API ``rt``'s predictor, on its thread: (status, headers, body).
+async def run_one_job(engine: Engine, rt: ApiRuntime, job: Job) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Run ``job`` through the engine on the loaded API ``rt``, as a worker would: (status, headers, body).
 
     The body is the result as JSON (200), or ``{"error": ...}`` with the error's status (a body the
     predictor cannot read is the client's 400, a predictor that raised a 500) when the job failed the
     way a served job would have.
     """
     try:
-        result: str = await asyncio.wrap_future(rt.pipeline.call(lambda: execute(rt.endpoint, job)))
+        result = await run_job(engine, rt, job)
     except LocalServeError as exc:
         return job_failed(exc, job)
     return 200, JSON_TYPE, result.encode()

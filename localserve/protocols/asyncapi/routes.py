@@ -5,7 +5,7 @@ Example::
     jobs = AsyncJobs(engine, project=config.project, max_body_size=options.max_body_size, hide_errors=False)
     name = jobs.claims(scope)   # in the app's __call__, before the native routes
     if name is not None:
-        await jobs.serve(engine.apis[name], scope, receive, send)   # counted by the engine as the API's request
+        await jobs.serve(engine.apis[name], scope, receive, send)   # one call into the engine
         return
 """
 
@@ -24,10 +24,9 @@ from urllib.parse import parse_qsl
 
 from prometheus_client.metrics_core import Metric
 
-from localserve.engine.api import ApiRuntime, Runtime
+from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
-from localserve.errors import ClientGone, LocalServeError, RequestError, ShuttingDown, StoreUnavailable
-from localserve.logs import api_var, request_id_var
+from localserve.errors import ClientGone, LocalServeError, MethodNotAllowed, RequestError, StoreUnavailable
 from localserve.messages.error_text import short_repr
 from localserve.messages.response import Reply
 from localserve.protocols.asyncapi.metrics import collect_metrics
@@ -40,14 +39,12 @@ from localserve.protocols.asyncapi.store import (
     open_store,
     rfc3339,
 )
-from localserve.protocols.asyncapi.worker import AsyncWorker, execute
+from localserve.protocols.asyncapi.worker import AsyncWorker, run_job
 from localserve.protocols.bodies import read_body
 from localserve.protocols.http import (
     Receive,
     Scope,
     Send,
-    answer_other_method,
-    counted,
     json_reply,
     render_error,
     request_id_of,
@@ -117,23 +114,12 @@ class AsyncJobs:
         self.workers.clear()
         self.stores.clear()
 
-    @staticmethod
-    def _runner(rt: ApiRuntime) -> Callable[[Job], concurrent.futures.Future[Any]]:
-        def run(job: Job) -> concurrent.futures.Future[Any]:
-            runtime = rt.runtime  # its endpoint on its threads, even if serve --reload swaps in another meanwhile
-            future = runtime.pipeline.call(functools.partial(call, runtime, job))
-            refused = future.done() and not future.cancelled() and type(future.exception()) is ShuttingDown
-            if refused and rt.runtime is not runtime:  # retired since it was read (serve --reload): the one serving now
-                future = rt.runtime.pipeline.call(functools.partial(call, rt.runtime, job))
-            return future
+    def _runner(self, rt: ApiRuntime) -> Callable[[Job], concurrent.futures.Future[str]]:
+        """What the worker's thread calls with each job it claims: the job run through the engine, on the loop."""
+        loop = asyncio.get_running_loop()
 
-        def call(runtime: Runtime, job: Job) -> str:
-            tokens = api_var.set(rt.api.name), request_id_var.set(job.id)
-            try:
-                return execute(runtime.endpoint, job)
-            finally:
-                request_id_var.reset(tokens[1])
-                api_var.reset(tokens[0])
+        def run(job: Job) -> concurrent.futures.Future[str]:
+            return asyncio.run_coroutine_threadsafe(run_job(self.engine, rt, job), loop)
 
         return run
 
@@ -191,33 +177,25 @@ class AsyncJobs:
         return None
 
     async def serve(self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer a submit or a poll of ``rt``'s AsyncAPI, counted by the engine as its request."""
-        request_id = request_id_of(scope)
+        """Answer a submit or a poll of ``rt``'s AsyncAPI: one call into the engine. Neither takes a place in the
+        API's queue (the store is the jobs' queue, and a job is submitted while its API still loads, as Cortex's
+        gateway took them): the engine counts it, the door answers it."""
+        await self.engine.submit(rt, _JobRoute(self, rt.api.name, scope, receive, send), admit=False)
 
-        async def answer() -> tuple[int, None]:  # no tracker value: the job's result comes later
-            return await self.handle(rt.api.name, scope, receive, send, request_id), None
-
-        await counted(self.engine, rt, scope, request_id, answer())
-
-    async def handle(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
-        """Answer a submit or poll of AsyncAPI ``name`` (what ``claims`` said) with request id ``rid``; the status
-        answered (499: the client left). A job route answers ``GET`` and ``HEAD``, ``OPTIONS`` with 204 and
-        ``Allow``, any other method with 405 and ``Allow``."""
+    async def answer(self, name: str, scope: Scope, receive: Receive, rid: str) -> Reply:
+        """The answer to a submit or poll of AsyncAPI ``name`` (what ``claims`` said) with request id ``rid``. A job
+        route answers ``GET`` and ``HEAD``, ``OPTIONS`` with 204 and ``Allow``, any other method with 405 and
+        ``Allow``."""
         method = scope["method"]
-        try:
-            if method == "POST" and scope["path"] in self.submit_paths:
-                return await self._submit(name, scope, receive, send, rid)
-            if method in ("GET", "HEAD"):
-                return await self._poll(name, scope["path"][1:].partition("/")[2], send, rid)
-        except ClientGone:
-            return ClientGone.status_code  # nothing stored, nobody to answer
-        except LocalServeError as exc:
-            reply = render_error(exc, rid, api=name, hide_errors=self.hide_errors)
-            await send_reply(send, reply, rid)
-            return reply.status
-        return await answer_other_method(send, method, scope["path"], POLL_ROUTE, rid)
+        if method == "POST" and scope["path"] in self.submit_paths:
+            return await self._submit(name, scope, receive)
+        if method in ("GET", "HEAD"):
+            return await self._poll(name, scope["path"][1:].partition("/")[2])
+        if method == "OPTIONS":
+            return Reply(status=204, headers=[(b"allow", POLL_ROUTE)])
+        raise MethodNotAllowed(method, scope["path"], POLL_ROUTE.decode("latin-1"))
 
-    async def _submit(self, name: str, scope: Scope, receive: Receive, send: Send, rid: str) -> int:
+    async def _submit(self, name: str, scope: Scope, receive: Receive) -> Reply:
         body = await read_body(scope, receive, self.max_body_size)
         rt = self.runtimes[name]
         if rt.state == "failed":  # no worker would ever run it (--keep-going); jobs wait only while loading
@@ -238,8 +216,7 @@ class AsyncJobs:
         worker = self.workers.get(name)
         if worker is not None:
             worker.wake.set()
-        await send_reply(send, json_reply(200, {"id": job_id}), rid)
-        return 200
+        return json_reply(200, {"id": job_id})
 
     def _store(self, name: str) -> JobStore:
         store = self.stores.get(name)
@@ -247,7 +224,7 @@ class AsyncJobs:
             raise StoreUnavailable(f"The job store of api {name!r} could not be opened; see the log.")
         return store
 
-    async def _poll(self, name: str, job_id: str, send: Send, rid: str) -> int:
+    async def _poll(self, name: str, job_id: str) -> Reply:
         if not JOB_ID_RE.fullmatch(job_id):
             raise RequestError(
                 f"Invalid job id {short_repr(job_id, 80)}; expected the 32 lower-case hex characters that POST /{name} "
@@ -272,9 +249,38 @@ class AsyncJobs:
             body = json.dumps(value, ensure_ascii=False).encode()
         else:
             body = json.dumps({"id": job_id, "status": state.status}).encode()
-        await send_reply(send, Reply(status=status, headers=[(b"content-type", b"application/json")], body=body), rid)
-        return status
+        return Reply(status=status, headers=[(b"content-type", b"application/json")], body=body)
 
 
 def _loaded(rt: ApiRuntime) -> bool:
     return rt.state == "ready"
+
+
+class _JobRoute:
+    """A submit or poll of an AsyncAPI as the engine's ``Exchange``: the door answers it (the store), nothing runs
+    on the API's threads."""
+
+    client = None
+    writer = None
+    deadline = None
+    tracked = False  # no prediction yet: the job's run is recorded when it runs
+
+    def __init__(self, jobs: AsyncJobs, api: str, scope: Scope, receive: Receive, send: Send) -> None:
+        self.jobs = jobs
+        self.api = api
+        self.scope = scope
+        self._receive = receive
+        self._send = send
+        self.method: str = scope["method"]
+        self.path: str = scope["path"]
+        self.request_id = request_id_of(scope)
+
+    async def receive(self) -> Reply:
+        return await self.jobs.answer(self.api, self.scope, self._receive, self.request_id)
+
+    async def send(self, reply: Reply) -> None:
+        if reply.status != ClientGone.status_code:  # nothing stored, nobody to answer
+            await send_reply(self._send, reply, self.request_id)
+
+    def render(self, error: LocalServeError) -> Reply:
+        return render_error(error, self.request_id, api=self.api, hide_errors=self.jobs.hide_errors)

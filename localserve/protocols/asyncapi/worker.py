@@ -1,4 +1,4 @@
-"""The worker of one AsyncAPI in one replica: claims jobs, runs ``predict`` on the API's threads, records results.
+"""The worker of one AsyncAPI in one replica: claims jobs, runs each through the engine, records results.
 
 One dispatcher thread claims a job whenever one of the API's threads is free (so with the default
 of one thread, user code still never runs twice at once), renews the leases of the jobs it runs,
@@ -7,17 +7,18 @@ and every few seconds puts back in the queue the jobs of dead workers and purges
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
-from localserve.errors import HandlerError, LocalServeError
-from localserve.handlers import Endpoint, run_stage
-from localserve.handlers.predictor import PredictorEndpoint
-from localserve.messages.payload import decode_payload
+from localserve.engine.api import ApiRuntime
+from localserve.engine.core import Engine
+from localserve.errors import LocalServeError
+from localserve.messages.request import Request
+from localserve.messages.response import Reply
 from localserve.protocols.asyncapi.store import Job, JobStore, StoreError, worker_id, worker_is_dead
 
 log = logging.getLogger("localserve")
@@ -28,45 +29,52 @@ HOUSEKEEPING = 5.0  # seconds between recoveries of dead workers' jobs (and purg
 PURGE_EVERY = 600.0
 
 
-def job_arguments(endpoint: PredictorEndpoint, job: Job) -> dict[str, Any]:
-    """The arguments ``predict`` declares, for ``job`` (``request_id`` is the job id)."""
+class JobExchange:
+    """An AsyncAPI job's run as the engine's ``Exchange``: the job is its own client (it never leaves), with the
+    API's deadline and a request's records (``RUN /<api>/<job id>`` in the access log); its outcome is the
+    predictor's JSON text, or the error that ended it."""
+
+    client = None
+    writer = None
+    deadline = None
+    tracked = True
+    method = "RUN"
+
+    def __init__(self, api: str, job: Job) -> None:
+        self.job = job
+        self.path = f"/{api}/{job.id}"
+        self.request_id = job.id
+        self.failure: LocalServeError | None = None
+
+    async def receive(self) -> tuple[Request, None]:
+        return job_request(self.job, self.path), None
+
+    async def send(self, reply: Reply) -> None:
+        pass
+
+    def render(self, error: LocalServeError) -> Reply:
+        self.failure = error
+        return Reply(status=error.status_code)
+
+
+def job_request(job: Job, path: str) -> Request:
+    """The request a job's submit carried, as its predictor gets it (``request_id`` is the job id)."""
     meta = job.meta
-    values: dict[str, Any] = {}
-    for name in endpoint.predict_params:
-        if name == "payload":
-            values[name] = decode_payload(str(meta.get("content_type") or ""), job.payload)
-        elif name == "request_id":
-            values[name] = job.id
-        elif name == "query_params":
-            values[name] = dict(meta.get("query_params") or {})
-        else:
-            values[name] = dict(meta.get("headers") or {})
-    return values
+    headers = {str(k).lower(): str(v) for k, v in (meta.get("headers") or {}).items()}
+    if meta.get("content_type") and "content-type" not in headers:
+        headers["content-type"] = str(meta["content_type"])
+    raw = [(k.encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in headers.items()]
+    query = urlencode(dict(meta.get("query_params") or {})).encode("latin-1", "replace")
+    return Request("POST", raw, job.payload, query_string=query, request_id=job.id, path=path)
 
 
-def execute(endpoint: Endpoint, job: Job) -> str:
-    """Run ``predict`` for ``job`` and return its result as JSON text; LocalServeError with the message otherwise."""
-    if not isinstance(endpoint, PredictorEndpoint):  # config validation allows AsyncAPIs with predictors only
-        raise HandlerError(f"api {endpoint.api.name!r} is an AsyncAPI without a predictor; its jobs cannot run.")
-    kwargs = job_arguments(endpoint, job)
-    name = f"{endpoint.predictor.class_name}.predict"
-    result = run_stage(endpoint.options.observe, "predict", name, lambda: endpoint.instance.predict(**kwargs))
-    try:
-        text = json.dumps(result, ensure_ascii=False, allow_nan=False)
-        if not text.isascii():
-            text.encode("utf-8")  # a lone surrogate (a str made by os.fsdecode, say) cannot be stored as UTF-8...
-        return text
-    except UnicodeEncodeError:
-        return json.dumps(result, allow_nan=False)  # ...but as JSON's \u escape it can, as the answers write it
-    except (TypeError, ValueError) as exc:
-        raise HandlerError(
-            f"{name} returned {_kind(result)}, which is not JSON-serialisable ({exc}); an AsyncAPI's predict must "
-            "return JSON-parseable objects (dict, list, str, int, float, bool, None)."
-        ) from None
-
-
-def _kind(value: Any) -> str:
-    return f"a {type(value).__module__}.{type(value).__qualname__}".replace("a builtins.", "a ")
+async def run_job(engine: Engine, rt: ApiRuntime, job: Job) -> str:
+    """Run ``job`` through the engine on API ``rt``: its result as JSON text, or the LocalServeError that ended it."""
+    exchange = JobExchange(rt.api.name, job)
+    reply = await engine.submit(rt, exchange)
+    if exchange.failure is not None:
+        raise exchange.failure
+    return reply.body.decode("utf-8")
 
 
 class AsyncWorker:
@@ -85,7 +93,7 @@ class AsyncWorker:
     ) -> None:
         self.name = name
         self.store = store
-        self.run = run  # submits ``execute`` to the API's threads; returns a concurrent Future of the JSON text
+        self.run = run  # submits a job to the engine (``run_job``); returns a concurrent Future of the JSON text
         self.slots = slots
         self.retention = retention
         self.ready = ready

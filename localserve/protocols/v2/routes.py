@@ -1,8 +1,7 @@
 """The Open Inference Protocol's REST routes: a second front door onto the same engine as the native routes.
 
-``POST /v2/models/{m}/infer`` takes the same steps as a native request (``protocols.http.HttpDoor``:
-the API's admission, deadline, client leaving, shutdown, its queue, threads and batcher) and is
-counted once by the engine; the request is decoded into the model's feed on the API's threads
+``POST /v2/models/{m}/infer`` is one ``Engine.submit``, as a native request is (the API's admission,
+deadline, client leaving, shutdown, its queue, threads and batcher, its records); the request is decoded into the model's feed on the API's threads
 (its own ``Stages``), so V2 and native requests share batches, and the outputs are encoded there
 too. Errors are ``{"error": "..."}``, rendered by ``protocols.http.render_error``.
 """
@@ -10,7 +9,6 @@ too. Errors are ``{"error": "..."}``, rendered by ``protocols.http.render_error`
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,16 +21,14 @@ from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, NotFound
-from localserve.logs import access_log
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 from localserve.protocols.bodies import decode_content
+from localserve.protocols.door import HttpWire
 from localserve.protocols.http import (
-    HttpDoor,
     Receive,
     Scope,
     Send,
-    counted,
     request_id_of,
     send_error,
     send_reply,
@@ -79,7 +75,7 @@ class V2Routes:
 
     def __init__(self, engine: Engine, options: ServeOptions) -> None:
         self.engine = engine
-        self.door = HttpDoor(max_body_size=options.max_body_size, hide_errors=options.hide_errors)
+        self.wire = HttpWire(max_body_size=options.max_body_size, hide_errors=options.hide_errors, v2=True)
         self.max_body_size = options.max_body_size
         self.models = V2Models(engine.apis)
 
@@ -194,33 +190,21 @@ class V2Routes:
 
     # -- inference --------------------------------------------------------------------------------
     async def infer(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer one inference request; it is counted by the engine like a native request."""
-        start = time.perf_counter()
+        """Answer one inference request: one call into the engine, as a native request."""
         request_id = request_id_of(scope)
-        engine = self.engine
         rt = self.models.api_of(scope["path_params"]["name"])
         if rt is None:  # no API to count it under: its access line alone
+            start = time.perf_counter()
             status = await send_error(send, self.models.no_model(scope["path_params"]["name"]), request_id, v2=True)
-            if engine.access_log:
-                access_log(scope["method"], scope["path"], None, status, time.perf_counter() - start, request_id)
+            self.engine.unrouted(scope["method"], scope["path"], status, time.perf_counter() - start, request_id)
             return
-        await counted(engine, rt, scope, request_id, self._infer(rt, scope, receive, send, request_id))
-
-    async def _infer(
-        self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send, request_id: str
-    ) -> tuple[int, None]:
-        """The answer to an inference request of ``rt``'s API: its status (no tracker: V2 feeds the model directly)."""
-        try:
-            _, model = await self.find(scope)
-        except LocalServeError as exc:
-            return await send_error(send, exc, request_id, v2=True), None
-        status, _ = await self.door.serve(
-            rt, scope, receive, send, request_id, prepare=functools.partial(self._prepare, model), v2=True
+        await self.engine.submit(
+            rt, self.wire.exchange(rt.api.name, scope, receive, send, request_id, prepare=self._prepare)
         )
-        return status, None
 
-    async def _prepare(self, model: V2Model, scope: Scope, body: bytes, request_id: str) -> tuple[Request, _Call]:
+    async def _prepare(self, scope: Scope, body: bytes, request_id: str) -> tuple[Request, _Call]:
         """The request and its own stages (decode the tensors, encode the outputs) from a V2 body."""
+        _, model = await self.find(scope)
         length = coding = None
         for key, value in scope["headers"]:
             if key == HEADER_LENGTH:

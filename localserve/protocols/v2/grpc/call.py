@@ -1,30 +1,62 @@
-"""One gRPC call as the engine and the records see it: its ``Client``, its request id, its deadline's error."""
+"""One gRPC call as the engine sees it: its ``Exchange``, its ``Client``, its request id."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 
-from localserve.engine.ports import Headers
+from localserve.engine.ports import Headers, Stages
 from localserve.errors import LocalServeError
+from localserve.messages.request import Request
+from localserve.messages.response import Reply
 from localserve.protocols.http import request_id_of
 
 Context = grpc.aio.ServicerContext[Any, Any]
 REQUEST_ID = "x-request-id"  # the metadata key of a call's request id (kept when given, else made)
 
 
-class ClientDeadline(LocalServeError):
-    """The client's own gRPC deadline passed before the answer (504, DEADLINE_EXCEEDED)."""
+SERVICE = "inference.GRPCInferenceService"  # the protocol's name for it (KServe, Triton): what clients call
+INFER_PATH = f"/{SERVICE}/ModelInfer"  # the HTTP/2 path of a ModelInfer call: its access log line and figures
 
-    status_code = 504
 
-    def __init__(self, api: str, seconds: float) -> None:
-        super().__init__(
-            f"api {api!r} did not answer within the client's deadline ({seconds:.3g} s were left when the call came "
-            "in); work not yet started was dropped.",
-        )
+class GrpcExchange:
+    """One ModelInfer call as the engine's ``Exchange``: the message already read by grpc, the client's deadline
+    the engine's, the answer's bytes left in the Reply for the RPC to return, an error kept for it to abort with
+    (after the engine has recorded the call, so that a client reading the status finds it counted)."""
+
+    __slots__ = ("_receive", "client", "context", "failure", "request_id")
+
+    method = "POST"
+    path = INFER_PATH
+    writer = None
+    tracked = False  # V2 feeds the model directly: no prediction for the tracker
+
+    def __init__(
+        self, context: Context, request_id: str, receive: Callable[[], Awaitable[tuple[Request, Stages]]]
+    ) -> None:
+        self.context = context
+        self.request_id = request_id
+        self._receive = receive
+        self.client = GrpcClient(context)
+        self.failure: LocalServeError | None = None
+
+    @property
+    def deadline(self) -> float | None:
+        """The seconds left before the client's deadline, as the engine queues the call."""
+        return self.context.time_remaining()
+
+    async def receive(self) -> tuple[Request, Stages]:
+        return await self._receive()
+
+    async def send(self, reply: Reply) -> None:
+        pass
+
+    def render(self, error: LocalServeError) -> Reply:
+        self.failure = error
+        return Reply(status=error.status_code)
 
 
 class GrpcClient:

@@ -23,7 +23,8 @@ import grpc
 from localserve.config.options import ServeOptions
 from localserve.engine.core import Engine
 from localserve.errors import StartError
-from localserve.protocols.v2.grpc.servicer import SERVICE, Servicer
+from localserve.protocols.v2.grpc.call import SERVICE
+from localserve.protocols.v2.grpc.servicer import Servicer
 
 log = logging.getLogger("localserve")
 

@@ -1,21 +1,18 @@
 """The RPCs of ``inference.GRPCInferenceService``: a front door onto the same engine as the REST routes.
 
-``ModelInfer`` takes the engine's steps (``engine/core.py``), as ``V2Routes.infer`` does over REST::
-
-    engine.began(rt) -> rt.lifecycle.admit() -> rt.lifecycle.run(request, client, stages=_Infer) -> engine.ended(...)
-
+``ModelInfer`` is one ``Engine.submit`` of a ``GrpcExchange``, as ``V2Routes.infer`` is over REST.
 The message arrives as bytes (grpc's own limit, ``--max-body-size``, refused a larger one before
 this code ran); only the model's name is read on the event loop (``head.peek_model``). The whole
 message is parsed, checked and decoded on the API's threads (``_Infer.prepare``), so gRPC, REST
 and native requests share the API's queue and batches; the outputs are encoded there too
-(``_Infer.finish``). The client's deadline shortens the wait (work not started is dropped, as at
+(``_Infer.finish``). The client's deadline is the engine's (work not started is dropped, as at
 the API's own timeout) and a call the client cancels is dropped the same way. Errors are rendered
 by ``status.render_status``, with REST's words.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import hmac
 import logging
 import time
@@ -28,14 +25,19 @@ from google.protobuf.message import DecodeError, Message
 
 from localserve import __version__
 from localserve.config.options import ServeOptions
-from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown, Unauthorized
-from localserve.logs import access_log
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 from localserve.protocols.v2.grpc import inference_pb2 as pb
-from localserve.protocols.v2.grpc.call import REQUEST_ID, ClientDeadline, Context, GrpcClient, request_id_of_call
+from localserve.protocols.v2.grpc.call import (
+    INFER_PATH,
+    REQUEST_ID,
+    SERVICE,
+    Context,
+    GrpcExchange,
+    request_id_of_call,
+)
 from localserve.protocols.v2.grpc.head import peek_model
 from localserve.protocols.v2.grpc.outputs import encode_response
 from localserve.protocols.v2.grpc.status import details, render_status
@@ -46,8 +48,6 @@ from localserve.protocols.v2.stats import model_stats
 
 log = logging.getLogger("localserve")
 
-SERVICE = "inference.GRPCInferenceService"  # the protocol's name for it (KServe, Triton): what clients call
-INFER_PATH = f"/{SERVICE}/ModelInfer"  # the HTTP/2 path of a ModelInfer call: its access log line and figures
 OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
 
 
@@ -162,60 +162,30 @@ class Servicer:
 
     # -- inference --------------------------------------------------------------------------------
     async def model_infer(self, data: bytes, context: Context) -> bytes:
-        """Answer one inference request; it is counted by the engine like a REST or native request."""
+        """Answer one inference request: one call into the engine, as over REST."""
         start = time.perf_counter()
         request_id = request_id_of_call(context)
         context.set_trailing_metadata(((REQUEST_ID, request_id),))  # as HTTP echoes X-Request-ID, errors too
         await self._check_key(context, "ModelInfer", request_id)
-        engine = self.engine
         try:
             name, version = peek_model(data)
             rt = self.models.api_of(name)
             if rt is None:
                 raise self.models.no_model(name)
         except LocalServeError as exc:  # no API to count it under: its access line alone
-            if engine.access_log:
-                access_log("POST", INFER_PATH, None, exc.status_code, time.perf_counter() - start, request_id)
+            self.engine.unrouted("POST", INFER_PATH, exc.status_code, time.perf_counter() - start, request_id)
             await self._abort(context, exc, request_id)
-        engine.began(rt)
-        # counted before the status leaves: grpc's abort sends it to the client before it raises, so a count
-        # taken after could come after the client has read the status (and scraped /metrics)
-        status = 500
-        failure: LocalServeError | None = None
-        try:
-            reply = await self._infer(rt, name, version, data, context, request_id)
-            status = reply.status
-        except LocalServeError as exc:  # (ClientGone: 499, CANCELLED, which nobody reads)
-            status, failure = exc.status_code, exc
-        except asyncio.CancelledError:  # the client cancelled, or its deadline passed: grpc ended the call
-            status = 499
-            raise
-        finally:
-            engine.ended(rt, "POST", INFER_PATH, status, time.perf_counter() - start, request_id)
-        if failure is not None:
-            await self._abort(context, failure, request_id, api=name)
+        call = GrpcExchange(context, request_id, functools.partial(self._receive, name, version, data, request_id))
+        reply = await self.engine.submit(rt, call)
+        if call.failure is not None:
+            await self._abort(context, call.failure, request_id, api=name)
         return reply.body
 
-    async def _infer(
-        self, rt: ApiRuntime, name: str, version: str, data: bytes, context: Context, request_id: str
-    ) -> Reply:
+    async def _receive(self, name: str, version: str, data: bytes, request_id: str) -> tuple[Request, _Infer]:
         if self.stopping:
             raise ShuttingDown()
         _, model = await self.models.locate(name, version or None)
-        with rt.lifecycle.admit():  # 503 when not ready or full (grpc has read the message already)
-            request = Request("POST", [], data, request_id=request_id, path=INFER_PATH)
-        remaining = context.time_remaining()
-        if remaining is not None and remaining <= 0:
-            raise ClientDeadline(name, 0.0)
-        run = rt.lifecycle.run(request, GrpcClient(context), stages=_Infer(model, name, version))
-        if remaining is None:
-            return await run
-        try:
-            return await asyncio.wait_for(
-                run, remaining
-            )  # on time out, run's task is cancelled: unstarted work dropped
-        except asyncio.TimeoutError:
-            raise ClientDeadline(name, remaining) from None
+        return Request("POST", [], data, request_id=request_id, path=INFER_PATH), _Infer(model, name, version)
 
     # -- errors ---------------------------------------------------------------------------------
     async def _abort(
