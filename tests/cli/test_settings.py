@@ -115,7 +115,7 @@ def test_nothing_below_the_cli_reads_localserves_settings_from_the_environment()
     # Other programs' variables only: the freedesktop cache folder, TensorFlow's log level (set
     # only when unset), the PYTHONPATH replicas inherit, and user code's own .env and `env` keys.
     assert reads == {
-        "project.py": {"XDG_CACHE_HOME", "PYTHONPATH", "<key>"},
+        "project/directory.py": {"XDG_CACHE_HOME", "PYTHONPATH", "<key>"},
         "runtimes/__init__.py": {"TF_CPP_MIN_LOG_LEVEL"},
     }
 
