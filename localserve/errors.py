@@ -186,3 +186,7 @@ class InternalError(LocalServeError):
 
     def __init__(self, exc: BaseException) -> None:
         super().__init__(f"Internal error: {type(exc).__name__}: {exc}")
+
+
+class WouldFetch(Exception):
+    """Reading ``location`` would download it, and the caller may not wait (the event loop): load it off the loop."""

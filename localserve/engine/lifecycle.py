@@ -1,22 +1,10 @@
 """The event loop's side of one API: admission, the deadline, the client leaving, shutdown.
 
-Transport-neutral: every front door (native HTTP routes, the Open Inference Protocol, AsyncAPI)
-calls the same three steps, and none of them knows HTTP here.
-
-- ``admit()``: 503 at once when the API is not ready or its queue is full, before the front door
-  reads a body for nothing; the returned ``Admission`` counts the request as reading until it is queued;
-- ``run()``: queue the request on the API's threads and wait for its ``Reply``; the deadline (504,
-  work not started is dropped), the client leaving (``Client.left``: never started) and shutdown
-  (``cancel_waiting``: nothing queued starts, every waiting client gets a 503) are decided here,
-  and raised as typed errors for the front door to render in its own wire format.
-
-Only requests that really wait pay for a task listening for their client: it is made once a
-request has waited ``watch_after`` seconds, and most requests are answered before that. One
-timer per API (``_sweep``), not one per request, watches deadlines and waiting clients.
-
-With a ``ReplyWriter`` (our HTTP/1.1 connection), the API's thread that finishes a request writes
-the answer itself and the front door only ends the response; the deadline and shutdown answer a
-request only if they take ``Job.claim`` before that thread does.
+``Engine.submit`` calls ``admit()`` (503 at once when the API is not ready or its queue is full,
+before a body is read) and ``run()`` (the request queued on the API's threads; the deadline, the
+client leaving and shutdown decided here, as typed errors the door renders). One timer per API
+(``_sweep``) watches deadlines and, once a request has waited ``watch_after``, its client; the
+right to answer a request is its ``Job``'s (``engine/job.py``, the states' table).
 """
 
 from __future__ import annotations

@@ -95,12 +95,12 @@ class Pipeline:
     def attach_model(self) -> None:
         """After loading: set up dynamic batching for the endpoint's model (warming every batch size)."""
         batching = self.api.batching
-        if getattr(self.endpoint, "models", None) is not None:
+        if self.endpoint.models is not None:
             self.routes = ModelRoutes(self)
         if batching is None:
             return
-        model = getattr(self.endpoint, "model", None)
-        if getattr(self.endpoint, "batches_lists", False) or model is None:
+        model = self.endpoint.model
+        if self.endpoint.batches_lists or model is None:
             self.lists = ListBatches(self.api, self.endpoint, self.queue, self.hooks)
             return
         self.batcher = Batcher(

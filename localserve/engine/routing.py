@@ -12,17 +12,34 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from localserve.config import ApiConfig
 from localserve.engine.answers import Done, as_error
 from localserve.engine.batcher import Batcher
 from localserve.engine.feeds import bucket_sizes
 from localserve.engine.job import Job
+from localserve.engine.jobqueue import JobQueue
 from localserve.engine.leftovers import Leftovers
+from localserve.engine.ports import Hooks
+from localserve.handlers import Endpoint
 from localserve.runtimes import Feed, Model
 
-if TYPE_CHECKING:
-    from localserve.engine.pipeline import Pipeline
+
+class Pipeline(Protocol):
+    """What the routes use of their API's ``Pipeline`` (which owns them)."""
+
+    api: ApiConfig
+    name: str
+    endpoint: Endpoint
+    hooks: Hooks
+    queue: JobQueue
+
+    def deliver(self, outcomes: list[tuple[Job, Any]]) -> None: ...
+
+    def finish_one(self, job: Job, output: Any, done: Done) -> None: ...
+
+    def finish_all(self, outcomes: list[tuple[Job, Any]], done: Done) -> None: ...
 
 
 class ModelFeed:
@@ -47,7 +64,7 @@ class ModelRoutes:
         self.batchers: dict[tuple[str, int], tuple[Model, Batcher]] = {}
         self._lock = threading.Lock()
         self._ended = Leftovers()  # the threads of batchers stopped, until they end
-        models = getattr(pipeline.endpoint, "models", None)
+        models = pipeline.endpoint.models
         if models is not None:  # a version leaving memory retires its batcher (which held the model)
             models.listeners.append(self.drop)
         self.sizes: dict[tuple[str, int], list[int]] = {}  # batch sizes each model version ran (tests, /stats)
@@ -139,7 +156,7 @@ class ModelRoutes:
 
     def stop(self) -> None:
         """At shutdown: every batcher ends, and the watching of the model folders."""
-        models = getattr(self.pipeline.endpoint, "models", None)
+        models = self.pipeline.endpoint.models
         if models is not None:
             models.close()
         with self._lock:
@@ -156,7 +173,8 @@ class ModelRoutes:
         """The threads of the model versions' batchers (running, or stopped but not yet ended) and of the watch."""
         with self._lock:
             live = [batcher.thread for _, batcher in self.batchers.values() if batcher.thread is not None]
-        watcher = getattr(getattr(self.pipeline.endpoint, "models", None), "watcher", None)  # may be loading a version
+        models = self.pipeline.endpoint.models
+        watcher = None if models is None else models.watcher  # may be loading a version
         return live + self._ended.alive() + (list(watcher.threads) if watcher is not None else [])
 
 

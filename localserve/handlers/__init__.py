@@ -16,6 +16,7 @@ from localserve.errors import HandlerError, LocalServeError
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 from localserve.runtimes import Feed, LoadOptions, Model
+from localserve.runtimes.modelset import ModelSet
 
 T = TypeVar("T")
 
@@ -56,7 +57,9 @@ class Endpoint(Protocol):
 
     api: ApiConfig
     model: Model | None  # the model the engine runs between prepare and finish; None when user code calls it
+    models: ModelSet | None  # the models and versions a multi-model API serves (Cortex's ``models``), else None
     batches_lists: bool  # with batching on, handle_batch gets the requests as lists (Cortex predictors)
+    takes_tensors: bool  # a request's JSON is the model's inputs (a model with no pre_inference)
 
     def load(self) -> None:
         """Import user code and load the model; runs on the API's worker thread."""

@@ -35,7 +35,9 @@ class AbejaHandler:
     """``handler(request, context)``: the whole answer in one stage of user code."""
 
     batches_lists = False
+    takes_tensors = False
     model: Model | None = None
+    models = None
 
     def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
         self.api = api

@@ -17,11 +17,10 @@ from typing import Any
 
 from localserve.config import ApiConfig
 from localserve.config.schema import ModelsConfig
-from localserve.errors import ModelLoadError
+from localserve.errors import ModelLoadError, WouldFetch
 from localserve.handlers import EndpointOptions
 from localserve.runtimes import Model, load_model
 from localserve.runtimes.cache import model_root
-from localserve.runtimes.diskcache import WouldFetch
 from localserve.runtimes.modelset import ModelSet
 from localserve.runtimes.versions import Opener, Source
 

@@ -82,6 +82,7 @@ class PredictorEndpoint:
     call of its own (``model`` is None); with batching on, ``predict`` gets lists of payloads.
     """
 
+    takes_tensors = False
     model: Model | None = None
 
     def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:

@@ -72,6 +72,7 @@ class RequestHandlerEndpoint:
     """A model with optional ``pre_inference`` / ``post_inference`` around it (seeds 000 and 002)."""
 
     batches_lists = False
+    models = None
 
     def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
         self.api = api
@@ -80,6 +81,11 @@ class RequestHandlerEndpoint:
         self.pre: Callable[..., Any] | None = None
         self.post: Callable[..., Any] | None = None
         self.pre_three = self.post_three = False
+
+    @property
+    def takes_tensors(self) -> bool:
+        """Without ``pre_inference``, a request's JSON is the model's inputs."""
+        return self.pre is None
 
     def load(self) -> None:
         """Import ``pre_inference`` / ``post_inference`` and load the model."""

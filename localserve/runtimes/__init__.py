@@ -20,14 +20,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from localserve.errors import ModelLoadError, NoGpu, RequestError
+from localserve.messages.lists import Feed as Feed
+from localserve.messages.lists import summarize_value as summarize_value
 
 RUNTIMES = {
     "onnx": "localserve.runtimes.onnx:OnnxModel",
     "tensorflow": "localserve.runtimes.tensorflow:TensorFlowModel",
 }
-
-Feed = dict[str, np.ndarray[Any, Any]]
-"""Model inputs after coercion: input name -> array of the input's dtype."""
 
 
 @dataclass(frozen=True)
@@ -190,31 +189,6 @@ def spin_duration_us(batch_interval: float = 0.0) -> int:
     setting ignore it and spin their own time.
     """
     return round(min(SPIN_SECONDS + max(0.0, batch_interval), SPIN_LIMIT) * 1_000_000)
-
-
-def summarize_value(value: Any) -> str:
-    """A short description of what came, for error messages: 'a list of 3 numbers', 'float64 array of shape [2, 3]'."""
-    if isinstance(value, np.ndarray):
-        return f"a {value.dtype} array of shape {list(value.shape)}"
-    if isinstance(value, list | tuple):
-        kinds = {type(v).__name__ for v in value}
-        if len(kinds) == 1 and isinstance(value[0] if value else None, int | float) and not isinstance(value[0], bool):
-            return f"a list of {len(value)} numbers"
-        if len(kinds) == 1 and value and isinstance(value[0], list | tuple):
-            try:
-                shape = list(np.asarray(value, dtype=object).shape)
-            except ValueError:
-                shape = None
-            if shape is not None:
-                return f"a nested list of shape {shape}"
-        return f"a list of {len(value)} items"
-    if isinstance(value, Mapping):
-        return f"a mapping with keys {sorted(map(str, value))}"
-    if isinstance(value, str):
-        return f"a string of {len(value)} characters"
-    if value is None:
-        return "nothing (None)"
-    return f"a {type(value).__name__}"
 
 
 def fixed_rest(

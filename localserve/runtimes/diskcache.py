@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from localserve.errors import WouldFetch
+
 
 class DiskCache:
     """Local copies of remote locations, the least recently used first."""
@@ -99,10 +101,6 @@ class DiskCache:
         for _, path in removed:
             delete(self.entry(path))
         return [location for location, _ in removed]
-
-
-class WouldFetch(Exception):
-    """Reading ``location`` would download it, and the caller may not wait (the event loop)."""
 
 
 def delete(path: Path) -> None:

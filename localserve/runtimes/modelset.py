@@ -1,16 +1,10 @@
 """Several models of one API (Cortex's ``models: {paths | dir}``), their versions and the model cache.
 
-A model is a folder (or, unversioned, a file or folder) named by ``paths`` or found at the top of
-``dir``; its versions are its sub-folders named by whole numbers, the highest being ``latest``. A
-model without version folders has the one version 1.
-
-The cache (``cache_size``): at most that many versions in memory; a version not in memory is loaded
-on first use, and the least recently used one leaves at once when a load passes the limit (Cortex
-checked every 10 s, so its limits could be passed for a while; here they never are). A load holds
-only that version's lock: a thread loading model A never blocks a thread answering model B, and two
-threads asking for the same model wait for one load. A request holds the model it started with: a
-version evicted or removed while it runs stays alive until that request lets it go.
-Without ``cache_size`` every version is loaded at start, as Cortex did.
+A model's versions are its sub-folders named by whole numbers (the highest is ``latest``; none: the
+one version 1). With ``cache_size`` at most that many versions stay in memory: one is loaded on first
+use, and the least recently used leaves as soon as a load passes the limit (Cortex checked every 10 s).
+A load holds only its version's lock; a request keeps the model it started with. Without
+``cache_size`` every version is loaded at start, as Cortex did.
 """
 
 from __future__ import annotations
@@ -25,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config.schema import ModelsConfig
-from localserve.errors import LocalServeError, NotFound, RequestError
-from localserve.runtimes.diskcache import DiskCache, WouldFetch
+from localserve.errors import LocalServeError, NotFound, RequestError, WouldFetch
+from localserve.runtimes.diskcache import DiskCache
 from localserve.runtimes.versions import (
     ModelObserver,
     Opener,
@@ -145,6 +139,11 @@ class ModelSet:
         versions = self._versions(source, local=lambda at: self._local(at, fetch))
         number = version_number(source.name, version, versions)
         return source, number, versions[number]
+
+    def in_memory(self, name: str, version: int) -> Any:
+        """The loaded model of ``name`` ``version`` if it is in memory now (None otherwise); never loads."""
+        with self._lock:
+            return self._loaded.get((name, version))
 
     def get(self, name: str | None, version: str | int = "latest") -> tuple[str, int, Any]:
         """(model name, version, the loaded model), loading it on first use and evicting what the cache must."""

@@ -13,6 +13,7 @@ import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
+from localserve.messages.arrays import STRING, coerce_feed, expectation, to_array
 from localserve.runtimes import (
     Feed,
     LoadOptions,
@@ -23,7 +24,6 @@ from localserve.runtimes import (
     spinning,
     summarize_value,
 )
-from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
 from localserve.runtimes.onnx_sessions import (
     CPU,
     CUDA,

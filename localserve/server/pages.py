@@ -222,7 +222,7 @@ def _api_doc(rt: ApiRuntime, sample: Any, serves_root: bool) -> ApiDoc:
     from localserve.server.openapi import ApiDoc
 
     info = rt.describe() if rt.state == "ready" else {}
-    raw_model = rt.api.kind == "request_handler" and getattr(rt.endpoint, "pre", None) is None
+    raw_model = rt.endpoint.takes_tensors
     return ApiDoc(
         name=rt.api.name,
         kind=rt.api.kind,

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 
 from localserve.config.schema import ModelPath, ModelsConfig
-from localserve.errors import LocalServeError
+from localserve.errors import LocalServeError, WouldFetch
 from localserve.handlers.clients import describe_models
 from localserve.protocols.http import render_error
 from localserve.protocols.v2.multi import NeedsLoad, locate
 from localserve.runtimes import LoadOptions, load_model
-from localserve.runtimes.diskcache import WouldFetch
 from localserve.runtimes.modelset import ModelSet
 from localserve.runtimes.sources import cache_entry, resolve_model
 from localserve.runtimes.versions import Source

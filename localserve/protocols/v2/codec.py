@@ -17,10 +17,10 @@ import numpy as np
 import orjson
 
 from localserve.errors import RequestError
+from localserve.messages.arrays import to_array
 from localserve.messages.error_text import short_repr
 from localserve.protocols.v2.binary import binary_of, binary_size, from_binary, read_json_header
 from localserve.protocols.v2.tensors import DATATYPES, Requested, TensorSpec, count_error, datatype_of
-from localserve.runtimes.arrays import to_array
 
 MAX_DIM = 2**63 - 1  # numpy's and onnxruntime's dimensions are int64
 

@@ -9,74 +9,12 @@ for them with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
 
 from localserve.engine.api import ApiRuntime
 from localserve.errors import NotFound, NotReady
 from localserve.protocols.v2.multi import MultiModels, locate
-from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
-
-Route = Callable[[], tuple[tuple[str, int], Any, Callable[[float], None]]]
-"""A model of a multi-model API: () -> ((model, version), the loaded model, where its call time goes)."""
-
-PLATFORMS = {"onnx": "onnx_onnxv1", "tensorflow": "tensorflow_savedmodel"}
-VERSION = "1"  # localserve serves one version of each model
-
-
-@dataclass(frozen=True)
-class V2Model:
-    """One API seen as a V2 model (read from the loaded model)."""
-
-    name: str
-    platform: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]  # the tensor outputs (an ONNX sequence or map has no V2 datatype)
-    output_order: tuple[str, ...]  # every output's name, in the order a list-returning runtime (ONNX) gives them
-    # Triton's meaning: the rows one request may carry on a free first dimension (0: dims are whole shapes).
-    max_batch_size: int
-    dynamic_batching: bool  # the API batches requests together (its ``batching``)
-    keep_bytes: bool  # BYTES stay bytes (TensorFlow) or are decoded as UTF-8 (onnxruntime)
-    versions: tuple[str, ...] = (VERSION,)  # a model of a multi-model API: its version folders
-    route: Route | None = None  # a model of a multi-model API: the model version each request runs
-
-    def metadata(self) -> dict[str, Any]:
-        """The V2 model metadata response: name, versions, platform, inputs, outputs."""
-        return {
-            "name": self.name,
-            "versions": list(self.versions),
-            "platform": self.platform,
-            "inputs": [spec.metadata() for spec in self.inputs],
-            "outputs": [spec.metadata() for spec in self.outputs],
-        }
-
-    def config(self) -> dict[str, Any]:
-        """Triton's model configuration (what perf_analyzer and tritonclient read)."""
-        batched = self.max_batch_size > 0
-
-        def tensor(spec: TensorSpec) -> dict[str, Any]:
-            dims = list(spec.shape or [-1])
-            return {
-                "name": spec.name,
-                "data_type": f"TYPE_{_config_type(spec.datatype)}",
-                "dims": dims[1:] if batched else dims,
-            }
-
-        return {
-            "name": self.name,
-            "platform": self.platform,
-            "backend": self.platform.split("_")[0],
-            "version_policy": {"latest": {"num_versions": 1}} if self.route is None else {"all": {}},
-            "max_batch_size": self.max_batch_size,
-            "input": [tensor(spec) for spec in self.inputs],
-            "output": [tensor(spec) for spec in self.outputs],
-            **({"dynamic_batching": {}} if self.dynamic_batching else {}),
-        }
-
-
-def _config_type(datatype: str) -> str:
-    return "STRING" if datatype == "BYTES" else datatype
+from localserve.protocols.v2.view import PLATFORMS, VERSION, V2Model, view_of
 
 
 def not_a_model(rt: ApiRuntime) -> str | None:
@@ -104,67 +42,24 @@ def not_a_model(rt: ApiRuntime) -> str | None:
     return None
 
 
-# What Triton's auto-completed configuration says of a model whose every first dimension is free and
-# that has no configured batching (its --backend-config default-max-batch-size): perf_analyzer then
-# profiles it unchanged, rows on the first dimension.
-DEFAULT_MAX_BATCH_SIZE = 4
-
-
 def v2_model(rt: ApiRuntime) -> V2Model | None:
     """The V2 view of a loaded API (None before it is loaded, or when it is no V2 model)."""
-    model = getattr(rt.endpoint, "model", None)
+    model = rt.endpoint.model
     if rt.state != "ready" or model is None or not_a_model(rt) is not None:
         return None
-    return view_of(rt, rt.api.name, model)
-
-
-def view_of(rt: ApiRuntime, name: str, model: Any, **extra: Any) -> V2Model:
-    """The V2 view of ``model`` (an API's, or one of a multi-model API's) served as ``name``."""
-    described = model.describe()
-    inputs = tuple(_spec(item) for item in described.get("inputs", []))
-    every = tuple(_spec(item) for item in described.get("outputs", []))
-    outputs = tuple(spec for spec in every if spec.datatype)
-    batching = rt.api.batching
-    batchable = all(spec.shape is not None and spec.shape and spec.shape[0] == -1 for spec in inputs + outputs)
-    rows = batching.max_batch_size if batching is not None else DEFAULT_MAX_BATCH_SIZE
-    return V2Model(
-        name=name,
-        platform=PLATFORMS[model.format],
-        inputs=inputs,
-        outputs=outputs,
-        output_order=tuple(spec.name for spec in every),
-        max_batch_size=rows if batchable else 0,
-        dynamic_batching=batching is not None and batchable,
-        keep_bytes=model.format == "tensorflow",
-        **extra,
-    )
-
-
-def _spec(item: dict[str, Any]) -> TensorSpec:
-    """A TensorSpec from ``Model.describe``'s {"name", "type", "shape", "unsized"}: named or unsized dimensions are -1.
-
-    A type V2 has no datatype for (an ONNX sequence or map) gets the empty datatype; such outputs
-    are left out, and such an input makes every request fail with a message naming it.
-    """
-    shape, unsized = item.get("shape"), item.get("unsized") or ()
-    dims = (
-        None
-        if shape is None
-        else tuple(d if isinstance(d, int) and d >= 0 and i not in unsized else -1 for i, d in enumerate(shape))
-    )
-    return TensorSpec(str(item["name"]), datatype_of_name(str(item["type"])) or "", dims)
+    return view_of(rt.api, rt.api.name, model)
 
 
 class V2Models:
     """The APIs of one replica seen as V2 models, for every transport (REST and gRPC): one lookup, one wording.
 
     ``find`` answers NotFound (404: no such API, an API without a tensor model, another version)
-    or NotReady (503: not loaded yet); the V2 view of each loaded API is made once.
+    or NotReady (503: not loaded yet); the V2 view of each loaded API is made once per load of it.
     """
 
     def __init__(self, apis: Mapping[str, ApiRuntime]) -> None:
         self.apis = apis
-        self._models: dict[str, V2Model] = {}
+        self._models: dict[str, tuple[object, V2Model]] = {}  # API -> (the endpoint described, its view)
         self.multi = MultiModels(apis, view_of)
 
     def names(self) -> list[str]:
@@ -200,10 +95,13 @@ class V2Models:
             raise NotFound(why)
         if version is not None and version != VERSION:
             raise NotFound(f"Model {name!r} has no version {version!r}; localserve serves version {VERSION} only.")
-        model = self._models.get(name)
+        # The view of the endpoint serving now: after a reload (serve --reload) its model may differ.
+        endpoint = rt.endpoint
+        cached = self._models.get(name)
+        if cached is not None and cached[0] is endpoint:
+            return rt, cached[1]
+        model = v2_model(rt)
         if model is None:
-            model = v2_model(rt)
-            if model is None:
-                raise NotReady(name, rt.error)
-            self._models[name] = model
+            raise NotReady(name, rt.error)
+        self._models[name] = (endpoint, model)
         return rt, model

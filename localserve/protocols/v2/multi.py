@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from localserve.engine.api import ApiRuntime
 from localserve.engine.routing import ModelFeed
-from localserve.errors import LocalServeError, NotReady
-from localserve.runtimes.diskcache import WouldFetch
-
-if TYPE_CHECKING:
-    from localserve.protocols.v2.models import V2Model
+from localserve.errors import LocalServeError, NotReady, WouldFetch
+from localserve.protocols.v2.view import V2Model
 
 SEPARATOR = "."
 
@@ -29,7 +26,7 @@ def model_set(rt: ApiRuntime) -> Any:
     predictor = rt.api.predictor
     if predictor is None or predictor.models is None or predictor.type == "python":
         return None
-    return getattr(rt.endpoint, "models", None)
+    return rt.endpoint.models
 
 
 class NeedsLoad(Exception):
@@ -46,8 +43,8 @@ class MultiModels:
 
     def __init__(self, apis: Mapping[str, ApiRuntime], describe: Callable[..., V2Model]) -> None:
         self.apis = apis
-        self.describe = describe  # models.view_of: (rt, name, model, **fields) -> V2Model
-        self._views: dict[tuple[str, int], V2Model] = {}
+        self.describe = describe  # view.view_of: (api, name, model, **fields) -> V2Model
+        self._views: dict[tuple[str, int], tuple[object, V2Model]] = {}  # (the loaded model described, its view)
 
     def names(self) -> list[str]:
         """``<api>.<model>`` for each model of each loaded multi-model API."""
@@ -83,10 +80,12 @@ class MultiModels:
             _, number, _ = models.pick(model, version or "latest", fetch=False)
         except WouldFetch:
             raise NeedsLoad(name, lambda: models.pick(model, version or "latest")) from None
-        view = self._views.get((name, number))
-        if view is None:
+        # The view of the very model in memory: a version replaced in place (a live update) is described again.
+        loaded = models.in_memory(model, number)
+        cached = self._views.get((name, number))
+        if cached is None or loaded is None or cached[0] is not loaded:
             raise NeedsLoad(name, lambda: self._describe(rt, models, name, model, number))
-        return rt, view
+        return rt, cached[1]
 
     def _describe(self, rt: ApiRuntime, models: Any, name: str, model: str, number: int) -> None:
         _, _, loaded = models.get(model, number)
@@ -96,7 +95,7 @@ class MultiModels:
             key_name, key_version, current = models.get(model, number)
             return (key_name, key_version), current, lambda s: models.ran(key_name, key_version, s)
 
-        self._views[(name, number)] = self.describe(rt, name, loaded, versions=versions, route=route)
+        self._views[(name, number)] = (loaded, self.describe(rt.api, name, loaded, versions=versions, route=route))
 
 
 async def locate(find: Callable[[], tuple[ApiRuntime, V2Model]]) -> tuple[ApiRuntime, V2Model]:

@@ -35,10 +35,11 @@ from localserve.protocols.http import (
 )
 from localserve.protocols.v2.binary import HEADER_LENGTH, parse_header_length
 from localserve.protocols.v2.codec import Decoded, decode_request, encode_response
-from localserve.protocols.v2.models import VERSION, V2Model, V2Models
+from localserve.protocols.v2.models import V2Models
 from localserve.protocols.v2.multi import routed
 from localserve.protocols.v2.stats import model_stats
 from localserve.protocols.v2.tensors import Requested
+from localserve.protocols.v2.view import VERSION, V2Model
 
 INFER_ROUTE = "/v2/models/{name}/infer"  # the same as localserve.server.pages.V2_INFER_ROUTE
 JSON = b"application/json"

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from localserve.runtimes.arrays import STRING
+from localserve.messages.arrays import STRING
 
 DATATYPES: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),

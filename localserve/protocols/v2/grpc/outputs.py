@@ -16,8 +16,8 @@ import numpy as np
 from localserve.errors import RequestError
 from localserve.protocols.v2.grpc import inference_pb2 as pb
 from localserve.protocols.v2.grpc.tensors import CONTENTS, LENGTH
-from localserve.protocols.v2.models import VERSION
 from localserve.protocols.v2.tensors import DATATYPES, datatype_of
+from localserve.protocols.v2.view import VERSION
 
 
 def encode_response(

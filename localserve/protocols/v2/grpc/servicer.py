@@ -42,9 +42,10 @@ from localserve.protocols.v2.grpc.head import peek_model
 from localserve.protocols.v2.grpc.outputs import encode_response
 from localserve.protocols.v2.grpc.status import details, render_status
 from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
-from localserve.protocols.v2.models import VERSION, V2Model, V2Models
+from localserve.protocols.v2.models import V2Models
 from localserve.protocols.v2.multi import routed
 from localserve.protocols.v2.stats import model_stats
+from localserve.protocols.v2.view import VERSION, V2Model
 
 log = logging.getLogger("localserve")
 

@@ -1,9 +1,11 @@
 """Nested JSON lists checked a level at a time with the type checks in C (map, set, chain): the common case,
-numbers for a float input, made an array in one numpy call; and whether a nested list holds a boolean."""
+numbers for a float input, made an array in one numpy call; whether a nested list holds a boolean; and what
+came, described in a few words for error messages."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -67,3 +69,32 @@ def holds_bool(value: list[Any] | tuple[Any, ...]) -> bool:
 
 
 _SEQUENCES = frozenset({list, tuple})
+
+
+Feed = dict[str, np.ndarray[Any, Any]]
+"""Model inputs after coercion: input name -> array of the input's dtype."""
+
+
+def summarize_value(value: Any) -> str:
+    """A short description of what came, for error messages: 'a list of 3 numbers', 'float64 array of shape [2, 3]'."""
+    if isinstance(value, np.ndarray):
+        return f"a {value.dtype} array of shape {list(value.shape)}"
+    if isinstance(value, list | tuple):
+        kinds = {type(v).__name__ for v in value}
+        if len(kinds) == 1 and isinstance(value[0] if value else None, int | float) and not isinstance(value[0], bool):
+            return f"a list of {len(value)} numbers"
+        if len(kinds) == 1 and value and isinstance(value[0], list | tuple):
+            try:
+                shape = list(np.asarray(value, dtype=object).shape)
+            except ValueError:
+                shape = None
+            if shape is not None:
+                return f"a nested list of shape {shape}"
+        return f"a list of {len(value)} items"
+    if isinstance(value, Mapping):
+        return f"a mapping with keys {sorted(map(str, value))}"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if value is None:
+        return "nothing (None)"
+    return f"a {type(value).__name__}"

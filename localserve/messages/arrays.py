@@ -14,8 +14,7 @@ import numpy as np
 
 from localserve.errors import RequestError
 from localserve.messages.error_text import short_repr
-from localserve.runtimes import Feed, summarize_value
-from localserve.runtimes.lists import NARROW_LIMITS, float_list, holds_bool
+from localserve.messages.lists import NARROW_LIMITS, Feed, float_list, holds_bool, summarize_value
 
 STRING = np.dtype(object)
 """The numpy dtype of string tensors (elements are ``str`` or ``bytes``)."""
