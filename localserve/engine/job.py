@@ -1,4 +1,24 @@
-"""A Job: one request between admission and its last byte, shared by the event loop and the API's threads."""
+"""A Job: one request between its queueing and its answer, shared by the event loop and the API's threads.
+
+Its states, and every transition (h11's way: one table). ``state`` moves under the queue's lock;
+the right to answer (``claim``) is taken once, by whichever side gets there first.
+
+=========  ==========================================  ===============================  =========
+state      event                                       who (where)                      next
+=========  ==========================================  ===============================  =========
+QUEUED     a thread begins its first stage             API thread (``JobQueue.start``)  RUNNING
+QUEUED     deadline, client gone, shutdown             loop (``JobQueue.drop``)         DROPPED
+RUNNING    the answer is written by the thread         API thread (``claim`` in         answered
+                                                       ``answers.answer``)
+RUNNING    the API's timeout or the client's           loop (``claim`` in ``_sweep``,   answered
+           deadline passes, or shutdown                ``_expire``, ``cancel_waiting``) (504/503)
+DROPPED    (never started; its request is let go)      -                                -
+=========  ==========================================  ===============================  =========
+
+A claim lost is a no-op: a deadline that finds the thread writing leaves the answer to it, and a
+thread that finds the deadline answered drops its result. ``Lifecycle.run`` lets the job go
+whatever happens (its ``finally``), so nothing of a finished request stays referenced.
+"""
 
 from __future__ import annotations
 
