@@ -28,8 +28,17 @@
 # the image name keep it: LOCALSERVE_HOST=0.0.0.0, LOCALSERVE_PORT=8888 (the HEALTHCHECK asks
 # that port; `docker run -e LOCALSERVE_PORT=9000 -p 9000:9000 IMAGE` moves both) and
 # LOCALSERVE_GRPC_PORT=8081, the Open Inference Protocol over gRPC (KServe's h2c port; the `grpc`
-# extra is in every variant; `-e LOCALSERVE_GRPC_PORT=` turns it off). The CMD hides
-# 500 texts (--hide-errors); set LOCALSERVE_API_KEY to require `Authorization: Bearer <key>`.
+# extra is in every variant; `-e LOCALSERVE_GRPC_PORT=` turns it off). 500 texts are hidden from
+# clients by the environment too (LOCALSERVE_HIDE_ERRORS=1, `serve --hide-errors`), whatever the
+# command; `-e LOCALSERVE_HIDE_ERRORS=0` shows them. Set LOCALSERVE_API_KEY to require
+# `Authorization: Bearer <key>`. ORT_DISABLE_TELEMETRY=1: ONNX Runtime neither sends telemetry nor
+# tries to keep a device id under $HOME, which, on a read-only root (the exported pods'), printed a
+# coloured warning that is no JSON line into the log.
+#
+# The user `localserve` is uid 10001 in group 10001, the ids the exported manifests run the pods as.
+#
+# podman builds OCI images by default, and that format has no HEALTHCHECK: build with
+# `podman build --format docker` (or BUILDAH_FORMAT=docker) to keep it.
 #
 # Fast rebuilds: the dependencies are installed from pyproject.toml alone, in a layer of their
 # own, before the source is copied; a change to the code reinstalls only localserve itself
@@ -75,7 +84,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     LOCALSERVE_CACHE_DIR=/var/cache/localserve \
     LOCALSERVE_HOST=0.0.0.0 \
     LOCALSERVE_PORT=8888 \
-    LOCALSERVE_GRPC_PORT=8081
+    LOCALSERVE_GRPC_PORT=8081 \
+    LOCALSERVE_HIDE_ERRORS=1 \
+    ORT_DISABLE_TELEMETRY=1
 
 # 1. The dependencies, from pyproject.toml alone (no package yet, so an empty localserve is
 #    built, then removed; README.md, which pyproject.toml names, is an empty stand-in here so that
@@ -87,7 +98,8 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && env -u PIP_NO_CACHE_DIR pip install "/tmp/localserve-deps[${LOCALSERVE_EXTRAS}]" \
     && pip uninstall --yes --quiet localserve \
     && rm -rf /tmp/localserve-deps \
-    && useradd --system --uid 10001 --create-home --home-dir /home/localserve --shell /usr/sbin/nologin localserve \
+    && groupadd --system --gid 10001 localserve \
+    && useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/localserve --shell /usr/sbin/nologin localserve \
     && mkdir -p /mnt/project /var/cache/localserve \
     && chown localserve:localserve /mnt/project /var/cache/localserve
 
@@ -107,4 +119,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
 ENTRYPOINT ["localserve"]
 # --system-deps: the project's dependencies.sh runs at container start, as on Cortex (it needs
 # `docker run --user root` when it installs system packages with apt-get).
-CMD ["serve", "--project", "/mnt/project", "--system-deps", "--hide-errors"]
+CMD ["serve", "--project", "/mnt/project", "--system-deps"]

@@ -7,6 +7,7 @@
 #   scripts/image.sh build      # the stand-in base and the CPU images (cpu, and the lean cpu-onnx)
 #   scripts/image.sh gpu        # the stand-in base and the GPU image (README's `docker build -t localserve .`),
 #                               # run on this machine without a GPU: --allow-cpu-fallback
+#   scripts/image.sh kube       # the stand-in base, the cpu image, and only the `podman kube play` case
 #
 # Docker Hub is out of reach here, so the Dockerfile's CPU base (`FROM python:X.Y-slim`) is replaced
 # by a stand-in with its layout: Debian from `debootstrap` (minbase) and, in /usr/local, a CPython of
@@ -25,8 +26,9 @@
 # podman's: no unshare, mount or setns without CAP_SYS_ADMIN, so /mnt/project cannot be a mount
 # namespace) and with podman's own default (which allows them).
 #
-# Needs root (debootstrap, chroot, rootful podman) and: podman buildah debootstrap runc uidmap
-# (.ci/install-system-deps installs them). Every step prints its time; the summary lists each case.
+# Needs root (debootstrap, chroot, rootful podman) and: podman buildah debootstrap runc uidmap catatonit
+# (.ci/install-system-deps installs them; podman 4.3's `kube play` builds its pause image with catatonit).
+# Every step prints its time; the summary lists each case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,9 +40,11 @@ GRACEFUL=30 # serve's default --graceful-timeout
 START=$SECONDS
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/localserve-image.XXXXXX")
 CONTAINERS=()
+KUBE_DIR="" # the folder of a `podman kube play` still up
 cleanup() {
     local id
     for id in "${CONTAINERS[@]}"; do podman rm -f "$id" >/dev/null 2>&1 || true; done
+    if [ -n "$KUBE_DIR" ]; then (cd "$KUBE_DIR" && podman kube down k8s.yaml) >/dev/null 2>&1 || true; fi
     # The images a rebuild left untagged (a GPU image is 7.4 GB): repeated runs must not fill the disk.
     podman image prune -f >/dev/null 2>&1 || true
     rm -rf "$WORK"
@@ -54,8 +58,8 @@ die() {
 }
 docker() { podman "$@"; }
 
-for tool in podman debootstrap runc chroot curl; do
-    command -v "$tool" >/dev/null || die "$tool is missing; run .ci/install-system-deps (Debian: podman buildah debootstrap runc uidmap curl)"
+for tool in podman debootstrap runc chroot curl catatonit; do
+    command -v "$tool" >/dev/null || die "$tool is missing; run .ci/install-system-deps (Debian: podman buildah debootstrap runc uidmap curl catatonit)"
 done
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot and rootful podman)"
 
@@ -241,7 +245,7 @@ build_lean() { # the lean variant (no TensorFlow), from the README's line
     LEAN_SECONDS=$((SECONDS - began))
     say "built $LEAN in $LEAN_SECONDS s, $(podman image inspect --format '{{.Size}}' "$LEAN" | awk '{printf "%.2f GB", $1 / 1e9}')"
 }
-build_lean
+[ "${1:-}" = kube ] || build_lean
 [ "${1:-}" = build ] && exit 0
 
 # --- the cases -------------------------------------------------------------------------------------
@@ -358,6 +362,124 @@ run_case() { # run_case NAME PROFILE PROJECT LINE EXPECTED: a one-shot command a
     fi
 }
 
+IRIS='"class_label":"iris-setosa"'
+
+PROJECT_IMAGE=localhost/localserve-ci-project:iris
+build_project_image() { # build_project_image DIR LOG: $PROJECT_IMAGE from DIR, as the README's steps 1 and 2 build it
+    local dir=$1 log=$2
+    (cd "$dir" && docker run --rm -v "$PWD":/mnt/project "$IMAGE" export dockerignore >.dockerignore)
+    python3 - "$dir/Dockerfile" <<'PY'
+import re, sys
+text = open("README.md", encoding="utf-8").read()
+body = re.search(r"cat > Dockerfile <<'DOCKERFILE'\n(.*?)\nDOCKERFILE\n", text, re.S).group(1)
+open(sys.argv[1], "w").write(re.sub(r"^FROM localserve$", "FROM localserve:cpu", body, flags=re.M) + "\n")
+PY
+    if ! (cd "$dir" && podman build -q -t "$PROJECT_IMAGE" .) >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        return 1
+    fi
+}
+
+# The README's "Try the manifests with podman": `podman kube play` of what `export kubernetes` writes
+# for the project image starts the Deployment's pod (its ConfigMap mounted, the image's user, the
+# read-only root and the emptyDirs as podman applies them) and the pod answers on 8888 at its own
+# address (the manifests publish no port); every line it logs is JSON; `podman kube down` ends it.
+kube_play_case() {
+    local name="podman kube play of export kubernetes (README): the pod answers on 8888" dir log line answer
+    local id="" lines bad deadline IP
+    dir=$(project iris_onnx)
+    log=$WORK/kube-play.log
+    say "$name [docker seccomp]"
+    CONTAINERS_CONF=$(conf_for docker)
+    export CONTAINERS_CONF
+    if ! build_project_image "$dir" "$log"; then
+        record FAIL "$name" "the project image did not build (log above)"
+        return 0
+    fi
+    # The README's lines; `localserve export` is the image's (this machine's Python need not have localserve).
+    line=$(readme_line '^localserve export kubernetes --image registry.example/iris:1 --name iris > k8s.yaml$')
+    line="docker run --rm -v \"\$PWD\":/mnt/project $IMAGE ${line#localserve }"
+    line=${line/registry.example\/iris:1/$PROJECT_IMAGE}
+    say "\$ $line"
+    (cd "$dir" && eval "$line") 2>>"$log" || {
+        tail -n 20 "$log" >&2
+        record FAIL "$name" "export kubernetes failed (log above)"
+        return 0
+    }
+    KUBE_DOWN=$(readme_line '^podman kube down k8s.yaml')
+    KUBE_DIR=$dir
+    for line in "$(readme_line '^podman kube play k8s.yaml$')" "$(readme_line '^podman pod ps --filter label=')"; do
+        say "\$ $line"
+        if ! (cd "$dir" && eval "$line") >>"$log" 2>&1; then
+            tail -n 20 "$log" >&2
+            record FAIL "$name" "\`$line\` failed (log above)"
+            kube_down
+            return 0
+        fi
+    done
+    line=$(readme_line '^IP=\$\(podman inspect ')
+    say "\$ $line"
+    IP=$(cd "$dir" && eval "$line" && printf '%s' "$IP") 2>>"$log" || IP=""
+    id=$(podman ps -q --filter label=localserve.dev/api=iris | head -n 1)
+    deadline=$((SECONDS + 180))
+    until [ -n "$IP" ] && curl -sf -o /dev/null "http://$IP:8888/readyz"; do
+        if [ "$SECONDS" -ge "$deadline" ] || [ "$(podman inspect --format '{{.State.Running}}' "$id" 2>&1)" != true ]; then
+            podman logs "$id" 2>&1 | tail -n 30 >&2
+            record FAIL "$name" "the pod (container ${id:0:12}, address '$IP') was not ready on 8888 within 180 s"
+            kube_down
+            return 0
+        fi
+        sleep 0.5
+    done
+    line=$(readme_line '^curl -s http://\$IP:8888/predict ')
+    say "\$ $line"
+    answer=$(cd "$dir" && eval "$line" 2>&1) || true
+    if [[ "$answer" == *"$IRIS"* ]]; then
+        record ok "$name" "at $IP: ${answer:0:60}"
+    else
+        record FAIL "$name" "answer: ${answer:0:300}"
+    fi
+    # Its log is JSON, line by line (a library's stray line, e.g. ONNX Runtime's, would break a log shipper).
+    lines=$(podman logs "$id" 2>&1)
+    bad=$(python3 -c 'import json, sys
+for line in sys.stdin:
+    try:
+        json.loads(line)
+    except ValueError:
+        print(repr(line[:200]))' <<<"$lines")
+    if [ -z "$bad" ]; then
+        record ok "podman kube play: the pod's log is JSON" "$(wc -l <<<"$lines") lines"
+    else
+        record FAIL "podman kube play: the pod's log is JSON" "not JSON: $bad"
+    fi
+    kube_down || record FAIL "$name: $KUBE_DOWN" "failed (log: $log)"
+}
+kube_down() { # the README's `podman kube down` line, in the case's folder
+    local status=0
+    say "\$ $KUBE_DOWN"
+    (cd "$KUBE_DIR" && eval "$KUBE_DOWN") >>"$WORK/kube-play.log" 2>&1 || status=$?
+    KUBE_DIR=""
+    podman rmi -f "$PROJECT_IMAGE" >/dev/null 2>&1 || true
+    return "$status"
+}
+finish() { # the summary, and the exit status: 1 when a case failed
+    local built="$IMAGE built in ${BUILD_SECONDS} s"
+    if [ -n "${LEAN_SECONDS:-}" ]; then built+=", $LEAN in ${LEAN_SECONDS} s"; fi
+    say "summary ($built)"
+    printf '%s\n' "${SUMMARY[@]}"
+    if [ "$FAILED" -ne 0 ]; then
+        echo "image.sh: $FAILED case(s) failed in $((SECONDS - START)) s" >&2
+        exit 1
+    fi
+    echo "image.sh: every case passed in $((SECONDS - START)) s"
+    exit 0
+}
+
+if [ "${1:-}" = kube ]; then
+    kube_play_case
+    finish
+fi
+
 # The built image's OCI labels (the title and version pyproject.toml gives) and its HEALTHCHECK kept.
 label() { podman image inspect --format "{{index .Config.Labels \"org.opencontainers.image.$2\"}}" "$1"; }
 VERSION=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
@@ -369,7 +491,6 @@ done
 SERVE=$(for_cpu "$(readme_line '^docker run --rm --gpus all -p 8888:8888 -v "\$PWD":/mnt/project localserve$')")
 RUN_INPUT=$(for_cpu "$(readme_line '^docker run --rm -v "\$PWD":/mnt/project localserve run --input sample.json$')")
 CURL=$(for_cpu "$(readme_curl)")
-IRIS='"class_label":"iris-setosa"'
 for profile in docker podman; do
     serve_case "Cortex iris_onnx: serve, README curl" "$profile" iris_onnx "$SERVE" "$CURL" "$IRIS" health,sigterm
     run_case "Cortex iris_onnx: run --input sample.json" "$profile" iris_onnx "$RUN_INPUT" "$IRIS"
@@ -445,21 +566,13 @@ run_case "Cortex: /mnt/project, the packaged view, api-<name>" docker "$WORK/pla
 # no privilege escalation).
 project_image_case() {
     local name="Project image (README, FROM localserve) as the exported Deployment runs it" dir log line
-    local project_image=localhost/localserve-ci-project:iris args
+    local project_image=$PROJECT_IMAGE args
     dir=$(project iris_onnx)
     log=$WORK/project-image.log
     say "$name [docker seccomp]"
     CONTAINERS_CONF=$(conf_for docker)
     export CONTAINERS_CONF
-    (cd "$dir" && docker run --rm -v "$PWD":/mnt/project "$IMAGE" export dockerignore >.dockerignore)
-    python3 - "$dir/Dockerfile" <<'PY'
-import re, sys
-text = open("README.md", encoding="utf-8").read()
-body = re.search(r"cat > Dockerfile <<'DOCKERFILE'\n(.*?)\nDOCKERFILE\n", text, re.S).group(1)
-open(sys.argv[1], "w").write(re.sub(r"^FROM localserve$", "FROM localserve:cpu", body, flags=re.M) + "\n")
-PY
-    if ! (cd "$dir" && podman build -q -t "$project_image" .) >"$log" 2>&1; then
-        tail -n 20 "$log" >&2
+    if ! build_project_image "$dir" "$log"; then
         record FAIL "$name" "the project image did not build (log above)"
         return 0
     fi
@@ -493,6 +606,8 @@ print(shlex.join(deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 }
 project_image_case
 
+kube_play_case
+
 # The GPU variant last (README's `docker build -t localserve .`), run here without a GPU: cold about
 # 15 min on the 2-core machine (4 GB of CUDA, cuDNN, TensorRT and TensorFlow wheels), about 3 min when
 # pyproject.toml changed with pip's cache warm, seconds for a code change; the image takes about 7.4 GB
@@ -505,10 +620,4 @@ else
     record FAIL "GPU image (localserve)" "did not build or did not answer (see above)"
 fi
 
-say "summary ($IMAGE built in ${BUILD_SECONDS} s, $LEAN in ${LEAN_SECONDS} s)"
-printf '%s\n' "${SUMMARY[@]}"
-if [ "$FAILED" -ne 0 ]; then
-    echo "image.sh: $FAILED case(s) failed in $((SECONDS - START)) s" >&2
-    exit 1
-fi
-echo "image.sh: every case passed in $((SECONDS - START)) s"
+finish

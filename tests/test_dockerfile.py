@@ -243,6 +243,52 @@ def test_no_volume_in_an_image_meant_to_be_extended_and_user_code_runs_unprivile
     assert all(i.keyword != "RUN" for i in final[final.index(user) :]), "everything after USER runs unprivileged"
 
 
+def test_the_image_environment_hides_500_texts_whatever_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``docker run IMAGE serve --handler main:handler`` replaces the CMD; the environment still hides 500 texts."""
+    for name, value in image_env("cpu").items():
+        if name.startswith("LOCALSERVE_"):
+            monkeypatch.setenv(name, value)
+    params = serve.make_context(serve.name, ["--handler", "main:handler"]).params
+    assert params["hide_errors"] is True
+
+
+def test_the_image_user_has_the_uid_and_gid_the_exported_pods_run_as() -> None:
+    from localserve.export.common import POD_SECURITY
+
+    final = " && ".join(i.value for i in INSTRUCTIONS if i.stage == "final" and i.keyword == "RUN")
+    (useradd,) = re.findall(r"\buseradd\b[^&]*", final)
+    (groupadd,) = re.findall(r"\bgroupadd\b[^&]*", final)
+    uid = re.search(r"--uid (\d+)", useradd)
+    gid = re.search(r"--gid (\d+)", useradd)
+    group_gid = re.search(r"--gid (\d+)", groupadd)
+    assert uid and gid and group_gid, (useradd, groupadd)
+    assert int(uid.group(1)) == POD_SECURITY["runAsUser"]
+    assert int(gid.group(1)) == int(group_gid.group(1)) == POD_SECURITY["runAsGroup"] == POD_SECURITY["fsGroup"]
+
+
+def _onnxruntime_version() -> str:
+    import onnxruntime
+
+    return str(onnxruntime.__version__)
+
+
+def test_onnxruntime_writes_nothing_to_the_log_on_a_read_only_home(tmp_path: Path) -> None:
+    """On a read-only root ONNX Runtime cannot keep its telemetry device id and says so on stderr, in colour,
+    which is no JSON log line; the image's environment turns that telemetry off."""
+    pytest.importorskip("onnxruntime")
+    unwritable = tmp_path / "a-file"  # no folder can be made under a file, not even by root
+    unwritable.write_text("")
+    env = {**os.environ, "HOME": str(unwritable), "XDG_CACHE_HOME": str(unwritable)}
+    env.pop("ORT_DISABLE_TELEMETRY", None)
+    probe = [sys.executable, "-c", "import onnxruntime"]
+    before = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60)
+    if "Failed to persist telemetry device ID" not in before.stderr:  # the read-only home is what makes it speak
+        pytest.skip(f"onnxruntime {_onnxruntime_version()} keeps no telemetry device id: {before.stderr!r}")
+    image = {name: value for name, value in image_env("cpu").items() if name.startswith("ORT_")}
+    after = subprocess.run(probe, env={**env, **image}, capture_output=True, text=True, timeout=60)
+    assert (after.returncode, after.stderr) == (0, "")
+
+
 # --- the build, for real -----------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ KEDA_REDIS_KEYS = {
     *("enableTLS", "passwordFromEnv", "usernameFromEnv", "unsafeSsl"),
 }
 KEDA_PROMETHEUS_KEYS = {"serverAddress", "query", "threshold", "activationThreshold", "namespace", "ignoreNullValues"}
+KEDA_CPU_KEYS = {"value", "activationValue", "containerName"}  # cpu_memory_scaler.go (type: the deprecated form)
 
 
 def strict(schema: Any) -> Any:
@@ -52,7 +53,7 @@ def strict(schema: Any) -> Any:
 def validate_keda(document: dict[str, Any]) -> None:
     """A ScaledObject against KEDA's CRD schema (unknown fields refused), and its triggers' keys against KEDA's."""
     jsonschema.Draft7Validator(strict(json.loads(KEDA_SCHEMA.read_text()))).validate(document)
-    known = {"redis": KEDA_REDIS_KEYS, "prometheus": KEDA_PROMETHEUS_KEYS}
+    known = {"redis": KEDA_REDIS_KEYS, "prometheus": KEDA_PROMETHEUS_KEYS, "cpu": KEDA_CPU_KEYS}
     for trigger in document["spec"]["triggers"]:
         unknown = set(trigger["metadata"]) - known[trigger["type"]]
         assert not unknown, f"{trigger['type']} trigger: KEDA reads no {sorted(unknown)}"
@@ -167,7 +168,8 @@ def test_service_lets_apis_call_each_other(documents: list[dict[str, Any]]) -> N
 
 
 def test_autoscaler(documents: list[dict[str, Any]]) -> None:
-    """Without KEDA: a CPU API's HPA on CPU; a GPU API's (iris) on requests in flight per pod, as KEDA would."""
+    """Without KEDA: a CPU API's HPA on CPU; a GPU API's (iris) on requests in flight per pod, as KEDA would,
+    and on the CPU target its config sets (the HPA follows whichever asks for more replicas)."""
     hpa = _by(documents, "HorizontalPodAutoscaler", "iris")
     assert hpa["apiVersion"] == "autoscaling/v2"
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api-iris"}
@@ -179,7 +181,8 @@ def test_autoscaler(documents: list[dict[str, Any]]) -> None:
                 "metric": {"name": "localserve_requests_in_flight"},
                 "target": {"type": "AverageValue", "averageValue": "1"},  # target_replica_concurrency
             },
-        }
+        },
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 65}}},
     ]
     assert _by(documents, "HorizontalPodAutoscaler", "text-generator")["spec"]["metrics"] == [
         {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
@@ -268,10 +271,50 @@ def test_config_file_outside_the_project(tmp_path: Path) -> None:
     ]
 
 
+ABEJA_EXPORT = (
+    "export {command} ships the API config file as a ConfigMap, and {project} has none (localserve.yaml or "
+    "cortex.yaml); write one, e.g. for an ABEJA handler a localserve.yaml holding "
+    "'- {{kind: api, name: my-api, handler: main:handler}}', or pass --config FILE."
+)
+
+
 def test_command_line_config_cannot_be_exported(tmp_path: Path) -> None:
     config = load_config(tmp_path, handler="main:handler")
-    with pytest.raises(ConfigError, match=r"^export kubernetes needs the API config file"):
+    with pytest.raises(ConfigError) as info:
         kubernetes_manifests(config, "img")
+    assert str(info.value) == ABEJA_EXPORT.format(command="kubernetes", project=tmp_path.resolve())
+
+
+@pytest.mark.parametrize("command", ["kubernetes", "kserve"])
+def test_an_abeja_project_is_told_what_export_takes(tmp_path: Path, command: str) -> None:
+    """Not "pass --handler": export has no such option; it takes the config file it ships."""
+    from click.testing import CliRunner
+
+    from localserve.cli import main
+
+    (tmp_path / "main.py").write_text("def handler(request, context):\n    return {}\n")
+    result = CliRunner().invoke(main, ["export", command, "--project", str(tmp_path), "--image", "img"])
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"Error: {ABEJA_EXPORT.format(command=command, project=tmp_path.resolve())}\n",
+    )
+
+
+@pytest.mark.parametrize("image", ["x\nmetadata: {name: evil}", "registry.example/iris:1 --privileged", "", "Iris:1"])
+def test_an_image_that_is_not_one_reference_is_refused(tmp_path: Path, image: str) -> None:
+    from localserve.export import kserve_manifests
+
+    config = load_config(_project(tmp_path, CONFIG))
+    for export in (kubernetes_manifests, kserve_manifests):
+        with pytest.raises(ConfigError) as info:
+            export(config, image)
+        assert str(info.value) == (
+            f"--image {image!r} is not an image reference; expected [REGISTRY/]NAME[:TAG][@DIGEST] on one line, "
+            "e.g. registry.example/iris:1."
+        )
+    digest = "ghcr.io:443/org/iris-onnx@sha256:" + "0" * 64
+    for good in ("img", "localhost/iris:ci", "[::1]:5000/a/b_c:v1.2-rc", digest):
+        assert f"for image {good}.\n" in kubernetes_manifests(config, good)
 
 
 def test_name_too_long_for_a_service(tmp_path: Path) -> None:
@@ -494,6 +537,36 @@ def test_keda_scales_on_requests_in_flight_per_replica(tmp_path: Path) -> None:
     families = {f.name: f for f in text_string_to_metric_families(metrics.render()[0].decode())}
     (sample,) = families["localserve_requests_in_flight"].samples
     assert (sample.labels, sample.value) == ({"api": "iris"}, 1)
+
+
+def test_keda_needs_the_namespace_its_query_counts(tmp_path: Path) -> None:
+    """Prometheus scrapes every namespace: without one, the query would add up another namespace's pods too."""
+    config = load_config(_project(tmp_path, "- {kind: api, name: iris, model: m.onnx}\n"))
+    with pytest.raises(ConfigError) as info:
+        kubernetes_manifests(config, "img", keda_prometheus="http://prometheus.monitoring:9090")
+    assert str(info.value) == (
+        "--keda-prometheus needs --namespace: Prometheus scrapes the pods of every namespace, and the query must "
+        "count this one's only (localserve_requests_in_flight{api=...,namespace=...}); pass the namespace the "
+        "manifests go to, e.g. --namespace default."
+    )
+
+
+def test_keda_keeps_a_cpu_target_the_config_sets(tmp_path: Path) -> None:
+    config = load_config(
+        _project(
+            tmp_path,
+            "- {kind: api, name: iris, model: m.onnx, compute: {gpu: 1, target_cpu_utilization: 70}}\n"
+            "- {kind: api, name: plain, model: m.onnx}\n",
+        )
+    )
+    docs = list(
+        yaml.safe_load_all(kubernetes_manifests(config, "img", namespace="ml", keda_prometheus="http://p:9090"))
+    )
+    iris, plain = _by(docs, "ScaledObject", "iris"), _by(docs, "ScaledObject", "plain")
+    for doc in (iris, plain):
+        validate_keda(doc)
+    assert iris["spec"]["triggers"][1] == {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "70"}}
+    assert [trigger["type"] for trigger in plain["spec"]["triggers"]] == ["prometheus"]
 
 
 @pytest.mark.parametrize(

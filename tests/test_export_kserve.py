@@ -271,3 +271,27 @@ def test_an_unknown_protocol_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         kserve_manifests(load_config(tmp_path), "img", protocol="http2")
     assert str(caught.value) == "--protocol 'http2': expected one of rest, grpc."
+
+
+def test_an_asyncapi_needs_a_store_its_replicas_share(tmp_path: Path) -> None:
+    """As under export kubernetes: SQLite in an emptyDir would give each replica its own jobs, lost on restart."""
+    from click.testing import CliRunner
+
+    from localserve.cli import main
+
+    (tmp_path / "cortex.yaml").write_text("- {kind: AsyncAPI, name: words, predictor: {type: python, path: p.py}}\n")
+    args = ["export", "kserve", "--project", str(tmp_path), "--image", "w:1", "--name", "shop"]
+    refused = CliRunner().invoke(main, args)
+    assert (refused.exit_code, refused.stderr) == (
+        1,
+        "Error: api 'words' is 'kind: AsyncAPI': its pods need a job store they share, but it has none; pass "
+        "--async-store redis://HOST:PORT/DB (or set 'async_store' in the config).\n",
+    )
+    done = CliRunner().invoke(main, [*args, "--async-store", "redis://redis.jobs:6379/0"])
+    assert done.exit_code == 0, done.output
+    documents = list(yaml.safe_load_all(done.stdout))
+    assert [d["kind"] for d in documents] == ["ConfigMap", "InferenceService"]  # no V2 API: no ServingRuntime
+    validate(documents[1])
+    (container,) = documents[1]["spec"]["predictor"]["containers"]
+    assert container["args"][-2:] == ["--async-store", "$(LOCALSERVE_ASYNC_STORE)"]
+    assert {"name": "LOCALSERVE_ASYNC_STORE", "value": "redis://redis.jobs:6379/0?project=shop"} in container["env"]

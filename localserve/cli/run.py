@@ -9,7 +9,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
@@ -91,7 +91,8 @@ def _run(
         raise ConfigError(
             f"--output {output}: the folder {output.parent} does not exist; create it, or write elsewhere."
         )
-    body, guessed = read_input(input_path)
+    options = serve_options(flags, os.environ, async_jobs=False)  # an AsyncAPI's job runs at once, storeless
+    body, guessed = read_input(input_path, options.max_body_size)
     header_list = request_headers([_split_header(h) for h in headers], content_type or guessed)
     if image:
         logging.getLogger("localserve").info(
@@ -104,7 +105,7 @@ def _run(
             project,
             config_file,
             flags,
-            serve_options(flags, os.environ, async_jobs=False),  # an AsyncAPI's one job runs at once, without its store
+            options,
             api_name=api_name,
             method=method,
             headers=header_list,
@@ -228,22 +229,34 @@ def request_headers(headers: list[tuple[str, str]], content_type: str | None) ->
     return list(headers)
 
 
-def read_input(input_path: str | None) -> tuple[bytes, str | None]:
+def read_input(input_path: str | None, limit: int) -> tuple[bytes, str | None]:
+    """The body ``--input`` names, and its guessed Content-Type; past ``limit`` bytes, the server's 413 error
+    (read no further: a device such as /dev/zero never ends)."""
     if input_path is None:
         return b"", None
     if input_path == "-":
-        return sys.stdin.buffer.read(), "application/octet-stream"
+        return _read_at_most(sys.stdin.buffer, limit), "application/octet-stream"
     path = Path(input_path)
     if path.is_dir():
         raise ConfigError(f"--input {input_path!r} is a directory; expected a file (or - for standard input).")
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            data = _read_at_most(file, limit)
     except FileNotFoundError:
         raise ConfigError(f"--input {input_path!r}: no such file.") from None
     except OSError as exc:  # unreadable: permissions, a device, an I/O error
         raise ConfigError(f"--input {input_path!r} cannot be read: {exc.strerror or exc}.") from None
     guessed, _ = mimetypes.guess_type(path.name)
     return data, guessed or "application/octet-stream"
+
+
+def _read_at_most(file: BinaryIO, limit: int) -> bytes:
+    from localserve.protocols.bodies import too_large
+
+    data = file.read(limit + 1)
+    if len(data) > limit:
+        raise too_large(len(data), limit, at_least=True)
+    return data
 
 
 def _split_header(item: str) -> tuple[str, str]:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from localserve.cli.conventions import handler_command
 from localserve.cli.options import fail_on_errors, project_options
 from localserve.errors import LocalServeError
+
+if TYPE_CHECKING:
+    from localserve.config import ServeConfig
 
 
 @handler_command()
@@ -78,6 +81,29 @@ def manifest_options(func: Any) -> Any:
     )(func)
 
 
+ASYNC_STORE = click.option(
+    "--async-store", metavar="URL", help="The job store the AsyncAPIs' pods share: redis://HOST:PORT/DB."
+)
+
+
+def _export_config(
+    command: str, project: Path, config_file: Path | None, async_store: str | None
+) -> tuple[ServeConfig, Path | None]:
+    """The config an export ships, and its file; an export needs one (it has no --handler to build one from)."""
+    from localserve.config import find_config_file, load_config
+    from localserve.export.common import missing_config
+
+    source = config_file if config_file is not None else find_config_file(project.resolve())
+    if source is None:
+        raise missing_config(command, project.resolve())
+    config = load_config(project, config_file)
+    if async_store is not None:
+        from localserve.protocols.asyncapi.config import with_async_store
+
+        config = with_async_store(config, async_store)
+    return config, source
+
+
 @click.group()
 def export() -> None:
     """Write deployment files: Kubernetes manifests, KServe InferenceServices, a .dockerignore."""
@@ -93,7 +119,7 @@ def export() -> None:
     type=click.FloatRange(min=0),
     help="Seconds in-flight requests get to finish; the pods' grace period is this plus 5.",
 )
-@click.option("--async-store", metavar="URL", help="The job store the AsyncAPIs' pods share: redis://HOST:PORT/DB.")
+@ASYNC_STORE
 @click.option(
     "--keda-prometheus",
     metavar="URL",
@@ -127,15 +153,9 @@ def export_kubernetes(
     \b
     localserve export kubernetes --image registry.example/iris:1 > k8s.yaml && kubectl apply -f k8s.yaml
     """
-    from localserve.config import find_config_file, load_config
     from localserve.export import kubernetes_manifests
 
-    config = load_config(project, config_file)
-    if async_store is not None:
-        from localserve.protocols.asyncapi.config import with_async_store
-
-        config = with_async_store(config, async_store)
-    source = config_file if config_file is not None else find_config_file(config.project)
+    config, source = _export_config("kubernetes", project, config_file, async_store)
     text = kubernetes_manifests(
         config,
         image,
@@ -159,10 +179,17 @@ def export_kubernetes(
     show_default=True,
     help="The Open Inference Protocol's transport for model APIs: REST on port 8080 (v2) or gRPC on 8081 (grpc-v2).",
 )
+@ASYNC_STORE
 @manifest_options
 @fail_on_errors
 def export_kserve(
-    project: Path, config_file: Path | None, image: str, protocol: str, name: str | None, namespace: str | None
+    project: Path,
+    config_file: Path | None,
+    image: str,
+    protocol: str,
+    async_store: str | None,
+    name: str | None,
+    namespace: str | None,
 ) -> None:
     """Print a ServingRuntime and an InferenceService per API (Open Inference Protocol for model APIs).
 
@@ -170,11 +197,9 @@ def export_kserve(
     localserve export kserve --image registry.example/iris:1 > kserve.yaml && kubectl apply -f kserve.yaml
     localserve export kserve --image registry.example/iris:1 --protocol grpc   # gRPC (h2c) on 8081
     """
-    from localserve.config import find_config_file, load_config
     from localserve.export import kserve_manifests
 
-    config = load_config(project, config_file)
-    source = config_file if config_file is not None else find_config_file(config.project)
+    config, source = _export_config("kserve", project, config_file, async_store)
     text = kserve_manifests(config, image, config_file=source, name=name, namespace=namespace, protocol=protocol)
     click.echo(text, nl=False)
 

@@ -191,6 +191,7 @@ class ComputeConfig:
     cpu: str = "200m"
     gpu: int = 0
     mem: str | None = None
+    target_cpu_utilization_given: bool = False  # set in the config, not the default: a GPU API's HPA keeps it
 
     @property
     def replicas(self) -> int:

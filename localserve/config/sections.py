@@ -81,7 +81,7 @@ def parse_compute(raw: Any, where: str) -> ComputeConfig:
         raise ConfigError(
             f"{where}: invalid value {mem_raw!r} for 'mem' in 'compute'; expected a quantity like '2Gi' or '512Mi'."
         )
-    return ComputeConfig(min_r, max_r, init_r, target, cpu, gpu, mem)
+    return ComputeConfig(min_r, max_r, init_r, target, cpu, gpu, mem, "target_cpu_utilization" in raw)
 
 
 def parse_batching(raw: Any, where: str) -> BatchingConfig | None:

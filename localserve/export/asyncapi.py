@@ -8,7 +8,7 @@ the queue's length, down to zero when idle. The same here, with the same image:
   their results from it.
 - ``api-<name>-worker`` (Deployment, no Service): ``serve`` as for any API, which runs the jobs it
   claims. With ``--keda``, a KEDA ScaledObject with the Redis list trigger on the store's queue
-  (``localserve:project:<api>:queue``) sizes it: ``ceil(queued jobs / target_replica_concurrency)``
+  (``localserve:<name>:<api>:queue``, ``<name>`` the export's ``--name``) sizes it: ``ceil(queued jobs / target_replica_concurrency)``
   replicas, none while nothing is queued (``idleReplicaCount: 0``). Without KEDA, an HPA on CPU
   between ``min_replicas`` and ``max_replicas``; GPU workers none (their load does not show in CPU):
   they keep ``init_replicas``.
@@ -28,7 +28,8 @@ from urllib.parse import urlsplit
 from localserve.config import ApiConfig
 from localserve.errors import ConfigError
 from localserve.export.common import PROJECT_DIR, object_metadata
-from localserve.protocols.asyncapi.store import redis_namespace
+from localserve.protocols.asyncapi.kubernetes import STORE_ENV
+from localserve.protocols.asyncapi.store import redis_namespace, redis_project
 
 ROLE_LABEL = "localserve.dev/role"  # front or worker: the Service selects the fronts only
 FRONT_CPU = "250m"  # a front parses, stores and reads jobs: no model, no GPU
@@ -53,6 +54,7 @@ def split_async(
     front["spec"]["template"]["spec"].pop("tolerations", None)
     front["spec"]["replicas"] = 1
     service["spec"]["selector"] = front["spec"]["selector"]["matchLabels"]
+    autoscaler["metadata"]["labels"] = dict(front["metadata"]["labels"])
     autoscaler["spec"]["minReplicas"] = 1
 
     name = f"{deployment['metadata']['name']}-worker"
@@ -81,23 +83,23 @@ def _with_role(deployment: dict[str, Any], role: str, *, name: str | None = None
 
 def _redis_scaled_object(api: ApiConfig, worker: dict[str, Any], target: float) -> dict[str, Any]:
     """KEDA's Redis list trigger on the job queue of ``api``'s store (KEDA's ``redis`` scaler)."""
-    url = api.async_store or ""
+    (container,) = worker["spec"]["template"]["spec"]["containers"]
+    url = next((e["value"] for e in container["env"] if e["name"] == STORE_ENV), "")  # as the pods read it
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
         raise ConfigError(
             f"api {api.name!r}: --keda scales its workers on the Redis list of its queue, which needs a "
-            f"redis://HOST:PORT/DB store; {url!r} is not one."
+            f"redis://HOST:PORT/DB store; {api.async_store!r} is not one."
         )
     metadata: dict[str, str] = {
         "address": f"{parts.hostname}:{parts.port or 6379}",
-        "listName": f"{redis_namespace(PurePosixPath(PROJECT_DIR).name, api.name)}:queue",
+        "listName": f"{redis_namespace(redis_project(url, PurePosixPath(PROJECT_DIR).name)[1], api.name)}:queue",
         "listLength": str(max(1, math.ceil(target))),  # queued jobs per worker replica
         "databaseIndex": (parts.path.strip("/") or "0"),
     }
     if parts.scheme == "rediss":
         metadata["enableTLS"] = "true"
     if parts.password:  # read by KEDA from the worker's own environment
-        (container,) = worker["spec"]["template"]["spec"]["containers"]
         container["env"].append({"name": PASSWORD_ENV, "value": parts.password})
         metadata["passwordFromEnv"] = PASSWORD_ENV
     compute = api.compute

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from localserve.config import ApiConfig, ServeConfig
@@ -40,6 +41,34 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 GRPC_PORT = 8081  # the Open Inference Protocol over gRPC: KServe's port, and the image's LOCALSERVE_GRPC_PORT
 PROBE_TIMEOUT = 5  # seconds: a model server busy with a batch answers late; Kubernetes' default is 1
 _DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+# An image reference as `docker pull` reads it (the grammar of distribution/reference):
+# [HOST[:PORT]/]PATH[:TAG][@ALGORITHM:HEX], on one line.
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    rf"(?:{_HOST}(?::[0-9]+)?/)?{_PATH}(?:/{_PATH})*(?::\w[\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+
+
+def check_image(image: str) -> None:
+    """A ConfigError unless ``image`` is one image reference: it is written into the manifests and their header."""
+    if not _IMAGE.fullmatch(image) or len(image) > 255:
+        raise ConfigError(
+            f"--image {image!r} is not an image reference; expected [REGISTRY/]NAME[:TAG][@DIGEST] on one line, "
+            "e.g. registry.example/iris:1."
+        )
+
+
+def missing_config(command: str, project: Path) -> ConfigError:
+    """The error of an export from a project without a config file (an ABEJA project served with --handler)."""
+    return ConfigError(
+        f"export {command} ships the API config file as a ConfigMap, and {project} has none (localserve.yaml or "
+        "cortex.yaml); write one, e.g. for an ABEJA handler a localserve.yaml holding "
+        "'- {kind: api, name: my-api, handler: main:handler}', or pass --config FILE."
+    )
 
 
 def is_v2_model(api: ApiConfig) -> bool:

@@ -27,9 +27,11 @@ from localserve.export.common import (
     PROBE_TIMEOUT,
     api_labels,
     api_resources,
+    check_image,
     config_map,
     dump_all,
     is_v2_model,
+    missing_config,
     object_metadata,
     pod_volume_mounts,
     pod_volumes,
@@ -67,11 +69,15 @@ def kubernetes_manifests(
     ``name`` (default: the project folder's) names the ConfigMap and labels every object,
     ``namespace`` is written into each.
     """
+    check_image(image)
     path = config_file if config_file is not None else config.project / config.source
     if config.source == "command line" or not path.is_file():
+        raise missing_config("kubernetes", config.project)
+    if keda_prometheus is not None and namespace is None:
         raise ConfigError(
-            "export kubernetes needs the API config file (localserve.yaml or cortex.yaml) to ship as a ConfigMap; "
-            "write one (e.g. '- {kind: api, name: my-api, handler: main:handler}') or pass --config FILE."
+            "--keda-prometheus needs --namespace: Prometheus scrapes the pods of every namespace, and the query "
+            f"must count this one's only ({IN_FLIGHT}{{api=...,namespace=...}}); pass the namespace the "
+            "manifests go to, e.g. --namespace default."
         )
     instance = project_name(config, name)
     text = path.read_text(encoding="utf-8")
@@ -129,7 +135,7 @@ def _deployment(
     pod: dict[str, Any] = {
         "terminationGracePeriodSeconds": int(graceful_timeout + PRESTOP_SECONDS + 0.999),
         "securityContext": POD_SECURITY,
-        "containers": [_serve_container(api, image, graceful_timeout, port, config_name)],
+        "containers": [_serve_container(api, image, graceful_timeout, port, config_name, instance)],
         "volumes": pod_volumes(instance),
     }
     if api.compute.gpu > 0:
@@ -150,7 +156,7 @@ def _deployment(
 
 
 def _serve_container(
-    api: ApiConfig, image: str, graceful_timeout: float, port: int, config_name: str
+    api: ApiConfig, image: str, graceful_timeout: float, port: int, config_name: str, instance: str
 ) -> dict[str, Any]:
     """The Deployment's one container: ``localserve serve`` for this API, probed, stopped gently, restricted."""
     container: dict[str, Any] = {
@@ -185,7 +191,7 @@ def _serve_container(
     if is_v2_model(api):  # the Open Inference Protocol over gRPC as well, beside REST on the HTTP port
         container["args"] += ["--grpc-port", str(GRPC_PORT)]
         container["ports"].append({"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"})
-    args, env = async_container_settings(api)  # an AsyncAPI's shared job store
+    args, env = async_container_settings(api, instance)  # an AsyncAPI's shared job store
     container["args"] += args
     container["env"] += env
     return container
@@ -209,23 +215,26 @@ def _service(api: ApiConfig, port: int, instance: str, namespace: str | None) ->
 
 def _autoscaler(api: ApiConfig, instance: str, namespace: str | None, *, on_cpu: bool = False) -> dict[str, Any]:
     """The HPA without KEDA: on CPU utilisation, but a GPU API's load does not show there, so it scales on
-    requests in flight per pod (a Pods metric: the cluster's custom metrics API must serve the gauge)."""
+    requests in flight per pod (a Pods metric: the cluster's custom metrics API must serve the gauge), and on
+    CPU as well when the config sets ``target_cpu_utilization`` (the HPA follows the metric asking for more)."""
     compute = api.compute
-    metric: dict[str, Any] = {
+    cpu: dict[str, Any] = {
         "type": "Resource",
         "resource": {
             "name": "cpu",
             "target": {"type": "Utilization", "averageUtilization": compute.target_cpu_utilization},
         },
     }
+    metrics = [cpu]
     if compute.gpu > 0 and not on_cpu:
-        metric = {
+        in_flight = {
             "type": "Pods",
             "pods": {
                 "metric": {"name": IN_FLIGHT},
                 "target": {"type": "AverageValue", "averageValue": quantity(target_concurrency(api))},
             },
         }
+        metrics = [in_flight, cpu] if compute.target_cpu_utilization_given else [in_flight]
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -234,7 +243,7 @@ def _autoscaler(api: ApiConfig, instance: str, namespace: str | None, *, on_cpu:
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": resource_name(api)},
             "minReplicas": compute.min_replicas,
             "maxReplicas": compute.max_replicas,
-            "metrics": [metric],
+            "metrics": metrics,
         },
     }
 
@@ -248,6 +257,21 @@ def _scaled_object(api: ApiConfig, instance: str, namespace: str | None, prometh
     """A KEDA ScaledObject: replicas = ceil(requests in flight, summed over the pods / the target per replica)."""
     compute = api.compute
     selector = f'api="{api.name}"' + (f',namespace="{namespace}"' if namespace else "")
+    triggers: list[dict[str, Any]] = [
+        {
+            "type": "prometheus",
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": prometheus,
+                "query": f"sum({IN_FLIGHT}{{{selector}}})",
+                "threshold": f"{target_concurrency(api):g}",
+            },
+        }
+    ]
+    if compute.target_cpu_utilization_given:  # KEDA's cpu scaler beside it: the replicas of the higher
+        triggers.append(
+            {"type": "cpu", "metricType": "Utilization", "metadata": {"value": str(compute.target_cpu_utilization)}}
+        )
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -256,16 +280,6 @@ def _scaled_object(api: ApiConfig, instance: str, namespace: str | None, prometh
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": resource_name(api)},
             "minReplicaCount": compute.min_replicas,
             "maxReplicaCount": compute.max_replicas,
-            "triggers": [
-                {
-                    "type": "prometheus",
-                    "metricType": "AverageValue",
-                    "metadata": {
-                        "serverAddress": prometheus,
-                        "query": f"sum({IN_FLIGHT}{{{selector}}})",
-                        "threshold": f"{target_concurrency(api):g}",
-                    },
-                }
-            ],
+            "triggers": triggers,
         },
     }

@@ -186,13 +186,14 @@ def run(
     """
     flags, options = _settings(settings, "run")
     project, config_file = _where(project_dir, config)
+    run_options = serve_options(flags, os.environ, **{"async_jobs": False, **options})  # an AsyncAPI's job runs at once
     body, guessed = b"", None
     if isinstance(input, bytes):
         body = input
     elif input is not None:
         if not Path(input).is_file():
             raise ConfigError(f"input={str(input)!r}: no such file; pass the request body as bytes, or a file's path.")
-        body, guessed = read_input(str(input))
+        body, guessed = read_input(str(input), run_options.max_body_size)
     from localserve.project.compat.hosts import RUN_URL
 
     pairs = list(headers.items() if isinstance(headers, Mapping) else headers)
@@ -200,7 +201,7 @@ def run(
         project,
         config_file,
         replace(flags, handler=handler),
-        serve_options(flags, os.environ, **{"async_jobs": False, **options}),  # an AsyncAPI's job runs at once
+        run_options,
         api_name=api,
         method=method,
         headers=request_headers(pairs, content_type or guessed),

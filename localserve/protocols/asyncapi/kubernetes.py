@@ -6,15 +6,18 @@ from typing import Any
 
 from localserve.config import ApiConfig
 from localserve.errors import ConfigError
+from localserve.protocols.asyncapi.store import with_project
 
 STORE_ENV = "LOCALSERVE_ASYNC_STORE"
 
 
-def async_container_settings(api: ApiConfig) -> tuple[list[str], list[dict[str, Any]]]:
+def async_container_settings(api: ApiConfig, project: str) -> tuple[list[str], list[dict[str, Any]]]:
     """Extra ``args`` and ``env`` of the container: ``--async-store $(LOCALSERVE_ASYNC_STORE)`` and its value.
 
     Pods come and go and each has its own disk, so an AsyncAPI in a cluster needs a store they share
-    (Redis); the URL is an environment setting of the pod, easy to point at a Secret instead.
+    (Redis); the URL is an environment setting of the pod, easy to point at a Secret instead. It names
+    ``project`` (the export's ``--name``) as the project in the store's keys, since every pod's
+    project folder is /mnt/project.
     """
     if not api.is_async:
         return [], []
@@ -25,4 +28,4 @@ def async_container_settings(api: ApiConfig) -> tuple[list[str], list[dict[str, 
             f"{'it has none' if url is None else repr(url) + ' is a file on one pod'}; pass --async-store "
             "redis://HOST:PORT/DB (or set 'async_store' in the config)."
         )
-    return ["--async-store", f"$({STORE_ENV})"], [{"name": STORE_ENV, "value": url}]
+    return ["--async-store", f"$({STORE_ENV})"], [{"name": STORE_ENV, "value": with_project(url, project)}]

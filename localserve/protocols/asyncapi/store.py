@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from localserve.errors import LocalServeError
 
@@ -172,10 +173,41 @@ def default_store_path(cache: Path, project: Path, api: str) -> Path:
 def redis_namespace(folder: str, api: str) -> str:
     """The prefix of an AsyncAPI's keys in a shared Redis store; its queue is the list ``<prefix>:queue``.
 
-    Machines share the store, so the prefix holds no local path: the project folder's name (``folder``)
-    and the API (in a pod, the project is /mnt/project: ``localserve:project:<api>``).
+    Machines share the store, so the prefix holds no local path: the project's name (``folder``: the
+    URL's ``project`` parameter, else the project folder's name) and the API.
     """
     return f"localserve:{folder or 'root'}:{api}"
+
+
+PROJECT_PARAMETER = "project"  # redis://HOST:PORT/DB?project=NAME: the project's name in the keys
+_PROJECT_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def redis_project(url: str, folder: str) -> tuple[str, str]:
+    """``url`` without its ``project`` query parameter, and the project's name in the store's keys: that
+    parameter, else ``folder``. In a cluster every pod's project is /mnt/project, so ``export kubernetes``
+    names the project in the URL and two projects sharing one Redis keep their queues apart."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    names = [value for key, value in query if key == PROJECT_PARAMETER]
+    if not names:
+        return url, folder
+    if not _PROJECT_NAME.fullmatch(names[-1]):
+        raise StoreError(
+            f"Invalid {PROJECT_PARAMETER}={names[-1]!r} in the job store URL; expected letters, digits, '.', '_' "
+            "or '-' (the project's name in the store's keys)."
+        )
+    rest = urlencode([(key, value) for key, value in query if key != PROJECT_PARAMETER])
+    return urlunsplit(parts._replace(query=rest)), names[-1]
+
+
+def with_project(url: str, name: str) -> str:
+    """``url`` naming the project ``name`` in its keys (``?project=name``), unless it names one already."""
+    parts = urlsplit(url)
+    if any(key == PROJECT_PARAMETER for key, _ in parse_qsl(parts.query, keep_blank_values=True)):
+        return url
+    query = "&".join(filter(None, (parts.query, urlencode({PROJECT_PARAMETER: name}))))
+    return urlunsplit(parts._replace(query=query))
 
 
 def open_store(url: str | None, *, cache: Path, project: Path, api: str) -> JobStore:
@@ -192,7 +224,8 @@ def open_store(url: str | None, *, cache: Path, project: Path, api: str) -> JobS
     if scheme in ("redis", "rediss", "unix"):
         from localserve.protocols.asyncapi.redisstore import RedisStore
 
-        store: JobStore = RedisStore.from_url(url, namespace=redis_namespace(project.resolve().name, api))
+        url, name = redis_project(url, project.resolve().name)
+        store: JobStore = RedisStore.from_url(url, namespace=redis_namespace(name, api))
         return store
     raise StoreError(
         f"Unknown job store {url!r}; expected sqlite:///PATH (the default, under the cache folder) "

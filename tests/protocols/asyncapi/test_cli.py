@@ -95,11 +95,12 @@ def test_export_kubernetes_makes_a_front_and_workers_sharing_the_store() -> None
         *[("Deployment", "api-words"), ("Service", "api-words"), ("HorizontalPodAutoscaler", "api-words")],
         *[("Deployment", "api-words-worker"), ("HorizontalPodAutoscaler", "api-words-worker")],
     ]
-    front, service, _, worker, worker_hpa = documents[1:]
+    front, service, front_hpa, worker, worker_hpa = documents[1:]
     (front_container,) = front["spec"]["template"]["spec"]["containers"]
     (worker_container,) = worker["spec"]["template"]["spec"]["containers"]
-    for container in (front_container, worker_container):  # both reach the one store
-        assert {"name": "LOCALSERVE_ASYNC_STORE", "value": "redis://redis.jobs:6379/0"} in container["env"]
+    for container in (front_container, worker_container):  # both reach the one store, under the project's name
+        store = {"name": "LOCALSERVE_ASYNC_STORE", "value": "redis://redis.jobs:6379/0?project=async-words"}
+        assert store in container["env"]
         assert container["args"][container["args"].index("--async-store") + 1] == "$(LOCALSERVE_ASYNC_STORE)"
     assert front_container["args"][-1] == "--no-async-workers" and "--no-async-workers" not in worker_container["args"]
     assert front_container["resources"] == {"requests": {"cpu": "250m"}}  # no model there
@@ -109,6 +110,9 @@ def test_export_kubernetes_makes_a_front_and_workers_sharing_the_store() -> None
     assert worker["spec"]["selector"]["matchLabels"]["localserve.dev/role"] == "worker"
     assert worker["spec"]["template"]["metadata"]["labels"] == worker["spec"]["selector"]["matchLabels"]
     assert worker_hpa["spec"]["scaleTargetRef"]["name"] == "api-words-worker"
+    # Each scaler is labelled as what it scales.
+    assert front_hpa["metadata"]["labels"] == front["metadata"]["labels"]
+    assert worker_hpa["metadata"]["labels"] == worker["metadata"]["labels"]
 
 
 def test_export_kubernetes_keda_scales_the_workers_on_the_queue_to_zero() -> None:
@@ -126,7 +130,7 @@ def test_export_kubernetes_keda_scales_the_workers_on_the_queue_to_zero() -> Non
         "type": "redis",
         "metadata": {
             "address": "redis.jobs:6380",
-            "listName": "localserve:project:words:queue",  # the pod's project is /mnt/project
+            "listName": "localserve:async-words:words:queue",  # the project's --name (default: its folder's)
             "listLength": "1",  # target_replica_concurrency: one thread, one process
             "databaseIndex": "2",
             "enableTLS": "true",
@@ -136,10 +140,21 @@ def test_export_kubernetes_keda_scales_the_workers_on_the_queue_to_zero() -> Non
     (container,) = worker["spec"]["template"]["spec"]["containers"]
     assert {"name": "LOCALSERVE_REDIS_PASSWORD", "value": "s3cret"} in container["env"]
     assert set(trigger["metadata"]) <= KEDA_REDIS_KEYS
-    # The queue that trigger reads is the one the store fills in a pod.
-    from localserve.protocols.asyncapi.store import redis_namespace
+    # The queue that trigger reads is the one the store fills in a pod (whose project is /mnt/project).
+    from localserve.protocols.asyncapi.store import redis_namespace, redis_project
 
-    assert trigger["metadata"]["listName"] == redis_namespace("project", "words") + ":queue"
+    (url,) = [e["value"] for e in container["env"] if e["name"] == "LOCALSERVE_ASYNC_STORE"]
+    assert url == "rediss://:s3cret@redis.jobs:6380/2?project=async-words"
+    assert trigger["metadata"]["listName"] == redis_namespace(redis_project(url, "project")[1], "words") + ":queue"
+
+
+def test_two_projects_sharing_a_redis_scale_on_their_own_queues() -> None:
+    """--name goes into the store's keys and KEDA's listName alike: two projects of one API name do not collide."""
+    lists = set()
+    for name in ("shop", "lab"):
+        scaled = _export("--async-store", "redis://redis.jobs:6379/0", "--keda", "--name", name)[-1]
+        lists.add(scaled["spec"]["triggers"][0]["metadata"]["listName"])
+    assert lists == {"localserve:shop:words:queue", "localserve:lab:words:queue"}
 
 
 def test_the_keda_schema_really_checks() -> None:

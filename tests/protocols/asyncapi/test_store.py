@@ -354,3 +354,40 @@ def test_closing_under_writing_threads_never_crashes_the_process(tmp_path: Path)
 
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout == "closed under writers without a crash\n"
+
+
+@needs_redis
+def test_the_project_named_in_a_redis_url_keeps_its_jobs_apart(tmp_path: Path, redis_url: str) -> None:
+    """Pods all serve /mnt/project: ``?project=NAME`` (what export kubernetes writes) names the keys instead,
+    so two projects' APIs of one name share a Redis without taking each other's jobs."""
+    import redis
+
+    shop = open_store(f"{redis_url}?project=shop", cache=tmp_path, project=Path("/mnt/project"), api="words")
+    lab = open_store(f"{redis_url}?project=lab", cache=tmp_path, project=Path("/mnt/project"), api="words")
+    shop.submit(A, b"{}", {}, T0)
+    assert lab.claim("w1", T0, lease=30) is None
+    job = shop.claim("w1", T0, lease=30)
+    assert job is not None and job.id == A
+    keys = {key.decode() for key in redis.Redis.from_url(redis_url).keys("*")}
+    assert keys and all(key.startswith("localserve:shop:words:") for key in keys), keys
+    shop.close()
+    lab.close()
+
+
+def test_the_project_parameter_leaves_the_rest_of_the_url_as_it_was() -> None:
+    from localserve.protocols.asyncapi.store import redis_project, with_project
+
+    assert redis_project("redis://r:6379/0", "project") == ("redis://r:6379/0", "project")
+    assert redis_project("rediss://:pw@r:6380/2?project=shop&ssl_cert_reqs=none", "project") == (
+        "rediss://:pw@r:6380/2?ssl_cert_reqs=none",
+        "shop",
+    )
+    assert with_project("redis://r:6379/0", "shop") == "redis://r:6379/0?project=shop"
+    assert with_project("redis://r/0?ssl_cert_reqs=none", "shop") == "redis://r/0?ssl_cert_reqs=none&project=shop"
+    assert with_project("redis://r/0?project=mine", "shop") == "redis://r/0?project=mine"  # the user's own wins
+    with pytest.raises(StoreError) as info:
+        redis_project("redis://r/0?project=a:b", "project")
+    assert str(info.value) == (
+        "Invalid project='a:b' in the job store URL; expected letters, digits, '.', '_' or '-' (the project's name "
+        "in the store's keys)."
+    )
