@@ -658,6 +658,14 @@ def test_a_request_whose_answer_a_thread_is_writing_gets_no_504() -> None:
         def request() -> Request:
             return Request("POST", [], b"{}", request_id="r")
 
+        sweeps = asyncio.Queue[None]()
+        sweep = lifecycle._sweep
+
+        def counted_sweep() -> None:  # each sweep told to the test: it waits for sweeps, not for time
+            sweep()
+            sweeps.put_nowait(None)
+
+        lifecycle._sweep = counted_sweep  # type: ignore[method-assign]
         claimed = asyncio.ensure_future(lifecycle.run(request()))
         unclaimed = asyncio.ensure_future(lifecycle.run(request()))
         await asyncio.sleep(0)
@@ -665,8 +673,8 @@ def test_a_request_whose_answer_a_thread_is_writing_gets_no_504() -> None:
         assert first.claim()  # what an API thread does before it writes the answer
         with pytest.raises(Timeout) as timed_out:
             await asyncio.wait_for(unclaimed, 5)
-        for _ in range(5):  # several sweeps pass the claimed request's deadline
-            await asyncio.sleep(lifecycle.tick)
+        for _ in range(5):  # five more sweeps, each past the claimed request's deadline
+            await asyncio.wait_for(sweeps.get(), 5)
         assert not claimed.done()
         reply = Reply(status=200, body=b"written by the thread")
         first.future.set_result(reply)  # the thread's settle

@@ -233,7 +233,8 @@ def test_access_lines_on_the_event_loop_are_written_together(captured: Captured)
         for i in range(5):
             access_log("POST", "/iris", "iris", 200, 0.001, f"r{i}")
         seen_before_flush = len(captured.lines())
-        await asyncio.sleep(0.2)  # past FLUSH_AFTER
+        while not writes:  # until the buffer's flush (FLUSH_AFTER later) has written them
+            await asyncio.sleep(0.01)
         return seen_before_flush
 
     assert asyncio.run(traffic()) == 0
