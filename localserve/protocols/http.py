@@ -1,4 +1,5 @@
-"""The HTTP wire shared by every HTTP front door: the native routes (``server/``), V2 REST and AsyncAPI.
+"""The HTTP wire shared by every HTTP front door: the native routes (``server/``), V2 REST, AsyncAPI and the
+TrafficSplitter (one request of an API on it is ``door.HttpExchange``).
 
 One request's body is read here (413 past the limit, ``read_body``; ``decode_content`` for a
 compressed one: ``bodies.py``), every answer leaves through ``send_reply``, and every error becomes a response

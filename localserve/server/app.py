@@ -1,9 +1,10 @@
 """The ASGI application of one replica: routes onto the engine, health, figures, errors as JSON.
 
-Every request of an API goes to one of three front doors, each a thin adapter onto the same
-``Engine`` (``engine/core.py``): the native routes (``server/routes.py``), the Open Inference
-Protocol (``protocols/v2``) and the AsyncAPI submit/poll routes (``protocols/asyncapi``). None of
-them gets this object. What is left here is the dispatch, the lifespan and the server's own pages.
+Every request of an API goes to a front door that makes one ``Engine.submit`` (``engine/core.py``):
+the native routes (``server/routes.py``), the TrafficSplitter (``protocols/splitter.py``), the Open
+Inference Protocol over REST (``protocols/v2``) and, on its own port, gRPC (``protocols/v2/grpc``),
+and the AsyncAPI routes (``protocols/asyncapi``). None of them gets this object. What is left here
+is the dispatch, the lifespan and the server's own pages.
 """
 
 from __future__ import annotations
