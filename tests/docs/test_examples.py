@@ -1,0 +1,95 @@
+"""Every command of the tutorials and how-to guides, run as a reader would: in a scratch copy of the
+example projects, in order, with a server's port moved to a free one (``tests/docs/examples.py`` reads
+the pages)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env, free_port
+from tests.docs.examples import PAGES, ROOT, SHELLS, blocks, steps
+
+pytestmark = pytest.mark.slow
+
+
+def _run(command: str, cwd: Path, port: int) -> subprocess.CompletedProcess[str]:
+    """Run a block in bash; 8888 (the default port, in URLs) becomes ``port``, as does ``serve``'s own."""
+    env = cli_env(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        LOCALSERVE_PORT=str(port),
+        LOCALSERVE_URL=f"http://127.0.0.1:{port}",
+        LOCALSERVE_NO_INSTALL="1",
+    )
+    script = "set -euo pipefail\n" + command.replace("8888", str(port))
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env=env,
+        text=True,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += "\n(the block did not end within 120 s)"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # what the block left running (a server it did not stop)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_page_runs_as_written(page: Path, tmp_path: Path) -> None:
+    found, _ = steps(page)
+    shutil.copytree(
+        ROOT / "handlers_examples", tmp_path / "handlers_examples", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for step in found:
+        if step.path is not None:
+            target = tmp_path / step.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(step.content or "")
+            continue
+        assert step.command is not None
+        done = _run(step.command, tmp_path, free_port())
+        assert done.returncode == 0, (
+            f"{page.name}: exit {done.returncode}\n$ {step.command}\n{done.stdout}\n{done.stderr[-3000:]}"
+        )
+        if step.expected is not None:
+            expected = step.expected.strip().splitlines()
+            assert done.stdout.strip().splitlines()[-len(expected) :] == expected, (step.command, done.stdout)
+
+
+def test_every_shell_block_is_run_or_says_why_not() -> None:
+    for page in PAGES:
+        for block in blocks(page):
+            if block.language in SHELLS and block.mark == "not-run":
+                assert len(block.value or "") > 10, f"{page.name}: a block not run must say why"
+        assert any(b.language in SHELLS for b in blocks(page)) or page.name == "index.md", page.name
+
+
+def test_the_collector_reads_files_commands_outputs_and_reasons(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- file: a/b.py -->\n```python\nX = 1\n```\n\n```bash\necho hi\n```\n```text\nhi\n```\n\n"
+        "<!-- not-run: needs a GPU -->\n```bash\nnvidia-smi\n```\n\n```python\nshown only\n```\n"
+    )
+    found, skipped = steps(page)
+    assert [(s.path, s.content, s.command, s.expected) for s in found] == [
+        ("a/b.py", "X = 1\n", None, None),
+        (None, None, "echo hi\n", "hi\n"),
+    ]
+    assert skipped == ["needs a GPU"]
