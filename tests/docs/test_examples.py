@@ -5,6 +5,7 @@ the pages)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,15 +20,19 @@ from tests.docs.examples import PAGES, ROOT, SHELLS, blocks, steps
 pytestmark = pytest.mark.slow
 
 
-def _run(command: str, cwd: Path, port: int) -> subprocess.CompletedProcess[str]:
-    """Run a block in bash; 8888 (the default port, in URLs) becomes ``port``, as does ``serve``'s own."""
+PORTS = ("8888", "8081", "6379")  # HTTP, gRPC and Redis as the pages write them; each becomes a free port
+
+
+def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a block in bash, each port of PORTS moved to a free one (``serve``'s default port too)."""
+    ports = {port: str(free_port()) for port in PORTS}
     env = cli_env(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        LOCALSERVE_PORT=str(port),
-        LOCALSERVE_URL=f"http://127.0.0.1:{port}",
+        LOCALSERVE_PORT=ports["8888"],
+        LOCALSERVE_URL=f"http://127.0.0.1:{ports['8888']}",
         LOCALSERVE_NO_INSTALL="1",
     )
-    script = "set -euo pipefail\n" + command.replace("8888", str(port))
+    script = "set -euo pipefail\n" + re.sub("|".join(PORTS), lambda m: ports[m[0]], command)
     proc = subprocess.Popen(
         ["bash", "-c", script],
         cwd=cwd,
@@ -64,7 +69,7 @@ def test_the_page_runs_as_written(page: Path, tmp_path: Path) -> None:
             target.write_text(step.content or "")
             continue
         assert step.command is not None
-        done = _run(step.command, tmp_path, free_port())
+        done = _run(step.command, tmp_path)
         assert done.returncode == 0, (
             f"{page.name}: exit {done.returncode}\n$ {step.command}\n{done.stdout}\n{done.stderr[-3000:]}"
         )
