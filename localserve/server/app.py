@@ -1,9 +1,10 @@
 """The ASGI application of one replica: routes onto the engine, health, figures, errors as JSON.
 
-Every request of an API goes to one of three front doors, each a thin adapter onto the same
+Every request of an API goes to one of five front doors, each a thin adapter onto the same
 ``Engine`` (``engine/core.py``): the native routes (``server/routes.py``), the Open Inference
-Protocol (``protocols/v2``) and the AsyncAPI submit/poll routes (``protocols/asyncapi``). None of
-them gets this object. What is left here is the dispatch, the lifespan and the server's own pages.
+Protocol over REST and over gRPC (``protocols/v2``), the AsyncAPI submit/poll routes
+(``protocols/asyncapi``) and the TrafficSplitter (``protocols/splitter.py``). None of them gets
+this object. What is left here is the dispatch, the lifespan and the server's own pages.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class App:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             if self.host_names and scope["path"] in ("/", "/predict"):
-                scope = route_by_host(scope, self.host_names)  # Host: api-<name> (seed 001)
+                scope = route_by_host(scope, self.host_names)  # Host: api-<name> (Cortex 0.25-0.33 docs, *Predictors*)
             if self.jobs and (name := self.jobs.claims(scope)) is not None:
                 await self.jobs.serve(self.apis[name], scope, receive, send)
                 return

@@ -40,7 +40,9 @@ class Step:
 
 def blocks(page: Path) -> list[Block]:
     """The page's fenced blocks, in order."""
-    return [Block(lang, text, mark or None, value or None) for mark, value, lang, text in FENCE.findall(page.read_text())]
+    return [
+        Block(lang, text, mark or None, value or None) for mark, value, lang, text in FENCE.findall(page.read_text())
+    ]
 
 
 def steps(page: Path) -> tuple[list[Step], list[str]]:
