@@ -8,9 +8,15 @@ Docker, a cluster). Other blocks (Python or YAML shown to read) are illustration
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.conftest import cli_env, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([*(ROOT / "docs" / "tutorials").glob("*.md"), *(ROOT / "docs" / "how-to").glob("*.md")])
@@ -59,3 +65,39 @@ def steps(page: Path) -> tuple[list[Step], list[str]]:
             expected = after.text if after is not None and after.language == "text" and after.mark is None else None
             found.append(Step(command=block.text, expected=expected))
     return found, skipped
+
+
+PORTS = ("8888", "8081", "6379")  # HTTP, gRPC and Redis as the pages write them; each becomes a free port
+
+
+def run_block(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a block in bash, each port of PORTS moved to a free one (``serve``'s default port too)."""
+    ports = {port: str(free_port()) for port in PORTS}
+    env = cli_env(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        LOCALSERVE_PORT=ports["8888"],
+        LOCALSERVE_URL=f"http://127.0.0.1:{ports['8888']}",
+        LOCALSERVE_NO_INSTALL="1",
+    )
+    script = "set -euo pipefail\n" + re.sub("|".join(PORTS), lambda m: ports[m[0]], command)
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env=env,
+        text=True,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += "\n(the block did not end within 120 s)"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # what the block left running (a server it did not stop)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -4,56 +4,14 @@ the pages)."""
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env, free_port
-from tests.docs.examples import PAGES, ROOT, SHELLS, blocks, steps
+from tests.docs.examples import PAGES, ROOT, SHELLS, blocks, run_block, steps
 
 pytestmark = pytest.mark.slow
-
-
-PORTS = ("8888", "8081", "6379")  # HTTP, gRPC and Redis as the pages write them; each becomes a free port
-
-
-def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run a block in bash, each port of PORTS moved to a free one (``serve``'s default port too)."""
-    ports = {port: str(free_port()) for port in PORTS}
-    env = cli_env(
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        LOCALSERVE_PORT=ports["8888"],
-        LOCALSERVE_URL=f"http://127.0.0.1:{ports['8888']}",
-        LOCALSERVE_NO_INSTALL="1",
-    )
-    script = "set -euo pipefail\n" + re.sub("|".join(PORTS), lambda m: ports[m[0]], command)
-    proc = subprocess.Popen(
-        ["bash", "-c", script],
-        cwd=cwd,
-        env=env,
-        text=True,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        err += "\n(the block did not end within 120 s)"
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # what the block left running (a server it did not stop)
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -69,7 +27,7 @@ def test_the_page_runs_as_written(page: Path, tmp_path: Path) -> None:
             target.write_text(step.content or "")
             continue
         assert step.command is not None
-        done = _run(step.command, tmp_path)
+        done = run_block(step.command, tmp_path)
         assert done.returncode == 0, (
             f"{page.name}: exit {done.returncode}\n$ {step.command}\n{done.stdout}\n{done.stderr[-3000:]}"
         )
