@@ -1,6 +1,6 @@
 """The documentation site: it builds strictly, has the four sections, and its reference pages list what
 the code has (every flag, config key, metric family, error class), so a change to the code that the
-pages miss fails here; then the built site in headless Chromium, at desktop and phone width, offline."""
+pages miss fails here (the ``site`` fixture: conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,9 @@ from localserve.cli import main
 from localserve.config import schema
 from localserve.config.models import MODEL_PATH_KEYS
 from localserve.config.splitter import SPLIT_KEYS, SPLITTER_KEYS
-from tests.docs.site import build, text_of
+from tests.docs.site import text_of
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("site"))
 
 
 def reference(site: Path, name: str) -> str:
