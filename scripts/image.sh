@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the Docker image with podman and run the README's `docker` lines against it.
+# Build the Docker image with podman and run the documentation's `docker` lines against it
+# (docs/tutorials/docker-gpu.md, docs/tutorials/kubernetes-kserve.md, docs/reference/deployment.md).
 #
 #   scripts/image.sh            # stand-in base, build, every case, then the GPU image; exit 1 when a case fails
 #                               # (LOCALSERVE_IMAGE_GPU=0: not the GPU image, for a machine short of disk)
@@ -156,25 +157,25 @@ make_base
 
 # --- the image, built as the README says -----------------------------------------------------------
 
-# The README's lines, taken from it at run time. They name the GPU image `localserve` and pass
+# The documentation's lines, taken from it at run time. They name the GPU image `localserve` and pass
 # `--gpus all`; the CPU image is `localserve:cpu`, with no GPU to pass. Port 8888 is used when free,
 # another free port otherwise (the machine is shared).
-readme_line() { # readme_line REGEX: the first README line (or `...` span) matching it
+readme_line() { # readme_line REGEX: the first line (or `...` span) of the Docker pages matching it
     python3 - "$1" <<'PY'
 import re, sys
-text = open("README.md", encoding="utf-8").read()
+text = "\n".join(open(p, encoding="utf-8").read() for p in ("docs/tutorials/docker-gpu.md", "docs/tutorials/kubernetes-kserve.md", "docs/reference/deployment.md"))
 for line in [*text.splitlines(), *re.findall(r"`([^`\n]+)`", text)]:
     if re.search(sys.argv[1], line.strip()):
         print(line.strip())
         break
 else:
-    sys.exit(f"README.md has no line matching {sys.argv[1]!r}")
+    sys.exit(f"the Docker pages of docs/ have no line matching {sys.argv[1]!r}")
 PY
 }
-readme_curl() { # the README's predict request (the curl block after "In another terminal:")
+readme_curl() { # the docs' predict request (the curl block after "In another terminal:")
     python3 - <<'PY'
 import re
-text = open("README.md", encoding="utf-8").read().split("In another terminal:", 1)[1]
+text = "\n".join(open(p, encoding="utf-8").read() for p in ("docs/tutorials/docker-gpu.md", "docs/tutorials/kubernetes-kserve.md", "docs/reference/deployment.md")).split("In another terminal:", 1)[1]
 block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
 print(re.search(r"curl -s http://localhost:8888/iris/predict.*?\n(?=curl|\Z)", block + "\n", re.S).group(0).strip())
 PY
@@ -365,12 +366,12 @@ run_case() { # run_case NAME PROFILE PROJECT LINE EXPECTED: a one-shot command a
 IRIS='"class_label":"iris-setosa"'
 
 PROJECT_IMAGE=localhost/localserve-ci-project:iris
-build_project_image() { # build_project_image DIR LOG: $PROJECT_IMAGE from DIR, as the README's steps 1 and 2 build it
+build_project_image() { # build_project_image DIR LOG: $PROJECT_IMAGE from DIR, as the docs' steps 1 and 2 build it
     local dir=$1 log=$2
     (cd "$dir" && docker run --rm -v "$PWD":/mnt/project "$IMAGE" export dockerignore >.dockerignore)
     python3 - "$dir/Dockerfile" <<'PY'
 import re, sys
-text = open("README.md", encoding="utf-8").read()
+text = "\n".join(open(p, encoding="utf-8").read() for p in ("docs/tutorials/docker-gpu.md", "docs/tutorials/kubernetes-kserve.md", "docs/reference/deployment.md"))
 body = re.search(r"cat > Dockerfile <<'DOCKERFILE'\n(.*?)\nDOCKERFILE\n", text, re.S).group(1)
 open(sys.argv[1], "w").write(re.sub(r"^FROM localserve$", "FROM localserve:cpu", body, flags=re.M) + "\n")
 PY
@@ -560,7 +561,7 @@ run_case "Cortex: /mnt/project, the packaged view, api-<name>" docker "$WORK/pla
     "docker run --rm -v \"\$PWD\":/mnt/project $IMAGE run --api caller --input payload.json" \
     '{"k":1,"words":{"upper":"HI"},"packaged":true}'
 
-# A project image as the README's "Scale out on Kubernetes" builds it, run the way the exported
+# A project image as the Kubernetes tutorial builds it, run the way the exported
 # Deployment runs it: its args, the config file where the ConfigMap goes, and the pod's
 # "restricted" settings (uid 10001, read-only root with writable /tmp and cache, no capabilities,
 # no privilege escalation).

@@ -1,4 +1,4 @@
-"""Modules over 300 lines and functions over 60 lines in localserve/ (issue 28's bar), with the exceptions.
+"""Modules over 300 lines and functions over 60 lines in localserve/, with the exceptions.
 
     python scripts/sizes.py          # lists what is over; exits 1 when anything is, but the exceptions
 

@@ -1,4 +1,4 @@
-"""Issue 12: the seeds' own code and commands run unchanged (the code is in tests/seeds/, copied from the seeds)."""
+"""The platform documents' own code and commands run unchanged (the code is in tests/seeds/, copied from the seeds)."""
 
 from __future__ import annotations
 
@@ -309,7 +309,7 @@ def test_run_seed_000_reads_mnt_project_and_run_api_loads_only_that_api(tmp_path
     messages = [line["message"] for line in json_lines(done.stderr)]
     assert (
         "{'labels': 'from /mnt/project'}" not in messages
-    )  # seed 000 reads it at import; pre_inference prints nothing
+    )  # Cortex 0.8-0.9's example reads it at import; pre_inference prints nothing
     assert not any("broken" in m for m in messages)
     mnt = [m for m in messages if m.startswith("/mnt/project:")]
     assert (
@@ -481,7 +481,7 @@ def test_tensorflow_predictor_with_several_signatures_loads_without_a_key(serve,
     np.testing.assert_allclose(response.json()["b"], expected, rtol=1e-6)
 
 
-# -- issue 15, item 4: libraries where they are right ---------------------------------------------
+# -- libraries where they are right ----------------------------------------------------------------
 
 
 def test_dotenv_is_read_as_the_shell_would(tmp_path: Path) -> None:
@@ -506,9 +506,7 @@ def test_a_bad_ignore_pattern_names_the_file_and_line(tmp_path: Path) -> None:
         ".cortexignore, line 3: invalid pattern 'logs\\\\' (Invalid git pattern: 'logs\\\\'); expected gitignore "
         "syntax: *, ?, [a-z], ** and a trailing / for folders, \\ to escape a character."
     )
-    (tmp_path / ".cortexignore").write_text(
-        "build/\n[z-a]\n"
-    )  # a range backwards: re's error, named (issue 32, item 6)
+    (tmp_path / ".cortexignore").write_text("build/\n[z-a]\n")  # a range backwards: re's error, named
     with pytest.raises(ConfigError) as info:
         ignored(tmp_path, None)
     assert str(info.value) == (

@@ -94,7 +94,7 @@ def test_api_key(make_project) -> None:
         )
         good = httpx.post(f"{url}/p", json={}, headers={"Authorization": "bearer s3cret"})
         assert (good.status_code, good.json()) == (200, {"ok": 1.5, "bad": [None, None]})
-        # Two Authorization headers, in either order: neither is taken (issue 32, item 8).
+        # Two Authorization headers, in either order: neither is taken.
         for pair in (
             [("Authorization", "Bearer s3cret"), ("Authorization", "Bearer x")],
             [("Authorization", "Bearer x"), ("Authorization", "Bearer s3cret")],

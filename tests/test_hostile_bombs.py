@@ -1,4 +1,4 @@
-"""Compressed V2 bodies from a hostile client (issue 32, item 3), against a real ``localserve serve``.
+"""Compressed V2 bodies from a hostile client, against a real ``localserve serve``.
 
 A gzip bomb is inflated off the event loop in bounded steps: ``/healthz`` answers while bombs are
 being inflated, each bomb gets its 413, and data after the first gzip member is a 400.
@@ -90,7 +90,7 @@ def test_data_after_the_first_gzip_member_is_a_400(iris: tuple[str, subprocess.P
 
 
 def test_one_output_named_100_times_is_a_400(iris: tuple[str, subprocess.Popen[bytes]]) -> None:
-    """Issue 32, item 4: 100 copies of ``probabilities`` in a 1.6 MB request answered 114.5 MB."""
+    """100 copies of ``probabilities`` in a 1.6 MB request answered 114.5 MB."""
     url, proc = iris
     rows = 1000
     document = {

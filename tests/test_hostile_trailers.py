@@ -1,4 +1,4 @@
-"""Chunked trailers from a hostile client (issue 32, items 1 and 2), against a real ``localserve serve``.
+"""Chunked trailers from a hostile client, against a real ``localserve serve``.
 
 Trailer fields count against the head's limit (431) and never become request headers.
 """

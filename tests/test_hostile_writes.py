@@ -1,4 +1,4 @@
-"""Clients that never read their answer (issue 32, item 5), against a real server.
+"""Clients that never read their answer, against a real server.
 
 An answer the client reads none of holds the connection at most --write-timeout seconds; an aborted
 large answer is freed by reference counting alone (no ``gc.collect()``).

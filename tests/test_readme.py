@@ -1,16 +1,15 @@
-"""The README's quickstart commands, run as written (ports aside) from the repository root."""
+"""The README's quickstart commands, run as written (ports aside) from the repository root; the README
+and the documentation name no issue and no platform document by number."""
 
 from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-from tests.conftest import ROOT, cli_env, free_port, wait_ready
-from tests.server.test_reload import RELOADED, Served
+from tests.conftest import ROOT, cli_env
+from tests.docs.examples import run_block
 
 README = (ROOT / "README.md").read_text()
 
@@ -45,94 +44,26 @@ def test_the_test_command_is_what_ci_runs() -> None:
     assert [line for line in ci if line.startswith(install)] == [limited]
 
 
-def test_abeja_run_serve_curl_and_get() -> None:
-    lines = [line for line in blocks("Quickstart")[2].splitlines() if line.strip()]
-    run, expected = lines[0], lines[1].lstrip("# ")
-    done = subprocess.run(localserve(run), cwd=ROOT, capture_output=True, env=cli_env(), timeout=120, check=True)
-    assert done.stdout.decode() == expected
-    port = str(free_port())
-    serve = localserve(lines[2].replace(" &", "")) + ["--port", port]
-    proc = subprocess.Popen(serve, cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_ready(f"http://127.0.0.1:{port}", proc)
-        curl = shlex.split(lines[3].replace("localhost:8888", f"localhost:{port}"))
-        answer = subprocess.run(curl, cwd=ROOT, capture_output=True, timeout=30, check=True).stdout
-        assert b'"class_label":"iris-setosa"' in answer
-        get = localserve(lines[4]) + ["--url", f"http://127.0.0.1:{port}"]
-        table = subprocess.run(
-            get, cwd=ROOT, capture_output=True, env=cli_env(), timeout=30, check=True
-        ).stdout.decode()
-        assert table.splitlines()[1].split()[:3] == ["iris", "ready", "1"]
-        assert "iris: classification of 'class_label', 1 prediction" in table
-    finally:
-        proc.terminate()
-        proc.wait(20)
+def test_the_abeja_run_and_the_server_block_pasted_whole() -> None:
+    """The second block as one shell script: run, serve in the background, wait for /readyz, curl, get, stop."""
+    block = blocks("Quickstart")[2]
+    done = run_block(block, ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout.splitlines()
+    assert out[0] == '{"total":108.0}' == block.splitlines()[1].lstrip("# ")
+    assert out[1].startswith('{"class_label":"iris-setosa"')
+    table = out[2:]
+    assert table[1].split()[:3] == ["iris", "ready", "1"]
+    assert any("iris: classification of 'class_label', 1 prediction" in line for line in table)
 
 
-def develop_section() -> str:
-    return README.split("## Develop a handler\n", 1)[1].split("\n## ", 1)[0]
-
-
-def develop_commands() -> list[str]:
-    return re.findall(r"```bash\n(.*?)```", develop_section(), re.S)
-
-
-def test_the_pytest_examples_are_the_files_ci_runs() -> None:
-    """Each python block is the example file named just before it, which the test command collects (testpaths)."""
-    found = re.findall(r"`(handlers_examples/[\w/]+\.py)`:\n\n```python\n(.*?)```", develop_section(), re.S)
-    assert [path for path, _ in found] == [
-        "handlers_examples/json_tax/test_json_tax.py",
-        "handlers_examples/iris_onnx/test_iris_onnx.py",
-    ]
-    for path, code in found:
-        assert code == (ROOT / path).read_text(), path
-    assert re.search(r'^testpaths = \["tests", "handlers_examples"\]', (ROOT / "pyproject.toml").read_text(), re.M)
-
-
-def test_the_pytest_command_passes_in_a_fresh_pytest() -> None:
-    """The plugin is found by its entry point (no conftest): the README's command, as written, in a process."""
-    command = develop_commands()[1].strip()
-    assert command.startswith("python -m pytest ")
-    args = [sys.executable, *shlex.split(command)[1:], "-q", "-p", "no:cacheprovider"]
-    # One process (the suite's own workers are busy enough), and no __pycache__ left in the examples (conftest.py).
-    env = cli_env(PYTEST_ADDOPTS="-n 0", PYTHONDONTWRITEBYTECODE="1")
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, env=env, timeout=300, check=False)
-    assert done.returncode == 0, done.stdout.decode()[-3000:]
-    assert "5 passed" in done.stdout.decode()
-
-
-def test_the_development_loop_serve_edit_and_curl(tmp_path: Path) -> None:
-    """The README's loop on a copy of its example: serve --reload, curl, save an edit, curl the new code."""
-    serve_line, edit_line, curl_line, answer = (line for line in develop_commands()[0].splitlines() if line.strip())
-    serve = localserve(serve_line.replace(" &", ""))
-    assert "--reload" in serve
-    edited = re.fullmatch(r"# edit (\S+) and save: .*", edit_line)
-    assert edited is not None, edit_line
-    shutil.copytree(ROOT / "handlers_examples/json_tax", tmp_path / "handlers_examples/json_tax")
-    port = str(free_port())
-    proc = subprocess.Popen(
-        [*serve, "--port", port, "--log-format", "text"],
-        cwd=tmp_path,
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    served = Served(proc, f"http://127.0.0.1:{port}")
-    curl = shlex.split(curl_line.replace("localhost:8888", f"localhost:{port}"))
-    try:
-        served.wait_line("reload: watching ")
-        wait_ready(served.url, proc)
-        done = subprocess.run(curl, cwd=tmp_path, capture_output=True, timeout=30, check=True)
-        assert done.stdout.decode() == answer.lstrip("# ")
-        handler = tmp_path / edited[1]
-        mark = served.mark()
-        handler.write_text(handler.read_text().replace("* 1.08", "* 1.5"))
-        served.wait_line(RELOADED, mark)
-        done = subprocess.run(curl, cwd=tmp_path, capture_output=True, timeout=30, check=True)
-        assert done.stdout.decode() == '{"total":150.0}'
-    finally:
-        proc.terminate()
-        proc.wait(20)
-        served.reader.join(10)
-        assert proc.stdout is not None
-        proc.stdout.close()
+def test_the_readme_is_a_front_page_and_no_page_names_an_issue_or_a_seed() -> None:
+    assert len(README.splitlines()) <= 250
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    history = re.compile(r"\b(issue|issues) #?\d|\bseeds? \d{3}\b|\bround \d\b", re.I)
+    assert [
+        f"{page.relative_to(ROOT)}: {line}"
+        for page in pages
+        for line in page.read_text().splitlines()
+        if history.search(line)
+    ] == []

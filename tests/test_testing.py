@@ -54,7 +54,7 @@ def test_cortex_request_handler_with_a_model_and_a_v2_call() -> None:
     with localserve.testing.client(EXAMPLES / "iris_onnx") as client:
         body = client.post("/iris", json=IRIS).json()
         assert (body["class_label"], body["class_index"]) == ("iris-setosa", 0)
-        assert client.post("/", json=IRIS, headers={"Host": "api-iris"}).json() == body  # seed 001's host name
+        assert client.post("/", json=IRIS, headers={"Host": "api-iris"}).json() == body  # Cortex 0.25-0.33's host name
         answer = client.post("/v2/models/iris/infer", json=v2)
         assert answer.status_code == 200, answer.text
         (output,) = answer.json()["outputs"]

@@ -1,6 +1,6 @@
-"""The ABEJA seed's image example: return the posted image mirrored left to right, as a JPEG.
+"""The image example of ABEJA Platform docs, *Model handler function for 19.04+*: return the posted image mirrored left to right, as a JPEG.
 
-The seed used OpenCV's ``cv2.flip(img, 1)``; ``numpy.fliplr`` is the same operation without
+The example used OpenCV's ``cv2.flip(img, 1)``; ``numpy.fliplr`` is the same operation without
 the extra dependency.
 """
 

@@ -1,4 +1,4 @@
-import numpy as np  # noqa: F401  (the seed's handler imports it; numpy is always there)
+import numpy as np  # noqa: F401  (the documented handler imports it; numpy is always there)
 
 labels = ["iris-setosa", "iris-versicolor", "iris-virginica"]
 

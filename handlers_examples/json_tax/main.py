@@ -1,4 +1,4 @@
-"""The ABEJA seed's JSON example: add 8% tax to ``total_without_tax``; 400 when it is missing."""
+"""The JSON example of ABEJA Platform docs, *Model handler function for 19.04+*: add 8% tax to ``total_without_tax``; 400 when it is missing."""
 
 import http
 import json

@@ -22,7 +22,8 @@ __all__ = ["check_listen", "listen_options", "server_url"]
 
 F = Callable[..., Any]
 
-_FILE = click.Path(dir_okay=False, exists=True, path_type=Path)
+# Absolute: the server reads them after it has entered the project (its working directory).
+_FILE = click.Path(dir_okay=False, exists=True, path_type=Path, resolve_path=True)
 _OPTIONS = [
     click.option(
         "--root-path",

@@ -89,7 +89,7 @@ if TYPE_CHECKING:
     default=None,
     help="Run the event loop and the worker threads on one core once the models are loaded. Default: on "
     "when every API is a model with one thread on CPU (request_handler or raw model) whose requests measure under "
-    "1 ms of CPU, with 2 cores or more, no AsyncAPI and not on Kubernetes (docs/reference.md, item 22); else off.",
+    "1 ms of CPU, with 2 cores or more, no AsyncAPI and not on Kubernetes (see the docs' execution model, Pinning); else off.",
 )
 @click.option(
     "--max-header-bytes",

@@ -208,7 +208,7 @@ def export_kserve(
 @project_options
 @fail_on_errors
 def export_dockerignore(project: Path, config_file: Path | None) -> None:
-    """Print the .dockerignore that leaves out what the platform never packaged (seed 001)."""
+    """Print the .dockerignore that leaves out what the platform never packaged (Cortex 0.25-0.33 docs, *Predictors*)."""
     from localserve.config import find_config_file
     from localserve.export import dockerignore
 

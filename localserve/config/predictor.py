@@ -1,4 +1,4 @@
-"""The ``predictor`` section of a ``kind: api`` entry (seed 001's predictor classes) validated into a
+"""The ``predictor`` section of a ``kind: api`` entry (the predictor classes of Cortex 0.25-0.33 docs, *Predictors*) validated into a
 PredictorConfig; the keys only Cortex 0.25+ puts there are refused with the ``kind: api`` spelling."""
 
 from __future__ import annotations

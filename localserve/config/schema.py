@@ -18,7 +18,8 @@ MEM_RE = re.compile(r"^\d+(\.\d+)?(E|P|T|G|M|k|Ei|Pi|Ti|Gi|Mi|Ki)?$")
 DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(us|µs|ms|s|m|h|d)?$")
 _DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
-KINDS = ("api", "RealtimeAPI", "AsyncAPI")  # Cortex 0.8-0.11, then Cortex 0.25-0.33 (seed 001)
+# Cortex 0.8-0.11 (Cortex 0.8-0.11 docs, *APIs*), then Cortex 0.25-0.33 (Cortex 0.25-0.33 docs, *Predictors*)
+KINDS = ("api", "RealtimeAPI", "AsyncAPI")
 # Keys of both generations that localserve adds or shares.
 _COMMON_KEYS = (
     "kind",

@@ -87,7 +87,7 @@ def parse_api(entry: Any, source: str, index: int = 0) -> ApiConfig:
 
 
 def infer_model_format(location: str) -> str | None:
-    """Seed 003's rule on the path (a URL's query and fragment left out): '.onnx' -> 'onnx'; a folder
+    """The rule of Cortex 0.8-0.11 docs, *APIs* on the path (a URL's query and fragment left out): '.onnx' -> 'onnx'; a folder
     (a trailing '/', or a last segment without a suffix) or '.zip' -> 'tensorflow'; anything else None."""
     from urllib.parse import urlsplit
 
@@ -182,7 +182,7 @@ def _check_served(
 def _model_format(
     entry: dict[str, Any], model: str | None, predictor: PredictorConfig | None, model_format: str | None, where: str
 ) -> str | None:
-    """The model's format: as set, else the predictor's type, else told by the model's name (seed 003)."""
+    """The model's format: as set, else the predictor's type, else told by the model's name (Cortex 0.8-0.11 docs, *APIs*)."""
     location = predictor.model_path if predictor is not None and predictor.model_path else model
     if location is not None:
         inferred = infer_model_format(location)

@@ -1,7 +1,7 @@
 """The threads of one API: a bounded queue, the per-request stages, and the model's batcher.
 
 User code runs only here, never on the event loop. With ``threads_per_process: 1`` (the default)
-an API runs one stage of user code at a time, which is what makes module globals safe (seed 002);
+an API runs one stage of user code at a time, which is what makes module globals safe (Cortex 0.10-0.11 docs, *Request handlers*);
 a streamed response holds its thread until its last chunk.
 
 A request's stages: ``prepare`` (payload decoding, ``pre_inference``) on one of the API's threads;

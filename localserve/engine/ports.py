@@ -54,7 +54,7 @@ class ReplyWriter(Protocol):
     """Writes a whole answer from the API's thread, where the transport allows it (our HTTP/1.1 connection).
 
     At concurrency 1 this spares the wake-up of the event loop's thread between the model's result
-    and the client's first byte (docs/architecture.md, "The answer leaves from the API's thread").
+    and the client's first byte (docs/explanation/architecture.md, "The answer leaves from the API's thread").
     """
 
     def write(self, status: int, headers: Headers, body: bytes) -> bytes | None:

@@ -1,7 +1,7 @@
 """Streamed responses: a generator's chunks, made and sent from the API's thread that ran the handler.
 
 The thread stays with the stream until its last chunk, so the one-request-at-a-time promise
-(seed 002) holds for streams too: no other request's user code runs between two chunks. Each
+(Cortex 0.10-0.11 docs, *Request handlers*) holds for streams too: no other request's user code runs between two chunks. Each
 chunk waits until the event loop has handed it to the client (backpressure). A client that goes
 away stops the generator (it is closed, so its ``finally`` runs); a generator that raises ends
 the response without its last chunk, so the client sees it cut short rather than complete.

@@ -9,7 +9,7 @@ Each API becomes its own Deployment (serving only that API), a Service named
 ``api-<name>`` on port 8888, so Cortex-style calls between APIs
 (``http://api-<name>:8888/predict``) work unchanged in the cluster, and a
 HorizontalPodAutoscaler on CPU utilisation. The API config file is not packaged into the
-image (seed 001), so it travels as a ConfigMap mounted at /etc/localserve, as Cortex kept
+image (Cortex 0.25-0.33 docs, *Predictors*), so it travels as a ConfigMap mounted at /etc/localserve, as Cortex kept
 the config apart from the project files; a change to it rolls the pods.
 
 ``kserve_manifests`` writes the same project for KServe: a ServingRuntime and an

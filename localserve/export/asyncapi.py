@@ -14,7 +14,7 @@ the queue's length, down to zero when idle. The same here, with the same image:
   they keep ``init_replicas``.
 
 A worker scaled down mid-job loses nothing: the job's lease runs out and another worker runs it
-again (``docs/reference.md``, "AsyncAPI").
+again (``docs/reference/asyncapi.md``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from localserve.project.ignore import builtin_patterns, parse_ignore_lines, user
 
 
 def dockerignore(project: Path, config_file: Path | None) -> str:
-    """The lines of a ``.dockerignore`` leaving out what seed 001 does not package, plus the ignore files' lines.
+    """The lines of a ``.dockerignore`` leaving out what Cortex did not package, plus the ignore files' lines.
 
     gitignore patterns are rewritten for Docker, whose patterns are all anchored at the build
     context: ``*.pyc`` becomes ``**/*.pyc``, ``/build`` becomes ``build``. Docker has no

@@ -1,4 +1,4 @@
-"""Cortex predictors: ``PythonPredictor``, ``ONNXPredictor``, ``TensorFlowPredictor`` (seed 001).
+"""Cortex predictors: ``PythonPredictor``, ``ONNXPredictor``, ``TensorFlowPredictor`` (Cortex 0.25-0.33 docs, *Predictors*).
 
 Constructor and ``predict`` parameters are passed by name, only those the method declares.
 With ``batching`` set, ``predict`` receives a list of payloads and must return a list of the

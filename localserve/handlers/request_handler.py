@@ -1,7 +1,7 @@
 """Cortex request handlers: ``pre_inference`` -> model -> ``post_inference`` (both optional).
 
-Two forms, told apart by their parameter count: seed 000's ``pre_inference(sample, metadata)``
-where ``metadata`` is the model's signature, and seed 002's ``pre_inference(sample, signature,
+Two forms, told apart by their parameter count: ``pre_inference(sample, metadata)`` (Cortex 0.8-0.9 docs, *Request handlers*)
+where ``metadata`` is the model's signature, and (Cortex 0.10-0.11 docs, *Request handlers*) ``pre_inference(sample, signature,
 metadata)`` where ``metadata`` is the API config's ``metadata``. Without a request handler the
 API serves the raw model.
 """
@@ -69,7 +69,7 @@ def _hook(module: Any, name: str, path: str) -> tuple[Callable[..., Any] | None,
 
 
 class RequestHandlerEndpoint:
-    """A model with optional ``pre_inference`` / ``post_inference`` around it (seeds 000 and 002)."""
+    """A model with optional ``pre_inference`` / ``post_inference`` around it (Cortex 0.8-0.11 docs, *Request handlers*)."""
 
     batches_lists = False
     models = None
@@ -121,7 +121,7 @@ class RequestHandlerEndpoint:
         if self.pre is not None:
             args = (sample, self.model.input_signature) + ((self.api.metadata,) if self.pre_three else ())
             value = run_stage(self.options.observe, "pre_inference", "pre_inference", self.pre, *args)
-            if value is None:  # the handler's fault (seed 000's stub has no return), not the client's
+            if value is None:  # the handler's fault (the stub of Cortex 0.8-0.9's docs has no return), not the client's
                 raise HandlerError(
                     f"pre_inference in {self.api.request_handler} returned None; it must return the model's input: "
                     "a dict of input name to value, or the value of the model's only input."

@@ -76,7 +76,7 @@ def _filled(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Request(dict[str, Any]):
-    """One HTTP request as user code sees it: ABEJA's dict (seed 004: "This parameter is dict") that is also file-like.
+    """One HTTP request as user code sees it: ABEJA's dict (ABEJA Platform docs, *Model handler function for 19.04+*: "This parameter is dict") that is also file-like.
 
     ``Authorization`` and ``Proxy-Authorization`` are dropped when the request is built, so no
     view of it (the dict, ``raw_headers``, ``header()``, ``http_headers``) can show them.

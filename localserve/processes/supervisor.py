@@ -96,7 +96,8 @@ def _serve(
         on_listening=(lambda: _log_lines(runner.banner())) if banner else None,
     )
     if options.uds is None:  # api-<name> hosts resolve to a TCP port
-        app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)  # seed 001
+        # Cortex 0.25-0.33 docs, *Predictors*: other APIs at http://api-<name>:8888
+        app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)
     stopped: int | None = None
     try:
         with capture_prints():  # what handlers print becomes log lines with their request id

@@ -1,11 +1,11 @@
-"""Which project files are packaged: seed 001's exclusions plus ``.cortexignore`` / ``.localserveignore``.
+"""Which project files are packaged: what Cortex packaged (Cortex 0.25-0.33 docs, *Predictors*) plus ``.cortexignore`` / ``.localserveignore``.
 
 Example::
 
     is_ignored = ignored(Path("iris-classifier"), Path("iris-classifier/cortex.yaml"))
     is_ignored(Path("iris-classifier/__pycache__/handler.cpython-311.pyc"))   # True
 
-Not packaged (seed 001): the API config file, files and folders whose name starts with
+Not packaged (Cortex 0.25-0.33 docs, *Predictors*): the API config file, files and folders whose name starts with
 ``.`` (except the project's ``.env``, which must reach the container to be exported),
 ``*.pyc``, ``*.pyo``, ``*.pyd``, ``__pycache__``, and what the ignore files list, read with
 gitignore semantics by pathspec. As in git, nothing inside an ignored folder can be
@@ -67,7 +67,7 @@ _PATTERN_HELP = "expected gitignore syntax: *, ?, [a-z], ** and a trailing / for
 
 
 def builtin_patterns(project: Path, config_file: Path | None) -> list[str]:
-    """Seed 001's exclusions as gitignore lines (the config file only when it lies in the project)."""
+    """Cortex's exclusions as gitignore lines (the config file only when it lies in the project)."""
     patterns = []
     if config_file is not None:
         path = config_file if config_file.is_absolute() else project / config_file

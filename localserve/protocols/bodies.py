@@ -83,7 +83,7 @@ async def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
     other coding is a 415, a body that decompresses past ``limit`` a 413 (a small bomb cannot
     expand in memory: at most ``limit`` + 1 bytes are made), data after the end of the compressed
     stream (a second gzip member) a 400. The first 64 KiB are made on the event loop; the rest,
-    1 MiB a step, on a worker thread, so a bomb never holds the loop (docs/reference.md).
+    1 MiB a step, on a worker thread, so a bomb never holds the loop (docs/reference/limits.md).
     """
     name = coding.strip().lower()
     if name in (b"", b"identity"):

@@ -10,7 +10,7 @@ Example::
   progress, after ``RETRY_DELAYS``; the retry asks for the rest only (``Range: bytes=N-``, with
   ``If-Range`` so a file changed meanwhile comes whole). A server that answers 200 to it sends the
   file again from its first byte. The last failure is an error naming the URL.
-- **Checksums** (docs/reference.md, "Model downloads"): pip's URL fragment ``#sha256=<hex>`` (any
+- **Checksums** (docs/reference/models.md, "Remote models and downloads"): pip's URL fragment ``#sha256=<hex>`` (any
   of ``HASHES``), and what the server states of the whole file: ``Content-MD5``, ``x-goog-hash``'s
   ``md5`` (Cloud Storage) and ``Repr-Digest``'s ``sha-256``/``sha-512`` (RFC 9530). An ETag is never
   taken for an MD5: S3's often is one, but an ETag is opaque and many servers' look alike.

@@ -108,7 +108,7 @@ class App:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             if self.host_names and scope["path"] in ("/", "/predict"):
-                scope = route_by_host(scope, self.host_names)  # Host: api-<name> (seed 001)
+                scope = route_by_host(scope, self.host_names)  # Host: api-<name> (Cortex 0.25-0.33 docs, *Predictors*)
             if self.jobs and (name := self.jobs.claims(scope)) is not None:
                 await self.jobs.serve(self.apis[name], scope, receive, send)
                 return

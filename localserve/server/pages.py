@@ -239,7 +239,7 @@ def _sample(path: Path) -> Any:
     """The project's ``sample.json``, when it holds JSON; None otherwise.
 
     Python's json reads ``NaN`` and ``Infinity``, which JSON has not: such a sample would make
-    ``/openapi.json`` invalid, so it is left out of the document, with a warning (docs/reference.md).
+    ``/openapi.json`` invalid, so it is left out of the document, with a warning (docs/reference/observability.md).
     """
     try:
         return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)

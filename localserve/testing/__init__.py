@@ -129,7 +129,7 @@ def _serving(config: ServeConfig, full: ServeConfig, options: ServeOptions, base
     # http://api-<name>:8888 from user code: the API on a loopback server of its own, started on call (as run).
     peers = Peers((a.name for a in full.apis), peer_starter(full, options))
     install_api_hosts(peers.port_of)  # undone with the rest of the Project context
-    # Host: api-<name> on / and /predict (seed 001), a TrafficSplitter's name too, as serve routes them
+    # Host: api-<name> on / and /predict (Cortex 0.25-0.33 docs, *Predictors*), a TrafficSplitter's name too, as serve routes them
     runner.app.host_names = frozenset([*(a.name for a in config.apis), *(s.name for s in config.splitters)])
     try:
         with transport.AppLoop(runner.asgi()) as loop:

@@ -1,4 +1,4 @@
-"""Clear messages instead of tracebacks for bad config files and outputs (issue 32, items 14 and 22)."""
+"""Clear messages instead of tracebacks for bad config files and outputs."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def handler(request, context):
 
 
 def test_under_run_stdout_carries_the_body_and_nothing_else(make_project) -> None:
-    """Print capture has ``.buffer`` and ``.fileno``; fd 1 is stderr while user code runs (issue 32, item 20)."""
+    """Print capture has ``.buffer`` and ``.fileno``; fd 1 is stderr while user code runs."""
     project = make_project({"main.py": NOISY})
     done = localserve("run", "--handler", "main:handler", "--log-format", "text", cwd=project)
     stderr = done.stderr.decode()
@@ -130,7 +130,7 @@ CALLEE = (
 
 
 def test_under_run_localserve_url_reaches_the_other_apis(make_project) -> None:
-    """As under serve, user code following the README calls ``$LOCALSERVE_URL/<api>`` (issue 32, item 14)."""
+    """As under serve, user code following the README calls ``$LOCALSERVE_URL/<api>``."""
     config = "- kind: api\n  name: caller\n  handler: caller:handler\n- kind: api\n  name: callee\n  handler: callee:handler\n"
     project = make_project({"localserve.yaml": config, "caller.py": CALLER, "callee.py": CALLEE})
     done = localserve("run", "--api", "caller", "--quiet", cwd=project)
@@ -138,7 +138,7 @@ def test_under_run_localserve_url_reaches_the_other_apis(make_project) -> None:
 
 
 def test_run_quiet_on_a_tensorflow_model_keeps_tensorflows_first_lines_out(make_project) -> None:
-    """TensorFlow prints two lines before its logging starts, ignoring TF_CPP_MIN_LOG_LEVEL (issue 32, item 14):
+    """TensorFlow prints two lines before its logging starts, ignoring TF_CPP_MIN_LOG_LEVEL:
     ``run --quiet`` (which sets it to 2) leaves stderr without them."""
     pytest.importorskip("tensorflow")
     from tests.models import tf_savedmodel
@@ -180,7 +180,7 @@ BAD_IGNORE_MESSAGE = (
 
 @pytest.mark.parametrize("command", [("check",), ("serve", "--port", "0"), ("export", "dockerignore")])
 def test_a_cortexignore_pattern_re_cannot_compile_is_a_config_error(make_project, command: tuple[str, ...]) -> None:
-    """Issue 32, item 6: ``[z-a]`` was a raw ``re.error`` traceback in check, serve and export dockerignore."""
+    """``[z-a]`` was a raw ``re.error`` traceback in check, serve and export dockerignore."""
     project = make_project(
         {
             "cortex.yaml": "- name: ign\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: p.py\n",

@@ -129,7 +129,7 @@ def test_user_errors_in_hooks_are_500s(serve, make_project) -> None:
 
 
 def test_a_pre_inference_that_returns_none_is_the_handlers_500(serve, make_project) -> None:
-    """Issue 32, item 12: seed 000's stub returns nothing; that was a client 400 ("None could not be converted")."""
+    """The stub of Cortex 0.8-0.9's docs returns nothing; that was a client 400 ("None could not be converted")."""
     project = make_project(
         {
             "localserve.yaml": "- kind: api\n  name: lin\n  model: lin.onnx\n  request_handler: h.py\n",

@@ -351,7 +351,7 @@ def test_lists_past_32_levels_and_values_of_any_depth_are_400s_that_say_so(tmp_p
 
 def test_integers_mixed_with_floats_keep_every_digit(models: Path) -> None:
     """One float in the list made numpy hold every number as a float64, which has 53 bits: 2**53 + 1 became
-    2**53, and 2**63 - 1 was refused as out of range (docs/reference.md: values are not silently changed)."""
+    2**53, and 2**63 - 1 was refused as out of range (docs/reference/models.md: values are not silently changed)."""
     two = load(models / "two.onnx")
     feed = two.coerce({"ids": [[2**53 + 1, 1.0], [2**63 - 1, -(2**63)]], "scale": [[1], [1]]})
     assert feed["ids"].dtype == np.int64

@@ -1,4 +1,4 @@
-"""An ONNX input whose batch dimension has neither a size nor a name (skl2onnx's default; issue 32, item 13).
+"""An ONNX input whose batch dimension has neither a size nor a name (skl2onnx's default).
 
 The Cortex routes take it as 1, as Cortex's ONNX client did, and say so; GET /<api> shows the same
 shape; the V2 routes, with no Cortex precedent, take any size (-1), as Triton does.

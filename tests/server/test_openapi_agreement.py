@@ -1,4 +1,4 @@
-"""The OpenAPI document and the server agree on what schemathesis found apart (issue 32, item 16), each case exact."""
+"""The OpenAPI document and the server agree on what schemathesis found apart, each case exact."""
 
 from __future__ import annotations
 

@@ -380,7 +380,7 @@ def test_a_v2_404_lists_the_v2_routes(make_project, serve) -> None:
 
 
 def test_a_sample_json_holding_nan_is_left_out_and_the_document_loads(make_project, serve, caplog) -> None:
-    """Python reads NaN in a sample.json; JSON has no NaN, so the example is dropped (issue 32, item 21)."""
+    """Python reads NaN in a sample.json; JSON has no NaN, so the example is dropped."""
     project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
     (project / "sample.json").write_text('{"x": NaN}')
     with serve(project, handler="main:handler") as client:

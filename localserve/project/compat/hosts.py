@@ -1,4 +1,4 @@
-"""``http://api-<name>:8888/...`` from user code reaches API ``<name>`` (seed 001), whatever port we listen on.
+"""``http://api-<name>:8888/...`` from user code reaches API ``<name>`` (Cortex 0.25-0.33 docs, *Predictors*), whatever port we listen on.
 
 Cortex gave every API a cluster DNS name ``api-<name>`` on port 8888. Locally the resolver
 (``socket.getaddrinfo``, which ``requests``, ``urllib``, ``http.client``, ``httpx`` and asyncio all

@@ -1,4 +1,4 @@
-"""``/mnt/project`` for user code (seed 000: ``open('/mnt/project/config.json')``), without root.
+"""``/mnt/project`` for user code (Cortex 0.8-0.9 docs, *Request handlers*: ``open('/mnt/project/config.json')``), without root.
 
 Cortex mounted the project at ``/mnt/project`` in every API container. Locally, in this order:
 

@@ -1,4 +1,4 @@
-"""The platforms' environment: ABEJA's variables with local values (seed 004), and ``dependencies.sh``."""
+"""The platforms' environment: ABEJA's variables with local values (ABEJA Platform docs, *Model handler function for 19.04+*), and ``dependencies.sh``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from localserve.project.directory import stderr_for_children
 
 log = logging.getLogger("localserve")
 
-# ABEJA Platform set these in the handler's environment (seed 004); localserve gives each a
+# ABEJA Platform set these in the handler's environment (ABEJA Platform docs, *Model handler function for 19.04+*); localserve gives each a
 # recognisable local value unless the user (environment, .env or --environment) sets it.
 ABEJA_LOCAL_VALUES = {
     "ABEJA_ORGANIZATION_ID": "0000000000000",

@@ -1,4 +1,4 @@
-"""The project as the platform packaged it (seed 001): what user code sees as its working directory.
+"""The project as the platform packaged it (Cortex 0.25-0.33 docs, *Predictors*): what user code sees as its working directory.
 
 Cortex built each API's image from the project folder minus the config file, files and folders
 starting with ``.`` (``.env`` aside), ``*.pyc``/``*.pyo``/``*.pyd``, ``__pycache__`` and what

@@ -52,7 +52,7 @@ from localserve.protocols.http import (
 )
 
 log = logging.getLogger("localserve")
-HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (docs/reference.md, item 1)
+HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (docs/reference/handlers.md)
 NOT_PATHS = {"predict", "stats"}  # /<api>/<these> keep their own meaning
 # What /<api>/<id> takes (Cortex's gateway routed GET only; HEAD is GET without a body).
 POLL_ROUTE = b"GET, HEAD, OPTIONS"

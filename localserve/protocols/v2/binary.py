@@ -28,7 +28,7 @@ _LENGTH = struct.Struct("<I")
 def read_json_header(json_part: bytes | memoryview, header_length: int | None) -> Any:
     """The request's JSON header, or a RequestError that says what is wrong with it: where orjson refuses it,
     in the words of ``payload.loads_json`` (a Cortex body's), NaN and Infinity named, which Triton's JSON
-    parser refuses too (docs/reference.md), and a body that may hold binary tensor data told of its header.
+    parser refuses too (docs/reference/open-inference-protocol.md), and a body that may hold binary tensor data told of its header.
     """
     try:
         return orjson.loads(json_part)

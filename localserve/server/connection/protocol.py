@@ -87,7 +87,7 @@ class LimitedHttpProtocol(GuardedProtocol):
         connection closes (uvicorn's part) and a request not yet answered is dropped, never
         started when still queued (``engine/lifecycle.py``). A close and a half-close look the
         same from here, so a client that shuts down its writing side after a whole request is
-        taken as gone too (docs/reference.md, item 46). A head or body cut short is answered
+        taken as gone too (docs/reference/limits.md). A head or body cut short is answered
         first, for a client that only half-closed; one that left loses nothing by it.
         """
         if self.deferred is None and not self.transport.is_closing():

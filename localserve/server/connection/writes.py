@@ -2,7 +2,7 @@
 
 ``FastReply`` is one request's ``protocols.http.FastPath`` and the engine's ``ReplyWriter``: the
 thread that finishes a request writes its answer to the socket itself, where the connection
-allows it (docs/architecture.md, "The answer leaves from the API's thread").
+allows it (docs/explanation/architecture.md, "The answer leaves from the API's thread").
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def test_a_full_store_is_503_at_submit_and_no_id_is_given(
     with serve(project) as client:
         reply = client.post("/jobs", content=b"x" * 200_000, headers={"X-Request-ID": "r3"})
         assert reply.status_code == 503 and reply.headers["retry-after"] == "1"
-        assert reply.json() == {  # the path is the server's: the log has it, the client not (issue 32, item 7)
+        assert reply.json() == {  # the path is the server's: the log has it, the client not
             "error": "The job was not stored: the job store is full (max_bytes=65536); try again once old jobs are "
             "purged.",
             "request_id": "r3",

@@ -323,7 +323,7 @@ def test_requested_outputs_must_exist() -> None:
 
 
 def test_an_output_requested_twice_is_refused() -> None:
-    """Issue 32, item 4: 100 copies of one output in a 1.6 MB request answered 114.5 MB."""
+    """100 copies of one output in a 1.6 MB request answered 114.5 MB."""
     body = json.dumps(
         {
             "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
