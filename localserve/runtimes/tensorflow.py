@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
 from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, summarize_value
-from localserve.runtimes.arrays import STRING, coerce_feed, expectation, to_array
+from localserve.runtimes.arrays import STRING, expectation, to_array
+from localserve.runtimes.feed import coerce_feed
 
 logger = logging.getLogger("localserve")
 
