@@ -27,6 +27,8 @@ from localserve.server.reload import ProjectReload
 from localserve.server.runner import THREADS_EXIT_WAIT, Runner
 
 log = logging.getLogger("localserve")
+# anyio's name for the threads of its pool, which watchfiles (serve --reload) and Starlette's file responses use
+ANYIO_WORKER = "AnyIO worker thread"
 
 
 def serve_forever(
@@ -119,7 +121,15 @@ def exit_past_threads(code: int, busy: list[str]) -> None:
     to the interpreter's exit (onnxruntime aborts: "terminate called without an active exception",
     exit 134); a non-daemon thread would make Python wait for it forever. Else this returns.
     """
-    leftover = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    for thread in threading.enumerate():
+        if thread.name == ANYIO_WORKER:  # told to stop as the server's loop ended: ours, not user code's
+            thread.join(THREADS_EXIT_WAIT)
+            busy = [*busy, thread.name] if thread.is_alive() else busy
+    leftover = [
+        t.name
+        for t in threading.enumerate()
+        if not t.daemon and t is not threading.main_thread() and t.name != ANYIO_WORKER
+    ]
     if busy:
         log.info("exiting while these threads still run: %s", ", ".join(busy))
     if leftover:

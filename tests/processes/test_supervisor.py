@@ -169,3 +169,41 @@ def test_one_replica_and_unix_sockets_keep_one_socket(tmp_path: Path) -> None:
     supervisor = Supervisor(load_config(tmp_path), ServeOptions(replicas=3, uds=uds))
     assert supervisor.listening_sockets(shared) == [shared] * 3
     close_socket(shared, uds)
+
+
+ANYIO_WORKER_LEFT = """
+import asyncio, threading
+import anyio
+from localserve.processes.supervisor import exit_past_threads
+
+started, gate = threading.Event(), threading.Event()
+
+
+def work():
+    started.set()
+    gate.wait()
+
+
+async def main():  # as the server's loop ends with one of anyio's threads (watchfiles' watcher) not yet gone
+    task = asyncio.ensure_future(anyio.to_thread.run_sync(work, abandon_on_cancel=True))
+    while not started.is_set():
+        await asyncio.sleep(0.01)
+    task.cancel()
+
+
+asyncio.run(main())
+release = threading.Timer(0.1, gate.set)
+release.daemon = True
+release.start()
+exit_past_threads(0, [])
+print("exited normally")
+"""
+
+
+def test_anyios_own_thread_ending_with_the_loop_is_not_user_codes(tmp_path: Path) -> None:
+    """serve --reload's watcher runs in anyio's pool; stopping the server warned "user code left threads running:
+    AnyIO worker thread". Such a thread is waited for (it was told to stop), and never blamed on user code."""
+    script = tmp_path / "left.py"
+    script.write_text(ANYIO_WORKER_LEFT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, env=cli_env(), timeout=50, check=False)
+    assert (done.returncode, done.stdout.decode(), done.stderr.decode()) == (0, "exited normally\n", "")
