@@ -113,8 +113,10 @@ class Engine:
             try:
                 await rt.load()
             except LocalServeError as exc:
-                log.error("%s", exc)
-                if not (self.options.keep_going or self.options.reload):  # --reload: the next good save loads it
+                serving_on = self.options.keep_going or self.options.reload  # --reload: the next good save loads it
+                if serving_on or self.on_fatal is None:  # else on_fatal's owner reports it (the CLI's error)
+                    log.error("%s", exc)
+                if not serving_on:
                     if self.on_fatal is None:
                         raise
                     self.on_fatal(exc)

@@ -161,5 +161,8 @@ def run_replica(start: ReplicaStart, sock: socket.socket, ready: IO[bytes]) -> N
         except OSError:  # the supervisor is gone
             pass
 
-    code = _serve(config, options, sock=sock, on_ready=on_ready)
+    fatal: list[str] = []
+    code = _serve(config, options, sock=sock, on_ready=on_ready, fatal=fatal)
+    for reason in fatal:  # the supervisor reports the exit, and refers to this log for why
+        log.error("%s", reason)
     sys.exit(code)
