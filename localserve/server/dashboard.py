@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # The seconds ?interval= may ask between polls: more often would load the server for nothing, and a
 # browser's setTimeout fires at once past ~24 days.
-POLLS = (0.5, 3600.0)
+POLLS = (0.1, 3600.0)
 
 
 def interval_refusal(given: list[str]) -> str | None:
