@@ -10,9 +10,8 @@ this object, never the ASGI app. Per request they call, in this order::
     reply = await rt.lifecycle.run(request, client, stages=..., writer=...)   # deadline, client gone
     engine.ended(rt, method, path, status, seconds, request_id, value)        # counted once
 
-The engine also owns the replica's lifecycle: loading every API at start-up (then freezing the
-heap and pinning threads where it helps) and the shutdown (``begin_shutdown``: once the graceful
-timeout runs out nothing queued starts and every waiting client gets a 503).
+The engine also owns the replica's lifecycle: loading every API (then freezing the heap, pinning threads) and the
+shutdown (``begin_shutdown``: past the graceful timeout nothing queued starts; every waiting client gets a 503).
 """
 
 from __future__ import annotations
@@ -113,10 +112,9 @@ class Engine:
             try:
                 await rt.load()
             except LocalServeError as exc:
-                serving_on = self.options.keep_going or self.options.reload  # --reload: the next good save loads it
-                if serving_on or self.on_fatal is None:  # else on_fatal's owner reports it (the CLI's error)
-                    log.error("%s", exc)
-                if not serving_on:
+                if self.on_fatal is None or self.options.keep_going or self.options.reload:
+                    log.error("%s", exc)  # else on_fatal's owner reports it (the command's error)
+                if not (self.options.keep_going or self.options.reload):  # --reload: the next good save loads it
                     if self.on_fatal is None:
                         raise
                     self.on_fatal(exc)
