@@ -320,3 +320,33 @@ def test_dashboard_shows_a_failed_reload_until_the_next_good_save(make_project) 
         assert httpx.post(served.url).text == "v2"
         errors = page.errors
     assert errors == []
+
+
+# Each cell of the dashboard's "models" table: its padding and the gap to the next cell's text, in CSS px.
+MODEL_CELLS = """
+() => [...document.querySelectorAll("table.models tr")].map((row) => [...row.cells].map((cell) => {
+  const style = getComputedStyle(cell);
+  return [cell.textContent, parseFloat(style.paddingLeft), parseFloat(style.paddingRight)];
+}))
+"""
+
+
+def test_dashboard_says_no_requests_yet_and_lays_out_the_models_table(tmp_path: Path) -> None:
+    shots = browser.shots_dir(tmp_path)
+    with (
+        server("--project", str(browser.EXAMPLES / "iris_models")) as (url, _),
+        browser.browser_page(width=1000) as page,
+    ):
+        browser.open_dashboard(page, url)
+        card = page.locator('[data-api="iris-models"]')
+        empty = card.locator("svg.chart text[data-empty]").all_text_contents()
+        assert empty == ["no requests yet", "no requests yet"]  # latency and rate, before any request
+        assert httpx.post(f"{url}/iris-models", json={"model": "iris", "input": [5.1, 3.5, 1.4, 0.2]}).is_success
+        page.locator("table.models td").first.wait_for()
+        page.wait_for_function("!document.querySelector('[data-api=\"iris-models\"] text[data-empty]')")
+        cells = page.evaluate(MODEL_CELLS)
+        page.screenshot(path=str(shots / "dashboard-models.png"), full_page=True)
+        errors = page.errors
+    assert [text for text, _, _ in cells[0]] == ["model", "version", "loads", "evictions", "load", "calls", "mean"]
+    assert cells[1][:3] == [["iris", 8, 8], ["2", 8, 8], ["1", 8, 8]]  # padded apart, never run together
+    assert errors == []

@@ -9,8 +9,11 @@ and give the same outputs on the same inputs.
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +23,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 EXAMPLES = ROOT / "handlers_examples"
 
@@ -45,6 +53,44 @@ def generate(example: str, script: str, tmp_path: Path, **env: str) -> Path:
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **extra}
+
+
+def _extra_packages(extras: dict[str, list[str]], name: str) -> set[str]:
+    """The distributions extra ``name`` installs (its ``localserve[...]`` extras too), names normalized."""
+    found: set[str] = set()
+    for requirement in extras[name]:
+        if inner := re.fullmatch(r"localserve\[([a-z0-9,-]+)\]", requirement):
+            for other in inner[1].split(","):
+                found |= _extra_packages(extras, other)
+        else:
+            found.add(_normalized(re.match(r"[A-Za-z0-9._-]+", requirement)[0]))  # type: ignore[index]
+    return found
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.mark.parametrize("script", sorted(EXAMPLES.glob("*/make_model*.py")), ids=lambda p: p.parent.name)
+def test_each_generator_needs_only_what_the_extra_its_readme_names_installs(script: Path) -> None:
+    """A newcomer runs ``make_model.py`` after the pip install its README names, and every import is there."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    readme = (script.parent / "README.md").read_text()
+    named = re.search(rf"`{script.name}` rebuilds [^\n]*?`pip install 'localserve\[([a-z0-9,-]+)\]'`", readme)
+    assert named, f"{script.parent.name}/README.md names no extra to install for {script.name}"
+    packages = {_normalized(re.match(r"[A-Za-z0-9._-]+", r)[0]) for r in project["dependencies"]}  # type: ignore[index]
+    for extra in named[1].split(","):
+        packages |= _extra_packages(project["optional-dependencies"], extra)
+    tree = ast.parse(script.read_text())
+    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    providers = importlib.metadata.packages_distributions()
+    missing = [
+        top
+        for top in sorted({module.partition(".")[0] for module in modules} - set(sys.stdlib_module_names))
+        if not {_normalized(d) for d in providers.get(top, [top])} & packages
+    ]
+    assert missing == [], f"{script.name} imports {missing}, which localserve[{named[1]}] does not install"
 
 
 @pytest.mark.parametrize("example", ["iris_onnx", "iris_labels"])

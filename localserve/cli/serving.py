@@ -197,11 +197,15 @@ def serve(
 
 
 def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
-    """With ``--port 0`` (and no ``--uds``): a free port bound and listening, ``settings["port"]`` set to it."""
-    if settings["port"] != 0 or settings["uds"] is not None:
+    """With ``--port 0`` (and no ``--uds``): a free port bound and listening, ``settings["port"]`` set to it.
+    Another port is found free or not here, before user code loads (uvicorn would say it after, in errno's words)."""
+    if settings["uds"] is not None:
         return None
-    from localserve.server.connection.listeners import bind_socket
+    from localserve.server.connection.listeners import bind_socket, check_port_free
 
+    if settings["port"] != 0:
+        check_port_free(settings["host"], settings["port"])
+        return None
     sock = bind_socket(settings["host"], 0)
     settings["port"] = int(sock.getsockname()[1])
     return sock

@@ -66,7 +66,7 @@ def get(api: str | None, url: str, as_json: bool, api_key: str | None) -> None:
     if as_json:
         click.echo(json.dumps(stats, indent=2))
     else:
-        click.echo(render_get(stats, api), nl=False)
+        click.echo(render_get(stats, api))
 
 
 def manifest_options(func: Any) -> Any:

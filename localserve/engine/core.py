@@ -146,7 +146,8 @@ class Engine:
             try:
                 await rt.load()
             except LocalServeError as exc:
-                log.error("%s", exc)
+                if self.on_fatal is None or self.options.keep_going or self.options.reload:
+                    log.error("%s", exc)  # else on_fatal's owner reports it (the command's error)
                 if not (self.options.keep_going or self.options.reload):  # --reload: the next good save loads it
                     if self.on_fatal is None:
                         raise

@@ -7,14 +7,14 @@ Shared by the ONNX and TensorFlow runtimes so both explain a bad input in the sa
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
 from localserve.errors import RequestError
 from localserve.messages.error_text import short_repr
-from localserve.messages.lists import NARROW_LIMITS, Feed, float_list, holds_bool, summarize_value
+from localserve.messages.lists import NARROW_LIMITS, float_list, holds_bool, summarize_value
 
 STRING = np.dtype(object)
 """The numpy dtype of string tensors (elements are ``str`` or ``bytes``)."""
@@ -48,35 +48,6 @@ def expectation(dtype: np.dtype[Any] | None, shape: Sequence[int | None] | None)
 def _prefix(name: str, dtype: np.dtype[Any], shape: tuple[int | None, ...] | None) -> str:
     # Built once per input: dtype.name is slow enough to show on the hot path.
     return f"Input {name!r} expects {expectation(dtype, shape)}"
-
-
-def coerce_feed(
-    value: Any, inputs: Mapping[str, Callable[[Any], Any]], expected: str, signature: str | None = None
-) -> Feed:
-    """A model input as Cortex took it (a dict of input name -> value, or the value alone for a one-input
-    model) -> the feed of the runtime: every input present, none unknown, each through its ``inputs`` function.
-
-    ``expected`` lists the inputs for the messages ("'x' (float32 of shape [-1, 4])"); ``signature`` names
-    the TensorFlow signature that has these inputs (None for an ONNX model).
-    """
-    if not isinstance(value, Mapping):
-        if len(inputs) != 1:
-            owner = "The model" if signature is None else f"Signature {signature!r}"
-            raise RequestError(
-                f"{owner} has {len(inputs)} inputs, so it needs a dict of input name -> value; "
-                f"it expects {expected}; got {summarize_value(value)}."
-            )
-        ((name, coerce),) = inputs.items()
-        return {name: coerce(value)}
-    owner = "the model" if signature is None else f"signature {signature!r}"
-    for name in inputs:
-        if name not in value:
-            keys = sorted(str(k) for k in value)
-            raise RequestError(f"Input {name!r} is missing; {owner} expects {expected}; got keys {keys}.")
-    if len(value) != len(inputs):
-        unknown = next(str(k) for k in value if k not in inputs)
-        raise RequestError(f"Unknown input {unknown!r}; {owner} expects {expected}.")
-    return {name: coerce(value[name]) for name, coerce in inputs.items()}
 
 
 def to_array(
@@ -257,23 +228,40 @@ def _cast_integers(raw: np.ndarray[Any, Any], dtype: np.dtype[Any], prefix: str,
 
 def _cast_strings(value: Any, prefix: str, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
     raw = _as_array(value, prefix, STRING)
-    if raw.dtype.kind in "US":
+    if raw.dtype.kind == "S":
         return raw.astype(object)
-    if raw.dtype.kind != "O":
+    if raw.dtype.kind == "U":  # its str may hold a lone surrogate too: checked below
+        raw = raw.astype(object)
+    elif raw.dtype.kind != "O":
         _fail(prefix, raw, 0, "is not a string")
     out = np.empty(raw.shape, dtype=object)
     for index, item in enumerate(raw.flat):
         if isinstance(item, list | tuple):
             raise RequestError(f"{prefix}; got {_ragged(value)}.")
-        if isinstance(item, bytes) and not keep_bytes:
-            try:
-                item = item.decode("utf-8")
-            except UnicodeDecodeError:
-                _fail(prefix, raw, index, "is not valid UTF-8")
-        elif not isinstance(item, str | bytes):
-            _fail(prefix, raw, index, "is not a string")
-        out.flat[index] = item
+        out.flat[index] = _string(prefix, raw, index, item, keep_bytes)
     return out
+
+
+def _string(prefix: str, raw: np.ndarray[Any, Any], index: int, item: Any, keep_bytes: bool) -> str | bytes:
+    """One element of a string input: a str UTF-8 can carry (not JSON's lone "\\ud800"), or bytes."""
+    if isinstance(item, str):
+        if not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                _fail(prefix, raw, index, f"holds {item[exc.start]!r} at {exc.start}, {_SURROGATE}")
+        return item
+    if not isinstance(item, bytes):
+        _fail(prefix, raw, index, "is not a string")
+    if keep_bytes:
+        return item
+    try:
+        return item.decode("utf-8")
+    except UnicodeDecodeError:
+        _fail(prefix, raw, index, "is not valid UTF-8")
+
+
+_SURROGATE = "a lone surrogate (half a UTF-16 pair), which UTF-8 cannot carry"
 
 
 def _ragged(value: Any) -> str:

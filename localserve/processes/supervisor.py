@@ -27,6 +27,8 @@ from localserve.server.reload import ProjectReload
 from localserve.server.runner import THREADS_EXIT_WAIT, Runner
 
 log = logging.getLogger("localserve")
+# anyio's name for the threads of its pool, which watchfiles (serve --reload) and Starlette's file responses use
+ANYIO_WORKER = "AnyIO worker thread"
 
 
 def serve_forever(
@@ -120,7 +122,15 @@ def exit_past_threads(code: int, busy: list[str]) -> None:
     to the interpreter's exit (onnxruntime aborts: "terminate called without an active exception",
     exit 134); a non-daemon thread would make Python wait for it forever. Else this returns.
     """
-    leftover = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    for thread in threading.enumerate():
+        if thread.name == ANYIO_WORKER:  # told to stop as the server's loop ended: ours, not user code's
+            thread.join(THREADS_EXIT_WAIT)
+            busy = [*busy, thread.name] if thread.is_alive() else busy
+    leftover = [
+        t.name
+        for t in threading.enumerate()
+        if not t.daemon and t is not threading.main_thread() and t.name != ANYIO_WORKER
+    ]
     if busy:
         log.info("exiting while these threads still run: %s", ", ".join(busy))
     if leftover:
@@ -152,5 +162,8 @@ def run_replica(start: ReplicaStart, sock: socket.socket, ready: IO[bytes]) -> N
         except OSError:  # the supervisor is gone
             pass
 
-    code = _serve(config, options, sock=sock, on_ready=on_ready)
+    fatal: list[str] = []
+    code = _serve(config, options, sock=sock, on_ready=on_ready, fatal=fatal)
+    for reason in fatal:  # the supervisor reports the exit, and refers to this log for why
+        log.error("%s", reason)
     sys.exit(code)

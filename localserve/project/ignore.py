@@ -23,7 +23,16 @@ import pathspec
 
 from localserve.errors import ConfigError
 
-__all__ = ["IGNORE_FILES", "IgnoreRules", "Rule", "builtin_patterns", "ignored", "parse_ignore_lines", "user_patterns"]
+__all__ = [
+    "IGNORE_FILES",
+    "IgnoreRules",
+    "Rule",
+    "builtin_patterns",
+    "editor_temp",
+    "ignored",
+    "parse_ignore_lines",
+    "user_patterns",
+]
 
 IGNORE_FILES = (".cortexignore", ".localserveignore")
 KEPT_HIDDEN = (".env",)
@@ -91,6 +100,16 @@ def user_patterns(project: Path) -> list[str]:
             parse_ignore_lines(file_lines, name)
             lines += file_lines
     return lines
+
+
+# What editors write beside a file as they save it, then rename or delete (hidden ones are ``.*`` already):
+# sed -i's sedXXXXXX, vim's 4913 probe, backups (name~), emacs' #name#, JetBrains' name___jb_tmp___.
+_EDITOR_TEMP = re.compile(r"sed[A-Za-z0-9]{6}|4913|.+~|#.*#|.+___jb_(tmp|old)___")
+
+
+def editor_temp(name: str) -> bool:
+    """Whether a file ``name`` is an editor's temporary or backup file, which ``serve --reload`` never counts."""
+    return _EDITOR_TEMP.fullmatch(name) is not None
 
 
 class IgnoreRules:

@@ -13,7 +13,7 @@ import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.messages.arrays import STRING, coerce_feed, expectation, to_array
+from localserve.messages.arrays import STRING, expectation, to_array
 from localserve.runtimes import (
     Feed,
     LoadOptions,
@@ -24,6 +24,7 @@ from localserve.runtimes import (
     spinning,
     summarize_value,
 )
+from localserve.runtimes.feed import coerce_feed
 from localserve.runtimes.onnx_sessions import (
     CPU,
     CUDA,
@@ -52,8 +53,7 @@ DTYPES: dict[str, np.dtype[Any]] = {
 }
 """NodeArg.type -> the numpy dtype of the array fed to session.run."""
 
-# Errors onnxruntime raises when the feed does not fit the graph (rank, dims, type).
-INPUT_ERRORS = (ort_state.InvalidArgument, ort_state.Fail)
+INPUT_ERRORS = (ort_state.InvalidArgument, ort_state.Fail)  # onnxruntime's: the feed does not fit the graph
 # ...except a FAIL from the device ("CUDA failure 2: out of memory"): the server's problem, a 500.
 DEVICE_FAILURE = re.compile(r"CUDA|CUDNN|CUBLAS|out of memory", re.IGNORECASE)
 

@@ -11,8 +11,9 @@ import numpy as np
 import tensorflow as tf
 
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.messages.arrays import STRING, coerce_feed, expectation, to_array
+from localserve.messages.arrays import STRING, expectation, to_array
 from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, summarize_value
+from localserve.runtimes.feed import coerce_feed
 
 logger = logging.getLogger("localserve")
 

@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request as StarletteRequest
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Match, Route
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from localserve.config import ServeConfig
@@ -102,6 +103,7 @@ class App:
                 )
             ],
         )
+        self.starlette.router.redirect_slashes = False  # Starlette's: an absolute URL from the client's Host
         # API names routed by Host (``Host: api-<name>`` on / or /predict goes to /<name>/predict): set by serve.
         self.host_names: frozenset[str] = frozenset()
 
@@ -240,12 +242,26 @@ class App:
                 ", ".join(sorted(allow.split(", "), key=_method_rank)) if allow else ""
             )  # a set's order, made stable
             error = MethodNotAllowed(request.method, request.url.path, allow)
+        elif (location := self._without_slash(request.scope)) is not None:
+            return RedirectResponse(location, headers={"x-request-id": rid})
         else:
             path = request.url.path
             shown = path if len(path) <= 200 else f"{path[:200]}..."  # a 60 KB path is not echoed whole
             error = NotFound(f"No route {shown!r}; {self._routes_for(path)}.")
         v2 = request.url.path.startswith("/v2/") or request.url.path == "/v2"
         return starlette_response(render_error(error, rid, v2=v2), rid)
+
+    def _without_slash(self, scope: Scope) -> str | None:
+        """Where a path with trailing slashes redirects (``/docs/`` -> ``/docs``, as Starlette's router would):
+        a path under ``--root-path``, never a URL of the client's ``Host``. None when that path is no route."""
+        target = scope["path"].rstrip("/")
+        if target == scope["path"] or not target or target.startswith("//"):  # "//host" would be another site
+            return None
+        probe = {**scope, "path": target}
+        if all(route.matches(probe)[0] is Match.NONE for route in self.starlette.routes):
+            return None
+        query = scope.get("query_string", b"").decode("latin-1")
+        return quote(self.options.root_path + target) + (f"?{query}" if query else "")
 
     def _routes_for(self, path: str) -> str:
         """The routes a 404 at ``path`` lists: the Open Inference Protocol's under /v2, else the APIs'."""

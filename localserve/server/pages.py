@@ -15,9 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import math
 import mimetypes
-import time
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -27,13 +25,12 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from localserve.errors import NotFound
-from localserve.metrics.summary import models_json
+from localserve.errors import LocalServeError, NotFound, RequestError
 from localserve.protocols.http import render_error, request_id_of
+from localserve.server.dashboard import dashboard_data, interval_refusal
 
 if TYPE_CHECKING:
     from localserve.engine.api import ApiRuntime
-    from localserve.metrics import Distribution, Metrics
     from localserve.server.app import App
     from localserve.server.openapi import ApiDoc
 
@@ -57,35 +54,6 @@ PAGE_PATHS = frozenset(
         *(f"/dashboard/{f}" for f in DASHBOARD_FILES),
     }
 )
-
-
-def dashboard_figures(metrics: Metrics | None) -> dict[str, dict[str, Any]]:
-    """Every API's figures as ``Metrics.figures()`` reads them (all replicas), in the dashboard's JSON.
-
-    ``{api: {"codes": {"200": n}, "in_flight": n, "queue_depth": n, "model_load": s,
-    "latency": {"buckets": [[le, cumulative count], ...], "count": n, "sum": s},
-    "batch_size": {...same...}}}`` (``le`` None for +Inf); empty when metrics are off (``--no-metrics``).
-    """
-    if metrics is None:
-        return {}
-    return {
-        name: {
-            "codes": dict(figures.codes),
-            "in_flight": figures.in_flight,
-            "queue_depth": figures.queue_depth,
-            "model_load": figures.model_load,
-            "latency": _histogram(figures.latency),
-            "batch_size": _histogram(figures.batch_size),
-            "models": models_json(figures),
-        }
-        for name, figures in metrics.figures().items()
-    }
-
-
-def _histogram(distribution: Distribution) -> dict[str, Any]:
-    """A histogram for JSON: +Inf's bound is ``None`` (JSON has no infinity)."""
-    buckets = [[None if math.isinf(le) else le, n] for le, n in distribution.buckets]
-    return {"buckets": buckets, "count": distribution.count, "sum": distribution.sum}
 
 
 class Pages:
@@ -164,7 +132,10 @@ class Pages:
 
     # -- /dashboard ---------------------------------------------------------------------------
     async def dashboard(self, request: StarletteRequest) -> Response:
-        """GET /dashboard: the live dashboard."""
+        """GET /dashboard: the live dashboard; ``?interval=`` is the seconds between its polls (``POLLS``)."""
+        refused = interval_refusal(request.query_params.getlist("interval"))
+        if refused is not None:
+            return _error(request, RequestError(refused))
         return _static_response("dashboard.html")
 
     async def dashboard_file(self, request: StarletteRequest) -> Response:
@@ -175,46 +146,18 @@ class Pages:
         return _no_page(request)
 
     async def dashboard_data(self, request: StarletteRequest) -> Response:
-        """GET /dashboard/data: what the dashboard draws (``data``)."""
-        return JSONResponse(self.data())
-
-    def data(self) -> dict[str, Any]:
-        """The dashboard's figures: ``dashboard_figures`` per API, with status, device and tracker; each
-        TrafficSplitter's ``/stats`` entry (its APIs' weights and requests, its shadow's copies); ``--reload``'s state."""
-        figures = dashboard_figures(self.app.metrics)
-        stats = {entry["api"]: entry for entry in self.app.stats.stats_json()}
-        apis = []
-        for name, rt in self.app.apis.items():
-            info = rt.describe()
-            apis.append(
-                {
-                    "name": name,
-                    "kind": rt.api.kind,
-                    "status": rt.state,
-                    "error": rt.error,
-                    "model_format": rt.api.model_format,
-                    "device": info.get("device"),
-                    "gpu": rt.api.compute.gpu > 0,
-                    "batching": rt.api.batching.max_batch_size if rt.api.batching is not None else None,
-                    "figures": figures.get(name),
-                    "tracker": stats.get(name, {}).get("tracker"),
-                }
-            )
-        reload = self.app.reloader.status() if self.app.reloader is not None else None  # serve --reload
-        splitters = self.app.splitters.stats_json()
-        return {
-            "time": time.time(),
-            "metrics": self.app.metrics is not None,
-            "apis": apis,
-            "splitters": splitters,
-            "reload": reload,
-        }
+        """GET /dashboard/data: what the dashboard draws (``dashboard_data``)."""
+        return JSONResponse(dashboard_data(self.app))
 
 
 def _no_page(request: StarletteRequest) -> Response:
-    rid = request_id_of(request.scope)
     message = f"No page {request.url.path!r}; the pages are /docs, /dashboard and /openapi.json."
-    reply = render_error(NotFound(message), rid)
+    return _error(request, NotFound(message))
+
+
+def _error(request: StarletteRequest, error: LocalServeError) -> Response:
+    rid = request_id_of(request.scope)
+    reply = render_error(error, rid)
     return Response(reply.body, status_code=reply.status, media_type="application/json", headers={"x-request-id": rid})
 
 

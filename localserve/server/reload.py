@@ -40,7 +40,7 @@ from localserve.config import ApiConfig, ServeConfig
 from localserve.engine.core import Engine
 from localserve.errors import ConfigError, LocalServeError
 from localserve.messages.error_text import without_paths
-from localserve.project.ignore import IGNORE_FILES, ignored
+from localserve.project.ignore import IGNORE_FILES, editor_temp, ignored
 
 __all__ = ["ProjectReload", "Reloader"]
 
@@ -108,8 +108,8 @@ class Watched:
 
     def __call__(self, change: object, path: str) -> bool:
         file = Path(path)
-        if any(file.is_relative_to(folder) for folder in self.live):
-            return False
+        if editor_temp(file.name) or any(file.is_relative_to(folder) for folder in self.live):
+            return False  # an editor's temporary file (the save it makes counts), or a multi-model folder
         if file == self.config_file or any(file.is_relative_to(model) for model in self.models):
             return True
         if not file.is_relative_to(self.project):

@@ -7,9 +7,10 @@ on small models the server's own work is most of a request's cost), each request
 Which methods a route takes: a Cortex API answers ``POST`` (predict) on every route, and
 ``GET``/``HEAD`` (describe) on ``/<api>`` and ``/``; ``/<api>/predict`` and ``/predict`` take
 ``POST`` only, as Cortex's own server did. An ABEJA handler also receives ``GET``, ``PUT``, ``PATCH`` and
-``DELETE`` (the platform passed ``http_method`` through), on every route but ``GET /<api>``, which describes
-it. ``OPTIONS`` answers 204 with ``Allow``; any other method (``TRACE``, ``CONNECT``, ...) is 405 with
-``Allow``, before the body is read or user code runs. The OpenAPI document lists the same methods.
+``DELETE`` (the platform passed ``http_method`` through), and ``HEAD`` wherever it receives ``GET`` (the answer's
+body is not sent), on every route but ``GET /<api>``, which describes it. ``OPTIONS`` answers 204 with ``Allow``;
+any other method (``TRACE``, ``CONNECT``, ...) is 405 with ``Allow``, before the body is read or user code runs.
+The OpenAPI document lists the same methods (HEAD implied by GET).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from localserve.protocols.http import send_reply as send_answer
 DESCRIBE_ROUTE = b"GET, HEAD, POST, OPTIONS"
 PREDICT_ROUTE = b"POST, OPTIONS"
 ABEJA_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")  # what an ABEJA handler receives (server/openapi.py too)
+ABEJA_CALLS = (*ABEJA_METHODS, "HEAD")  # HEAD where GET is taken: the handler runs, uvicorn drops the body
 ALLOW = {  # (an ABEJA handler, the /predict form) -> the methods the route takes
     (False, False): DESCRIBE_ROUTE,
     (False, True): PREDICT_ROUTE,
     (True, False): b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
-    (True, True): b"GET, POST, PUT, PATCH, DELETE, OPTIONS",
+    (True, True): b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
 }
 Route = tuple[ApiRuntime, bool]  # the API, and whether the path is the /predict form
 
@@ -60,9 +62,10 @@ class NativeRoutes:
         rt, is_predict = route
         method = scope["method"]
         abeja = rt.api.kind == "abeja"
-        if method == "POST" or (abeja and method in ABEJA_METHODS and (is_predict or method != "GET")):
+        describe = method in ("GET", "HEAD") and not is_predict
+        if method == "POST" or (abeja and not describe and method in ABEJA_CALLS):
             await self.predict(rt, scope, receive, send)
-        elif method in ("GET", "HEAD") and not is_predict:  # uvicorn sends no body for HEAD
+        elif describe:  # uvicorn sends no body for HEAD
             await send_answer(send, json_reply(200, rt.describe()), request_id_of(scope))
         else:
             allow = ALLOW[abeja, is_predict]

@@ -240,6 +240,7 @@ def test_load_errors_are_precise(make_project, files, args, message) -> None:
     assert done.returncode == 1
     stderr = done.stderr.decode().replace("command line", "localserve.yaml")
     assert message in stderr, stderr
+    assert stderr.count(message.removeprefix("Error: ")) == 1, stderr  # said once, not logged before it too
 
 
 LSDEMO_HANDLER = "import lsdemo\n\ndef handler(request, context):\n    return {'content': str(lsdemo.VALUE)}\n"

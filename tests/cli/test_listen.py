@@ -150,7 +150,9 @@ def test_the_banner_names_the_ports_bound_and_the_pages_under_the_root_path() ->
         assert refused.exit_code == 1
         assert refused.stderr.startswith(f"Error: {base}/stats answered 401: ")
         assert refused.stderr.endswith(" (give the server's key: --api-key KEY or LOCALSERVE_API_KEY)\n")
-        assert runner.invoke(main, ["get", "--url", base, "--api-key", "k"]).exit_code == 0
+        table = runner.invoke(main, ["get", "--url", base, "--api-key", "k"])
+        assert table.exit_code == 0 and table.stdout.startswith("api ")
+        assert table.stdout.endswith(" ms\n")  # the last line ends, as a shell prompt after it expects
         done = runner.invoke(main, ["get", "--json"], env={"LOCALSERVE_API_KEY": "k", "LOCALSERVE_URL": base})
         assert done.exit_code == 0 and json.loads(done.stdout)[0]["api"] == "json-tax"
 

@@ -62,6 +62,7 @@ def test_a_failed_import_shows_its_traceback_once_and_names_the_package(make_pro
     assert (done.returncode, done.stdout) == (1, b"")
     assert stderr.count("    import nosuchpkg_xyz\n") == 1, stderr  # the user's frame, in the log only
     assert stderr.endswith(f"Error: {MISSING_MESSAGE}\n"), stderr
+    assert stderr.count(MISSING_MESSAGE) == 1, stderr  # the error says it; no log line before it
     served = localserve("serve", "--handler", "main:handler", "--port", "0", cwd=project)
     assert served.returncode == 1
     assert served.stderr.decode().splitlines()[-1] == f"Error: The server stopped: {MISSING_MESSAGE}"

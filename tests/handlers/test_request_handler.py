@@ -14,7 +14,7 @@ from localserve.config import load_config
 from localserve.errors import HandlerLoadError
 from localserve.server import create_app
 from tests.conftest import EXAMPLES
-from tests.models import linear_reference, onnx_linear, onnx_two_inputs
+from tests.models import linear_reference, onnx_linear, onnx_strings, onnx_two_inputs
 
 IRIS = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}
 
@@ -72,6 +72,19 @@ def test_raw_model_and_coercion_errors(serve, make_project) -> None:
         assert missing.status_code == 400
         assert missing.json()["error"].startswith("Input 'x' is missing")
         assert client.post("/lin", content=b"{", headers={"Content-Type": "application/json"}).status_code == 400
+
+
+def test_a_lone_surrogate_in_a_string_input_is_a_400_as_on_v2(serve, make_project) -> None:
+    project = make_project({"localserve.yaml": "- kind: api\n  name: lower\n  model: strings.onnx\n"})
+    onnx_strings(project / "strings.onnx")
+    with serve(project) as client:
+        assert client.post("/lower", json=["Hello"]).json() == [["hello"]]  # the outputs, in a list
+        bad = client.post("/lower", content=b'["Hello", "\\ud800"]', headers={"Content-Type": "application/json"})
+        assert bad.status_code == 400, bad.text
+        assert bad.json()["error"] == (
+            "Input 'text' expects string of shape [-1]; the value '\\ud800' at [1] holds '\\ud800' at 0, a lone "
+            "surrogate (half a UTF-16 pair), which UTF-8 cannot carry."
+        )
 
 
 def test_two_argument_and_three_argument_forms_and_metadata(serve, make_project) -> None:

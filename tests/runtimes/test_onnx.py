@@ -385,6 +385,17 @@ def test_string_input_errors(models: Path) -> None:
     assert str(info.value) == "Input 'text' expects string of shape [-1]; the value b'\\xff' at [0] is not valid UTF-8."
 
 
+@pytest.mark.parametrize("given", [["ok", "a\ud800"], np.array(["ok", "a\ud800"])], ids=["list", "numpy"])
+def test_a_lone_surrogate_in_a_string_input_is_a_request_error(models: Path, given: Any) -> None:
+    """JSON's "\\ud800" decodes to a str UTF-8 cannot carry: onnxruntime would fail on it as the model ran."""
+    with pytest.raises(RequestError) as info:
+        load(models / "strings.onnx").coerce(given)
+    assert str(info.value) == (
+        "Input 'text' expects string of shape [-1]; the value 'a\\ud800' at [1] holds '\\ud800' at 1, a lone "
+        "surrogate (half a UTF-16 pair), which UTF-8 cannot carry."
+    )
+
+
 def test_wrong_fixed_size(models: Path) -> None:
     with pytest.raises(RequestError) as info:
         load(models / "fixed.onnx").coerce([1, 2, 3, 4])

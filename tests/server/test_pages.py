@@ -423,3 +423,41 @@ def test_the_dashboard_data_has_each_traffic_splitter(serve) -> None:
     assert {name: target["weight"] for name, target in split["targets"].items()} == {"iris-onnx": 80, "iris-rules": 20}
     assert sum(target["requests"]["2xx"] for target in split["targets"].values()) == 5
     assert split["shadow"] == {"api": "iris-candidate", "weight": 100, "answered": 5, "failed": 0, "dropped": 0}
+
+
+@pytest.mark.parametrize("root_path", ["", "/models"])
+def test_a_trailing_slash_redirects_to_a_path_under_the_root_path_never_to_the_clients_host(
+    make_project, serve, root_path: str
+) -> None:
+    project = make_project({"main.py": ECHO})
+    with serve(project, ServeOptions(root_path=root_path), handler="main:handler") as client:
+        answers = {
+            path: client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+            for path in ("/docs/", "/dashboard//?interval=2", "/nowhere/")
+        }
+    assert {path: (a.status_code, a.headers.get("location")) for path, a in answers.items()} == {
+        "/docs/": (307, f"{root_path}/docs"),
+        "/dashboard//?interval=2": (307, f"{root_path}/dashboard?interval=2"),
+        "/nowhere/": (404, None),
+    }
+
+
+def test_the_dashboards_interval_is_refused_outside_a_tenth_of_a_second_to_an_hour(make_project, serve) -> None:
+    project = make_project({"main.py": ECHO})
+    with serve(project, handler="main:handler") as client:
+        answers = {
+            query: client.get(f"/dashboard?{query}")
+            for query in ("interval=0.001", "interval=-1", "interval=nan", "interval=1e10", "interval=2&interval=0.09")
+        }
+        assert client.get("/dashboard?interval=0.1").status_code == 200
+        assert client.get("/dashboard?interval=3600").status_code == 200
+    assert {query: (a.status_code, a.json()["error"]) for query, a in answers.items()} == {
+        query: (400, f"?interval={value} is not a number of seconds from 0.1 to 3600 (between polls).")
+        for query, value in [
+            ("interval=0.001", "0.001"),
+            ("interval=-1", "-1"),
+            ("interval=nan", "nan"),
+            ("interval=1e10", "1e10"),
+            ("interval=2&interval=0.09", "0.09"),
+        ]
+    }

@@ -62,6 +62,10 @@ def test_the_ignore_rules_decide_but_the_config_env_requirements_and_models_alwa
         "notes.pyc": False,
     }
     assert watched(Change.modified, "/elsewhere/file.py") is False
+    # what editors write beside a file as they save it (sed -i, vim, backups, emacs, JetBrains): the save counts
+    temporary = ["sedC9tjy4", "4913", "handler.py~", "#handler.py#", "handler.py___jb_tmp___", "lib/sedAbC123"]
+    assert [name for name in temporary if watched(Change.added, str(project.resolve() / name))] == []
+    assert watched(Change.added, str(project.resolve() / "sediment.py"))
 
     root = project.resolve()
     changes = watched.classify([str(root / n) for n in ("models/iris.onnx", "cortex.yaml", ".env", "Pipfile")])

@@ -17,6 +17,7 @@ share one socket as before.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import stat
@@ -56,12 +57,36 @@ def bind_socket(
             os.chmod(uds, 0o666)
     except OSError as exc:
         sock.close()
-        shown = uds if uds is not None else f"{host}:{port}"
-        raise StartError(f"Cannot listen on {shown}: {exc.strerror}.") from None
+        raise StartError(cannot_listen(host, port, uds, exc)) from None
     if listen:
         sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
+
+
+def check_port_free(host: str, port: int) -> None:
+    """A StartError when ``host:port`` cannot be bound, found before the project loads: bound and closed at once,
+    as asyncio binds for uvicorn (every address ``host`` names, ``SO_REUSEADDR``, IPv6 only on IPv6)."""
+    try:
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in found:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+    except OSError as exc:
+        raise StartError(cannot_listen(host, port, None, exc)) from None
+
+
+def cannot_listen(host: str, port: int, uds: str | None, exc: OSError) -> str:
+    """Why ``serve`` cannot listen, in words: a port in use is named, with the way out."""
+    if uds is None and exc.errno == errno.EADDRINUSE:
+        return (
+            f"Port {port} on {host} is already in use (another server listens there): stop it, or serve on "
+            "another port with --port (--port 0 picks a free one)."
+        )
+    return f"Cannot listen on {uds if uds is not None else f'{host}:{port}'}: {exc.strerror or exc}."
 
 
 def close_socket(sock: socket.socket, uds: str | None) -> None:

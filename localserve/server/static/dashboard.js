@@ -89,13 +89,14 @@ function axisLabels(top, unit) {
 // A line chart of several series over the kept history: [{name, cls, points: [[t, v|null]]}]; ``scale`` turns a
 // value into the axis's unit (seconds -> ms). The SVG is drawn at its box's width in pixels, one user unit a
 // pixel, so its text keeps the stylesheet's px size at any window width; ``fitCharts`` redraws on resize.
-function lineChart(series, scale, unit, label) {
-  const chart = svg("svg", { class: "chart", role: "img", "aria-label": label, "data-chart": label });
-  chart.draw = (width) => drawChart(chart, Math.max(Math.floor(width), 160), series, scale, unit);
+// ``empty``: what the chart says across its middle when it has nothing to draw ("no requests yet"), or null.
+function lineChart(series, scale, unit, label, empty = null) {
+  const chart = svg("svg", { class: "chart", role: "img", "aria-label": empty ? `${label}: ${empty}` : label, "data-chart": label });
+  chart.draw = (width) => drawChart(chart, Math.max(Math.floor(width), 160), series, scale, unit, empty);
   return chart;
 }
 
-function drawChart(chart, W, series, scale, unit) {
+function drawChart(chart, W, series, scale, unit, empty) {
   const H = 140, L = 64, B = 18, T = 8, R = 8;
   chart.replaceChildren();
   chart.setAttribute("viewBox", `0 0 ${W} ${H}`);
@@ -132,6 +133,12 @@ function drawChart(chart, W, series, scale, unit) {
       chart.append(svg("circle", { class: s.cls, cx: x(t).toFixed(1), cy: y(v).toFixed(1), r: 2, "data-series": s.name }));
     }
     flush();
+  }
+  if (empty) {
+    // between the top and middle grid lines, clear of both
+    const note = svg("text", { x: (L + W - R) / 2, y: T + (H - B - T) / 4 + 5, "text-anchor": "middle", class: "empty", "data-empty": "" });
+    note.textContent = empty;
+    chart.append(note);
   }
 }
 
@@ -228,11 +235,14 @@ function card(api, t) {
     points: points.slice(1).map((p, i) => [p.t, quantile(q, diffBuckets(p.buckets, points[i].buckets))]),
   }));
   if (api.status !== "failed") { // a failed API answers nothing but 503s: no chart to draw
+    // an API that never answered has nothing to chart: say so, rather than leave the charts blank
+    const idle = last.total === 0 ? "no requests yet" : null;
+    const quiet = points.length > 1 && series.every((s) => s.points.every((p) => p[1] === null)) ? "no requests in this window" : null;
     node.append(el("h3", {}, "latency per interval (since start: p50 / p90 / p99 above)"),
-      lineChart(series, (seconds) => seconds * 1000, " ms", "latency"),
+      lineChart(series, (seconds) => seconds * 1000, " ms", "latency", idle || quiet),
       legend([["p50", "var(--accent)"], ["p90", "#8250df"], ["p99", "var(--bad)"]]));
     const rates = points.slice(1).map((p, i) => [p.t, (p.total - points[i].total) / (p.t - points[i].t)]);
-    node.append(el("h3", {}, "requests per second"), lineChart([{ name: "rate", cls: "rate", points: rates }], (v) => v, "/s", "rate"));
+    node.append(el("h3", {}, "requests per second"), lineChart([{ name: "rate", cls: "rate", points: rates }], (v) => v, "/s", "rate", idle));
   }
   const sizes = [];
   let seen = 0, low = 0;
