@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from localserve.cli.conventions import handler_command
+from localserve.cli.exits import exit_past_threads
 from localserve.cli.options import (
     ApiFlags,
     fail_on_errors,
@@ -123,8 +124,6 @@ def _run(
     else:
         _print_body(response_body, response_headers, output, real_stdout)
     if busy:  # a request past its --timeout still in the model: the interpreter's exit would abort under it
-        from localserve.processes.supervisor import exit_past_threads
-
         exit_past_threads(code, busy)
     if code:
         sys.exit(code)

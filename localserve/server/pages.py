@@ -1,9 +1,5 @@
 """Pages for people: ``/openapi.json``, ``/docs`` (Swagger UI, offline) and ``/dashboard`` (live figures).
-
-Example::
-
-    app = App(config)
-    Starlette(routes=[..., *Pages(app).routes()])
+``Pages(app).routes()`` joins the app's own routes (``app`` is anything with a ``Site``'s attributes).
 
 The dashboard's figures come from the metrics ``GET /metrics`` serves, through their one reader
 (``Metrics.figures()``), so the page and a Prometheus scrape cannot disagree; the tracker and each
@@ -21,20 +17,24 @@ import time
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from localserve.config import ServeConfig
+from localserve.config.options import ServeOptions
 from localserve.errors import NotFound
-from localserve.metrics.summary import models_json
+from localserve.metrics.summary import StatsSummary, models_json
 from localserve.protocols.http import render_error, request_id_of
+from localserve.protocols.splitter import SplitterRoutes
+from localserve.server.reload import Reloader
 
 if TYPE_CHECKING:
     from localserve.engine.api import ApiRuntime
     from localserve.metrics import Distribution, Metrics
-    from localserve.server.app import App
     from localserve.server.openapi import ApiDoc
 
 STATIC = "static"  # beside this module, package data
@@ -88,10 +88,23 @@ def _histogram(distribution: Distribution) -> dict[str, Any]:
     return {"buckets": buckets, "count": distribution.count, "sum": distribution.sum}
 
 
+class Site(Protocol):
+    """What the pages read of the replica they belong to (``server.app.App``)."""
+
+    starlette: Starlette
+    config: ServeConfig
+    options: ServeOptions
+    apis: dict[str, ApiRuntime]
+    metrics: Metrics | None
+    stats: StatsSummary
+    reloader: Reloader | None
+    splitters: SplitterRoutes
+
+
 class Pages:
     """The routes of the pages, bound to one replica's ``App``."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: Site) -> None:
         self.app = app
 
     def routes(self) -> list[BaseRoute]:
