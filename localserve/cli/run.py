@@ -26,7 +26,11 @@ from localserve.cli.options import (
     serve_options,
 )
 from localserve.errors import ConfigError
+from localserve.logs import capture_prints
+from localserve.logs.user import stdout_to_stderr
+from localserve.processes.peers import Peers
 from localserve.project.compat.context import Project
+from localserve.project.compat.hosts import RUN_PEERS, RUN_URL, install_api_hosts
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
@@ -85,9 +89,6 @@ def _run(
     query: str,
     output: Path | None,
 ) -> None:
-    from localserve.logs.user import stdout_to_stderr
-    from localserve.project.compat.hosts import RUN_URL
-
     if output is not None and not output.parent.is_dir():  # said before user code runs, not after
         raise ConfigError(
             f"--output {output}: the folder {output.parent} does not exist; create it, or write elsewhere."
@@ -166,8 +167,6 @@ def send_one(
 
     ``busy`` gets the names of the APIs' threads still running once everything stopped (a request past
     its ``--timeout`` still in the model): the command must then end with ``os._exit``."""
-    from localserve.logs import capture_prints
-
     full = load(project, config_file, flags)
     api = full.api(api_name).name
     # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
@@ -197,9 +196,7 @@ def _send_one(
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call;
     the threads still running after ``THREADS_EXIT_WAIT`` go to ``busy``."""
-    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.processes.peers import Peers
-    from localserve.project.compat.hosts import RUN_PEERS, install_api_hosts
+    # lazy: numpy, imported in the project: it starts threads, and /mnt/project's mount namespace needs none
     from localserve.server.inprocess import peer_starter, run_job_once, run_once
     from localserve.server.runner import THREADS_EXIT_WAIT, Runner
 

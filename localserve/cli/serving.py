@@ -205,6 +205,7 @@ def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
     """With ``--port 0`` (and no ``--uds``): a free port bound and listening, ``settings["port"]`` set to it."""
     if settings["port"] != 0 or settings["uds"] is not None:
         return None
+    # lazy: numpy (the server package), whose threads would forbid the project's mount namespace
     from localserve.server.connection.listeners import bind_socket
 
     sock = bind_socket(settings["host"], 0)
@@ -216,7 +217,7 @@ def _serve(
     config: ServeConfig, flags: ApiFlags, settings: dict[str, Any], context: Project, sock: socket.socket | None
 ) -> Stopped:
     """Inside the project: the settings tree built, then serve until stopped; how it ended."""
-    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
+    # lazy: numpy, imported in the project: it starts threads, and /mnt/project's mount namespace needs none
     from localserve.engine.memory import set_by_environment
     from localserve.processes.supervisor import default_replicas, serve_forever
 

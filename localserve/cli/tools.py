@@ -9,8 +9,13 @@ from typing import Any
 import click
 
 from localserve.cli.conventions import handler_command
+from localserve.cli.get_tables import render_get
 from localserve.cli.options import fail_on_errors, project_options
+from localserve.config import find_config_file, load_config
 from localserve.errors import LocalServeError
+from localserve.export import dockerignore, kserve_manifests, kubernetes_manifests
+from localserve.project.directory import default_cache_dir
+from localserve.protocols.asyncapi.config import with_async_store
 
 
 @handler_command()
@@ -24,9 +29,8 @@ from localserve.errors import LocalServeError
 @fail_on_errors
 def check(project: Path, config_file: Path | None, handler: str | None, cache_dir: Path | None) -> None:
     """Validate the project's config and files without serving it."""
+    # lazy: numpy (the runtimes): every command loads this module, and serve's mount namespace needs no threads
     from localserve.checks import check_project
-    from localserve.config import load_config
-    from localserve.project.directory import default_cache_dir
 
     config = load_config(project, config_file, handler=handler)
     for line in check_project(config, cache_dir or default_cache_dir()):
@@ -43,8 +47,6 @@ def get(api: str | None, url: str, as_json: bool, api_key: str | None) -> None:
     """Show each API's status, request counts, latency and tracker stats (like `cortex get`)."""
     import urllib.error
     import urllib.request
-
-    from localserve.cli.get_tables import render_get
 
     target = f"{url.rstrip('/')}/{api}/stats" if api else f"{url.rstrip('/')}/stats"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -127,13 +129,8 @@ def export_kubernetes(
     \b
     localserve export kubernetes --image registry.example/iris:1 > k8s.yaml && kubectl apply -f k8s.yaml
     """
-    from localserve.config import find_config_file, load_config
-    from localserve.export import kubernetes_manifests
-
     config = load_config(project, config_file)
     if async_store is not None:
-        from localserve.protocols.asyncapi.config import with_async_store
-
         config = with_async_store(config, async_store)
     source = config_file if config_file is not None else find_config_file(config.project)
     text = kubernetes_manifests(
@@ -170,9 +167,6 @@ def export_kserve(
     localserve export kserve --image registry.example/iris:1 > kserve.yaml && kubectl apply -f kserve.yaml
     localserve export kserve --image registry.example/iris:1 --protocol grpc   # gRPC (h2c) on 8081
     """
-    from localserve.config import find_config_file, load_config
-    from localserve.export import kserve_manifests
-
     config = load_config(project, config_file)
     source = config_file if config_file is not None else find_config_file(config.project)
     text = kserve_manifests(config, image, config_file=source, name=name, namespace=namespace, protocol=protocol)
@@ -184,7 +178,4 @@ def export_kserve(
 @fail_on_errors
 def export_dockerignore(project: Path, config_file: Path | None) -> None:
     """Print the .dockerignore that leaves out what the platform never packaged (seed 001)."""
-    from localserve.config import find_config_file
-    from localserve.export import dockerignore
-
     click.echo(dockerignore(project.resolve(), config_file or find_config_file(project.resolve())), nl=False)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from localserve.errors import ModelLoadError, NoGpu, RequestError
+from localserve.runtimes.preinit import tf_preinit_lines
 
 RUNTIMES = {
     "onnx": "localserve.runtimes.onnx:OnnxModel",
@@ -131,8 +132,6 @@ def _import_tensorflow_runtime(module_name: str) -> Any:
     """Our TensorFlow runtime's module; TensorFlow's first import with its pre-init lines filtered."""
     if "tensorflow" in sys.modules:
         return importlib.import_module(module_name)
-    from localserve.runtimes.preinit import tf_preinit_lines
-
     with tf_preinit_lines(os.environ.get("TF_CPP_MIN_LOG_LEVEL")):  # its first lines obey it too
         return importlib.import_module(module_name)
 

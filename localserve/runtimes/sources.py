@@ -23,6 +23,9 @@ from pathlib import Path
 from localserve.errors import ModelLoadError
 from localserve.project.directory import default_cache_dir
 from localserve.runtimes.cache import CHUNK, model_root, staging_dir
+from localserve.runtimes.s3 import fetch_s3
+from localserve.runtimes.web import fetch_http
+from localserve.runtimes.web import redact as redact_url
 
 __all__ = ["cache_entry", "extract_zip", "redact", "resolve_model"]
 
@@ -47,12 +50,8 @@ def resolve_model(
     models = (cache_root if cache_root is not None else default_cache_dir()) / "models"
     show_bar = sys.stderr.isatty() if progress is None else progress
     if location.startswith("s3://"):  # the downloaders (http.client, IDNA) are imported for a remote model only
-        from localserve.runtimes.s3 import fetch_s3
-
         path = fetch_s3(location, models, show_bar, s3_endpoint)
     elif location.startswith(("http://", "https://")):
-        from localserve.runtimes.web import fetch_http
-
         path = fetch_http(location, models, show_bar)
     else:
         path = Path(location).expanduser()
@@ -73,8 +72,6 @@ def redact(location: str) -> str:
     """A model location fit for logs and errors (``web.redact``: no query string, password or fragment)."""
     if "://" not in location:  # a path: nothing to hide, and no URL parsing to import
         return location
-    from localserve.runtimes.web import redact as redact_url
-
     return redact_url(location)
 
 

@@ -30,6 +30,8 @@ from localserve.errors import NotFound
 from localserve.metrics.summary import StatsSummary, models_json
 from localserve.protocols.http import render_error, request_id_of
 from localserve.protocols.splitter import SplitterRoutes
+from localserve.server.openapi import ApiDoc, openapi_document, splitter_paths
+from localserve.server.openapi_v2 import add_v2_paths
 from localserve.server.reload import Reloader
 
 if TYPE_CHECKING:
@@ -141,10 +143,7 @@ class Pages:
         return [_api_doc(rt, sample, serves_root) for rt in self.app.apis.values()]
 
     def document(self) -> dict[str, Any]:
-        """The OpenAPI 3.1 document of every route the server answers (its builders imported on the first GET)."""
-        from localserve.server.openapi import openapi_document, splitter_paths
-        from localserve.server.openapi_v2 import add_v2_paths
-
+        """The OpenAPI 3.1 document of every route the server answers."""
         apis = self.api_docs()
         document = openapi_document(apis, bearer=self.bearer, root_path=self.app.options.root_path)
         for splitter in self.app.config.splitters:  # kind: TrafficSplitter
@@ -232,8 +231,6 @@ def _no_page(request: StarletteRequest) -> Response:
 
 
 def _api_doc(rt: ApiRuntime, sample: Any, serves_root: bool) -> ApiDoc:
-    from localserve.server.openapi import ApiDoc
-
     info = rt.describe() if rt.state == "ready" else {}
     raw_model = rt.api.kind == "request_handler" and getattr(rt.endpoint, "pre", None) is None
     return ApiDoc(
