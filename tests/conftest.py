@@ -86,7 +86,7 @@ def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """User modules imported by one test never leak into the next; the cache is per test."""
     before = set(sys.modules)
     monkeypatch.setenv("LOCALSERVE_CACHE_DIR", str(tmp_path / "_cache"))  # the CLI's, in process or not
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "_xdg"))  # the default of an App built without the CLI
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "_xdg"))  # the CLI's default when a test unsets the one above
     yield
     for name in set(sys.modules) - before:
         module = sys.modules.get(name)

@@ -175,3 +175,24 @@ def test_the_cli_imports_none_of_what_its_in_function_imports_put_off() -> None:
     probe = f"import sys, localserve.cli, localserve.pytest_plugin; print(__import__('json').dumps([m for m in {HEAVY!r} if m in sys.modules]))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=cli_env(), check=True)
     assert json.loads(done.stdout) == []
+
+
+def test_processes_end_in_the_cli_only() -> None:
+    """``sys.exit``, ``os._exit`` and ``raise SystemExit`` below ``cli/`` would end a server from inside it; the
+    layers below return how they ended (``processes.supervisor.Stopped``) and the CLI exits."""
+    found = []
+    for module, path in modules().items():
+        if module.startswith("localserve.cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            call = node.exc if isinstance(node, ast.Raise) else node
+            if isinstance(call, ast.Call):
+                call = call.func
+            if isinstance(call, ast.Name) and call.id == "SystemExit" and isinstance(node, ast.Raise):
+                found.append(f"{module}:{node.lineno} SystemExit")
+            elif isinstance(call, ast.Attribute) and (call.attr, getattr(call.value, "id", None)) in (
+                ("exit", "sys"),
+                ("_exit", "os"),
+            ):
+                found.append(f"{module}:{node.lineno} {call.value.id}.{call.attr}")  # type: ignore[attr-defined]
+    assert sorted(set(found)) == []

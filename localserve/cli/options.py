@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from localserve.config.options import HttpLimits, ServeOptions
 from localserve.errors import ConfigError, LocalServeError
 from localserve.logs import configure_logging, configured_logging
 from localserve.project.compat.context import ProjectSettings
-from localserve.project.directory import default_cache_dir, parse_environment
+from localserve.project.directory import parse_environment
 from localserve.protocols.asyncapi.config import with_async_store
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
 def project_settings(flags: ApiFlags, *, quiet: bool, url: str | None) -> ProjectSettings:
     """How the Project context recreates the platform around user code, from the flags."""
     return ProjectSettings(
-        cache_dir=cache_of(flags),
+        cache_dir=cache_dir_of(flags.cache_dir),
         environment=parse_environment(flags.environment),
         raw_project=flags.raw_project,
         system_deps=flags.system_deps,
@@ -212,11 +213,11 @@ def project_settings(flags: ApiFlags, *, quiet: bool, url: str | None) -> Projec
     )
 
 
-def api_settings(flags: ApiFlags) -> dict[str, Any]:
+def api_settings(flags: ApiFlags, environ: Mapping[str, str]) -> dict[str, Any]:
     """The fields of ServeOptions that ``run`` and ``serve`` share, from their flags."""
     return {
         "allow_cpu_fallback": flags.allow_cpu_fallback,
-        "cache_dir": flags.cache_dir,
+        "cache_dir": cache_dir_of(flags.cache_dir, environ),
         "log_format": flags.log_format,
         "log_level": flags.log_level,
     }
@@ -228,12 +229,17 @@ def serve_options(flags: ApiFlags, environ: Mapping[str, str], **settings: Any) 
     limits = {name: settings.pop(name) for name in HttpLimits.__dataclass_fields__ if name in settings}
     if limits:
         settings["limits"] = HttpLimits(**limits)
-    return ServeOptions(**settings, **api_settings(flags), **environment_settings(environ))
+    return ServeOptions(**settings, **api_settings(flags, environ), **environment_settings(environ))
 
 
-def cache_of(flags: ApiFlags) -> Path:
-    """``--cache-dir`` (``LOCALSERVE_CACHE_DIR``), else the default folder."""
-    return flags.cache_dir or default_cache_dir()
+def cache_dir_of(flag: Path | None, environ: Mapping[str, str] = os.environ) -> Path:
+    """The cache folder (installed requirements, downloaded models, AsyncAPI stores), decided here only:
+    ``--cache-dir`` (``LOCALSERVE_CACHE_DIR``), else ``$XDG_CACHE_HOME/localserve`` (the freedesktop
+    convention), else ``~/.cache/localserve``."""
+    if flag is not None:
+        return flag
+    xdg = environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "localserve"
 
 
 S3_ENDPOINT_VARIABLE = "LOCALSERVE_S3_ENDPOINT"  # deprecated: botocore reads AWS_ENDPOINT_URL_S3 itself

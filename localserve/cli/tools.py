@@ -10,11 +10,10 @@ import click
 
 from localserve.cli.conventions import handler_command
 from localserve.cli.get_tables import render_get
-from localserve.cli.options import fail_on_errors, project_options
+from localserve.cli.options import cache_dir_of, fail_on_errors, project_options
 from localserve.config import find_config_file, load_config
 from localserve.errors import LocalServeError
 from localserve.export import dockerignore, kserve_manifests, kubernetes_manifests
-from localserve.project.directory import default_cache_dir
 from localserve.protocols.asyncapi.config import with_async_store
 
 
@@ -33,7 +32,7 @@ def check(project: Path, config_file: Path | None, handler: str | None, cache_di
     from localserve.checks import check_project
 
     config = load_config(project, config_file, handler=handler)
-    for line in check_project(config, cache_dir or default_cache_dir()):
+    for line in check_project(config, cache_dir_of(cache_dir)):
         click.echo(line)
 
 

@@ -109,10 +109,6 @@ def _not_installed(model_format: str, reason: object) -> ModelLoadError:
 def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
     """Open the model at ``path`` (already fetched locally) with the runtime for ``model_format``."""
     module_name, _, class_name = require_runtime(model_format).partition(":")
-    if model_format == "tensorflow" and "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
-        # TensorFlow reads it when it is imported, here: its C++ info and warning lines stay out of
-        # our logs unless the user asked for them by setting it.
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     try:
         if model_format == "tensorflow":
             with _FIRST_TF_IMPORT:  # two first loads at once would each save and restore descriptor 2 (stderr)

@@ -29,11 +29,11 @@ from localserve.logs import flush_access_log
 from localserve.messages.response import Reply
 from localserve.metrics import expose
 from localserve.project.compat.hosts import route_by_host
-from localserve.project.directory import default_cache_dir
 from localserve.protocols.asyncapi.routes import AsyncJobs
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
 from localserve.protocols.splitter import SplitterRoutes
 from localserve.protocols.v2.routes import V2Routes, infer_params
+from localserve.runtimes.cache import scratch_dir
 from localserve.server.pages import Pages
 from localserve.server.reload import ProjectReload, Reloader
 from localserve.server.routes import NativeRoutes
@@ -271,5 +271,5 @@ def _async_jobs(engine: Engine, config: ServeConfig, options: ServeOptions) -> A
         project=config.project,
         max_body_size=options.max_body_size,
         hide_errors=options.hide_errors,
-        cache=options.cache_dir or default_cache_dir(),
+        cache=options.cache_dir or scratch_dir(),
     )

@@ -157,7 +157,9 @@ class Project:
             defaults["HANDLER"] = handlers[0]
         if self.settings.url:
             defaults["LOCALSERVE_URL"] = self.settings.url
-        if self.settings.quiet:  # TensorFlow's C++ logging reads it once, at its import: errors only, as --quiet's log
+        if self.settings.quiet or any(api.model_format == "tensorflow" for api in config.apis):
+            # TensorFlow reads it once, at its import: its C++ info and warning lines stay out of our logs
+            # (and --quiet's) unless the user set it (a default: the environment, .env, --environment win).
             defaults["TF_CPP_MIN_LOG_LEVEL"] = "2"
         enter_project(workdir, self.settings.environment, defaults, dotenv=config.project / ".env")
         self._enter_predictors(config, workdir)
