@@ -12,6 +12,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,9 @@ def serving(project: Path, monkeypatch: pytest.MonkeyPatch, options: ServeOption
     monkeypatch.chdir(project)
     monkeypatch.syspath_prepend(str(project))
     config = load_config(project, **flags)
+    options = options or ServeOptions()
+    if options.cache_dir is None:  # the test's own, as the CLI would give (else a folder of this process)
+        options = replace(options, cache_dir=Path(os.environ["LOCALSERVE_CACHE_DIR"]))
     app = create_app(config, options)
     with TestClient(app, raise_server_exceptions=False) as client:
         deadline = time.monotonic() + 60
