@@ -27,6 +27,7 @@ def localserve_client() -> Iterator[Callable[..., Any]]:
     with contextlib.ExitStack() as stack:
 
         def make(project_dir: Any, handler: str | None = None, config: Any = None, **settings: Any) -> Any:
+            # lazy: numpy, starlette, the server: not in every pytest session of a user, only in those that call it
             from localserve.testing import client
 
             return stack.enter_context(client(project_dir, handler, config, **settings))

@@ -12,6 +12,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """User modules imported by one test never leak into the next; the cache is per test."""
     before = set(sys.modules)
     monkeypatch.setenv("LOCALSERVE_CACHE_DIR", str(tmp_path / "_cache"))  # the CLI's, in process or not
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "_xdg"))  # the default of an App built without the CLI
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "_xdg"))  # the CLI's default when a test unsets the one above
     yield
     for name in set(sys.modules) - before:
         module = sys.modules.get(name)
@@ -122,6 +123,9 @@ def serving(project: Path, monkeypatch: pytest.MonkeyPatch, options: ServeOption
     monkeypatch.chdir(project)
     monkeypatch.syspath_prepend(str(project))
     config = load_config(project, **flags)
+    options = options or ServeOptions()
+    if options.cache_dir is None:  # the test's own, as the CLI would give (else a folder of this process)
+        options = replace(options, cache_dir=Path(os.environ["LOCALSERVE_CACHE_DIR"]))
     app = create_app(config, options)
     with TestClient(app, raise_server_exceptions=False) as client:
         deadline = time.monotonic() + 60

@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from localserve.checks.probe import probe_imports, requirement_names
 from localserve.config import ApiConfig, ServeConfig
 from localserve.errors import ConfigError, ModelLoadError
+from localserve.messages.error_text import install_hint, package_for
+from localserve.project.compat.platform import DEPENDENCIES_SCRIPT
+from localserve.project.compat.view import excluded_files
+from localserve.project.directory import cached_requirements
+from localserve.runtimes import require_runtime
 
 
 def check_project(config: ServeConfig, cache: Path) -> Iterator[str]:
@@ -45,8 +51,6 @@ def _check_files(config: ServeConfig, api: ApiConfig) -> None:
 def _check_model(config: ServeConfig, api: ApiConfig) -> None:
     """What loading the API's model would refuse, short of loading it: the runtime installed (the one function that
     serve asks), and for a local SavedModel folder its signatures (read from saved_model.pb, as loading decides)."""
-    from localserve.runtimes import require_runtime
-
     if api.model_format is None or api.model_location is None:
         return
     where = f"{config.source}: api {api.name!r}"
@@ -54,7 +58,7 @@ def _check_model(config: ServeConfig, api: ApiConfig) -> None:
         require_runtime(api.model_format)
         path = config.project / api.model_location
         if api.model_format == "tensorflow" and "://" not in api.model_location and path.is_dir():
-            from localserve.runtimes.tensorflow import inspect_saved_model
+            from localserve.runtimes.tensorflow import inspect_saved_model  # lazy: tensorflow
 
             # A TensorFlowPredictor may name the signature in each call; a request handler API runs one.
             inspect_saved_model(path, api.tf_signature_key, needs_signature=api.predictor is None)
@@ -80,12 +84,6 @@ def _summary(api: ApiConfig) -> str:
 
 def _surroundings(config: ServeConfig, cache: Path) -> Iterator[str]:
     """What user code will not find as it did on the platform: excluded files, dependencies.sh, missing imports."""
-    from localserve.checks.probe import probe_imports, requirement_names
-    from localserve.messages.error_text import install_hint, package_for
-    from localserve.project.compat.platform import DEPENDENCIES_SCRIPT
-    from localserve.project.compat.view import excluded_files
-    from localserve.project.directory import cached_requirements
-
     if config.config_file is not None:
         excluded = excluded_files(config.project, config.config_file)
         if excluded:

@@ -19,10 +19,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from localserve.config import ServeConfig
+from localserve.config import PredictorConfig, ServeConfig
+from localserve.config.schema import ModelsConfig
+from localserve.errors import HandlerLoadError
+from localserve.handlers.abeja import inspect_handler
+from localserve.handlers.loader import load_attr, load_file
+from localserve.handlers.predictor import inspect_predictor
+from localserve.handlers.request_handler import inspect_hooks
 from localserve.messages.error_text import CORTEX_PREINSTALLED as CORTEX_PREINSTALLED  # moved there; re-exported
 from localserve.messages.error_text import PACKAGES as PACKAGES
 from localserve.messages.error_text import package_for as package_for
+from localserve.project.compat.mnt import install_redirect
+from localserve.project.directory import read_dotenv
 
 PROBE_TIMEOUT = 300.0
 
@@ -96,11 +104,7 @@ def _main(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the subpr
         sys.path.insert(1, spec["env"])
     dotenv = project / ".env"
     if dotenv.is_file():
-        from localserve.project.directory import read_dotenv
-
         os.environ.update(read_dotenv(dotenv))
-    from localserve.project.compat.mnt import install_redirect
-
     install_redirect(project)
     devnull = open(os.devnull, "w")  # noqa: SIM115  (stdout for user prints until the process ends)
     real_stdout, sys.stdout = sys.stdout, devnull
@@ -116,15 +120,11 @@ def _probe(
     import importlib
     import traceback
 
-    from localserve.errors import HandlerLoadError
-
     result: dict[str, Any] = {"api": api, "target": target}
     try:
         if how == "module":
             module = importlib.import_module(target)
         else:
-            from localserve.handlers.loader import load_file
-
             module = load_file(target, project, api=api, what="module")
         _inspect(module, wanted, project)
     except HandlerLoadError as exc:  # what serve refuses in the module, short of running the predictor's __init__
@@ -145,13 +145,6 @@ def _probe(
 
 def _inspect(module: Any, wanted: dict[str, Any], project: Path) -> None:  # pragma: no cover - in the subprocess
     """What ``serve`` checks in the imported ``module`` before it calls user code: the same functions decide."""
-    from localserve.config import PredictorConfig
-    from localserve.config.schema import ModelsConfig
-    from localserve.handlers.abeja import inspect_handler
-    from localserve.handlers.loader import load_attr
-    from localserve.handlers.predictor import inspect_predictor
-    from localserve.handlers.request_handler import inspect_hooks
-
     if "handler" in wanted:
         inspect_handler(load_attr(wanted["handler"], project), wanted["handler"])
     elif "request_handler" in wanted:

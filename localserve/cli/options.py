@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from localserve.config import ServeConfig
+from localserve.config import ServeConfig, load_config
+from localserve.config.options import HttpLimits, ServeOptions
 from localserve.errors import ConfigError, LocalServeError
+from localserve.logs import configure_logging, configured_logging
+from localserve.project.compat.context import ProjectSettings
+from localserve.project.directory import parse_environment
+from localserve.protocols.asyncapi.config import with_async_store
 
 if TYPE_CHECKING:
     from localserve.config.options import ServeOptions
@@ -164,8 +170,6 @@ def run_api_options(func: F) -> F:
 
 def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfig:
     """The config file's APIs with the flags applied, or one API built from the flags."""
-    from localserve.config import load_config
-
     context = None
     if flags.context_json is not None:
         try:
@@ -192,19 +196,14 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
         batching=batching,
     )
     if flags.async_store is not None:
-        from localserve.protocols.asyncapi.config import with_async_store
-
         config = with_async_store(config, flags.async_store)
     return config
 
 
 def project_settings(flags: ApiFlags, *, quiet: bool, url: str | None) -> ProjectSettings:
     """How the Project context recreates the platform around user code, from the flags."""
-    from localserve.project.compat.context import ProjectSettings
-    from localserve.project.directory import parse_environment
-
     return ProjectSettings(
-        cache_dir=cache_of(flags),
+        cache_dir=cache_dir_of(flags.cache_dir),
         environment=parse_environment(flags.environment),
         raw_project=flags.raw_project,
         system_deps=flags.system_deps,
@@ -214,11 +213,11 @@ def project_settings(flags: ApiFlags, *, quiet: bool, url: str | None) -> Projec
     )
 
 
-def api_settings(flags: ApiFlags) -> dict[str, Any]:
+def api_settings(flags: ApiFlags, environ: Mapping[str, str]) -> dict[str, Any]:
     """The fields of ServeOptions that ``run`` and ``serve`` share, from their flags."""
     return {
         "allow_cpu_fallback": flags.allow_cpu_fallback,
-        "cache_dir": flags.cache_dir,
+        "cache_dir": cache_dir_of(flags.cache_dir, environ),
         "log_format": flags.log_format,
         "log_level": flags.log_level,
     }
@@ -227,19 +226,20 @@ def api_settings(flags: ApiFlags) -> dict[str, Any]:
 def serve_options(flags: ApiFlags, environ: Mapping[str, str], **settings: Any) -> ServeOptions:
     """The settings tree of ``run``, ``serve`` and ``localserve.testing``: the command's own ``settings``
     (ServeOptions fields, HttpLimits' fields flat as their flags are), the shared flags, the environment's."""
-    from localserve.config.options import HttpLimits, ServeOptions
-
     limits = {name: settings.pop(name) for name in HttpLimits.__dataclass_fields__ if name in settings}
     if limits:
         settings["limits"] = HttpLimits(**limits)
-    return ServeOptions(**settings, **api_settings(flags), **environment_settings(environ))
+    return ServeOptions(**settings, **api_settings(flags, environ), **environment_settings(environ))
 
 
-def cache_of(flags: ApiFlags) -> Path:
-    """``--cache-dir`` (``LOCALSERVE_CACHE_DIR``), else the default folder."""
-    from localserve.project.directory import default_cache_dir
-
-    return flags.cache_dir or default_cache_dir()
+def cache_dir_of(flag: Path | None, environ: Mapping[str, str] = os.environ) -> Path:
+    """The cache folder (installed requirements, downloaded models, AsyncAPI stores), decided here only:
+    ``--cache-dir`` (``LOCALSERVE_CACHE_DIR``), else ``$XDG_CACHE_HOME/localserve`` (the freedesktop
+    convention), else ``~/.cache/localserve``."""
+    if flag is not None:
+        return flag
+    xdg = environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "localserve"
 
 
 S3_ENDPOINT_VARIABLE = "LOCALSERVE_S3_ENDPOINT"  # deprecated: botocore reads AWS_ENDPOINT_URL_S3 itself
@@ -273,8 +273,6 @@ def setup_logging(
     flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None, config_file: Path | None = None
 ) -> None:
     """Configure logging from the command's flags (``quiet``: errors only; ``config_file``: ``--log-config``)."""
-    from localserve.logs import configure_logging
-
     configure_logging(
         flags.log_format or default_format, "error" if quiet else flags.log_level, config_file=config_file
     )
@@ -284,6 +282,4 @@ def logging_configured(
     flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None
 ) -> contextlib.AbstractContextManager[object]:
     """``setup_logging`` for the time of a command: what it replaced is back afterwards (``CliRunner``)."""
-    from localserve.logs import configured_logging
-
     return configured_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import click
 
 from localserve.cli.conventions import handler_command
+from localserve.cli.exits import exit_past_threads
 from localserve.cli.options import (
     ApiFlags,
     fail_on_errors,
@@ -25,7 +26,12 @@ from localserve.cli.options import (
     serve_options,
 )
 from localserve.errors import ConfigError
+from localserve.logs import capture_prints
+from localserve.logs.user import stdout_to_stderr
+from localserve.processes.peers import Peers
 from localserve.project.compat.context import Project
+from localserve.project.compat.hosts import RUN_PEERS, RUN_URL, install_api_hosts
+from localserve.protocols.bodies import too_large
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
@@ -84,9 +90,6 @@ def _run(
     query: str,
     output: Path | None,
 ) -> None:
-    from localserve.logs.user import stdout_to_stderr
-    from localserve.project.compat.hosts import RUN_URL
-
     if output is not None and not output.parent.is_dir():  # said before user code runs, not after
         raise ConfigError(
             f"--output {output}: the folder {output.parent} does not exist; create it, or write elsewhere."
@@ -124,8 +127,6 @@ def _run(
     else:
         _print_body(response_body, response_headers, output, real_stdout)
     if busy:  # a request past its --timeout still in the model: the interpreter's exit would abort under it
-        from localserve.processes.supervisor import exit_past_threads
-
         exit_past_threads(code, busy)
     if code:
         sys.exit(code)
@@ -168,8 +169,6 @@ def send_one(
 
     ``busy`` gets the names of the APIs' threads still running once everything stopped (a request past
     its ``--timeout`` still in the model): the command must then end with ``os._exit``."""
-    from localserve.logs import capture_prints
-
     full = load(project, config_file, flags)
     api = full.api(api_name).name
     # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
@@ -199,9 +198,7 @@ def _send_one(
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """Inside the project: the one API of ``config`` loaded, one request sent; the peers of ``full`` on call;
     the threads still running after ``THREADS_EXIT_WAIT`` go to ``busy``."""
-    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.processes.peers import Peers
-    from localserve.project.compat.hosts import RUN_PEERS, install_api_hosts
+    # lazy: numpy, imported in the project: it starts threads, and /mnt/project's mount namespace needs none
     from localserve.server.inprocess import peer_starter, run_job_once, run_once
     from localserve.server.runner import THREADS_EXIT_WAIT, Runner
 
@@ -251,8 +248,6 @@ def read_input(input_path: str | None, limit: int) -> tuple[bytes, str | None]:
 
 
 def _read_at_most(file: BinaryIO, limit: int) -> bytes:
-    from localserve.protocols.bodies import too_large
-
     data = file.read(limit + 1)
     if len(data) > limit:
         raise too_large(len(data), limit, at_least=True)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from localserve.cli.conventions import handler_command
+from localserve.cli.exits import exit_past_threads
 from localserve.cli.listen import check_listen, listen_options, server_url
 from localserve.cli.options import (
     ApiFlags,
@@ -23,11 +24,12 @@ from localserve.cli.options import (
     serve_options,
     setup_logging,
 )
-from localserve.errors import ConfigError
+from localserve.errors import ConfigError, StartError
 from localserve.project.compat.context import Project
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
+    from localserve.processes.supervisor import Stopped
 
 
 @handler_command()
@@ -188,12 +190,15 @@ def serve(
     )
     try:
         with context as entered:
-            code = _serve(entered, flags, settings, context, sock)
+            stopped = _serve(entered, flags, settings, context, sock)
+            exit_past_threads(stopped.code, stopped.busy)  # in the project still, as the threads run in it
     finally:
         if sock is not None:
             sock.close()
-    if code:
-        sys.exit(code)
+    if stopped.failure is not None:
+        raise StartError(stopped.failure)
+    if stopped.code:
+        sys.exit(stopped.code)
 
 
 def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
@@ -201,6 +206,7 @@ def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
     Another port is found free or not here, before user code loads (uvicorn would say it after, in errno's words)."""
     if settings["uds"] is not None:
         return None
+    # lazy: numpy (the server package), whose threads would forbid the project's mount namespace
     from localserve.server.connection.listeners import bind_socket, check_port_free
 
     if settings["port"] != 0:
@@ -213,9 +219,9 @@ def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
 
 def _serve(
     config: ServeConfig, flags: ApiFlags, settings: dict[str, Any], context: Project, sock: socket.socket | None
-) -> int:
-    """Inside the project: the settings tree built, then serve until stopped; the exit code."""
-    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
+) -> Stopped:
+    """Inside the project: the settings tree built, then serve until stopped; how it ended."""
+    # lazy: numpy, imported in the project: it starts threads, and /mnt/project's mount namespace needs none
     from localserve.engine.memory import set_by_environment
     from localserve.processes.supervisor import default_replicas, serve_forever
 

@@ -9,8 +9,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from localserve.cli.conventions import handler_command
-from localserve.cli.options import fail_on_errors, project_options
+from localserve.cli.get_tables import render_get
+from localserve.cli.options import cache_dir_of, fail_on_errors, project_options
+from localserve.config import find_config_file, load_config
 from localserve.errors import LocalServeError
+from localserve.export import dockerignore, kserve_manifests, kubernetes_manifests
+from localserve.export.common import missing_config
+from localserve.protocols.asyncapi.config import with_async_store
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
@@ -27,12 +32,11 @@ if TYPE_CHECKING:
 @fail_on_errors
 def check(project: Path, config_file: Path | None, handler: str | None, cache_dir: Path | None) -> None:
     """Validate the project's config and files without serving it."""
+    # lazy: numpy (the runtimes): every command loads this module, and serve's mount namespace needs no threads
     from localserve.checks import check_project
-    from localserve.config import load_config
-    from localserve.project.directory import default_cache_dir
 
     config = load_config(project, config_file, handler=handler)
-    for line in check_project(config, cache_dir or default_cache_dir()):
+    for line in check_project(config, cache_dir_of(cache_dir)):
         click.echo(line)
 
 
@@ -46,8 +50,6 @@ def get(api: str | None, url: str, as_json: bool, api_key: str | None) -> None:
     """Show each API's status, request counts, latency and tracker stats (like `cortex get`)."""
     import urllib.error
     import urllib.request
-
-    from localserve.cli.get_tables import render_get
 
     target = f"{url.rstrip('/')}/{api}/stats" if api else f"{url.rstrip('/')}/stats"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -90,16 +92,11 @@ def _export_config(
     command: str, project: Path, config_file: Path | None, async_store: str | None
 ) -> tuple[ServeConfig, Path | None]:
     """The config an export ships, and its file; an export needs one (it has no --handler to build one from)."""
-    from localserve.config import find_config_file, load_config
-    from localserve.export.common import missing_config
-
     source = config_file if config_file is not None else find_config_file(project.resolve())
     if source is None:
         raise missing_config(command, project.resolve())
     config = load_config(project, config_file)
     if async_store is not None:
-        from localserve.protocols.asyncapi.config import with_async_store
-
         config = with_async_store(config, async_store)
     return config, source
 
@@ -153,8 +150,6 @@ def export_kubernetes(
     \b
     localserve export kubernetes --image registry.example/iris:1 > k8s.yaml && kubectl apply -f k8s.yaml
     """
-    from localserve.export import kubernetes_manifests
-
     config, source = _export_config("kubernetes", project, config_file, async_store)
     text = kubernetes_manifests(
         config,
@@ -197,8 +192,6 @@ def export_kserve(
     localserve export kserve --image registry.example/iris:1 > kserve.yaml && kubectl apply -f kserve.yaml
     localserve export kserve --image registry.example/iris:1 --protocol grpc   # gRPC (h2c) on 8081
     """
-    from localserve.export import kserve_manifests
-
     config, source = _export_config("kserve", project, config_file, async_store)
     text = kserve_manifests(config, image, config_file=source, name=name, namespace=namespace, protocol=protocol)
     click.echo(text, nl=False)
@@ -209,7 +202,4 @@ def export_kserve(
 @fail_on_errors
 def export_dockerignore(project: Path, config_file: Path | None) -> None:
     """Print the .dockerignore that leaves out what the platform never packaged (Cortex 0.25-0.33 docs, *Predictors*)."""
-    from localserve.config import find_config_file
-    from localserve.export import dockerignore
-
     click.echo(dockerignore(project.resolve(), config_file or find_config_file(project.resolve())), nl=False)

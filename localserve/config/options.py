@@ -73,7 +73,7 @@ class ServeOptions:
     ssl_certfile: Path | None = None  # --ssl-certfile
     uds: str | None = None  # --uds: serve on this Unix domain socket instead of host:port
     log_config: Path | None = None  # --log-config: a logging config file (JSON, YAML or INI) applied over ours
-    cache_dir: Path | None = None  # --cache-dir; None: $XDG_CACHE_HOME/localserve, else ~/.cache/localserve
+    cache_dir: Path | None = None  # the CLI's cache_dir_of (--cache-dir, else XDG's); None: a temporary one
     # --reload: watch the project, reload what changed; a failed load (at start too) keeps serving, no pinning default.
     reload: bool = False
     # Read from the environment by the CLI (cli.options.environment_settings), never below it.

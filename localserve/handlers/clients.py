@@ -22,7 +22,9 @@ from localserve.handlers import EndpointOptions
 from localserve.runtimes import Model, load_model
 from localserve.runtimes.cache import model_root
 from localserve.runtimes.modelset import ModelSet
+from localserve.runtimes.sources import cache_entry, resolve_model
 from localserve.runtimes.versions import Opener, Source
+from localserve.runtimes.watch import watch_models
 
 
 class ModelClient:
@@ -111,8 +113,6 @@ def model_opener(api: ApiConfig, options: EndpointOptions) -> Opener:
 
 def open_models(api: ApiConfig, options: EndpointOptions, opener: Opener) -> ModelSet:
     """The ModelSet of a predictor with several models; remote locations are fetched into the download cache."""
-    from localserve.runtimes.sources import cache_entry, resolve_model
-
     assert api.predictor is not None and api.predictor.models is not None
 
     def resolve(location: str) -> Path:
@@ -127,8 +127,6 @@ def open_models(api: ApiConfig, options: EndpointOptions, opener: Opener) -> Mod
 def versioned_api(api: ApiConfig, options: EndpointOptions) -> ApiConfig | None:
     """``api`` with its one model (``models: {path: ...}``) as a ModelSet when that folder holds version folders
     (Cortex's ``<path>/<version>/``: the highest serves, new ones are picked up); None for a plain model."""
-    from localserve.runtimes.sources import resolve_model
-
     location, predictor = api.model_location, api.predictor
     if location is None or predictor is None:
         return None
@@ -141,8 +139,6 @@ def versioned_api(api: ApiConfig, options: EndpointOptions) -> ApiConfig | None:
 
 def start_watching(models: ModelSet) -> None:
     """Live reloading: local model folders are watched, remote ones polled (``runtimes/watch.py``)."""
-    from localserve.runtimes.watch import watch_models
-
     models.watcher = watch_models(models, lambda location: None if "://" in location else models.resolve(location))
 
 

@@ -21,14 +21,13 @@ from localserve.messages.payload import decode_payload
 from localserve.messages.request import Request
 from localserve.messages.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model, load_model
+from localserve.runtimes.sources import redact, resolve_model
 
 log = logging.getLogger("localserve")
 
 
 def load_api_model(api: ApiConfig, options: EndpointOptions) -> Model:
     """Fetch the API's model (local, .zip, s3://, https://) and open it with its runtime."""
-    from localserve.runtimes.sources import redact, resolve_model
-
     location = api.model_location
     assert location is not None and api.model_format is not None
     path = resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)

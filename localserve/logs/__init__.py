@@ -18,7 +18,8 @@ A line over 5 MB is dropped and replaced by a warning that gives its size; a lin
 own is first shortened (each line of its message and traceback cut at 10,000 characters).
 
 The package: ``formatters`` (the two line formats, the 5 MB limit), ``user`` (the user logger, print
-capture), ``access`` (the access log and its buffer); the context and ``configure_logging`` live here.
+capture), ``access`` (the access log and its buffer), ``context`` (the per-request context, the installed
+handler); ``configure_logging`` lives here.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator
-from contextvars import ContextVar
 from pathlib import Path
 from typing import TextIO
 
@@ -41,25 +41,20 @@ __all__ = [
     "configure_logging",
     "configured_logging",
     "flush_access_log",
+    "installed",
     "logger",
     "request_id_var",
 ]
 
-# Defined before the submodules are imported: the formatters read them.
-api_var: ContextVar[str | None] = ContextVar("localserve_api", default=None)
-request_id_var: ContextVar[str | None] = ContextVar("localserve_request_id", default=None)
-
-from localserve.logs.access import access_log, flush_access_log  # noqa: E402
-from localserve.logs.formatters import MAX_LINE_BYTES as MAX_LINE_BYTES  # noqa: E402
-from localserve.logs.formatters import RESERVED_KEYS as RESERVED_KEYS  # noqa: E402
-from localserve.logs.formatters import JsonFormatter, TextFormatter  # noqa: E402
-from localserve.logs.formatters import _Formatter as _Formatter  # noqa: E402  (the tests' isinstance checks)
-from localserve.logs.user import capture_prints, logger  # noqa: E402
+from localserve.logs.access import access_log, flush_access_log
+from localserve.logs.context import api_var, installed, request_id_var
+from localserve.logs.formatters import MAX_LINE_BYTES as MAX_LINE_BYTES
+from localserve.logs.formatters import RESERVED_KEYS as RESERVED_KEYS
+from localserve.logs.formatters import JsonFormatter, TextFormatter
+from localserve.logs.formatters import _Formatter as _Formatter  # the tests' isinstance checks
+from localserve.logs.user import capture_prints, logger
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
-
-# The handler of the last configure_logging; access_log writes its batches through it.
-_handler: logging.Handler | None = None
 
 
 def configure_logging(
@@ -67,7 +62,6 @@ def configure_logging(
 ) -> logging.Handler:
     """Send every log line to stderr as ``json`` or ``text`` (None: json unless stderr is a terminal);
     ``config_file`` (``--log-config``) is applied over that (``apply_log_config``)."""
-    global _handler
     if level.lower() not in LEVELS:
         raise ConfigError(f"Unknown log level {level!r}; expected one of {', '.join(LEVELS)}.")
     stream = stream if stream is not None else sys.stderr
@@ -78,12 +72,12 @@ def configure_logging(
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
-    if _handler is not None:
-        root.removeHandler(_handler)
+    if installed.handler is not None:
+        root.removeHandler(installed.handler)
     root.addHandler(handler)
     root.setLevel(level.upper())
     logging.getLogger("localserve").setLevel(level.upper())
-    _handler = handler
+    installed.handler = handler
     if config_file is not None:
         apply_log_config(config_file)
     return handler
@@ -96,7 +90,6 @@ def apply_log_config(path: Path) -> None:
     for ``logging.config.fileConfig``. Loggers the file does not name keep working
     (``disable_existing_loggers`` is False unless the file says otherwise, as in uvicorn's own config).
     """
-    global _handler
     import logging.config
 
     suffix = path.suffix.lower()
@@ -121,8 +114,8 @@ def apply_log_config(path: Path) -> None:
             logging.config.fileConfig(path, disable_existing_loggers=False)
     except Exception as exc:  # json, yaml, configparser and logging.config each raise their own
         raise ConfigError(f"--log-config {path}: cannot apply it: {exc}") from None
-    if _handler is not None and _handler not in logging.getLogger().handlers:
-        _handler = None  # the access log writes through the root's handlers now
+    if installed.handler is not None and installed.handler not in logging.getLogger().handlers:
+        installed.handler = None  # the access log writes through the root's handlers now
 
 
 @contextlib.contextmanager
@@ -130,9 +123,8 @@ def configured_logging(
     log_format: str | None, level: str = "info", config_file: Path | None = None
 ) -> Iterator[logging.Handler]:
     """``configure_logging`` for a while: the root's handlers and the levels it replaced are back afterwards."""
-    global _handler
     root, ours = logging.getLogger(), logging.getLogger("localserve")
-    handlers, root_level, our_level, previous = list(root.handlers), root.level, ours.level, _handler
+    handlers, root_level, our_level, previous = list(root.handlers), root.level, ours.level, installed.handler
     our_handlers, our_propagate = list(ours.handlers), ours.propagate  # a --log-config may change them
     try:
         yield configure_logging(log_format, level, config_file=config_file)
@@ -142,7 +134,7 @@ def configured_logging(
         root.setLevel(root_level)
         ours.handlers[:], ours.propagate = our_handlers, our_propagate
         ours.setLevel(our_level)
-        _handler = previous
+        installed.handler = previous
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -10,7 +10,7 @@ import time
 from json.encoder import encode_basestring  # the JSON formatter's own escaping
 from typing import Any, TextIO
 
-from localserve import logs
+from localserve.logs.context import installed
 from localserve.logs.formatters import JsonFormatter
 
 _access_logger = logging.getLogger("localserve.access")
@@ -48,7 +48,7 @@ def access_log(method: str, path: str, api: str | None, status: int, seconds: fl
     """
     if not _access_logger.isEnabledFor(logging.INFO):
         return
-    handler = logs._handler  # read at each call: configure_logging may replace it
+    handler = installed.handler  # read at each call: configure_logging may replace it
     if (
         handler is not None
         and type(handler.formatter) is JsonFormatter

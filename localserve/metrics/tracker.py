@@ -12,10 +12,9 @@ import math
 import numbers
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from localserve.metrics import Metrics
+from prometheus_client import Counter, Gauge, Histogram
 
 MODEL_TYPES = ("classification", "regression")
 
@@ -30,10 +29,20 @@ REGRESSION_BOUNDS: tuple[float, ...] = (*sorted(-s for s in _STEPS), 0.0, *_STEP
 logger = logging.getLogger("localserve")
 
 
+class TrackerMetrics(Protocol):
+    """Where a tracker counts: the replica's ``localserve.metrics.Metrics`` has these."""
+
+    tracker_class: Counter
+    tracker_value: Histogram
+    tracker_min: Gauge
+    tracker_max: Gauge
+    tracker_total: Gauge
+
+
 class Tracker:
     """Cortex's ``tracker``: the class distribution or the regression stats of what an API returns."""
 
-    def __init__(self, api: str, model_type: str, key: str | None, metrics: Metrics) -> None:
+    def __init__(self, api: str, model_type: str, key: str | None, metrics: TrackerMetrics) -> None:
         if model_type not in MODEL_TYPES:
             raise ValueError(f"tracker model_type must be 'classification' or 'regression', got {model_type!r}")
         self.api = api

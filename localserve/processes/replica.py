@@ -1,35 +1,15 @@
-"""A replica process: its entry point, ``python -m localserve.processes.replica SETTINGS_FD SOCKET_FD READY_FD``, and
-``ReplicaProcess``, the supervisor's handle on one.
+"""``ReplicaProcess``, the supervisor's handle on one replica process.
 
-The supervisor spawns it (``localserve.processes.replicas``): it reads ``sys.path`` and then a
-``ReplicaStart`` from the settings pipe, serves on the inherited listening socket, and writes one
-byte to the ready pipe once every API is loaded.
+The supervisor spawns it (``localserve.processes.replicas``) as ``python -m localserve.cli.replica
+SETTINGS_FD SOCKET_FD READY_FD``: it reads ``sys.path`` and then a ``ReplicaStart`` from the settings
+pipe, serves on the inherited listening socket, and writes one byte to the ready pipe once every API
+is loaded.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-import socket
 import subprocess
-import sys
-
-
-def main(argv: list[str]) -> None:
-    """A replica process: read its settings from the supervisor's pipe, serve on the inherited socket."""
-    settings_fd, socket_fd, ready_fd = (int(arg) for arg in argv)
-    with os.fdopen(settings_fd, "rb") as settings:
-        sys.path[:] = pickle.load(settings)
-        start = pickle.load(settings)
-    if start.options.metrics_dir is not None:  # the process's edge: its environment is read here, not below
-        from localserve.metrics import check_multiprocess_dir
-
-        check_multiprocess_dir(start.options.metrics_dir, os.environ)
-    sock = socket.socket(fileno=socket_fd)
-    ready = os.fdopen(ready_fd, "wb", buffering=0)
-    from localserve.processes.supervisor import run_replica
-
-    run_replica(start, sock, ready)
 
 
 class ReplicaProcess:
@@ -77,7 +57,3 @@ class ReplicaProcess:
     def kill(self) -> None:
         """SIGKILL the process."""
         self.process.kill()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -2,7 +2,7 @@
 
 The parent binds the port and hands each replica its listening socket (an ``SO_REUSEPORT`` group on
 Linux, so the kernel spreads connections). A replica is a fresh ``python -m
-localserve.processes.replica`` (never forked: no half-initialised runtime is inherited); its
+localserve.cli.replica`` (never forked: no half-initialised runtime is inherited); its
 settings travel pickled through a pipe (``ReplicaStart``), its environment gains only
 ``PROMETHEUS_MULTIPROC_DIR`` and, with GPUs, ``CUDA_VISIBLE_DEVICES``.
 """
@@ -26,7 +26,7 @@ from typing import Any
 from localserve.config import ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.errors import StartError
-from localserve.metrics import MULTIPROC_ENV
+from localserve.metrics import MULTIPROC_ENV, mark_process_dead, prepare_metrics_dir
 from localserve.processes.replica import ReplicaProcess
 from localserve.server.banner import banner_lines
 from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
@@ -41,7 +41,7 @@ START_ATTEMPTS = 3  # deaths in a row before ever being ready that stop the star
 
 @dataclass(frozen=True)
 class ReplicaStart:
-    """Everything a replica process needs, sent to it through a pipe (see ``localserve.processes.replica``)."""
+    """Everything a replica process needs, sent to it through a pipe (see ``localserve.cli.replica``)."""
 
     config: ServeConfig
     options: ServeOptions  # the serve's, with the replica's index and count and the metrics folder
@@ -126,7 +126,7 @@ class Supervisor:
                 [
                     sys.executable,
                     "-m",
-                    "localserve.processes.replica",
+                    "localserve.cli.replica",
                     str(settings_r),
                     str(sock.fileno()),
                     str(ready_w),
@@ -177,8 +177,6 @@ class Supervisor:
 
     def run(self) -> int:
         """Serve until stopped: start the replicas, restart those that die (with backoff), stop them all at the end; the exit code."""
-        from localserve.metrics import prepare_metrics_dir
-
         self.metrics_dir = tempfile.mkdtemp(prefix="localserve-metrics-")
         prepare_metrics_dir(self.metrics_dir)
         sock = self.sock or bind_socket(self.options.host, self.options.port, self.options.uds)
@@ -269,8 +267,6 @@ class Supervisor:
     def _forget(self, process: ReplicaProcess) -> None:
         if process.pid is None:
             return
-        from localserve.metrics import mark_process_dead
-
         mark_process_dead(process.pid, self.metrics_dir)
 
     def shutdown(self) -> None:

@@ -21,13 +21,6 @@ ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TRAINING_RESULT_DIR = "abejainc_training_result"
 
 
-def default_cache_dir() -> Path:
-    """Root of the caches without ``--cache-dir``: ``$XDG_CACHE_HOME/localserve``, else ``~/.cache/localserve``
-    (the freedesktop convention, not a setting of ours)."""
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "localserve"
-
-
 def parse_environment(items: Iterable[str]) -> dict[str, str]:
     """``--environment KEY:VALUE`` options -> a dict (split at the first colon)."""
     result: dict[str, str] = {}

@@ -22,6 +22,7 @@ import numpy as np
 from localserve.errors import ModelLoadError, NoGpu, RequestError
 from localserve.messages.lists import Feed as Feed
 from localserve.messages.lists import summarize_value as summarize_value
+from localserve.runtimes.preinit import tf_preinit_lines
 
 RUNTIMES = {
     "onnx": "localserve.runtimes.onnx:OnnxModel",
@@ -107,10 +108,6 @@ def _not_installed(model_format: str, reason: object) -> ModelLoadError:
 def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
     """Open the model at ``path`` (already fetched locally) with the runtime for ``model_format``."""
     module_name, _, class_name = require_runtime(model_format).partition(":")
-    if model_format == "tensorflow" and "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
-        # TensorFlow reads it when it is imported, here: its C++ info and warning lines stay out of
-        # our logs unless the user asked for them by setting it.
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     try:
         if model_format == "tensorflow":
             with _FIRST_TF_IMPORT:  # two first loads at once would each save and restore descriptor 2 (stderr)
@@ -130,8 +127,6 @@ def _import_tensorflow_runtime(module_name: str) -> Any:
     """Our TensorFlow runtime's module; TensorFlow's first import with its pre-init lines filtered."""
     if "tensorflow" in sys.modules:
         return importlib.import_module(module_name)
-    from localserve.runtimes.preinit import tf_preinit_lines
-
     with tf_preinit_lines(os.environ.get("TF_CPP_MIN_LOG_LEVEL")):  # its first lines obey it too
         return importlib.import_module(module_name)
 

@@ -4,6 +4,7 @@ renamed. Also the cache's keys and the model folder inside an unpacked one (prog
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -20,6 +21,16 @@ from localserve.runtimes.progress import download_progress, human_size
 logger = logging.getLogger("localserve")
 
 CHUNK = 1024 * 1024
+_scratch: list[Path] = []
+
+
+def scratch_dir() -> Path:
+    """The cache folder of a process that was given none (``ServeOptions.cache_dir`` None: an App built
+    without the CLI, which decides the real one): a temporary folder, made on first use, removed at exit."""
+    if not _scratch:
+        _scratch.append(Path(tempfile.mkdtemp(prefix="localserve-cache-")))
+        atexit.register(shutil.rmtree, _scratch[0], ignore_errors=True)
+    return _scratch[0]
 
 
 def model_root(folder: Path) -> Path:

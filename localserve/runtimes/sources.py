@@ -21,8 +21,10 @@ import zipfile
 from pathlib import Path
 
 from localserve.errors import ModelLoadError
-from localserve.project.directory import default_cache_dir
-from localserve.runtimes.cache import CHUNK, model_root, staging_dir
+from localserve.runtimes.cache import CHUNK, model_root, scratch_dir, staging_dir
+from localserve.runtimes.s3 import fetch_s3
+from localserve.runtimes.web import fetch_http
+from localserve.runtimes.web import redact as redact_url
 
 __all__ = ["cache_entry", "extract_zip", "redact", "resolve_model"]
 
@@ -40,19 +42,15 @@ def resolve_model(
     """A local path to the model at ``location``, fetching and extracting it into the cache when needed.
 
     ``progress``: True draws a progress bar on stderr, False logs the progress (``progress``), None
-    draws the bar only when stderr is a terminal. ``cache_root``: ``--cache-dir`` (None: the default
-    folder). ``s3_endpoint``: the S3 endpoint URL (None: botocore's own choice, ``AWS_ENDPOINT_URL_S3``
+    draws the bar only when stderr is a terminal. ``cache_root``: the cache folder (the CLI's decision; None: a
+    temporary one). ``s3_endpoint``: the S3 endpoint URL (None: botocore's own choice, ``AWS_ENDPOINT_URL_S3``
     included).
     """
-    models = (cache_root if cache_root is not None else default_cache_dir()) / "models"
+    models = (cache_root if cache_root is not None else scratch_dir()) / "models"
     show_bar = sys.stderr.isatty() if progress is None else progress
     if location.startswith("s3://"):  # the downloaders (http.client, IDNA) are imported for a remote model only
-        from localserve.runtimes.s3 import fetch_s3
-
         path = fetch_s3(location, models, show_bar, s3_endpoint)
     elif location.startswith(("http://", "https://")):
-        from localserve.runtimes.web import fetch_http
-
         path = fetch_http(location, models, show_bar)
     else:
         path = Path(location).expanduser()
@@ -73,14 +71,12 @@ def redact(location: str) -> str:
     """A model location fit for logs and errors (``web.redact``: no query string, password or fragment)."""
     if "://" not in location:  # a path: nothing to hide, and no URL parsing to import
         return location
-    from localserve.runtimes.web import redact as redact_url
-
     return redact_url(location)
 
 
 def cache_entry(path: Path, cache_root: Path | None = None) -> Path:
     """The entry of the download cache that holds ``path`` (all of a remote model's copy); ``path`` outside it."""
-    models = (cache_root if cache_root is not None else default_cache_dir()) / "models"
+    models = (cache_root if cache_root is not None else scratch_dir()) / "models"
     try:
         return models / path.relative_to(models).parts[0]
     except (ValueError, IndexError):

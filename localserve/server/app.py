@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from starlette.applications import Starlette
@@ -31,16 +31,14 @@ from localserve.logs import flush_access_log
 from localserve.messages.response import Reply
 from localserve.metrics import expose
 from localserve.project.compat.hosts import route_by_host
-from localserve.project.directory import default_cache_dir
+from localserve.protocols.asyncapi.routes import AsyncJobs
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
 from localserve.protocols.splitter import SplitterRoutes
 from localserve.protocols.v2.routes import V2Routes, infer_params
+from localserve.runtimes.cache import scratch_dir
 from localserve.server.pages import Pages
 from localserve.server.reload import ProjectReload, Reloader
 from localserve.server.routes import NativeRoutes
-
-if TYPE_CHECKING:
-    from localserve.protocols.asyncapi import AsyncJobs
 
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
@@ -75,7 +73,7 @@ class App:
         self.v2 = V2Routes(engine, options)
         self.grpc = None  # the Open Inference Protocol over gRPC (--grpc-port): grpcio is imported only then
         if options.grpc_port is not None:
-            from localserve.protocols.v2.grpc.server import GrpcDoor
+            from localserve.protocols.v2.grpc.server import GrpcDoor  # lazy: grpcio, only with --grpc-port
 
             self.grpc = GrpcDoor(engine, options)
         self.starlette = Starlette(
@@ -282,16 +280,13 @@ def starlette_response(reply: Reply, request_id: str) -> Response:
 
 
 def _async_jobs(engine: Engine, config: ServeConfig, options: ServeOptions) -> AsyncJobs | None:
-    """The AsyncAPIs' routes, stores and workers; None when no API is one. Their modules (and the predictor
-    machinery they import) are imported only then: a replica without an AsyncAPI starts sooner."""
+    """The AsyncAPIs' routes, stores and workers; None when no API is one."""
     if not any(api.is_async for api in config.apis):
         return None
-    from localserve.protocols.asyncapi import AsyncJobs
-
     return AsyncJobs(
         engine,
         project=config.project,
         max_body_size=options.max_body_size,
         hide_errors=options.hide_errors,
-        cache=options.cache_dir or default_cache_dir(),
+        cache=options.cache_dir or scratch_dir(),
     )

@@ -7,10 +7,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from localserve.metrics.summary import models_json
+from localserve.server.site import Site
 
 if TYPE_CHECKING:
     from localserve.metrics import Distribution, Metrics
-    from localserve.server.app import App
 
 # The seconds ?interval= may ask between polls: more often would load the server for nothing, and a
 # browser's setTimeout fires at once past ~24 days.
@@ -59,7 +59,7 @@ def _histogram(distribution: Distribution) -> dict[str, Any]:
     return {"buckets": buckets, "count": distribution.count, "sum": distribution.sum}
 
 
-def dashboard_data(app: App) -> dict[str, Any]:
+def dashboard_data(app: Site) -> dict[str, Any]:
     """The dashboard's figures: ``dashboard_figures`` per API, with status, device and tracker; each
     TrafficSplitter's ``/stats`` entry (its APIs' weights and requests, its shadow's copies); ``--reload``'s state."""
     figures = dashboard_figures(app.metrics)

@@ -10,6 +10,7 @@ from typing import Any
 from localserve.config import ServeConfig
 from localserve.errors import HandlerError, LocalServeError
 from localserve.project.compat.hosts import RUN_PEERS
+from localserve.protocols.asyncapi.oneshot import job_failed, one_shot_job, run_one_job
 from localserve.protocols.http import render_error
 from localserve.server import App, ServeOptions
 from localserve.server.runner import Runner
@@ -103,8 +104,6 @@ def run_job_once(
     runner: Runner, *, api: str, headers: list[tuple[str, str]], body: bytes, query_string: str = ""
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """An AsyncAPI's job, run at once: load ``api``, run one job through the engine, stop; the result as JSON."""
-    from localserve.protocols.asyncapi import job_failed, one_shot_job, run_one_job
-
     job = one_shot_job(headers, body, query_string)
     try:
         return runner.call(lambda app: run_one_job(app.engine, app.apis[api], job))

@@ -1,9 +1,5 @@
 """Pages for people: ``/openapi.json``, ``/docs`` (Swagger UI, offline) and ``/dashboard`` (live figures).
-
-Example::
-
-    app = App(config)
-    Starlette(routes=[..., *Pages(app).routes()])
+``Pages(app).routes()`` joins the app's own routes (``app`` is anything with a ``Site``'s attributes).
 
 The dashboard's figures come from the metrics ``GET /metrics`` serves, through their one reader
 (``Metrics.figures()``), so the page and a Prometheus scrape cannot disagree; the tracker and each
@@ -28,11 +24,12 @@ from starlette.routing import BaseRoute, Route
 from localserve.errors import LocalServeError, NotFound, RequestError
 from localserve.protocols.http import render_error, request_id_of
 from localserve.server.dashboard import dashboard_data, interval_refusal
+from localserve.server.openapi import ApiDoc, openapi_document, splitter_paths
+from localserve.server.openapi_v2 import add_v2_paths
+from localserve.server.site import Site
 
 if TYPE_CHECKING:
     from localserve.engine.api import ApiRuntime
-    from localserve.server.app import App
-    from localserve.server.openapi import ApiDoc
 
 STATIC = "static"  # beside this module, package data
 SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
@@ -59,7 +56,7 @@ PAGE_PATHS = frozenset(
 class Pages:
     """The routes of the pages, bound to one replica's ``App``."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: Site) -> None:
         self.app = app
 
     def routes(self) -> list[BaseRoute]:
@@ -96,10 +93,7 @@ class Pages:
         return [_api_doc(rt, sample, serves_root) for rt in self.app.apis.values()]
 
     def document(self) -> dict[str, Any]:
-        """The OpenAPI 3.1 document of every route the server answers (its builders imported on the first GET)."""
-        from localserve.server.openapi import openapi_document, splitter_paths
-        from localserve.server.openapi_v2 import add_v2_paths
-
+        """The OpenAPI 3.1 document of every route the server answers."""
         apis = self.api_docs()
         document = openapi_document(apis, bearer=self.bearer, root_path=self.app.options.root_path)
         for splitter in self.app.config.splitters:  # kind: TrafficSplitter
@@ -162,8 +156,6 @@ def _error(request: StarletteRequest, error: LocalServeError) -> Response:
 
 
 def _api_doc(rt: ApiRuntime, sample: Any, serves_root: bool) -> ApiDoc:
-    from localserve.server.openapi import ApiDoc
-
     info = rt.describe() if rt.state == "ready" else {}
     raw_model = rt.endpoint.takes_tensors
     return ApiDoc(

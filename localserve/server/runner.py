@@ -124,7 +124,7 @@ class Runner:
 
     def stop_thread(self, threads_wait: float = THREADS_EXIT_WAIT) -> list[str]:
         """Stop the server ``start_in_thread`` started, and wait for it (10 s at most), then ``threads_wait`` seconds
-        at most for its APIs' threads; the names of those still running (see ``supervisor.exit_past_threads``)."""
+        at most for its APIs' threads; the names of those still running (see ``cli.exits.exit_past_threads``)."""
         if self.server is not None:
             self.server.should_exit = True
         if self._thread is not None:

@@ -42,7 +42,9 @@ from localserve.cli.options import ApiFlags, load, project_settings, serve_optio
 from localserve.cli.run import read_input, request_headers, send_one
 from localserve.config.options import HttpLimits, ServeOptions
 from localserve.errors import ConfigError
+from localserve.processes.peers import Peers
 from localserve.project.compat.context import Project
+from localserve.project.compat.hosts import RUN_URL, install_api_hosts
 
 if TYPE_CHECKING:
     import httpx
@@ -118,9 +120,7 @@ def client(
 @contextlib.contextmanager
 def _serving(config: ServeConfig, full: ServeConfig, options: ServeOptions, base_url: str) -> Iterator[httpx.Client]:
     """Inside the project: the App's lifespan run and every API loaded, a client on it; the API threads joined after."""
-    # Imported in the project: numpy starts threads, and /mnt/project's mount namespace needs none.
-    from localserve.processes.peers import Peers
-    from localserve.project.compat.hosts import install_api_hosts
+    # lazy: numpy, imported in the project: it starts threads, and /mnt/project's mount namespace needs none
     from localserve.server.inprocess import peer_starter
     from localserve.server.runner import Runner
 
@@ -150,7 +150,7 @@ def _transport_modules() -> tuple[Any, Any]:
     try:
         import httpx
 
-        from localserve.testing import transport
+        from localserve.testing import transport  # lazy: httpx, the testing extra
     except ModuleNotFoundError as exc:
         if exc.name != "httpx":
             raise
@@ -194,8 +194,6 @@ def run(
         if not Path(input).is_file():
             raise ConfigError(f"input={str(input)!r}: no such file; pass the request body as bytes, or a file's path.")
         body, guessed = read_input(str(input), run_options.max_body_size)
-    from localserve.project.compat.hosts import RUN_URL
-
     pairs = list(headers.items() if isinstance(headers, Mapping) else headers)
     status, response_headers, response_body = send_one(
         project,

@@ -318,13 +318,14 @@ def test_help_and_abeja_handlers_do_not_import_heavy_runtimes(make_project) -> N
     assert localserve("--help").returncode == 0
 
 
-# Imported only when a request or the config needs them (each costs a serve's start a few milliseconds).
+# The heavy dependencies an API imports only when it uses them (localserve's own modules are imported at
+# start-up; tests/test_layers.py holds each in-function import to one of these).
 DEFERRED = (
-    "localserve.protocols.asyncapi",  # no AsyncAPI among the APIs
-    "localserve.handlers.predictor",  # no predictor
-    "localserve.server.openapi",  # no GET /openapi.json or /docs yet
-    "localserve.runtimes.s3",  # a model on disk, not s3:// ...
-    "localserve.runtimes.web",  # ... nor https://
+    "boto3",  # a model on disk, not s3://
+    "redis",  # no AsyncAPI with a Redis store
+    "grpc",  # no --grpc-port
+    "tensorflow",  # an ONNX model
+    "httpx",  # localserve.testing's client only
 )
 
 

@@ -4,13 +4,16 @@ and importing localserve changes no environment variable."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from localserve.config import load_config
 from localserve.errors import ModelLoadError
+from localserve.project.compat.context import Project, ProjectSettings
 from localserve.runtimes import LoadOptions, load_model
 from tests.conftest import cli_env
 
@@ -36,18 +39,29 @@ def test_importing_localserve_and_its_runtimes_sets_no_environment_variable() ->
 
 
 @pytest.mark.parametrize(("set_by_user", "expected"), [(None, "2"), ("0", "0")])
-def test_tensorflow_logs_are_quieted_at_load_unless_the_user_chose(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, set_by_user: str | None, expected: str
+def test_tensorflow_logs_are_quieted_by_the_project_unless_the_user_chose(
+    make_project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, set_by_user: str | None, expected: str
 ) -> None:
     if set_by_user is None:
         monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     else:
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", set_by_user)
-    with pytest.raises(ModelLoadError):
+    config = "- kind: api\n  name: t\n  model: model\n  model_format: tensorflow\n  request_handler: handler.py\n"
+    project = make_project({"localserve.yaml": config, "handler.py": "", "model/saved_model.pb": ""})
+    with Project(load_config(project), ProjectSettings(cache_dir=tmp_path / "cache")):
+        assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == expected  # set before TensorFlow's import, which reads it
+    assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == set_by_user
+    with pytest.raises(ModelLoadError):  # loading a model sets nothing: the project did, for the user's code too
         load_model("tensorflow", tmp_path / "missing", LoadOptions())
-    import os
+    assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == set_by_user
 
-    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == expected
+
+def test_the_cache_folder_is_decided_by_the_cli_alone(tmp_path: Path) -> None:
+    from localserve.cli.options import cache_dir_of
+
+    assert cache_dir_of(tmp_path / "flag", {"XDG_CACHE_HOME": "/xdg"}) == tmp_path / "flag"
+    assert cache_dir_of(None, {"XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/localserve")
+    assert cache_dir_of(None, {}) == Path.home() / ".cache" / "localserve"
 
 
 def test_environment_settings_are_read_by_the_cli(caplog: pytest.LogCaptureFixture) -> None:
@@ -112,12 +126,43 @@ def test_nothing_below_the_cli_reads_localserves_settings_from_the_environment()
         for path in sorted(package.rglob("*.py"))
         if path.relative_to(package).parts[0] != "cli" and (found := _environment_reads(path))
     }
-    # Other programs' variables only: the freedesktop cache folder, TensorFlow's log level (set
-    # only when unset), the PYTHONPATH replicas inherit, and user code's own .env and `env` keys.
+    # Other programs' variables only: TensorFlow's log level (its first lines are held to it), the
+    # PYTHONPATH replicas inherit, and user code's own .env and `env` keys. The cache folder is the CLI's.
     assert reads == {
-        "project/directory.py": {"XDG_CACHE_HOME", "PYTHONPATH", "<key>"},
+        "project/directory.py": {"PYTHONPATH", "<key>"},
         "runtimes/__init__.py": {"TF_CPP_MIN_LOG_LEVEL"},
     }
+
+
+def _writes_environment(path: Path) -> bool:
+    """Whether a module changes os.environ (``os.environ[X] =``, ``del``, ``update``/``pop``/..., putenv)."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        stored = isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del))
+        if stored and isinstance(node.value, ast.Attribute) and node.value.attr == "environ":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            changes = node.func.attr in ("update", "pop", "setdefault", "clear", "popitem")
+            if (changes and isinstance(owner, ast.Attribute) and owner.attr == "environ") or node.func.attr in (
+                "putenv",
+                "unsetenv",
+            ):
+                return True
+    return False
+
+
+def test_below_the_cli_only_the_project_context_changes_the_environment() -> None:
+    """User code's environment (.env, --environment, the platforms' variables), made by the Project context that
+    the CLI enters, and by check's probe (the same, in its subprocess); localserve's own settings never."""
+    package = Path(__file__).resolve().parents[2] / "localserve"
+    writers = {
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if path.relative_to(package).parts[0] != "cli" and _writes_environment(path)
+    }
+    assert writers == {"project/directory.py", "project/compat/context.py", "checks/probe.py"}
 
 
 def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:

@@ -42,7 +42,7 @@ def captured() -> Iterator[Captured]:
         yield out
     finally:
         root.removeHandler(handler)
-        logs._handler = None
+        logs.installed.handler = None
         root.setLevel(levels[0])
         logging.getLogger("localserve").setLevel(levels[1])
 
@@ -164,7 +164,7 @@ def test_format_and_level_choices() -> None:
         assert isinstance(handler.formatter, logs.JsonFormatter)
         assert root.level == logging.DEBUG
         root.removeHandler(handler)
-        logs._handler = None
+        logs.installed.handler = None
     finally:
         root.setLevel(before)
     with pytest.raises(ConfigError, match=r"^Unknown log format 'xml'; expected 'json' or 'text'\.$"):

@@ -51,7 +51,7 @@ def test_s3_models_are_fetched_on_use_and_trimmed_on_disk(
             assert response.status_code == 200, response.text
             assert response.json() == {"logits": expected(model, version)}
         models = client.app.apis["multi"].endpoint.models
-        copies = tmp_path / "_xdg" / "localserve" / "models"
+        copies = tmp_path / "_cache" / "models"
         assert len(list(copies.glob("s3-*"))) == 2  # a and c; b's copy was deleted
         # Describing the API, listing the V2 models and a remote poll fetch no trimmed copy again.
         assert client.get("/multi").json()["models"]["available"] == {"a": [1, 2], "b": [1], "c": [4]}
@@ -150,7 +150,7 @@ def test_https_model_folders_as_zips_of_versions_and_plain_files(serve, make_pro
     )
     models = f"      paths:\n{paths}      cache_size: 1\n      disk_cache_size: 2\n"
     project = make_project({"cortex.yaml": project_yaml(models), "predictor.py": ONNX_PREDICTOR})
-    copies = tmp_path / "_xdg" / "localserve" / "models"
+    copies = tmp_path / "_cache" / "models"
     with serve(project) as client:
         # Described before any use: nothing is downloaded for it (GET /<api> runs on the event loop).
         assert client.get("/multi").json()["models"]["available"] == {"a": None, "b": None, "c": None}

@@ -174,7 +174,7 @@ def test_one_replica_and_unix_sockets_keep_one_socket(tmp_path: Path) -> None:
 ANYIO_WORKER_LEFT = """
 import asyncio, threading
 import anyio
-from localserve.processes.supervisor import exit_past_threads
+from localserve.cli.exits import exit_past_threads
 
 started, gate = threading.Event(), threading.Event()
 

@@ -19,6 +19,7 @@ import boto3
 import pytest
 
 from localserve.errors import ModelLoadError
+from localserve.runtimes.cache import scratch_dir
 from localserve.runtimes.sources import redact, resolve_model
 from tests.conftest import free_port
 
@@ -254,13 +255,15 @@ def test_s3_endpoint_given_by_the_cli(
     assert path.read_bytes() == b"via LOCALSERVE_S3_ENDPOINT"
 
 
-def test_cache_root_defaults_to_the_xdg_cache_folder(
+def test_without_a_cache_root_a_download_goes_to_the_process_scratch_folder(
     bucket: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The default folder is the CLI's decision (cli.options.cache_dir_of); below it, nothing reads XDG_CACHE_HOME."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     bucket.put_object(Key="m.onnx", Body=b"x")
     path = resolve_model(f"s3://{bucket.name}/m.onnx", tmp_path, progress=False)
-    assert path.is_relative_to(tmp_path / "xdg" / "localserve" / "models")
+    assert path.is_relative_to(scratch_dir() / "models")
+    assert not (tmp_path / "xdg").exists()
 
 
 # --- HTTP ----------------------------------------------------------------------------------------

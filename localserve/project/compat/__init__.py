@@ -18,6 +18,8 @@ import os
 import sys
 from pathlib import Path
 
+from localserve.project.compat.mnt import install_redirect
+
 __all__ = ["enter_replica"]
 
 
@@ -29,6 +31,4 @@ def enter_replica(project: Path, workdir: Path | None, mnt_mode: str) -> None:
     if str(where) not in sys.path[:1]:
         sys.path.insert(0, str(where))
     if mnt_mode == "redirect":
-        from localserve.project.compat.mnt import install_redirect
-
         install_redirect(where)

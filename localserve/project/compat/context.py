@@ -35,7 +35,17 @@ from typing import Any
 
 from localserve.config import ServeConfig
 from localserve.errors import ConfigError
+from localserve.project.compat.mnt import install_redirect, provide_mnt_project, redirect_target, uninstall_redirect
 from localserve.project.compat.modules import forget_installed, forget_modules, put_back, set_aside_shadowed
+from localserve.project.compat.platform import ABEJA_LOCAL_VALUES, run_dependencies_script
+from localserve.project.compat.view import packaged_view, sync_view
+from localserve.project.directory import (
+    TRAINING_RESULT_DIR,
+    activate_requirements,
+    cached_requirements,
+    enter_project,
+    install_requirements,
+)
 
 log = logging.getLogger("localserve")
 USER_LOGGER = "localserve.user"  # `from localserve import logger`: a predictor's log_level sets its level
@@ -81,8 +91,6 @@ class Project:
         self._restore()
 
     def _save(self) -> None:
-        from localserve.project.compat.mnt import redirect_target
-
         self._saved = {
             "cwd": os.getcwd(),
             "sys.path": list(sys.path),
@@ -99,8 +107,6 @@ class Project:
         saved = self._saved
         if not saved:
             return
-        from localserve.project.compat.mnt import install_redirect, redirect_target, uninstall_redirect
-
         if saved["redirect"] is None:  # compat.mnt's redirect, installed on entry: every function it wrapped
             uninstall_redirect()
         elif redirect_target() != saved["redirect"]:  # an outer Project's: /mnt/project is its project again
@@ -119,10 +125,6 @@ class Project:
         self._saved, self._entered = {}, None
 
     def _enter(self) -> ServeConfig:
-        from localserve.project.compat.mnt import provide_mnt_project
-        from localserve.project.compat.platform import run_dependencies_script
-        from localserve.project.compat.view import packaged_view
-
         config, settings = self.config, self.settings
         workdir = config.project
         if not settings.raw_project and config.config_file is not None:
@@ -141,17 +143,12 @@ class Project:
                 )
         run_dependencies_script(config.project, allowed=settings.system_deps)
         if settings.install:
-            from localserve.project.directory import install_requirements
-
             install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)
         self._entered = replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
         return self._entered
 
     def _enter_code(self, config: ServeConfig, workdir: Path) -> None:
         """The working directory, sys.path and the environment of user code (.env, --environment, the predictors')."""
-        from localserve.project.compat.platform import ABEJA_LOCAL_VALUES
-        from localserve.project.directory import TRAINING_RESULT_DIR, enter_project
-
         defaults = {"ABEJA_TRAINING_RESULT_DIR": str(config.project / TRAINING_RESULT_DIR)}
         handlers = [api.handler for api in config.apis if api.handler]
         if handlers:
@@ -160,7 +157,9 @@ class Project:
             defaults["HANDLER"] = handlers[0]
         if self.settings.url:
             defaults["LOCALSERVE_URL"] = self.settings.url
-        if self.settings.quiet:  # TensorFlow's C++ logging reads it once, at its import: errors only, as --quiet's log
+        if self.settings.quiet or any(api.model_format == "tensorflow" for api in config.apis):
+            # TensorFlow reads it once, at its import: its C++ info and warning lines stay out of our logs
+            # (and --quiet's) unless the user set it (a default: the environment, .env, --environment win).
             defaults["TF_CPP_MIN_LOG_LEVEL"] = "2"
         enter_project(workdir, self.settings.environment, defaults, dotenv=config.project / ".env")
         self._enter_predictors(config, workdir)
@@ -199,9 +198,6 @@ class Project:
         return reloaded
 
     def _reenter(self, config: ServeConfig, entered: ServeConfig, *, requirements: bool) -> ServeConfig:
-        from localserve.project.compat.view import sync_view
-        from localserve.project.directory import activate_requirements, cached_requirements, install_requirements
-
         saved, settings = self._saved, self.settings
         workdir = entered.workdir or config.project
         if entered.workdir is not None:

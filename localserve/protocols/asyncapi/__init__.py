@@ -2,22 +2,8 @@
 
 Jobs live in a durable store (SQLite under the cache folder by default, Redis when replicas span
 machines), survive ``kill -9`` (at-least-once), and are shared safely by the replicas.
+
+``routes`` (AsyncJobs, the submit/poll door), ``worker``, ``oneshot`` (``run``'s one job at once),
+``store`` (open_store; the records in ``jobs``), ``config`` (``--async-store``), ``kubernetes``.
+This module imports none of them: ``config`` and ``store`` serve the CLI and ``export`` without the engine.
 """
-
-from __future__ import annotations
-
-from localserve.protocols.asyncapi.oneshot import job_failed, one_shot_job, run_one_job
-from localserve.protocols.asyncapi.routes import AsyncJobs
-from localserve.protocols.asyncapi.store import Job, JobState, JobStore, StoreError, open_store
-
-__all__ = [
-    "AsyncJobs",
-    "Job",
-    "JobState",
-    "JobStore",
-    "StoreError",
-    "job_failed",
-    "one_shot_job",
-    "open_store",
-    "run_one_job",
-]

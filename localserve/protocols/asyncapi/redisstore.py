@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from localserve.protocols.asyncapi.store import LATENCY_BOUNDS, Counts, Job, JobState, StoreError, latency_bucket
+from localserve.protocols.asyncapi.jobs import LATENCY_BOUNDS, Counts, Job, JobState, StoreError, latency_bucket
 
 CLAIM = """
 local id = redis.call('RPOP', KEYS[1])

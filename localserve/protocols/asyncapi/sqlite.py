@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from localserve.protocols.asyncapi.jobs import LATENCY_BOUNDS, Counts, Job, JobState, StoreError, latency_bucket
 from localserve.protocols.asyncapi.sqlitefile import SqliteFile
-from localserve.protocols.asyncapi.store import LATENCY_BOUNDS, Counts, Job, JobState, StoreError, latency_bucket
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from localserve.protocols.asyncapi.store import StoreError
+from localserve.protocols.asyncapi.jobs import StoreError
 
 
 class SqliteFile:

@@ -9,15 +9,31 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE, RequestResponseCycle
+from uvicorn.server import ServerState
 
 from localserve.engine.ports import Headers, ReplyWriter
 
-if TYPE_CHECKING:
-    from localserve.server.connection.protocol import LimitedHttpProtocol
+
+class Connection(Protocol):
+    """What a ``FastReply`` uses of its connection (``protocol.LimitedHttpProtocol``): the request in
+    progress, the transport, and the duplicated socket a thread writes to under the lock (-1: none)."""
+
+    @property
+    def cycle(self) -> RequestResponseCycle: ...
+    @property
+    def transport(self) -> asyncio.Transport: ...
+    @property
+    def server_state(self) -> ServerState: ...
+    @property
+    def thread_fd(self) -> int: ...
+    @property
+    def thread_lock(self) -> threading.Lock: ...
+
 
 KiB = 1024
 THREAD_WRITE_LIMIT = 256 * KiB  # larger responses are written by the event loop
@@ -64,7 +80,7 @@ class FastReply:
 
     __slots__ = ("_cycle", "protocol", "whole")
 
-    def __init__(self, protocol: LimitedHttpProtocol, cycle: RequestResponseCycle) -> None:
+    def __init__(self, protocol: Connection, cycle: RequestResponseCycle) -> None:
         self.protocol = protocol
         self.whole = False  # the API's thread wrote the whole answer: the loop may end it early (``end_early``)
         # Weak: the cycle's scope holds this object, and a strong reference back would make every
