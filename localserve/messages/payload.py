@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from localserve.errors import RequestError
+from localserve.errors import RequestError, UnsupportedMediaType
 from localserve.messages.multipart import form_from_parts, parse_multipart
 
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack")
@@ -55,6 +55,47 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
     return body
 
 
+def decode_json_sample(content_type: str | None, body: bytes, api: str) -> Any:
+    """The sample of a ``kind: api`` request handler: the body as JSON (Cortex 0.8-0.11 parsed it so), refused
+    before user code runs when it is empty or comes as something else (curl's default form encoding)."""
+    media = (content_type or "").partition(";")[0].strip().lower()
+    is_json = media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    if media and not is_json:
+        hint = " (curl -d sends that: add -H 'Content-Type: application/json')" if media == FORM else ""
+        raise UnsupportedMediaType(
+            f"API {api!r} reads a JSON sample, but the body came with Content-Type: {content_type}{hint}; "
+            "send JSON with Content-Type: application/json."
+        )
+    came = f"Content-Type: {content_type}" if media else "no Content-Type"
+    if not body.strip():
+        raise RequestError(
+            f"API {api!r} reads a JSON sample, but the body is empty (it came with {came}); "
+            "send JSON with Content-Type: application/json."
+        )
+    try:
+        return loads_json(body)
+    except RequestError as exc:
+        if media:
+            raise
+        raise RequestError(
+            f"{exc} It came with no Content-Type; send JSON with Content-Type: application/json."
+        ) from None
+
+
+def describe_sample(sample: Any) -> str:
+    """How a request handler's sample was read, for a message about user code that failed on it."""
+    if isinstance(sample, dict):
+        keys = ", ".join(repr(k) for k in list(sample)[:5]) + (", ..." if len(sample) > 5 else "")
+        held = f"keys {keys}" if sample else "no keys"
+        return f"the body parsed as JSON: a dict with {held}"
+    if isinstance(sample, list):
+        return f"the body parsed as JSON: a list of {len(sample)} item{'' if len(sample) == 1 else 's'}"
+    if sample is None or isinstance(sample, bool):
+        return f"the body parsed as JSON: {'null' if sample is None else str(sample).lower()}"
+    return f"the body parsed as JSON: {'a string' if isinstance(sample, str) else 'a number'}"
+
+
+FORM = "application/x-www-form-urlencoded"
 CORTEX_GZIP = (
     "A Cortex API gets its body as sent (Content-Encoding is not decoded, as on Cortex); send the JSON uncompressed."
 )

@@ -8,10 +8,11 @@ import concurrent.futures
 import numpy as np
 import pytest
 
+import localserve.testing
 from localserve.config import load_config
 from localserve.errors import HandlerLoadError
 from localserve.server import create_app
-from tests.conftest import wait_until
+from tests.conftest import EXAMPLES, wait_until
 from tests.models import linear_reference, onnx_linear
 
 PREDICTOR_YAML = """
@@ -253,3 +254,18 @@ def test_batched_predictor_gets_lists_and_must_return_one_per_payload(serve, mak
         )
         not_a_list = client.post("/pred", json="dict")
         assert not_a_list.json()["error"].endswith("it returned a dict.")
+
+
+@pytest.mark.parametrize(
+    ("example", "route", "error"),
+    [
+        ("python_predictor", "/tax", 'send a JSON object with a number "total_without_tax"'),
+        ("iris_models", "/iris-models", 'send a JSON object with "input" (4 numbers), and "model", "version"'),
+    ],
+)
+@pytest.mark.parametrize("payload", [{}, [1], "text", {"total_without_tax": "1200"}])
+def test_the_example_predictors_answer_a_payload_they_cannot_use_with_a_400(example, route, error, payload) -> None:
+    """The bundled predictors are what users copy: a payload they cannot use is the client's 400, not a 500."""
+    with localserve.testing.client(EXAMPLES / example) as client:
+        response = client.post(route, json=payload)
+    assert (response.status_code, response.json()) == (400, {"error": error})
