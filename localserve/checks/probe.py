@@ -140,6 +140,10 @@ def _probe(
             result["details"] = traceback.format_exc(limit=-3)
     except SystemExit as exc:
         result["error"] = f"SystemExit: {exc}"
+    if result.get("missing"):  # told here, where the project's imports are: the nearest installed module
+        from localserve.messages.error_text import install_hint
+
+        result["hint"] = install_hint(result["missing"])
     return result
 
 
