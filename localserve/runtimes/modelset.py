@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config.schema import ModelsConfig
-from localserve.errors import LocalServeError, NotFound, RequestError
+from localserve.errors import LocalServeError, ModelLoadError, NotFound, RequestError
+from localserve.messages.error_text import without_paths
 from localserve.runtimes.diskcache import DiskCache, WouldFetch
 from localserve.runtimes.versions import (
     ModelObserver,
@@ -67,6 +68,7 @@ class ModelSet:
         self._loaded: collections.OrderedDict[tuple[str, int], Any] = collections.OrderedDict()
         self._stamps: dict[tuple[str, int], float] = {}  # the modification time of each loaded version's files
         self._loading: dict[tuple[str, int], threading.Lock] = {}
+        self._failed: dict[tuple[str, int], tuple[float, ModelLoadError]] = {}  # versions that did not load, by stamp
         self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=EVENTS_KEPT)
         self.generation = 0  # how many times the folders were read again (``refresh``); ``changed`` is notified
         self.changed = threading.Condition()
@@ -170,7 +172,7 @@ class ModelSet:
                 if model is not None:
                     self._loaded.move_to_end(key)
                     return source, number, model, []
-            model = self._load(source, number, files)
+            model = self._load_or_refuse(key, source, files)
             return source, number, model, self._keep(key, model, files)
 
     def _trim_disk(self, spare: str | None = None) -> None:
@@ -184,6 +186,35 @@ class ModelSet:
             name = next((s.name for s in sources.values() if s.location == location), location)
             self.events.append({"event": "disk-evict", "model": name})
             log.info("model %r: its downloaded copy was deleted (disk_cache_size %s)", name, self._disk.limit)
+
+    def failed(self, name: str) -> dict[int, str]:
+        """The versions of model ``name`` that did not load (as their files are now), each with why."""
+        with self._lock:
+            return {number: str(error) for (model, number), (_, error) in self._failed.items() if model == name}
+
+    def _load_or_refuse(self, key: tuple[str, int], source: Source, files: Path) -> Any:
+        """Load a version, or refuse it with a 503 (a client may retry once it is replaced) that names no server
+        path; a version that failed is not tried again until its files change (each request would parse it)."""
+        stamp = stamp_of(files)
+        with self._lock:
+            known = self._failed.get(key)
+        if known is not None and known[0] == stamp:
+            raise known[1]
+        try:
+            model = self._load(source, key[1], files)
+        except (LocalServeError, OSError) as exc:
+            log.warning("model %r version %d does not load: %s", key[0], key[1], exc)
+            where = files.parent if files.is_file() else files
+            error = ModelLoadError(
+                f"Model {key[0]!r} version {key[1]} cannot be loaded: {without_paths(str(exc), where)}",
+                status_code=503,
+            )
+            with self._lock:
+                self._failed[key] = (stamp, error)
+            raise error from None
+        with self._lock:
+            self._failed.pop(key, None)
+        return model
 
     def _load(self, source: Source, number: int, files: Path) -> Any:
         start = time.perf_counter()
@@ -230,6 +261,8 @@ class ModelSet:
                 except (LocalServeError, OSError) as exc:
                     if not skip_failures:
                         raise
+                    if (name, number) in self._failed:  # logged once where it failed, not at every poll
+                        continue
                     log.warning("model %r version %d does not load (yet): %s", name, number, exc)
 
     def snapshot(
