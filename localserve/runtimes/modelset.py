@@ -1,16 +1,15 @@
 """Several models of one API (Cortex's ``models: {paths | dir}``), their versions and the model cache.
 
-A model is a folder (or, unversioned, a file or folder) named by ``paths`` or found at the top of
-``dir``; its versions are its sub-folders named by whole numbers, the highest being ``latest``. A
-model without version folders has the one version 1.
+A model is a folder (or, unversioned, a file or folder) named by ``paths`` or found at the top of ``dir``; its
+versions are its sub-folders named by whole numbers, the highest being ``latest``. A model without version folders
+has the one version 1.
 
-The cache (``cache_size``): at most that many versions in memory; a version not in memory is loaded
-on first use, and the least recently used one leaves at once when a load passes the limit (Cortex
-checked every 10 s, so its limits could be passed for a while; here they never are). A load holds
-only that version's lock: a thread loading model A never blocks a thread answering model B, and two
-threads asking for the same model wait for one load. A request holds the model it started with: a
-version evicted or removed while it runs stays alive until that request lets it go.
-Without ``cache_size`` every version is loaded at start, as Cortex did.
+The cache (``cache_size``): at most that many versions in memory; a version not in memory is loaded on first use,
+and the least recently used one leaves at once when a load passes the limit (Cortex checked every 10 s, so its
+limits could be passed for a while; here they never are). A load holds only that version's lock: a thread loading
+model A never blocks a thread answering model B, and two threads asking for the same model wait for one load. A
+request holds the model it started with: a version evicted or removed while it runs stays alive until that request
+lets it go. Without ``cache_size`` every version is loaded at start, as Cortex did.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config.schema import ModelsConfig
-from localserve.errors import LocalServeError, ModelLoadError, NotFound, RequestError
-from localserve.messages.error_text import without_paths
+from localserve.errors import LocalServeError, NotFound, RequestError
 from localserve.runtimes.diskcache import DiskCache, WouldFetch
+from localserve.runtimes.failures import FailedLoads
 from localserve.runtimes.versions import (
     ModelObserver,
     Opener,
@@ -41,9 +40,7 @@ from localserve.runtimes.versions import (
 )
 
 log = logging.getLogger("localserve")
-
 EVENTS_KEPT = 200  # the latest load / eviction events kept for /stats and `get`
-
 Reader = Callable[[str], Path]  # a location -> its local path (fetched when remote)
 Versions = dict[int, Path]
 
@@ -68,7 +65,7 @@ class ModelSet:
         self._loaded: collections.OrderedDict[tuple[str, int], Any] = collections.OrderedDict()
         self._stamps: dict[tuple[str, int], float] = {}  # the modification time of each loaded version's files
         self._loading: dict[tuple[str, int], threading.Lock] = {}
-        self._failed: dict[tuple[str, int], tuple[float, ModelLoadError]] = {}  # versions that did not load, by stamp
+        self.failures = FailedLoads()  # versions that did not load, not tried again until their files change
         self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=EVENTS_KEPT)
         self.generation = 0  # how many times the folders were read again (``refresh``); ``changed`` is notified
         self.changed = threading.Condition()
@@ -172,7 +169,7 @@ class ModelSet:
                 if model is not None:
                     self._loaded.move_to_end(key)
                     return source, number, model, []
-            model = self._load_or_refuse(key, source, files)
+            model = self.failures.load(key, files, lambda: self._load(source, number, files))
             return source, number, model, self._keep(key, model, files)
 
     def _trim_disk(self, spare: str | None = None) -> None:
@@ -186,35 +183,6 @@ class ModelSet:
             name = next((s.name for s in sources.values() if s.location == location), location)
             self.events.append({"event": "disk-evict", "model": name})
             log.info("model %r: its downloaded copy was deleted (disk_cache_size %s)", name, self._disk.limit)
-
-    def failed(self, name: str) -> dict[int, str]:
-        """The versions of model ``name`` that did not load (as their files are now), each with why."""
-        with self._lock:
-            return {number: str(error) for (model, number), (_, error) in self._failed.items() if model == name}
-
-    def _load_or_refuse(self, key: tuple[str, int], source: Source, files: Path) -> Any:
-        """Load a version, or refuse it with a 503 (a client may retry once it is replaced) that names no server
-        path; a version that failed is not tried again until its files change (each request would parse it)."""
-        stamp = stamp_of(files)
-        with self._lock:
-            known = self._failed.get(key)
-        if known is not None and known[0] == stamp:
-            raise known[1]
-        try:
-            model = self._load(source, key[1], files)
-        except (LocalServeError, OSError) as exc:
-            log.warning("model %r version %d does not load: %s", key[0], key[1], exc)
-            where = files.parent if files.is_file() else files
-            error = ModelLoadError(
-                f"Model {key[0]!r} version {key[1]} cannot be loaded: {without_paths(str(exc), where)}",
-                status_code=503,
-            )
-            with self._lock:
-                self._failed[key] = (stamp, error)
-            raise error from None
-        with self._lock:
-            self._failed.pop(key, None)
-        return model
 
     def _load(self, source: Source, number: int, files: Path) -> Any:
         start = time.perf_counter()
@@ -261,9 +229,8 @@ class ModelSet:
                 except (LocalServeError, OSError) as exc:
                     if not skip_failures:
                         raise
-                    if (name, number) in self._failed:  # logged once where it failed, not at every poll
-                        continue
-                    log.warning("model %r version %d does not load (yet): %s", name, number, exc)
+                    if (name, number) not in self.failures:  # a failed load is logged once, where it failed
+                        log.warning("model %r version %d does not load (yet): %s", name, number, exc)
 
     def snapshot(
         self, skip: Collection[str] = (), listing: dict[str, Any] | None = None, local: Reader | None = None

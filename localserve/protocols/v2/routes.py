@@ -162,7 +162,7 @@ class V2Routes:
                 except (LocalServeError, OSError):  # its remote folder cannot be read now
                     entries.append({"name": name, "version": "", "state": "UNAVAILABLE"})
                     continue
-                failed = multi[1].failed(multi[2])  # versions that did not load: not ready until replaced
+                failed = multi[1].failures.of(multi[2])  # versions that did not load: not ready until replaced
                 entries += [
                     {"name": name, "version": v, "state": "UNAVAILABLE", "reason": failed[int(v)]}
                     if int(v) in failed
