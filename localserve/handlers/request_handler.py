@@ -17,7 +17,7 @@ from localserve.config import ApiConfig
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
 from localserve.handlers import EndpointOptions, run_stage, truncate
 from localserve.handlers.loader import load_file, positional_count
-from localserve.messages.payload import decode_json_sample, describe_sample
+from localserve.messages.payload import about_payload, decode_json_sample
 from localserve.messages.request import Request
 from localserve.messages.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model, load_model
@@ -117,9 +117,8 @@ class RequestHandlerEndpoint:
             try:
                 value = run_stage(self.options.observe, "pre_inference", "pre_inference", self.pre, *args)
             except HandlerError as exc:  # the user's own error: say what the sample was, not only what failed
-                raise HandlerError(
-                    f"{exc.message} (its sample was {describe_sample(sample)})", details=exc.details
-                ) from None
+                message = about_payload(exc.message, "pre_inference", request.content_type, sample, "sample")
+                raise HandlerError(message, details=exc.details) from None
             if value is None:  # the handler's fault (seed 000's stub has no return), not the client's
                 raise HandlerError(
                     f"pre_inference in {self.api.request_handler} returned None; it must return the model's input: "
