@@ -354,3 +354,37 @@ def test_closing_under_writing_threads_never_crashes_the_process(tmp_path: Path)
 
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout == "closed under writers without a crash\n"
+
+
+def test_a_sqlite_store_whose_shm_turns_read_only_is_broken_not_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read-only remount under the store (its file system's statvfs says so; remounting needs privileges a test
+    has not): every use is a StoreError naming why, the jobs' fate is logged once, and closing touches nothing."""
+    import localserve.protocols.asyncapi.sqlitefile as sqlitefile
+
+    path = tmp_path / "jobs.sqlite3"
+    db = SqliteStore(path)
+    db.submit(A, b"{}", {}, T0)
+    real = os.statvfs
+
+    def read_only(target: os.PathLike[str] | str) -> os.statvfs_result:
+        found = real(target)
+        if str(target) != f"{path}-shm":
+            return found
+        return os.statvfs_result((*found[:8], found.f_flag | os.ST_RDONLY, found.f_namemax))
+
+    monkeypatch.setattr(sqlitefile.os, "statvfs", read_only)
+    why = "its shared-memory file (-shm) cannot be written (read-only, or on a read-only file system)"
+    for use in (lambda: db.submit(B, b"{}", {}, T0), db.ping, lambda: db.state(A)):
+        with pytest.raises(StoreError) as refused:
+            use()
+        assert str(refused.value) == f"The job store {path} could not be written: {why}."
+        assert refused.value.public.startswith("the job store's files were deleted or changed while the server ran")
+    db.close()
+    monkeypatch.undo()
+    assert caplog.text.count(f"The job store {path} is unusable: {why}") == 1
+    assert "the jobs it holds stay in its file, and run once the server restarts on it" in caplog.text
+    reopened = SqliteStore(path)  # the next server: the jobs are there
+    assert reopened.state(A) is not None and reopened.state(B) is None
+    reopened.close()
