@@ -53,7 +53,16 @@ def test_no_route_answers_5xx(api_schema: tuple[str, Any]) -> None:
     assert failures == {}
 
 
-@pytest.mark.parametrize(("example", "api"), [("iris_onnx", "iris"), ("python_predictor", "tax")])
+@pytest.mark.parametrize(
+    ("example", "api"),
+    [
+        ("iris_onnx", "iris"),
+        ("iris_labels", "iris-labels"),
+        ("python_predictor", "tax"),
+        ("iris_models", "iris-models"),
+        ("iris_splitter", "iris-rules"),
+    ],
+)
 def test_the_examples_answer_no_generated_request_with_a_5xx(example: str, api: str) -> None:
     """The bundled examples are what users copy: whatever the document allows, they answer with a 2xx or a 4xx."""
     with server("--project", str(EXAMPLES / example), "--no-access-log") as (url, _):
