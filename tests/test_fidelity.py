@@ -438,7 +438,7 @@ def test_check_names_the_package_of_a_missing_module(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.decode().strip() == (
         "Error: command line: api 'proj': main imports 'lsfidelity_missing_zz', which is not installed; "
-        "pip install lsfidelity_missing_zz, or add it to requirements.txt."
+        "add the package that provides 'lsfidelity_missing_zz' to requirements.txt (check its name on PyPI first)."
     )
     from localserve.checks.probe import package_for
 

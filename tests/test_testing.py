@@ -8,13 +8,14 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
 import localserve.testing
-from localserve.errors import ConfigError, HandlerLoadError
+from localserve.errors import ConfigError, HandlerLoadError, ProjectError
 from tests.cli.test_cli import in_process
 from tests.conftest import EXAMPLES, cli_env
 
@@ -305,3 +306,38 @@ def test_a_config_file_of_another_name(make_project) -> None:
         assert client.post("/main", json={}).json() == {"n": 1}
     result = localserve.testing.run(project, input=b"{}", config="staging.yaml", content_type="application/json")
     assert (result.status, result.json()) == (200, {"n": 2})
+
+
+def test_a_second_thread_is_refused_a_project_while_another_thread_has_one(make_project) -> None:
+    """A project sets process-wide state (cwd, sys.path, modules): a client for B from another thread while A's is
+    open would answer from A's handler, so it is refused, naming both; A's client keeps answering, and B's works
+    once A's is closed. Within one thread clients still nest (the localserve_client fixture's two clients)."""
+    projects = {who: make_project({"main.py": MAIN.format(who=who), "value.txt": who}, name=who) for who in "AB"}
+    opened, tried = threading.Event(), threading.Event()
+    answers: list[str] = []
+
+    def first() -> None:
+        with localserve.testing.client(projects["A"], handler="main:handler") as client:
+            opened.set()
+            tried.wait(60)
+            answers.append(client.post("/", json={}).json()["who"])
+
+    thread = threading.Thread(target=first, name="first-client")
+    thread.start()
+    try:
+        assert opened.wait(60)
+        with pytest.raises(ProjectError) as refused, localserve.testing.client(projects["B"], handler="main:handler"):
+            pass
+    finally:
+        tried.set()
+        thread.join(60)
+    assert str(refused.value) == (
+        f"Project {str(projects['B'])!r} cannot be entered in thread 'MainThread': project {str(projects['A'])!r} "
+        "is in use by thread 'first-client' of this process. A project sets the working directory, sys.path, "
+        "environment and modules of the whole process, so one thread at a time may serve projects "
+        "(localserve.testing.client and run): close the other first, or give each its own process (pytest-xdist, "
+        "localserve serve)."
+    )
+    assert answers == ["A"]
+    with localserve.testing.client(projects["B"], handler="main:handler") as client:
+        assert client.post("/", json={}).json()["who"] == "B"

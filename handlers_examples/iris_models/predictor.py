@@ -1,3 +1,5 @@
+from starlette.responses import JSONResponse
+
 LABELS = ["iris-setosa", "iris-versicolor", "iris-virginica"]
 
 
@@ -6,6 +8,9 @@ class ONNXPredictor:
         self.client = onnx_client
 
     def predict(self, payload):
+        # A sample that is not a JSON object with "input" is the client's mistake: a 400 saying what to send.
+        if not isinstance(payload, dict) or "input" not in payload:
+            return JSONResponse({"error": 'send a JSON object with "input" (4 numbers), and "model", "version"'}, 400)
         # Cortex's client: predict(model_input, model_name, model_version="latest")
         model = payload.get("model", "iris")
         version = str(payload.get("version", "latest"))

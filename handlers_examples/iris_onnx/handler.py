@@ -1,18 +1,16 @@
 import numpy as np
 
 labels = ["iris-setosa", "iris-versicolor", "iris-virginica"]
+features = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 
 
 def pre_inference(sample, metadata):
-    # Convert a dictionary of features to a flattened list in the order expected by the model
-    return {
-        metadata[0].name: [
-            sample["sepal_length"],
-            sample["sepal_width"],
-            sample["petal_length"],
-            sample["petal_width"],
-        ]
-    }
+    # Convert a dictionary of features to a flattened list in the order expected by the model.
+    # A feature that is missing (or a sample that is not a dictionary) becomes None, which the
+    # model's input refuses: the client gets a 400, not a 500 from this function.
+    if not isinstance(sample, dict):
+        sample = {}
+    return {metadata[0].name: [sample.get(name) for name in features]}
 
 
 def post_inference(prediction, metadata):

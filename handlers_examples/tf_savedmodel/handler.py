@@ -1,7 +1,10 @@
 def pre_inference(sample, signature, metadata):
     # signature is the SavedModel's map<string, SignatureDef>; find the input's name there.
+    # A missing feature becomes None, which the model's input refuses with a 400.
     input_name = next(iter(signature["serving_default"].inputs))
-    return {input_name: [[sample[feature] for feature in metadata["features"]]]}
+    if not isinstance(sample, dict):
+        sample = {}
+    return {input_name: [[sample.get(feature) for feature in metadata["features"]]]}
 
 
 def post_inference(prediction, signature, metadata):

@@ -16,15 +16,21 @@ from localserve.runtimes import require_runtime
 
 
 def check_project(config: ServeConfig, cache: Path) -> Iterator[str]:
-    """Yield one line per API; raise ConfigError at the first missing file."""
+    """Yield one line per API, ``ok`` only for an API nothing below refuses; raise ConfigError at the first missing
+    file, or at the end with what the imports found."""
     for api in config.apis:
         _check_files(config, api)
         _check_model(config, api)
-        yield f"ok  {api.name}: {_summary(api)}"
+    notes, problems = _surroundings(config, cache)  # before any "ok": an API whose code fails is not ok
+    for api in config.apis:
+        if api.name not in problems:
+            yield f"ok  {api.name}: {_summary(api)}"
     for splitter in config.splitters:
         apis = ", ".join(f"{t.name} {t.weight}%" + (" (shadow)" if t.shadow else "") for t in splitter.apis)
         yield f"ok  {splitter.name}: TrafficSplitter to {apis}"
-    yield from _surroundings(config, cache)
+    yield from notes
+    if problems:
+        raise ConfigError("\n".join(line for lines in problems.values() for line in lines))
     yield f"{config.source}: {len(config.apis)} API(s) valid."
 
 
@@ -82,29 +88,36 @@ def _summary(api: ApiConfig) -> str:
     return desc
 
 
-def _surroundings(config: ServeConfig, cache: Path) -> Iterator[str]:
-    """What user code will not find as it did on the platform: excluded files, dependencies.sh, missing imports."""
+def _surroundings(config: ServeConfig, cache: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """What user code will not find as it did on the platform: notes (excluded files, dependencies.sh), and the
+    problems of each API's imports (API name -> lines)."""
+
+    notes: list[str] = []
+    problems: dict[str, list[str]] = {}
+
     if config.config_file is not None:
         excluded = excluded_files(config.project, config.config_file)
         if excluded:
-            yield f"not packaged (user code cannot read them; --raw-project to allow): {', '.join(excluded)}"
+            notes.append(f"not packaged (user code cannot read them; --raw-project to allow): {', '.join(excluded)}")
     if (config.project / DEPENDENCIES_SCRIPT).is_file():
-        yield f"{DEPENDENCIES_SCRIPT}: runs at start only with --system-deps (the Docker image passes it)"
+        notes.append(f"{DEPENDENCIES_SCRIPT}: runs at start only with --system-deps (the Docker image passes it)")
     cached = cached_requirements(config.project, cache)
     listed = requirement_names(config.project) if cached is None else set()
-    problems = []
     for result in probe_imports(config, cached):
+        found = problems.setdefault(result["api"], [])
         where = f"{config.source}: api {result['api']!r}: {result['target']}"
         missing = result.get("missing")
         if missing:
             package = package_for(missing)
             if package.lower().replace("_", "-") in listed:
-                yield f"{where} imports {missing!r}: requirements.txt lists {package}, installed at the first start"
-                continue
-            problems.append(f"{where} imports {missing!r}, which is not installed; {install_hint(missing)}.")
+                notes.append(
+                    f"{where} imports {missing!r}: requirements.txt lists {package}, installed at the first start"
+                )
+            else:
+                hint = result.get("hint") or install_hint(missing)
+                found.append(f"{where} imports {missing!r}, which is not installed; {hint}.")
         elif result.get("refused"):
-            problems.append(f"{config.source}: api {result['api']!r}: {result['refused']}")
+            found.append(f"{config.source}: api {result['api']!r}: {result['refused']}")
         elif result.get("error"):
-            problems.append(f"{where}: importing it failed: {result['error']}")
-    if problems:
-        raise ConfigError("\n".join(problems))
+            found.append(f"{where}: importing it failed: {result['error']}")
+    return notes, {api: lines for api, lines in problems.items() if lines}

@@ -28,6 +28,7 @@ from localserve.handlers.predictor import inspect_predictor
 from localserve.handlers.request_handler import inspect_hooks
 from localserve.messages.error_text import CORTEX_PREINSTALLED as CORTEX_PREINSTALLED  # moved there; re-exported
 from localserve.messages.error_text import PACKAGES as PACKAGES
+from localserve.messages.error_text import install_hint
 from localserve.messages.error_text import package_for as package_for
 from localserve.project.compat.mnt import install_redirect
 from localserve.project.directory import read_dotenv
@@ -140,6 +141,8 @@ def _probe(
             result["details"] = traceback.format_exc(limit=-3)
     except SystemExit as exc:
         result["error"] = f"SystemExit: {exc}"
+    if result.get("missing"):  # told here, where the project's imports are: the nearest installed module
+        result["hint"] = install_hint(result["missing"])
     return result
 
 

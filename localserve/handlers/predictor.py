@@ -28,7 +28,7 @@ from localserve.handlers.clients import (
 )
 from localserve.handlers.loader import load_file, parameter_names
 from localserve.handlers.request_handler import load_api_model, log
-from localserve.messages.payload import decode_payload
+from localserve.messages.payload import about_payload, decode_payload
 from localserve.messages.request import Request
 from localserve.messages.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model
@@ -176,9 +176,15 @@ class PredictorEndpoint:
                 values[name] = request.http_headers
         return values
 
-    def _predict(self, kwargs: dict[str, Any]) -> Any:
+    def _predict(self, kwargs: dict[str, Any], content_type: str | None = None) -> Any:
         where = f"{self.predictor.class_name}.predict"
-        return run_stage(self.options.observe, "predict", where, lambda: self.instance.predict(**kwargs))
+        try:
+            return run_stage(self.options.observe, "predict", where, lambda: self.instance.predict(**kwargs))
+        except HandlerError as exc:  # the user's own error: say how its payload was read, not only what failed
+            if "payload" not in kwargs:
+                raise
+            message = about_payload(exc.message, where, content_type, kwargs["payload"])
+            raise HandlerError(message, details=exc.details) from None
 
     def _reply(self, request: Request, prediction: Any, arguments: dict[str, Any]) -> Reply:
         if request.debug:
@@ -211,7 +217,7 @@ class PredictorEndpoint:
     def prepare(self, request: Request) -> Reply:
         """Call ``predict`` with the arguments it asks for; the whole answer."""
         arguments = self._arguments(request)
-        return self._reply(request, self._predict(arguments), arguments)
+        return self._reply(request, self._predict(arguments, request.content_type), arguments)
 
     def infer(self, feed: Feed) -> Any:
         """Not used: a predictor calls its model itself."""

@@ -17,7 +17,7 @@ from localserve.config import ApiConfig
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
 from localserve.handlers import EndpointOptions, run_stage, truncate
 from localserve.handlers.loader import load_file, positional_count
-from localserve.messages.payload import decode_payload
+from localserve.messages.payload import about_payload, decode_json_sample
 from localserve.messages.request import Request
 from localserve.messages.response import Reply, cortex_reply
 from localserve.runtimes import Feed, Model, load_model
@@ -113,13 +113,17 @@ class RequestHandlerEndpoint:
     def prepare(self, request: Request) -> Feed:
         """Decode the payload, run ``pre_inference`` and coerce its return to the model's feed."""
         assert self.model is not None
-        sample = decode_payload(request.content_type, request.body)
+        sample = decode_json_sample(request.content_type, request.body, self.api.name)
         if request.debug:
             log.info("debug: raw sample: %s", truncate(sample))
         value = sample
         if self.pre is not None:
             args = (sample, self.model.input_signature) + ((self.api.metadata,) if self.pre_three else ())
-            value = run_stage(self.options.observe, "pre_inference", "pre_inference", self.pre, *args)
+            try:
+                value = run_stage(self.options.observe, "pre_inference", "pre_inference", self.pre, *args)
+            except HandlerError as exc:  # the user's own error: say what the sample was, not only what failed
+                message = about_payload(exc.message, "pre_inference", request.content_type, sample, "sample")
+                raise HandlerError(message, details=exc.details) from None
             if value is None:  # the handler's fault (the stub of Cortex 0.8-0.9's docs has no return), not the client's
                 raise HandlerError(
                     f"pre_inference in {self.api.request_handler} returned None; it must return the model's input: "

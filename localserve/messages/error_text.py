@@ -3,10 +3,12 @@ server's paths left out, and the one JSON body of every error response."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 import reprlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +89,27 @@ def package_for(module: str) -> str:
 
 
 def install_hint(module: str) -> str:
-    """What to do about ``module`` not being installed: the package to install (``check`` and ``serve`` say the same)."""
+    """What to do about ``module`` not being installed (``check`` and ``serve`` say the same). A package is named
+    only where the name is known here; otherwise the nearest installed module: a misspelt import is more likely
+    than a package of that very name, and advising to install an unverified name invites typosquatting."""
+    top = module.split(".")[0]
+    installed = installed_modules()
+    if top in installed and top != module:
+        return f"{top!r} is importable, but it has no module {module!r}"
     package = package_for(module)
     if package in CORTEX_PREINSTALLED:
         return f"pip install 'localserve[cortex]' (Cortex had {package} pre-installed)"
-    return f"pip install {package}, or add it to requirements.txt"
+    if module in PACKAGES or top in PACKAGES:
+        return f"pip install {package}, or add it to requirements.txt"
+    nearest = difflib.get_close_matches(top, sorted(installed), n=1, cutoff=0.8)
+    guess = f"did you mean {nearest[0]!r} (installed)? If not, " if nearest else ""
+    return f"{guess}add the package that provides {top!r} to requirements.txt (check its name on PyPI first)"
+
+
+def installed_modules() -> set[str]:
+    """The top-level modules this Python can import: built in, standard library, and on ``sys.path``."""
+    import pkgutil
+
+    found = set(sys.builtin_module_names) | set(sys.stdlib_module_names)
+    found.update(info.name for info in pkgutil.iter_modules())
+    return {name for name in found if not name.startswith("_")}

@@ -12,7 +12,8 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from localserve.errors import RequestError
+from localserve.errors import RequestError, UnsupportedMediaType
+from localserve.messages.error_text import short_repr
 from localserve.messages.multipart import form_from_parts, parse_multipart
 
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack")
@@ -55,6 +56,79 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
     return body
 
 
+def decode_json_sample(content_type: str | None, body: bytes, api: str) -> Any:
+    """The sample of a ``kind: api`` request handler: the body as JSON (Cortex 0.8-0.11 parsed it so; msgpack, the
+    same values smaller, is taken too), refused before user code runs when it is empty or comes as something else
+    (curl's default form encoding)."""
+    media = (content_type or "").partition(";")[0].strip().lower()
+    if media in MSGPACK_TYPES:
+        return _msgpack(body)
+    is_json = media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    if media and not is_json:
+        hint = " (curl -d sends that: add -H 'Content-Type: application/json')" if media == FORM else ""
+        raise UnsupportedMediaType(
+            f"API {api!r} reads a JSON sample, but the body came with Content-Type: {content_type}{hint}; "
+            "send JSON with Content-Type: application/json."
+        )
+    came = f"Content-Type: {content_type}" if media else "no Content-Type"
+    if not body.strip():
+        raise RequestError(
+            f"API {api!r} reads a JSON sample, but the body is empty (it came with {came}); "
+            "send JSON with Content-Type: application/json."
+        )
+    try:
+        return loads_json(body)
+    except RequestError as exc:
+        if media:
+            raise
+        raise RequestError(
+            f"{exc} It came with no Content-Type; send JSON with Content-Type: application/json."
+        ) from None
+
+
+# What user code raises when a value is not of the shape it expected: then a 500 says how the body was read.
+SHAPE_ERRORS = ("KeyError", "TypeError", "IndexError", "AttributeError")
+
+
+def about_payload(message: str, where: str, content_type: str | None, payload: Any, what: str = "payload") -> str:
+    """``message`` (``<where> raised <Error>: ...``) with how the body became ``payload`` when the error is one of
+    a value's shape (SHAPE_ERRORS); else as it is (an error user code raised on purpose says enough)."""
+    if not message.startswith(tuple(f"{where} raised {name}:" for name in SHAPE_ERRORS)):
+        return message
+    return f"{message} (its {what} was {describe_payload(content_type, payload)})"
+
+
+def describe_payload(content_type: str | None, payload: Any) -> str:
+    """How the body became the ``payload`` (or sample) user code got, for the message of a 500 where it failed on
+    it: a KeyError on a form that curl's ``-d`` made of a JSON file is the client's Content-Type, not the code."""
+    media = (content_type or "").partition(";")[0].strip().lower()
+    if media.startswith(FORM) or media.startswith("multipart/form-data"):
+        fields = list(payload.keys()) if hasattr(payload, "keys") else []
+        shown = ", ".join(short_repr(k, 40) for k in fields[:3]) + (", ..." if len(fields) > 3 else "")
+        hint = "; JSON is read as JSON only with Content-Type: application/json" if media == FORM else ""
+        return f"the body read as a form ({media}): fields {shown or 'none'}{hint}"
+    if media in MSGPACK_TYPES:
+        return f"the body unpacked from msgpack: {_shape(payload)}"
+    if isinstance(payload, str):
+        return f"the body read as text ({media}): {len(payload)} characters"
+    if isinstance(payload, bytes):
+        came = f"Content-Type {media}" if media else "no Content-Type"
+        return f"the body as bytes ({len(payload)} bytes; it came with {came})"
+    return f"the body parsed as JSON: {_shape(payload)}"
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, dict):
+        keys = ", ".join(short_repr(k, 40) for k in list(value)[:5]) + (", ..." if len(value) > 5 else "")
+        return f"a dict with keys {keys}" if value else "a dict with no keys"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item{'' if len(value) == 1 else 's'}"
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    return "a string" if isinstance(value, str) else "a number"
+
+
+FORM = "application/x-www-form-urlencoded"
 CORTEX_GZIP = (
     "A Cortex API gets its body as sent (Content-Encoding is not decoded, as on Cortex); send the JSON uncompressed."
 )

@@ -120,10 +120,11 @@ def render_error(
     status = exc.status_code
     if status >= 500 and status not in (503, 504) and not logged:
         # The text, not the exception: a kept log record must not keep the request's frames alive.
+        to = "" if api is None else f" to api {api!r}"  # a request that reached no API (an unknown route) has none
         if exc.details:
-            log.error("request %s to api %r failed: %s\n%s", request_id, api, str(exc), exc.details)
+            log.error("request %s%s failed: %s\n%s", request_id, to, str(exc), exc.details)
         else:
-            log.error("request %s to api %r failed: %s", request_id, api, str(exc))
+            log.error("request %s%s failed: %s", request_id, to, str(exc))
     headers = [*JSON_HEADERS, *exc.headers]
     if status == 503:
         headers.append((b"retry-after", b"1"))

@@ -21,6 +21,7 @@ from typing import Any
 from localserve.config.schema import ModelsConfig
 from localserve.errors import LocalServeError, NotFound, RequestError, WouldFetch
 from localserve.runtimes.diskcache import DiskCache
+from localserve.runtimes.failures import FailedLoads
 from localserve.runtimes.versions import (
     ModelObserver,
     Opener,
@@ -34,9 +35,7 @@ from localserve.runtimes.versions import (
 )
 
 log = logging.getLogger("localserve")
-
 EVENTS_KEPT = 200  # the latest load / eviction events kept for /stats and `get`
-
 Reader = Callable[[str], Path]  # a location -> its local path (fetched when remote)
 Versions = dict[int, Path]
 
@@ -61,6 +60,7 @@ class ModelSet:
         self._loaded: collections.OrderedDict[tuple[str, int], Any] = collections.OrderedDict()
         self._stamps: dict[tuple[str, int], float] = {}  # the modification time of each loaded version's files
         self._loading: dict[tuple[str, int], threading.Lock] = {}
+        self.failures = FailedLoads()  # versions that did not load, not tried again until their files change
         self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=EVENTS_KEPT)
         self.generation = 0  # how many times the folders were read again (``refresh``); ``changed`` is notified
         self.changed = threading.Condition()
@@ -169,7 +169,7 @@ class ModelSet:
                 if model is not None:
                     self._loaded.move_to_end(key)
                     return source, number, model, []
-            model = self._load(source, number, files)
+            model = self.failures.load(key, files, lambda: self._load(source, number, files))
             return source, number, model, self._keep(key, model, files)
 
     def _trim_disk(self, spare: str | None = None) -> None:
@@ -229,7 +229,8 @@ class ModelSet:
                 except (LocalServeError, OSError) as exc:
                     if not skip_failures:
                         raise
-                    log.warning("model %r version %d does not load (yet): %s", name, number, exc)
+                    if (name, number) not in self.failures:  # a failed load is logged once, where it failed
+                        log.warning("model %r version %d does not load (yet): %s", name, number, exc)
 
     def snapshot(
         self, skip: Collection[str] = (), listing: dict[str, Any] | None = None, local: Reader | None = None

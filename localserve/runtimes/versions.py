@@ -1,8 +1,9 @@
 """The stateless pieces of a multi-model API: a configured model, its version folders and their stamps, and
-where the figures of its models go."""
+where the figures of its models go (the one state: which links out of a model were warned of)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,8 @@ from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
 from localserve.errors import ModelLoadError, NotFound, RequestError
 
 LATEST = ("latest", "highest")
+
+log = logging.getLogger("localserve")
 
 
 class ModelObserver(Protocol):
@@ -61,10 +64,34 @@ Opener = Callable[[Path, Source], Any]
 def versions_in(folder: Path) -> dict[int, Path]:
     """The version folders of a model (sub-folders named by whole numbers); ``{1: folder}`` when it has none."""
     if folder.is_dir():
-        found = {int(p.name): p for p in folder.iterdir() if p.is_dir() and p.name.isdigit() and any(p.iterdir())}
+        found = {
+            int(p.name): p
+            for p in folder.iterdir()
+            if p.is_dir() and p.name.isdigit() and any(p.iterdir()) and _inside(p, folder)
+        }
         if found:
             return found
     return {1: folder}
+
+
+_LEFT_OUT: set[tuple[Path, Path]] = set()  # the links out of their model already warned of (a poll reads every 10 s)
+
+
+def _inside(version: Path, folder: Path) -> bool:
+    """Whether a version folder lies in its model's folder; a link out of it (to anywhere on the server) is left
+    out, with a warning once: the models served are the project's, and what a link reaches is not."""
+    target = version.resolve()
+    if target.is_relative_to(folder.resolve()):
+        return True
+    if (version, target) not in _LEFT_OUT:
+        _LEFT_OUT.add((version, target))
+        log.warning(
+            "model folder %s: version %s is a link to %s, outside the model's folder; it is not served (copy it in)",
+            folder.name,
+            version.name,
+            target,
+        )
+    return False
 
 
 def version_number(name: str, version: str | int, versions: dict[int, Path]) -> int:

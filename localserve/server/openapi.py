@@ -44,6 +44,7 @@ def error_responses(*codes: int) -> dict[str, Any]:
         400: "The request does not fit what the API expects.",
         404: "No such route or API.",
         413: "The body is larger than --max-body-size.",
+        415: "The body's Content-Type is not one the API reads (a request handler reads JSON).",
         500: "The user code raised, or returned something that cannot be sent.",
         503: "The API is not ready, or its queue is full (Retry-After).",
         504: "The request took longer than the API's timeout.",
@@ -60,6 +61,8 @@ def _api_request_body(api: ApiDoc) -> dict[str, Any]:
     if api.raw_model and api.inputs:
         example = api.example if fits_inputs(api.example, api.inputs) else model_example(api.inputs)
         content = {JSON: {"schema": model_request_schema(api.inputs), "example": example}}
+    elif api.kind == "request_handler":  # its sample is the body parsed as JSON, nothing else
+        content = {JSON: {"schema": {}} | ({} if api.example is None else {"example": api.example})}
     else:
         json_body: dict[str, Any] = {"schema": {}}
         if api.example is not None:
@@ -85,9 +88,10 @@ def _api_responses(api: ApiDoc) -> dict[str, Any]:
                 "content": answer,
             }
         }
+    codes = (400, 413, 415, 500, 503, 504) if api.kind == "request_handler" else (400, 413, 500, 503, 504)
     return {
         "200": {"description": "What the API returned.", "content": answer},
-        **error_responses(400, 413, 500, 503, 504),
+        **error_responses(*codes),
     }
 
 

@@ -78,11 +78,7 @@ def test_check_refuses_a_predictor_that_serve_refuses(
     make_project, monkeypatch: pytest.MonkeyPatch, code: str, message: str
 ) -> None:
     project = make_project({"cortex.yaml": PREDICTOR.format(type="python", extra=""), "predictor.py": code})
-    assert check(project) == (
-        1,
-        "ok  pred: PythonPredictor in predictor.py\n" + NOT_PACKAGED,
-        f"Error: cortex.yaml: api 'pred': {message}\n",
-    )
+    assert check(project) == (1, NOT_PACKAGED, f"Error: cortex.yaml: api 'pred': {message}\n")  # never "ok" first
     assert serve_refuses(project, monkeypatch) == message
 
 
@@ -182,3 +178,24 @@ def test_check_takes_python_client_with_multi_model_reloading_and_asks_for_load_
     )
     assert check(bad)[2] == f"Error: cortex.yaml: api 'pred': {message}\n"
     assert serve_refuses(bad, monkeypatch) == message
+
+
+def test_a_misspelt_import_names_the_nearest_installed_module_never_a_package_to_install(make_project) -> None:
+    """An unknown name is never advised for ``pip install`` (a typosquatter may own it): the nearest installed
+    module is named instead; and the API it breaks is not first said to be ok."""
+    good = "def handler(request, context):\n    return {}\n"
+    project = make_project(
+        {
+            "cortex.yaml": "- kind: api\n  name: good\n  handler: good:handler\n"
+            "- kind: api\n  name: typo\n  handler: typo:handler\n",
+            "good.py": good,
+            "typo.py": "import numpyy\n" + good,
+        }
+    )
+    assert check(project) == (
+        1,
+        "ok  good: ABEJA handler good:handler\n" + NOT_PACKAGED,
+        "Error: cortex.yaml: api 'typo': typo imports 'numpyy', which is not installed; did you mean 'numpy' "
+        "(installed)? If not, add the package that provides 'numpyy' to requirements.txt (check its name on PyPI "
+        "first).\n",
+    )

@@ -51,7 +51,7 @@ def test_run_into_a_folder_that_does_not_exist_says_so_before_running(make_proje
 MISSING = "import nosuchpkg_xyz\n" + HANDLER
 MISSING_MESSAGE = (
     "Importing 'main' failed (main.py, line 1): ModuleNotFoundError: No module named 'nosuchpkg_xyz'; "
-    "pip install nosuchpkg_xyz, or add it to requirements.txt"
+    "add the package that provides 'nosuchpkg_xyz' to requirements.txt (check its name on PyPI first)"
 )
 
 

@@ -8,10 +8,11 @@ import concurrent.futures
 import numpy as np
 import pytest
 
+import localserve.testing
 from localserve.config import load_config
 from localserve.errors import HandlerLoadError
 from localserve.server import create_app
-from tests.conftest import wait_until
+from tests.conftest import EXAMPLES, wait_until
 from tests.models import linear_reference, onnx_linear
 
 PREDICTOR_YAML = """
@@ -253,3 +254,64 @@ def test_batched_predictor_gets_lists_and_must_return_one_per_payload(serve, mak
         )
         not_a_list = client.post("/pred", json="dict")
         assert not_a_list.json()["error"].endswith("it returned a dict.")
+
+
+@pytest.mark.parametrize(
+    ("example", "route", "error"),
+    [
+        ("python_predictor", "/tax", 'send a JSON object with a number "total_without_tax"'),
+        ("iris_models", "/iris-models", 'send a JSON object with "input" (4 numbers), and "model", "version"'),
+    ],
+)
+@pytest.mark.parametrize("payload", [{}, [1], "text", {"total_without_tax": "1200"}])
+def test_the_example_predictors_answer_a_payload_they_cannot_use_with_a_400(example, route, error, payload) -> None:
+    """The bundled predictors are what users copy: a payload they cannot use is the client's 400, not a 500."""
+    with localserve.testing.client(EXAMPLES / example) as client:
+        response = client.post(route, json=payload)
+    assert (response.status_code, response.json()) == (400, {"error": error})
+
+
+KEYED = "class PythonPredictor:\n    def __init__(self, config):\n        pass\n\n    def predict(self, payload):\n"
+NOT_STR = "TypeError: string indices must be integers, not 'str'"
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "error", "how"),
+    [
+        (  # curl -d @sample.json: the JSON file arrives as a form whose one field is the whole text
+            {"content-type": "application/x-www-form-urlencoded"},
+            b'{"total": 1}',
+            "KeyError: 'total'",
+            "the body read as a form (application/x-www-form-urlencoded): fields '{\"total\": 1}'; JSON is read as "
+            "JSON only with Content-Type: application/json",
+        ),
+        ({"content-type": "text/plain"}, b"hi", NOT_STR, "the body read as text (text/plain): 2 characters"),
+        (
+            {},
+            b"hi",
+            "TypeError: byte indices must be integers or slices, not str",
+            "the body as bytes (2 bytes; it came with no Content-Type)",
+        ),
+        (
+            {"content-type": "application/json"},
+            b'{"a": 1}',
+            "KeyError: 'total'",
+            "the body parsed as JSON: a dict with keys 'a'",
+        ),
+    ],
+)
+def test_a_predict_failing_on_its_payload_says_how_the_body_was_read(make_project, headers, body, error, how) -> None:
+    project = project_with(make_project, KEYED + "        return {'total': payload['total']}\n")
+    with localserve.testing.client(project) as client:
+        response = client.post("/pred", content=body, headers=headers)
+    assert (response.status_code, response.json()["error"]) == (
+        500,
+        f"PythonPredictor.predict raised {error} (its payload was {how})",
+    )
+
+
+def test_an_error_user_code_raises_on_purpose_is_shown_as_it_is(make_project) -> None:
+    project = project_with(make_project, KEYED + "        raise ValueError('no stock')\n")
+    with localserve.testing.client(project) as client:
+        response = client.post("/pred", json={})
+    assert response.json()["error"] == "PythonPredictor.predict raised ValueError: no stock"

@@ -138,7 +138,80 @@ def test_user_errors_in_hooks_are_500s(serve, make_project) -> None:
     with serve(project) as client:
         response = client.post("/lin", json={"oops": 1})
         assert response.status_code == 500
-        assert response.json()["error"] == "pre_inference raised KeyError: 'features'"
+        assert response.json()["error"] == (
+            "pre_inference raised KeyError: 'features' (its sample was the body parsed as JSON: a dict with keys 'oops')"
+        )
+        response = client.post("/lin", json=[1, 2, 3])
+        assert response.json()["error"] == (
+            "pre_inference raised TypeError: list indices must be integers or slices, not str (its sample was the "
+            "body parsed as JSON: a list of 3 items)"
+        )
+
+
+SAMPLE = (EXAMPLES / "iris_onnx" / "sample.json").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status", "error"),
+    [
+        (  # curl -d @sample.json: curl's default Content-Type
+            {"content-type": "application/x-www-form-urlencoded"},
+            SAMPLE,
+            415,
+            "API 'iris' reads a JSON sample, but the body came with Content-Type: application/x-www-form-urlencoded "
+            "(curl -d sends that: add -H 'Content-Type: application/json'); send JSON with Content-Type: "
+            "application/json.",
+        ),
+        (
+            {"content-type": "text/plain; charset=utf-8"},
+            SAMPLE,
+            415,
+            "API 'iris' reads a JSON sample, but the body came with Content-Type: text/plain; charset=utf-8; send JSON "
+            "with Content-Type: application/json.",
+        ),
+        (
+            {},
+            b"",
+            400,
+            "API 'iris' reads a JSON sample, but the body is empty (it came with no Content-Type); send JSON with "
+            "Content-Type: application/json.",
+        ),
+        (
+            {},
+            b"sepal_length=1",
+            400,
+            "The body is not valid JSON: Expecting value at line 1 column 1 (char 0). It came with no Content-Type; "
+            "send JSON with Content-Type: application/json.",
+        ),
+        (
+            {"content-type": "application/json"},
+            b"",
+            400,
+            "API 'iris' reads a JSON sample, but the body is empty (it came with Content-Type: application/json); "
+            "send JSON with Content-Type: application/json.",
+        ),
+    ],
+)
+def test_a_body_that_is_not_json_is_refused_before_user_code(headers, body, status, error, caplog) -> None:
+    """A request handler's sample is the body parsed as JSON (Cortex 0.8-0.11): anything else is the client's 4xx,
+    naming the Content-Type it came with and the one to send, and pre_inference never runs on it."""
+    with localserve.testing.client(EXAMPLES / "iris_onnx") as client:
+        response = client.post("/iris", content=body, headers=headers)
+        assert (response.status_code, response.json()["error"]) == (status, error)
+        # JSON without a Content-Type (Python's requests with data=json.dumps(...)) is still read as JSON
+        assert client.post("/iris", content=SAMPLE).status_code == 200
+    assert "pre_inference" not in caplog.text
+
+
+@pytest.mark.parametrize("example", ["iris_onnx", "iris_labels"])
+@pytest.mark.parametrize("sample", [{}, [1, 2], "text", {"sepal_length": "x"}, None])
+def test_the_examples_answer_a_sample_they_cannot_use_with_a_400(example, sample) -> None:
+    """The bundled request handlers are what users copy: a sample without the features is the client's 400."""
+    name = "iris" if example == "iris_onnx" else "iris-labels"
+    with localserve.testing.client(EXAMPLES / example) as client:
+        response = client.post(f"/{name}", content=json.dumps(sample), headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith("Input 'input' expects float32 of shape [-1, 4]; the value ")
 
 
 def test_a_pre_inference_that_returns_none_is_the_handlers_500(serve, make_project) -> None:

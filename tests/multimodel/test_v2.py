@@ -187,3 +187,42 @@ def test_the_dashboard_shows_each_model_version(make_project, tmp_path) -> None:
     assert all(c[4].endswith(" ms") and c[6].endswith(" ms") for c in cells)
     assert [c[5] for c in cells] == ["2", "1"]  # calls
     assert errors == []
+
+
+def test_a_corrupt_version_is_a_503_naming_no_server_path_and_a_link_out_of_its_model_is_not_served(
+    serve, make_project, tmp_path, caplog
+) -> None:
+    """A version whose file does not parse is unavailable (503, so a client retries; listed UNAVAILABLE once its
+    load failed, and tried again only when its files change); a version folder linking out of the model is never
+    listed nor served."""
+    yaml = project_yaml("      dir: models\n      cache_size: 2\n      disk_cache_size: 2\n")
+    project = make_project({"cortex.yaml": yaml, "predictor.py": ONNX_PREDICTOR})
+    models_dir(project / "models", {"a": [1], "b": [3]})
+    (project / "models" / "a" / "2").mkdir()
+    (project / "models" / "a" / "2" / "model.onnx").write_bytes(b"not a model")
+    outside = models_dir(tmp_path / "elsewhere", {"b": [7]})
+    (project / "models" / "b" / "7").symlink_to(outside / "b" / "7")
+    unavailable = (
+        "Model 'a' version 2 cannot be loaded: Cannot load ONNX model model.onnx: [ONNXRuntimeError] : 7 : "
+        "INVALID_PROTOBUF : Load model from model.onnx failed:Protobuf parsing failed."
+    )
+    with serve(project) as client:
+        for _ in range(2):
+            latest = client.post("/multi?model=a", json=X)
+            assert (latest.status_code, latest.json()["error"]) == (503, unavailable)
+        assert client.post("/multi?model=a&version=1", json=X).json() == {"logits": expected("a", 1)}
+        body, headers = v2_body(X)
+        v2 = client.post("/v2/models/multi.a/infer", content=body, headers=headers)
+        assert (v2.status_code, v2.json()) == (503, {"error": unavailable})
+        assert client.get("/v2/models").json() == [
+            {"name": "multi.a", "version": "1", "state": "READY"},
+            {"name": "multi.a", "version": "2", "state": "UNAVAILABLE", "reason": unavailable},
+            {"name": "multi.b", "version": "3", "state": "READY"},
+        ]
+        linked = client.post("/multi?model=b&version=7", json=X)
+        assert (linked.status_code, linked.json()["error"]) == (404, "Model 'b' has no version 7; its versions are: 3.")
+        assert client.post("/multi?model=b", json=X).json() == {"logits": expected("b", 3)}
+    assert str(tmp_path) not in latest.text + v2.text
+    assert caplog.text.count("model 'a' version 2 does not load: Cannot load ONNX model") == 1  # tried once
+    assert caplog.text.count("version 7 is a link to") == 1
+    assert "to api None" not in caplog.text

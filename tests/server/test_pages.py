@@ -45,7 +45,9 @@ def pages_project(make_project: Callable[..., Path]) -> Path:
         }
     )
     shutil.copy(EXAMPLES / "iris_onnx" / "iris.onnx", project / "iris.onnx")
-    shutil.copy(EXAMPLES / "iris_onnx" / "handler.py", project / "handler.py")
+    # the example's handler, but one that fails on a sample it cannot use (a 500 for the figures)
+    strict = "def pre_inference(sample, metadata):\n    return {metadata[0].name: [sample[k] for k in features]}\n"
+    (project / "handler.py").write_text((EXAMPLES / "iris_onnx" / "handler.py").read_text() + "\n\n" + strict)
     onnx_two_inputs(project / "two.onnx")
     return project
 

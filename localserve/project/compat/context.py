@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +35,7 @@ from types import TracebackType
 from typing import Any
 
 from localserve.config import ServeConfig
-from localserve.errors import ConfigError
+from localserve.errors import ConfigError, ProjectError
 from localserve.project.compat.mnt import install_redirect, provide_mnt_project, redirect_target, uninstall_redirect
 from localserve.project.compat.modules import forget_installed, forget_modules, put_back, set_aside_shadowed
 from localserve.project.compat.platform import ABEJA_LOCAL_VALUES, run_dependencies_script
@@ -49,6 +50,11 @@ from localserve.project.directory import (
 
 log = logging.getLogger("localserve")
 USER_LOGGER = "localserve.user"  # `from localserve import logger`: a predictor's log_level sets its level
+
+# The Projects entered now, each with its thread: a Project sets process-wide state (cwd, sys.path, sys.modules,
+# the environment), so they nest within one thread (stack-like) but never overlap across threads.
+_ENTERED: dict[int, tuple[threading.Thread, Path]] = {}
+_ENTERED_LOCK = threading.Lock()
 
 # What compat.mnt's redirect replaces (builtins.open and io.open, and these of os).
 _REDIRECTED_OS = ("open", "stat", "lstat", "access", "listdir", "scandir")
@@ -80,15 +86,42 @@ class Project:
         self._entered: ServeConfig | None = None  # what __enter__ returned: the workdir and /mnt/project mode
 
     def __enter__(self) -> ServeConfig:
-        self._save()
+        self._claim()
         try:
-            return self._enter()
+            self._save()
+            try:
+                return self._enter()
+            except BaseException:
+                self._restore()
+                raise
         except BaseException:
-            self._restore()
+            self._release()
             raise
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self._restore()
+        try:
+            self._restore()
+        finally:
+            self._release()
+
+    def _claim(self) -> None:
+        """Register this Project as entered by the current thread; ProjectError when another thread has one."""
+        here = threading.current_thread()
+        with _ENTERED_LOCK:
+            other = next(((t, p) for t, p in _ENTERED.values() if t is not here), None)
+            if other is not None:
+                raise ProjectError(
+                    f"Project {str(self.config.project)!r} cannot be entered in thread {here.name!r}: project "
+                    f"{str(other[1])!r} is in use by thread {other[0].name!r} of this process. A project sets the "
+                    "working directory, sys.path, environment and modules of the whole process, so one thread at a "
+                    "time may serve projects (localserve.testing.client and run): close the other first, or give "
+                    "each its own process (pytest-xdist, localserve serve)."
+                )
+            _ENTERED[id(self)] = (here, self.config.project)
+
+    def _release(self) -> None:
+        with _ENTERED_LOCK:
+            _ENTERED.pop(id(self), None)
 
     def _save(self) -> None:
         self._saved = {

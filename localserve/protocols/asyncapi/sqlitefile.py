@@ -8,10 +8,21 @@ fault (seen in CI: a job's outcome stored from an API thread while the server st
 store). So every use of the file is a step (``errors``) that counts its thread as busy; ``close``
 closes the connections of idle threads at once, and a busy thread closes its own as its step ends.
 A step begun after ``close`` is a StoreError saying the store is closed.
+
+The files are watched from the outside too. SQLite maps the ``-shm`` file of a WAL database into
+memory: if it is truncated or its file system turns read-only, the next touch of that memory kills the
+process with SIGBUS, no exception, no log line. And a database file deleted while open still takes
+every write, into a file nobody will find again. So each step first looks (a few ``stat`` calls): the
+database is the one it opened, the ``-shm`` file neither shrank nor was replaced, and both can be
+written. When one is not, the store is *broken*: every later step is a StoreError (submits answer 503,
+``/readyz`` says why), its connections are never touched again (closing one reads the shared memory),
+and one error line says what became of the jobs. A change racing a step already running is not caught.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 import threading
 import time
@@ -20,6 +31,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from localserve.protocols.asyncapi.jobs import StoreError
+
+log = logging.getLogger("localserve")
+BROKEN = (
+    "the job store's files were deleted or changed while the server ran; new jobs cannot be kept until the server "
+    "is restarted (the server log has the details)"
+)
 
 
 class SqliteFile:
@@ -32,9 +49,14 @@ class SqliteFile:
         self._busy: dict[int, int] = {}  # thread ident -> steps it is inside
         self._closed = False
         self._lock = threading.Lock()
+        self._broken: StoreError | None = None
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the database file opened
+        self._shm: tuple[int, int, int] | None = None  # (device, inode, largest size seen) of its -shm file
         with self.errors("opened"):
             path.parent.mkdir(parents=True, exist_ok=True)
             _create(self.connection(), schema)
+            found = os.stat(path)
+            self._identity = (found.st_dev, found.st_ino)
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, opened on its first use; only inside a step (``errors``)."""
@@ -62,8 +84,11 @@ class SqliteFile:
                     f"The job store {self.path} could not be {doing}: it is closed (the server is stopping).",
                     public="the server is stopping",
                 )
+            if self._broken is not None:
+                raise self._broken
             self._busy[me] = self._busy.get(me, 0) + 1
         try:
+            self._check_files(doing)
             with self._translated(doing):
                 yield
         finally:
@@ -71,9 +96,61 @@ class SqliteFile:
                 left = self._busy.pop(me) - 1
                 if left:
                     self._busy[me] = left
-                db = self._connections.pop(me, None) if self._closed and not left else None
+                db = self._connections.pop(me, None) if self._closed and not left and self._broken is None else None
             if db is not None:
                 db.close()
+
+    def _check_files(self, doing: str) -> None:
+        """Break the store (see the module doc) when its files are no longer the ones it opened, or cannot be
+        written; before a first step has recorded them, nothing to compare."""
+        if self._identity is None:
+            return
+        why = _changed_database(self.path, self._identity)
+        fate = "the jobs it held are lost with it (their ids answer 404 once the server restarts with a new store)"
+        if why is None:
+            why = self._changed_shm(Path(f"{self.path}-shm"))
+            fate = "the jobs it holds stay in its file, and run once the server restarts on it"
+        if why is None:
+            return
+        error = StoreError(f"The job store {self.path} could not be {doing}: {why}.", public=BROKEN)
+        abandoned: list[sqlite3.Connection] = []
+        with self._lock:
+            first = self._broken is None
+            if first:
+                self._broken = error
+                abandoned = list(self._connections.values())
+                self._connections.clear()
+        _abandon(abandoned)
+        if first:
+            log.error(
+                "The job store %s is unusable: %s. It is no longer touched (SQLite maps its -shm file into memory, "
+                "where a truncated or read-only file kills the process); %s; jobs running now finish, but their "
+                "outcome cannot be stored; new submits answer 503 and /readyz is 503 until the server is restarted.",
+                self.path,
+                why,
+                fate,
+            )
+        raise self._broken or error
+
+    def _changed_shm(self, shm: Path) -> str | None:
+        """Why the -shm file can no longer be used (gone, replaced, shrunk, read-only); None while it can."""
+        try:
+            found = os.stat(shm)
+        except FileNotFoundError:
+            return None if self._shm is None else "its shared-memory file (-shm) was deleted"
+        except OSError as exc:
+            return f"its shared-memory file (-shm) cannot be read ({exc})"
+        with self._lock:
+            seen = self._shm
+            if seen is None or ((found.st_dev, found.st_ino) == seen[:2] and found.st_size >= seen[2]):
+                self._shm = (found.st_dev, found.st_ino, found.st_size)
+        if seen is not None and (found.st_dev, found.st_ino) != seen[:2]:
+            return "its shared-memory file (-shm) was replaced by another file"
+        if seen is not None and found.st_size < seen[2]:
+            return f"its shared-memory file (-shm) was truncated ({seen[2]} to {found.st_size} bytes)"
+        if not os.access(shm, os.W_OK) or os.statvfs(shm).f_flag & os.ST_RDONLY:
+            return "its shared-memory file (-shm) cannot be written (read-only, or on a read-only file system)"
+        return None
 
     @contextmanager
     def _translated(self, doing: str) -> Iterator[None]:
@@ -105,7 +182,8 @@ class SqliteFile:
         db.execute("COMMIT")
 
     def close(self) -> None:
-        """Close the connections of the threads not inside a step now; the others close theirs as their step ends."""
+        """Close the connections of the threads not inside a step now; the others close theirs as their step ends.
+        A broken store's connections were abandoned instead (closing one would read its shared memory)."""
         with self._lock:
             self._closed = True
             idle = [me for me in self._connections if me not in self._busy]
@@ -135,6 +213,28 @@ def _create(db: sqlite3.Connection, schema: str) -> None:
             if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def _abandon(connections: list[sqlite3.Connection]) -> None:
+    """Keep ``connections`` open until the process ends, at its exit too: closing one (also when it is freed)
+    reads the shared memory that may now kill the process. One reference more than anyone holds."""
+    import ctypes
+
+    for db in connections:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(db))
+
+
+def _changed_database(path: Path, identity: tuple[int, int]) -> str | None:
+    """Why the database file is no longer the one opened (deleted, replaced); None while it is."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return "its file was deleted"
+    except OSError as exc:
+        return f"its file cannot be read ({exc})"
+    if (found.st_dev, found.st_ino) != identity:
+        return "its file was replaced by another file"
+    return None
 
 
 def _public(doing: str) -> str:

@@ -119,37 +119,49 @@ class AsyncWorker:
 
     def _loop(self) -> None:
         last_renew = last_house = last_purge = 0.0
+        failing = ""  # the store error logged last: said once, not every second while it lasts
         while not self._stop.is_set():
             now = time.time()
             try:
                 if now - last_house >= HOUSEKEEPING:
                     last_house = now
-                    back = self.store.recover(now, worker_is_dead)
-                    if back:
-                        log.warning(
-                            "api %r: %d job(s) whose worker died or let its lease run out queued again: %s",
-                            self.name,
-                            len(back),
-                            back,
-                        )
-                    if now - last_purge >= PURGE_EVERY:
+                    if self._housekeeping(now, purge=now - last_purge >= PURGE_EVERY):
                         last_purge = now
-                        purged = self.store.purge(now - self.retention)
-                        if purged:
-                            log.info("api %r: %d finished job(s) older than the retention purged", self.name, purged)
                 if now - last_renew >= self.lease / 3:
                     last_renew = now
                     with self._lock:
                         held = list(self._running)
                     self.store.renew(held, self.worker, now + self.lease)
                 job = self._claim(now)
+                if failing:
+                    log.info("api %r: the job store answers again", self.name)
+                    failing = ""
             except StoreError as exc:
-                log.error("api %r: %s", self.name, exc)
+                if str(exc) != failing:
+                    log.error("api %r: %s (tried again every second; said again when it changes)", self.name, exc)
+                    failing = str(exc)
                 job = None
                 self._stop.wait(1.0)
             if job is None:
                 self.wake.wait(POLL)
                 self.wake.clear()
+
+    def _housekeeping(self, now: float, *, purge: bool) -> bool:
+        """Queue again the jobs of dead workers (and, with ``purge``, delete expired outcomes); whether it purged."""
+        back = self.store.recover(now, worker_is_dead)
+        if back:
+            log.warning(
+                "api %r: %d job(s) whose worker died or let its lease run out queued again: %s",
+                self.name,
+                len(back),
+                back,
+            )
+        if not purge:
+            return False
+        purged = self.store.purge(now - self.retention)
+        if purged:
+            log.info("api %r: %d finished job(s) older than the retention purged", self.name, purged)
+        return True
 
     def _claim(self, now: float) -> Job | None:
         with self._lock:

@@ -159,7 +159,13 @@ class V2Routes:
                 except (LocalServeError, OSError):  # its remote folder cannot be read now
                     entries.append({"name": name, "version": "", "state": "UNAVAILABLE"})
                     continue
-                entries += [{"name": name, "version": v, "state": "READY"} for v in versions]
+                failed = multi[1].failures.of(multi[2])  # versions that did not load: not ready until replaced
+                entries += [
+                    {"name": name, "version": v, "state": "UNAVAILABLE", "reason": failed[int(v)]}
+                    if int(v) in failed
+                    else {"name": name, "version": v, "state": "READY"}
+                    for v in versions
+                ]
                 continue
             try:
                 self.models.find(name)

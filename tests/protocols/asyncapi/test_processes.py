@@ -124,3 +124,40 @@ def test_a_front_without_workers_queues_and_a_worker_runs_what_it_took(
         assert "submits and polls only (--no-async-workers)" in output_of(proc)
     assert {job for job, _ in runs(tmp_path)} == set(held)
     assert redis.Redis.from_url(redis_url).llen(queue) == 0
+
+
+@pytest.mark.parametrize("damage", ["deleted", "shm truncated"])
+def test_a_store_whose_files_change_under_the_server_refuses_jobs_and_the_server_keeps_answering(
+    async_project: Callable[..., Path], tmp_path: Path, damage: str
+) -> None:
+    """The store's files deleted while serving (jobs would go into a file nobody finds again), or its -shm file
+    truncated (the next touch of SQLite's mapping of it is a SIGBUS): submits answer 503, /readyz says why, the
+    process lives and says once what became of the jobs."""
+    store = tmp_path / "store" / "jobs.sqlite3"
+    project = async_project(f"  async_store: sqlite://{store}\n")
+    with server(cwd=project) as (url, proc):
+        kept = submit(url, {"n": 1})
+        assert poll(url, kept, "completed")["result"]["payload"] == {"n": 1}
+        shm = Path(f"{store}-shm")
+        assert shm.stat().st_size > 0
+        if damage == "deleted":
+            for file in store.parent.iterdir():
+                file.unlink()
+        else:
+            with open(shm, "r+b") as file:
+                file.truncate(0)
+        refused = httpx.post(f"{url}/jobs", json={"n": 2}, timeout=10)
+        ready = httpx.get(f"{url}/readyz", timeout=10)
+        poll_answer = httpx.get(f"{url}/jobs/{kept}", timeout=10)
+        alive = httpx.get(f"{url}/healthz", timeout=10).status_code
+        assert proc.poll() is None, output_of(proc)
+    public = (
+        "the job store's files were deleted or changed while the server ran; new jobs cannot be kept until the "
+        "server is restarted (the server log has the details)"
+    )
+    assert (refused.status_code, refused.json()["error"]) == (503, f"The job was not stored: {public}.")
+    assert (ready.status_code, ready.json()["apis"]["jobs"]["store"]) == (503, public)
+    assert poll_answer.status_code == 503
+    assert alive == 200
+    why = "its file was deleted" if damage == "deleted" else "its shared-memory file (-shm) was truncated"
+    assert output_of(proc).count(f"The job store {store} is unusable: {why}") == 1, output_of(proc)

@@ -391,3 +391,69 @@ def test_the_project_parameter_leaves_the_rest_of_the_url_as_it_was() -> None:
         "Invalid project='a:b' in the job store URL; expected letters, digits, '.', '_' or '-' (the project's name "
         "in the store's keys)."
     )
+
+
+def test_a_sqlite_store_whose_shm_turns_read_only_is_broken_not_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read-only remount under the store (its file system's statvfs says so; remounting needs privileges a test
+    has not): every use is a StoreError naming why, the jobs' fate is logged once, and closing touches nothing."""
+    import localserve.protocols.asyncapi.sqlitefile as sqlitefile
+
+    path = tmp_path / "jobs.sqlite3"
+    db = SqliteStore(path)
+    db.submit(A, b"{}", {}, T0)
+    real = os.statvfs
+
+    def read_only(target: os.PathLike[str] | str) -> os.statvfs_result:
+        found = real(target)
+        if str(target) != f"{path}-shm":
+            return found
+        return os.statvfs_result((*found[:8], found.f_flag | os.ST_RDONLY, found.f_namemax))
+
+    monkeypatch.setattr(sqlitefile.os, "statvfs", read_only)
+    why = "its shared-memory file (-shm) cannot be written (read-only, or on a read-only file system)"
+    for use in (lambda: db.submit(B, b"{}", {}, T0), db.ping, lambda: db.state(A)):
+        with pytest.raises(StoreError) as refused:
+            use()
+        assert str(refused.value) == f"The job store {path} could not be written: {why}."
+        assert refused.value.public.startswith("the job store's files were deleted or changed while the server ran")
+    db.close()
+    monkeypatch.undo()
+    assert caplog.text.count(f"The job store {path} is unusable: {why}") == 1
+    assert "the jobs it holds stay in its file, and run once the server restarts on it" in caplog.text
+    reopened = SqliteStore(path)  # the next server: the jobs are there
+    assert reopened.state(A) is not None and reopened.state(B) is None
+    reopened.close()
+
+
+def test_a_worker_on_a_broken_store_says_so_once_not_every_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from localserve.protocols.asyncapi.worker import AsyncWorker
+
+    path = tmp_path / "jobs.sqlite3"
+    real_store = SqliteStore(path)
+    (path.parent / "moved.sqlite3").write_bytes(b"")
+    os.replace(path.parent / "moved.sqlite3", path)  # another file where the store's was: broken at its next use
+    tries = threading.Semaphore(0)
+
+    class Counted:  # the real store, each use of it counted
+        def __getattr__(self, name: str) -> object:
+            method = getattr(real_store, name)
+
+            def counted(*args: object, **kwargs: object) -> object:
+                tries.release()
+                return method(*args, **kwargs)
+
+            return counted
+
+    worker = AsyncWorker("jobs", Counted(), lambda job: None, slots=1, retention=60.0, ready=lambda: True)  # type: ignore[arg-type]
+    worker.start()
+    try:
+        for _ in range(3):  # three uses, each refused (the worker tries again a second later)
+            assert tries.acquire(timeout=60)
+    finally:
+        worker.stop()
+        real_store.close()
+    assert caplog.text.count("its file was replaced by another file") == 2  # the store's own line, the worker's once
