@@ -4,19 +4,19 @@
 
     engine.began(rt) -> rt.lifecycle.admit() -> rt.lifecycle.run(request, client, stages=_Infer) -> engine.ended(...)
 
-The message arrives as bytes (grpc's own limit, ``--max-body-size``, refused a larger one before
-this code ran); only the model's name is read on the event loop (``head.peek_model``). The whole
-message is parsed, checked and decoded on the API's threads (``_Infer.prepare``), so gRPC, REST
-and native requests share the API's queue and batches; the outputs are encoded there too
-(``_Infer.finish``). The client's deadline shortens the wait (work not started is dropped, as at
-the API's own timeout) and a call the client cancels is dropped the same way. Errors are rendered
-by ``status.render_status``, with REST's words.
+The message arrives as bytes, read by ``guard.Guard`` once the API key and the connection's limits
+passed (grpc's own limit, ``--max-body-size``, refused a larger one before this code ran); only the
+model's name is read on the event loop (``head.peek_model``). The whole message is parsed, checked
+and decoded on the API's threads (``_Infer.prepare``), so gRPC, REST and native requests share the
+API's queue and batches; the outputs are encoded there too (``_Infer.finish``). The client's
+deadline shortens the wait (work not started is dropped, as at the API's own timeout) and a call
+the client cancels is dropped the same way. Errors are rendered by ``status.render_status``, with
+REST's words.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -30,7 +30,7 @@ from localserve import __version__
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
 from localserve.engine.core import Engine
-from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown, Unauthorized
+from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown
 from localserve.logs import access_log
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
@@ -48,7 +48,6 @@ log = logging.getLogger("localserve")
 
 SERVICE = "inference.GRPCInferenceService"  # the protocol's name for it (KServe, Triton): what clients call
 INFER_PATH = f"/{SERVICE}/ModelInfer"  # the HTTP/2 path of a ModelInfer call: its access log line and figures
-OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
 
 
 class Unparsable:
@@ -67,7 +66,6 @@ class Servicer:
         self.engine = engine
         self.models = V2Models(engine.apis)
         self.hide_errors = options.hide_errors
-        self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
         self.stopping = False  # a stop was asked for: new ModelInfer calls are UNAVAILABLE, ServerReady false
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -113,7 +111,6 @@ class Servicer:
 
     async def model_ready(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
         """Ready once the model is loaded; NOT_FOUND for no such model (or version)."""
-        await self._check_key(context, "ModelReady")
         try:
             await self.models.locate(request.name, request.version or None)
         except NotReady:
@@ -124,7 +121,6 @@ class Servicer:
 
     async def server_metadata(self, request: pb.ServerMetadataRequest, context: Context) -> pb.ServerMetadataResponse:
         """The server's name, version and extensions (those of the gRPC protocol: no binary_tensor_data)."""
-        await self._check_key(context, "ServerMetadata")
         extensions = ["model_configuration"] + (["statistics"] if self.engine.metrics is not None else [])
         return pb.ServerMetadataResponse(name="localserve", version=__version__, extensions=extensions)
 
@@ -142,7 +138,6 @@ class Servicer:
         self, request: pb.ModelStatisticsRequest, context: Context
     ) -> pb.ModelStatisticsResponse:
         """Triton's statistics of one model, or of every model when no name is given."""
-        await self._check_key(context, "ModelStatistics")
         try:
             names = [self.models.find(request.name, request.version or None)[1].name] if request.name else None
             metrics = self.engine.metrics
@@ -154,7 +149,6 @@ class Servicer:
         return json_format.ParseDict({"model_stats": entries}, pb.ModelStatisticsResponse())
 
     async def _model(self, context: Context, rpc: str, name: str, version: str) -> V2Model:
-        await self._check_key(context, rpc)
         try:
             return (await self.models.locate(name, version or None))[1]
         except LocalServeError as exc:
@@ -166,7 +160,6 @@ class Servicer:
         start = time.perf_counter()
         request_id = request_id_of_call(context)
         context.set_trailing_metadata(((REQUEST_ID, request_id),))  # as HTTP echoes X-Request-ID, errors too
-        await self._check_key(context, "ModelInfer", request_id)
         engine = self.engine
         try:
             name, version = peek_model(data)
@@ -225,26 +218,6 @@ class Servicer:
             exc, request_id or request_id_of_call(context), api=api, hide_errors=self.hide_errors
         )
         await context.abort(code, details)
-
-    async def _check_key(self, context: Context, rpc: str, request_id: str = "") -> None:
-        """``--api-key``: every RPC but the health probes needs ``authorization: Bearer <key>`` in its metadata."""
-        if self.expected_key is None or rpc in OPEN_RPCS:
-            return
-        given = b""
-        for key, value in context.invocation_metadata() or ():
-            if key == "authorization":
-                given = value.encode("utf-8") if isinstance(value, str) else value
-                break
-        if hmac.compare_digest(given[:7].lower() + given[7:], self.expected_key):
-            return
-        reason = "no authorization metadata" if not given else "the key is wrong or not a Bearer token"
-        log.warning("gRPC call %s to %s refused with UNAUTHENTICATED: %s", request_id or "-", rpc, reason)
-        message = (
-            f"Unauthorized: this server requires 'authorization: Bearer <key>' metadata (--api-key); {reason}."
-            if not given
-            else f"Unauthorized: {reason}; expected 'authorization: Bearer <key>' with the server's --api-key."
-        )
-        await self._abort(context, Unauthorized(message), request_id)
 
 
 class _Infer:
