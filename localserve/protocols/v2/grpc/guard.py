@@ -57,7 +57,7 @@ class Refusal(LocalServeError):
         self.reason = reason
 
 
-class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc's stubs leave the base untyped
+class Guard(grpc.aio.ServerInterceptor):
     """The interceptor of the gRPC server: every unary RPC read under the limits above."""
 
     def __init__(self, options: ServeOptions, extras: ExtraMetrics | None) -> None:
@@ -71,7 +71,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc's stubs l
 
     async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
         """The RPC's handler, served as request-streaming so that its message is read here."""
-        method = details.method  # type: ignore[attr-defined]  # the stubs lack the aio details' fields
+        method = details.method
         guarded = self._handlers.get(method)
         if guarded is None:
             handler = await continuation(details)
@@ -89,7 +89,8 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc's stubs l
             data = await self._read(context, rpc)
             peer = context.peer()
             try:
-                return await behaviour(data if deserialize is None else deserialize(data), context)
+                message = data if deserialize is None else deserialize(data)
+                return await behaviour(message, context)  # type: ignore[arg-type]  # the stubs know the sync context only
             finally:
                 self._release(peer, len(data))
 
