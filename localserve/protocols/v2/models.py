@@ -15,6 +15,7 @@ from typing import Any
 
 from localserve.engine.api import ApiRuntime
 from localserve.errors import NotFound, NotReady
+from localserve.messages.version import not_a_version, whole_number
 from localserve.protocols.v2.multi import MultiModels, locate
 from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
 
@@ -198,6 +199,8 @@ class V2Models:
         why = not_a_model(rt)
         if why is not None:
             raise NotFound(why)
+        if version is not None and whole_number(version) is None:
+            raise not_a_version(version)
         if version is not None and version != VERSION:
             raise NotFound(f"Model {name!r} has no version {version!r}; localserve serves version {VERSION} only.")
         model = self._models.get(name)
