@@ -21,7 +21,7 @@ from starlette.routing import BaseRoute, Route
 from localserve import __version__
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
-from localserve.engine.core import Engine
+from localserve.engine.core import UNTRACKED, Engine
 from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log
 from localserve.messages.request import Request
@@ -208,16 +208,16 @@ class V2Routes:
 
     async def _infer(
         self, rt: ApiRuntime, scope: Scope, receive: Receive, send: Send, request_id: str
-    ) -> tuple[int, None]:
+    ) -> tuple[int, Any]:
         """The answer to an inference request of ``rt``'s API: its status (no tracker: V2 feeds the model directly)."""
         try:
             _, model = await self.find(scope)
         except LocalServeError as exc:
-            return await send_error(send, exc, request_id, v2=True), None
+            return await send_error(send, exc, request_id, v2=True), UNTRACKED
         status, _ = await self.door.serve(
             rt, scope, receive, send, request_id, prepare=functools.partial(self._prepare, model), v2=True
         )
-        return status, None
+        return status, UNTRACKED
 
     async def _prepare(self, model: V2Model, scope: Scope, body: bytes, request_id: str) -> tuple[Request, _Call]:
         """The request and its own stages (decode the tensors, encode the outputs) from a V2 body."""
