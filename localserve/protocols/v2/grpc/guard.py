@@ -115,9 +115,10 @@ class Guard(grpc.aio.ServerInterceptor):
                         "connection_buffer",
                     )
                 message = await context.read()
-            if message is grpc.aio.EOF:
-                raise RequestError(f"The {rpc} call ended without a request message; send one.")
-            return bytes(message)
+                if message is grpc.aio.EOF:
+                    raise RequestError(f"The {rpc} call ended without a request message; send one.")
+                connection.held += len(message)  # before the next read of the connection checks it
+                return bytes(message)
 
         try:
             data = await asyncio.wait_for(read(), self.message_timeout)
@@ -128,7 +129,6 @@ class Guard(grpc.aio.ServerInterceptor):
         except LocalServeError as exc:
             self._release(peer, 0)
             await self._refuse(context, rpc, exc)
-        connection.held += len(data)
         return data
 
     def _release(self, peer: str, size: int) -> None:
