@@ -83,3 +83,26 @@ def test_a_version_folder_that_is_no_whole_number_is_skipped_and_new_versions_st
         )
         skipped = f"version folder {project / 'models' / 'a' / '²'} skipped: a version is a whole number of at most 18"
         assert output_of(proc).count(skipped) == 1, output_of(proc)
+
+
+def test_answers_and_statistics_name_the_version_that_ran(make_project) -> None:
+    project = make_project({"cortex.yaml": project_yaml("      dir: models\n"), "predictor.py": ONNX_PREDICTOR})
+    models_dir(project / "models", {"a": [1, 2]})
+    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": X[0]}]}
+    port = free_port()
+    with server("--grpc-port", str(port), cwd=project) as (url, _), httpx.Client(base_url=url) as http:
+        assert http.post("/v2/models/multi.a/infer", json=body).json()["model_version"] == "2"  # the highest
+        assert http.post("/v2/models/multi.a/versions/1/infer", json=body).json()["model_version"] == "1"
+        for version in ("1", "2"):
+            stats = http.get(f"/v2/models/multi.a/versions/{version}/stats").json()["model_stats"]
+            assert [entry["version"] for entry in stats] == [version]
+        assert [e["version"] for e in http.get("/v2/models/multi.a/stats").json()["model_stats"]] == ["2"]
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            for asked, ran in (("", "2"), ("1", "1"), ("2", "2")):
+                infer = service_pb2.ModelInferRequest(model_name="multi.a", model_version=asked)
+                infer.inputs.add(name="x", datatype="FP32", shape=[1, 4])
+                infer.raw_input_contents.append(np.asarray(X, dtype=np.float32).tobytes())
+                assert stub.ModelInfer(infer).model_version == ran
+                statistics = stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name="multi.a", version=asked))
+                assert [entry.version for entry in statistics.model_stats] == [ran]

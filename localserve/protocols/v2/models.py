@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from localserve.engine.api import ApiRuntime
-from localserve.errors import NotFound, NotReady
+from localserve.errors import LocalServeError, NotFound, NotReady, RequestError
 from localserve.messages.version import not_a_version, whole_number
 from localserve.protocols.v2.multi import MultiModels, locate
 from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
@@ -22,7 +22,10 @@ from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
 Route = Callable[[], tuple[tuple[str, int], Any, Callable[[float], None]]]
 """A model of a multi-model API: () -> ((model, version), the loaded model, where its call time goes)."""
 
-PLATFORMS = {"onnx": "onnx_onnxv1", "tensorflow": "tensorflow_savedmodel"}
+PLATFORMS = {
+    "onnx": "onnxruntime_onnx",
+    "tensorflow": "tensorflow_savedmodel",
+}  # Triton's names; backend: the first word
 VERSION = "1"  # localserve serves one version of each model
 
 
@@ -51,6 +54,18 @@ class V2Model:
             "inputs": [spec.metadata() for spec in self.inputs],
             "outputs": [spec.metadata() for spec in self.outputs],
         }
+
+    def check_rows(self, feed: Mapping[str, Any]) -> None:
+        """A request of more rows than ``max_batch_size`` (what ``/config`` says) is a 400, as Triton refuses it."""
+        if self.max_batch_size <= 0:
+            return
+        rows = max((len(value) for value in feed.values() if getattr(value, "ndim", 0) > 0), default=0)
+        if rows > self.max_batch_size:
+            raise RequestError(
+                f"The request has a batch of {rows} rows, over model {self.name!r}'s max_batch_size of "
+                f"{self.max_batch_size} (its configuration, GET /v2/models/{self.name}/config); send at most "
+                f"{self.max_batch_size} rows per request."
+            )
 
     def config(self) -> dict[str, Any]:
         """Triton's model configuration (what perf_analyzer and tritonclient read)."""
@@ -171,6 +186,28 @@ class V2Models:
     def names(self) -> list[str]:
         """The APIs that are V2 models (loaded or not), then the models of multi-model APIs (``<api>.<model>``)."""
         return [name for name, rt in self.apis.items() if not_a_model(rt) is None] + self.multi.names()
+
+    def index(self) -> list[dict[str, str]]:
+        """Every V2 model, each version of it, and its state (``READY`` or ``UNAVAILABLE``): Triton's repository index.
+
+        Blocking: listing a remote model's versions may download its copy."""
+        entries = []
+        for name in self.names():
+            multi = self.multi.split(name)
+            if multi is not None:  # a model of a multi-model API: every version, loaded on first use
+                try:
+                    versions = [str(v) for v in sorted(multi[1].versions(multi[2]))]
+                except (LocalServeError, OSError):  # its remote folder cannot be read now
+                    entries.append({"name": name, "version": "", "state": "UNAVAILABLE"})
+                    continue
+                entries += [{"name": name, "version": v, "state": "READY"} for v in versions]
+                continue
+            try:
+                self.find(name)
+                entries.append({"name": name, "version": VERSION, "state": "READY"})
+            except LocalServeError:  # not loaded (yet)
+                entries.append({"name": name, "version": VERSION, "state": "UNAVAILABLE"})
+        return entries
 
     def api_of(self, name: str) -> ApiRuntime | None:
         """The API that V2 model ``name`` belongs to (itself, or the multi-model API of ``<api>.<model>``)."""

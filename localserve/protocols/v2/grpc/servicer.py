@@ -41,7 +41,7 @@ from localserve.protocols.v2.grpc.outputs import encode_response
 from localserve.protocols.v2.grpc.status import details, render_status
 from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
 from localserve.protocols.v2.models import VERSION, V2Model, V2Models
-from localserve.protocols.v2.multi import routed
+from localserve.protocols.v2.multi import routed, version_ran
 from localserve.protocols.v2.stats import model_stats
 
 log = logging.getLogger("localserve")
@@ -95,6 +95,7 @@ class Servicer:
             "ModelMetadata": unary(self.model_metadata, pb.ModelMetadataRequest),
             "ModelConfig": unary(self.model_config, pb.ModelConfigRequest),
             "ModelStatistics": unary(self.model_statistics, pb.ModelStatisticsRequest),
+            "RepositoryIndex": unary(self.repository_index, pb.RepositoryIndexRequest),
             # bytes in and out: parsed and serialized on the API's threads, not on the event loop
             "ModelInfer": grpc.unary_unary_rpc_method_handler(self.model_infer),
         }
@@ -139,14 +140,26 @@ class Servicer:
     ) -> pb.ModelStatisticsResponse:
         """Triton's statistics of one model, or of every model when no name is given."""
         try:
-            names = [self.models.find(request.name, request.version or None)[1].name] if request.name else None
+            model = self.models.find(request.name, request.version or None)[1] if request.name else None
             metrics = self.engine.metrics
             if metrics is None:
                 raise NotFound("Statistics come from the server's metrics, which are off (--no-metrics).")
-            entries = [model_stats(metrics, name, VERSION) for name in names or self.models.names()]
+            if model is None:
+                entries = [model_stats(metrics, name, VERSION) for name in self.models.names()]
+            else:  # the version asked for, else the one a request would run: the highest
+                entries = [model_stats(metrics, model.name, request.version or model.versions[-1])]
         except LocalServeError as exc:
             await self._abort(context, exc)
         return json_format.ParseDict({"model_stats": entries}, pb.ModelStatisticsResponse())
+
+    async def repository_index(
+        self, request: pb.RepositoryIndexRequest, context: Context
+    ) -> pb.RepositoryIndexResponse:
+        """Triton's repository index, as POST /v2/repository/index gives it (``ready``: the ready models only)."""
+        entries = await asyncio.to_thread(self.models.index)  # a remote model's versions may need its copy
+        if request.ready:
+            entries = [entry for entry in entries if entry["state"] == "READY"]
+        return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**e) for e in entries])
 
     async def _model(self, context: Context, rpc: str, name: str, version: str) -> V2Model:
         try:
@@ -223,13 +236,14 @@ class Servicer:
 class _Infer:
     """One ModelInfer call's own stages, run on the API's threads: parse and decode the message, encode the outputs."""
 
-    __slots__ = ("decoded", "model", "name", "version")
+    __slots__ = ("decoded", "model", "name", "ran", "version")
 
     def __init__(self, model: V2Model, name: str, version: str) -> None:
         self.model = model
         self.name = name
         self.version = version
         self.decoded: Decoded | None = None
+        self.ran = VERSION  # the version that runs (a multi-model API's: the one routed to)
 
     def prepare(self, request: Request) -> Any:
         try:
@@ -243,7 +257,9 @@ class _Infer:
             )
         model = self.model
         self.decoded = decode_request(message, model.inputs, model.outputs, keep_bytes=model.keep_bytes)
-        return routed(model, self.decoded.feed)
+        feed = routed(model, self.decoded.feed)
+        self.ran = version_ran(feed) or VERSION
+        return feed
 
     def finish(self, request: Request, output: Any) -> Reply:
         decoded = self.decoded
@@ -251,7 +267,7 @@ class _Infer:
         model = self.model
         values = output if isinstance(output, dict) else dict(zip(model.output_order, output, strict=False))
         chosen = [(name, values[name]) for name in decoded.outputs]
-        response = encode_response(model.name, decoded.id, chosen, raw=decoded.raw)
+        response = encode_response(model.name, decoded.id, chosen, raw=decoded.raw, version=self.ran)
         return Reply(status=200, body=response.SerializeToString())
 
 
