@@ -42,7 +42,6 @@ log = logging.getLogger("localserve")
 
 GEN0_THRESHOLD = 10_000  # allocations between two collections of the youngest generation once serving (freeze_heap)
 PIN_BELOW = 0.001  # with no --pin-threads flag: pinned when a request takes less CPU on its API's thread
-UNTRACKED: Any = object()  # ``ended``'s value of a door with no tracker (V2: the model's tensors, no post_inference)
 
 
 class Engine:
@@ -80,14 +79,7 @@ class Engine:
             counted.in_flight.inc()
 
     def ended(
-        self,
-        rt: ApiRuntime,
-        method: str,
-        path: str,
-        status: int,
-        seconds: float,
-        request_id: str,
-        value: Any = UNTRACKED,
+        self, rt: ApiRuntime, method: str, path: str, status: int, seconds: float, request_id: str, value: Any
     ) -> None:
         """A request of ``rt``'s API was answered (any front door): counted once, its access line, its tracker."""
         rt.in_flight -= 1
@@ -98,7 +90,7 @@ class Engine:
             self.figures.count(counted, status, seconds)
         if self.access_log:
             access_log(method, path, rt.api.name, status, seconds, request_id)
-        if rt.api.tracker is not None and 200 <= status < 300 and value is not UNTRACKED:
+        if rt.api.tracker is not None and 200 <= status < 300:
             self.stats.record_prediction(rt.api.name, value)
 
     # -- the replica's lifecycle -------------------------------------------------------------------

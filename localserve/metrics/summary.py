@@ -25,6 +25,9 @@ from localserve.metrics.tracker import Tracker, histogram
 STATUS_CLASSES = ("2xx", "4xx", "5xx")
 
 
+UNTRACKED: Any = object()  # the value of a request whose door has none to track (V2: tensors, no post_inference)
+
+
 class _TrackerSpec(Protocol):
     @property
     def model_type(self) -> str: ...
@@ -53,9 +56,10 @@ class StatsSummary:
                 self.trackers[api.name] = Tracker(api.name, api.tracker.model_type, api.tracker.key, metrics)
 
     def record_prediction(self, api: str, value: Any) -> None:
-        """The value a 2xx response of ``api`` returned (after post_inference); nothing without a tracker."""
+        """The value a 2xx response of ``api`` returned (after post_inference); nothing without a tracker, or for
+        ``UNTRACKED``."""
         tracker = self.trackers.get(api)
-        if tracker is not None:
+        if tracker is not None and value is not UNTRACKED:
             tracker.record(value)
 
     def stats_json(self) -> list[dict[str, Any]]:

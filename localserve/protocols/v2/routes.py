@@ -21,11 +21,12 @@ from starlette.routing import BaseRoute, Route
 from localserve import __version__
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime
-from localserve.engine.core import UNTRACKED, Engine
+from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, NotFound
 from localserve.logs import access_log
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
+from localserve.metrics.summary import UNTRACKED
 from localserve.protocols.bodies import decode_content
 from localserve.protocols.http import (
     HttpDoor,

@@ -34,6 +34,7 @@ from localserve.errors import LocalServeError, NotFound, NotReady, RequestError,
 from localserve.logs import access_log
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
+from localserve.metrics.summary import UNTRACKED
 from localserve.protocols.v2.grpc import inference_pb2 as pb
 from localserve.protocols.v2.grpc.call import REQUEST_ID, ClientDeadline, Context, GrpcClient, request_id_of_call
 from localserve.protocols.v2.grpc.head import peek_model
@@ -197,7 +198,7 @@ class Servicer:
             status = 499
             raise
         finally:
-            engine.ended(rt, "POST", INFER_PATH, status, time.perf_counter() - start, request_id)
+            engine.ended(rt, "POST", INFER_PATH, status, time.perf_counter() - start, request_id, UNTRACKED)
         if failure is not None:
             await self._abort(context, failure, request_id, api=name)
         return reply.body
