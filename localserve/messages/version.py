@@ -5,6 +5,7 @@ from __future__ import annotations
 from localserve.errors import RequestError
 from localserve.messages.error_text import short_repr
 
+LATEST = ("latest", "highest")  # Cortex's names of a model's highest version
 MAX_VERSION_DIGITS = 18  # a version is a signed 64-bit number in Triton's protocol; more digits are no version
 
 

@@ -11,11 +11,10 @@ from typing import Any, Protocol
 
 from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
 from localserve.errors import ModelLoadError, NotFound
-from localserve.messages.version import MAX_VERSION_DIGITS, not_a_version, whole_number
+from localserve.messages.version import LATEST, MAX_VERSION_DIGITS, not_a_version, whole_number
 
 log = logging.getLogger("localserve")
 
-LATEST = ("latest", "highest")
 _skipped: set[Path] = set()  # version folders whose name is no version, warned about once
 
 

@@ -48,6 +48,9 @@ def test_a_version_that_is_no_whole_number_is_a_400_on_every_route(
             assert (answer.status_code, answer.json()["error"]) == (400, message), path[:80]
             assert answer.headers["x-request-id"]
             assert http.get("/v2/models/multi.a/versions/1/ready").status_code == 200  # the connection still serves
+        assert http.get("/v2/models/single/versions/latest").json()["versions"] == [
+            "1"
+        ]  # Cortex's word for the highest
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
             infer = service_pb2.ModelInferRequest(model_version=version)
@@ -93,9 +96,11 @@ def test_answers_and_statistics_name_the_version_that_ran(make_project) -> None:
     with server("--grpc-port", str(port), cwd=project) as (url, _), httpx.Client(base_url=url) as http:
         assert http.post("/v2/models/multi.a/infer", json=body).json()["model_version"] == "2"  # the highest
         assert http.post("/v2/models/multi.a/versions/1/infer", json=body).json()["model_version"] == "1"
-        for version in ("1", "2"):
-            stats = http.get(f"/v2/models/multi.a/versions/{version}/stats").json()["model_stats"]
+        for asked, version in (("1", "1"), ("2", "2"), ("latest", "2")):
+            stats = http.get(f"/v2/models/multi.a/versions/{asked}/stats").json()["model_stats"]
             assert [entry["version"] for entry in stats] == [version]
+        single = http.post("/v2/models/multi.a/versions/latest/infer", json=body).json()["model_version"]
+        assert single == "2"
         assert [e["version"] for e in http.get("/v2/models/multi.a/stats").json()["model_stats"]] == ["2"]
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)

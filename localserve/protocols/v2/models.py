@@ -15,7 +15,7 @@ from typing import Any
 
 from localserve.engine.api import ApiRuntime
 from localserve.errors import LocalServeError, NotFound, NotReady, RequestError
-from localserve.messages.version import not_a_version, whole_number
+from localserve.messages.version import LATEST, not_a_version, whole_number
 from localserve.protocols.v2.multi import MultiModels, locate
 from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
 
@@ -54,6 +54,10 @@ class V2Model:
             "inputs": [spec.metadata() for spec in self.inputs],
             "outputs": [spec.metadata() for spec in self.outputs],
         }
+
+    def shown_version(self, asked: str | None) -> str:
+        """The version a statistics entry names: the one asked for, else (or for ``latest``) the highest."""
+        return asked if asked and asked not in LATEST else self.versions[-1]
 
     def check_rows(self, feed: Mapping[str, Any]) -> None:
         """A request of more rows than ``max_batch_size`` (what ``/config`` says) is a 400, as Triton refuses it."""
@@ -236,7 +240,9 @@ class V2Models:
         why = not_a_model(rt)
         if why is not None:
             raise NotFound(why)
-        if version is not None and whole_number(version) is None:
+        if version in LATEST:  # the highest of its one version
+            version = None
+        elif version is not None and whole_number(version) is None:
             raise not_a_version(version)
         if version is not None and version != VERSION:
             raise NotFound(f"Model {name!r} has no version {version!r}; localserve serves version {VERSION} only.")

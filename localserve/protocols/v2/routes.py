@@ -146,9 +146,9 @@ class V2Routes:
 
     async def stats(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models/{m}/stats: the statistics extension for one model."""
-        version = scope["path_params"].get("version")  # else the version a request would run: the highest
+        version = scope["path_params"].get("version")
         await self._get(
-            scope, send, lambda rt, model: {"model_stats": [self._stats(model.name, version or model.versions[-1])]}
+            scope, send, lambda rt, model: {"model_stats": [self._stats(model.name, model.shown_version(version))]}
         )
 
     async def index(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -147,8 +147,8 @@ class Servicer:
                 raise NotFound("Statistics come from the server's metrics, which are off (--no-metrics).")
             if model is None:
                 entries = [model_stats(metrics, name, VERSION) for name in self.models.names()]
-            else:  # the version asked for, else the one a request would run: the highest
-                entries = [model_stats(metrics, model.name, request.version or model.versions[-1])]
+            else:
+                entries = [model_stats(metrics, model.name, model.shown_version(request.version))]
         except LocalServeError as exc:
             await self._abort(context, exc)
         return json_format.ParseDict({"model_stats": entries}, pb.ModelStatisticsResponse())
