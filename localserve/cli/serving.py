@@ -53,11 +53,26 @@ if TYPE_CHECKING:
     "8081 (needs the grpc extra: pip install 'localserve[grpc]'). Default: off.",
 )
 @click.option(
+    "--grpc-idle-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a gRPC connection with no call open is kept before the server closes it (clients reconnect).",
+)
+@click.option(
+    "--grpc-max-streams",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Calls at once on one gRPC connection (HTTP/2 streams); clients queue the others.",
+)
+@click.option(
     "--max-body-size",
     default=100 * 1024 * 1024,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Largest request body in bytes (413 beyond).",
+    help="Largest request body in bytes (413 beyond); over gRPC, the largest message, and the most bytes the "
+    "messages of one connection's unanswered calls may hold (RESOURCE_EXHAUSTED beyond).",
 )
 @click.option(
     "--replicas",
@@ -108,14 +123,16 @@ if TYPE_CHECKING:
     default=10.0,
     show_default=True,
     type=click.FloatRange(min=0, min_open=True),
-    help="Seconds for a request head to arrive (408 beyond); idle new connections are closed after it.",
+    help="Seconds for a request head to arrive (408 beyond); idle new connections are closed after it (gRPC "
+    "ones that have not sent HTTP/2's preface too).",
 )
 @click.option(
     "--body-timeout",
     default=60.0,
     show_default=True,
     type=click.FloatRange(min=0, min_open=True),
-    help="Seconds for a request body to arrive once its head is in (408 beyond).",
+    help="Seconds for a request body to arrive once its head is in (408 beyond); a gRPC call's message, from the "
+    "call's start (DEADLINE_EXCEEDED beyond).",
 )
 @click.option(
     "--write-timeout",

@@ -19,6 +19,7 @@ from localserve.config import ApiConfig
 from localserve.config.schema import ModelsConfig
 from localserve.errors import ModelLoadError, WouldFetch
 from localserve.handlers import EndpointOptions
+from localserve.messages.version import whole_number
 from localserve.runtimes import Model, load_model
 from localserve.runtimes.cache import model_root
 from localserve.runtimes.modelset import ModelSet
@@ -131,7 +132,7 @@ def versioned_api(api: ApiConfig, options: EndpointOptions) -> ApiConfig | None:
     if location is None or predictor is None:
         return None
     path = resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)
-    if not path.is_dir() or not any(p.is_dir() and p.name.isdigit() for p in path.iterdir()):
+    if not path.is_dir() or not any(p.is_dir() and whole_number(p.name) is not None for p in path.iterdir()):
         return None
     models = ModelsConfig(path=location, signature_key=api.tf_signature_key)
     return replace(api, predictor=replace(predictor, models=models))

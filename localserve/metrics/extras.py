@@ -1,5 +1,5 @@
-"""Figures beyond one API's requests: a TrafficSplitter's requests per target and its shadow copies, and the
-failures of after-reply stages (a predictor's ``post_predict``).
+"""Figures beyond one API's requests: a TrafficSplitter's requests per target and its shadow copies, the
+failures of after-reply stages (a predictor's ``post_predict``), and gRPC calls refused before their message.
 
 Example::
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.metrics_core import Metric
 
-from localserve.metrics.names import POST_PREDICT_FAILURES, SPLITTER_REQUESTS, SPLITTER_SHADOW
+from localserve.metrics.names import GRPC_REFUSALS, POST_PREDICT_FAILURES, SPLITTER_REQUESTS, SPLITTER_SHADOW
 
 SHADOW_OUTCOMES = ("answered", "failed", "dropped")  # 2xx; any other status; refused at admission (not sent)
 
@@ -47,6 +47,13 @@ class ExtraMetrics:
             ["splitter", "target", "outcome"],
             registry=registry,
         )
+        self.grpc_refusals = Counter(
+            GRPC_REFUSALS,
+            "gRPC calls refused before their message was read: connection_buffer (the connection's messages not yet "
+            "answered reached --max-body-size), message_timeout (not in within --body-timeout).",
+            ["reason"],
+            registry=registry,
+        )
 
     def routed(self, splitter: str, target: str, status: int) -> None:
         """A request of ``splitter`` was answered by ``target`` with ``status``."""
@@ -55,6 +62,10 @@ class ExtraMetrics:
     def shadowed(self, splitter: str, target: str, outcome: str) -> None:
         """A copy of a request of ``splitter`` went to its shadow ``target``: ``outcome`` is one of SHADOW_OUTCOMES."""
         self.splitter_shadow.labels(splitter, target, outcome).inc()
+
+    def grpc_refused(self, reason: str) -> None:
+        """A gRPC call was refused before its message was read, for ``reason``."""
+        self.grpc_refusals.labels(reason).inc()
 
     def post_predict_failed(self, api: str) -> None:
         """An after-reply stage of ``api`` raised."""

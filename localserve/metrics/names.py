@@ -20,6 +20,7 @@ TRACKER_TOTAL = "localserve_tracker_sum_of_values"
 POST_PREDICT_FAILURES = "localserve_post_predict_failures"
 SPLITTER_REQUESTS = "localserve_splitter_requests"
 SPLITTER_SHADOW = "localserve_splitter_shadow_requests"
+GRPC_REFUSALS = "localserve_grpc_refusals"  # gRPC calls refused before their message was read, by reason
 # The models of an API with several models (Cortex's models: {paths | dir}), labelled api, model, version.
 MODEL_LOADS = "localserve_model_loads"
 MODEL_EVICTIONS = "localserve_model_evictions"  # also labelled reason: cache | removed | replaced

@@ -53,7 +53,8 @@ class StatsSummary:
                 self.trackers[api.name] = Tracker(api.name, api.tracker.model_type, api.tracker.key, metrics)
 
     def record_prediction(self, api: str, value: Any) -> None:
-        """The value a 2xx response of ``api`` returned (after post_inference); nothing without a tracker."""
+        """The value a 2xx response of ``api`` returned (after post_inference); nothing without a tracker (a door whose
+        requests have no prediction, V2's, is not ``tracked``: ``Exchange.tracked``)."""
         tracker = self.trackers.get(api)
         if tracker is not None:
             tracker.record(value)

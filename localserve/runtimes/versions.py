@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from localserve.config.schema import SINGLE_MODEL_NAME, ModelsConfig
-from localserve.errors import ModelLoadError, NotFound, RequestError
+from localserve.errors import ModelLoadError, NotFound
+from localserve.messages.version import LATEST, MAX_VERSION_DIGITS, not_a_version, whole_number
 
-LATEST = ("latest", "highest")
+log = logging.getLogger("localserve")
+
+_skipped: set[Path] = set()  # version folders whose name is no version, warned about once
 
 log = logging.getLogger("localserve")
 
@@ -62,16 +65,26 @@ Opener = Callable[[Path, Source], Any]
 
 
 def versions_in(folder: Path) -> dict[int, Path]:
-    """The version folders of a model (sub-folders named by whole numbers); ``{1: folder}`` when it has none."""
+    """The version folders of a model (sub-folders named by whole numbers); ``{1: folder}`` when it has none.
+
+    A folder whose name has digits that are no version (``²``, 20 digits) is skipped with a warning, once."""
+    found: dict[int, Path] = {}
     if folder.is_dir():
-        found = {
-            int(p.name): p
-            for p in folder.iterdir()
-            if p.is_dir() and p.name.isdigit() and any(p.iterdir()) and _inside(p, folder)
-        }
-        if found:
-            return found
-    return {1: folder}
+        for path in folder.iterdir():
+            if not path.is_dir() or not path.name.isdigit():
+                continue
+            number = whole_number(path.name)
+            if number is None:
+                if path not in _skipped:
+                    _skipped.add(path)
+                    log.warning(
+                        "version folder %s skipped: a version is a whole number of at most %d ASCII digits",
+                        path,
+                        MAX_VERSION_DIGITS,
+                    )
+            elif any(path.iterdir()) and _inside(path, folder):
+                found[number] = path
+    return found or {1: folder}
 
 
 _LEFT_OUT: set[tuple[Path, Path]] = set()  # the links out of their model already warned of (a poll reads every 10 s)
@@ -99,12 +112,13 @@ def version_number(name: str, version: str | int, versions: dict[int, Path]) -> 
     of model ``name``; NotFound (404) or RequestError (400)."""
     if isinstance(version, str) and version in LATEST:
         number = max(versions)
-    elif (isinstance(version, int) and not isinstance(version, bool)) or (
-        isinstance(version, str) and version.isdigit()
-    ):
-        number = int(version)
+    elif isinstance(version, int) and not isinstance(version, bool):
+        number = version
     else:
-        raise RequestError(f"model_version must be a whole number or 'latest' (or 'highest'); got {version!r}.")
+        parsed = whole_number(version) if isinstance(version, str) else None
+        if parsed is None:
+            raise not_a_version(version)
+        number = parsed
     if number not in versions:
         listed = ", ".join(str(v) for v in sorted(versions))
         raise NotFound(f"Model {name!r} has no version {number}; its versions are: {listed}.")

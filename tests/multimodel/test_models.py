@@ -100,7 +100,7 @@ def test_paths_without_the_cache_load_every_version_at_start(serve, make_project
         (
             "model=a&version=newest",
             400,
-            "model_version must be a whole number or 'latest' (or 'highest'); got 'newest'.",
+            "model_version must be a whole number (at most 18 digits) or 'latest' (or 'highest'); got 'newest'.",
         ),
         ("", 400, "model_name was not specified; choose one of the following: a, b."),
     ],

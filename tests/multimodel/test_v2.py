@@ -56,7 +56,11 @@ def test_listing_metadata_versions_and_errors(serve, make_project) -> None:
         ]
         assert client.post("/v2/repository/index").json() == client.get("/v2/models").json()
         metadata = client.get("/v2/models/multi.a").json()
-        assert (metadata["name"], metadata["versions"], metadata["platform"]) == ("multi.a", ["1", "2"], "onnx_onnxv1")
+        assert (metadata["name"], metadata["versions"], metadata["platform"]) == (
+            "multi.a",
+            ["1", "2"],
+            "onnxruntime_onnx",
+        )
         assert [i["name"] for i in metadata["inputs"]] == ["x"]
         assert client.get("/v2/models/multi.a/config").json()["version_policy"] == {"all": {}}
         for path, model, version in (

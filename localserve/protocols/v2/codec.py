@@ -233,6 +233,8 @@ def encode_response(
     model_name: str,
     request_id: str | None,
     outputs: Sequence[tuple[Requested, Any]],
+    *,
+    version: str = "1",
 ) -> tuple[bytes, int | None]:
     """The response body and, when any output is binary, the length of its JSON header."""
     entries: list[dict[str, Any]] = []
@@ -253,7 +255,7 @@ def encode_response(
         else:
             entry["data"] = _json_data(requested.name, array, datatype)
         entries.append(entry)
-    answer: dict[str, Any] = {"model_name": model_name, "model_version": "1"}
+    answer: dict[str, Any] = {"model_name": model_name, "model_version": version}
     if request_id is not None:
         answer["id"] = request_id
     answer["outputs"] = entries

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from localserve.engine.api import ApiRuntime
-from localserve.errors import NotFound, NotReady
+from localserve.errors import LocalServeError, NotFound, NotReady
+from localserve.messages.version import LATEST, not_a_version, whole_number
 from localserve.protocols.v2.multi import MultiModels, locate
 from localserve.protocols.v2.view import PLATFORMS, VERSION, V2Model, view_of
 
@@ -66,6 +67,34 @@ class V2Models:
         """The APIs that are V2 models (loaded or not), then the models of multi-model APIs (``<api>.<model>``)."""
         return [name for name, rt in self.apis.items() if not_a_model(rt) is None] + self.multi.names()
 
+    def index(self) -> list[dict[str, str]]:
+        """Every V2 model, each version of it, and its state (``READY`` or ``UNAVAILABLE``): Triton's repository index.
+
+        Blocking: listing a remote model's versions may download its copy."""
+        entries = []
+        for name in self.names():
+            multi = self.multi.split(name)
+            if multi is not None:  # a model of a multi-model API: every version, loaded on first use
+                try:
+                    versions = [str(v) for v in sorted(multi[1].versions(multi[2]))]
+                except (LocalServeError, OSError):  # its remote folder cannot be read now
+                    entries.append({"name": name, "version": "", "state": "UNAVAILABLE"})
+                    continue
+                failed = multi[1].failures.of(multi[2])  # versions that did not load: not ready until replaced
+                entries += [
+                    {"name": name, "version": v, "state": "UNAVAILABLE", "reason": failed[int(v)]}
+                    if int(v) in failed
+                    else {"name": name, "version": v, "state": "READY"}
+                    for v in versions
+                ]
+                continue
+            try:
+                self.find(name)
+                entries.append({"name": name, "version": VERSION, "state": "READY"})
+            except LocalServeError:  # not loaded (yet)
+                entries.append({"name": name, "version": VERSION, "state": "UNAVAILABLE"})
+        return entries
+
     def api_of(self, name: str) -> ApiRuntime | None:
         """The API that V2 model ``name`` belongs to (itself, or the multi-model API of ``<api>.<model>``)."""
         rt = self.apis.get(name)
@@ -93,6 +122,10 @@ class V2Models:
         why = not_a_model(rt)
         if why is not None:
             raise NotFound(why)
+        if version in LATEST:  # the highest of its one version
+            version = None
+        elif version is not None and whole_number(version) is None:
+            raise not_a_version(version)
         if version is not None and version != VERSION:
             raise NotFound(f"Model {name!r} has no version {version!r}; localserve serves version {VERSION} only.")
         # The view of the endpoint serving now: after a reload (serve --reload) its model may differ.

@@ -116,8 +116,15 @@ async def locate(find: Callable[[], tuple[ApiRuntime, V2Model]]) -> tuple[ApiRun
 
 
 def routed(model: V2Model, feed: Any) -> Any:
-    """The feed as the engine runs it: for a model of a multi-model API, tagged with its model version."""
+    """The feed as the engine runs it: for a model of a multi-model API, tagged with its model version; a batch
+    past the model's ``max_batch_size`` is a 400 (``V2Model.check_rows``)."""
+    model.check_rows(feed)
     if model.route is None:
         return feed
     key, loaded, ran = model.route()
     return ModelFeed(key, loaded, feed, ran)
+
+
+def version_ran(feed: Any) -> str | None:
+    """The version a routed feed runs (a model of a multi-model API), for its answer; None for a one-version model."""
+    return str(feed.key[1]) if isinstance(feed, ModelFeed) else None

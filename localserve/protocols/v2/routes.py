@@ -36,7 +36,7 @@ from localserve.protocols.http import (
 from localserve.protocols.v2.binary import HEADER_LENGTH, parse_header_length
 from localserve.protocols.v2.codec import Decoded, decode_request, encode_response
 from localserve.protocols.v2.models import V2Models
-from localserve.protocols.v2.multi import routed
+from localserve.protocols.v2.multi import routed, version_ran
 from localserve.protocols.v2.stats import model_stats
 from localserve.protocols.v2.tensors import Requested
 from localserve.protocols.v2.view import VERSION, V2Model
@@ -142,37 +142,15 @@ class V2Routes:
 
     async def stats(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models/{m}/stats: the statistics extension for one model."""
-        await self._get(scope, send, lambda rt, model: {"model_stats": [self._stats(model.name)]})
+        version = scope["path_params"].get("version")
+        await self._get(
+            scope, send, lambda rt, model: {"model_stats": [self._stats(model.name, model.shown_version(version))]}
+        )
 
     async def index(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models (and Triton's POST /v2/repository/index): every V2 model, each version of it, its state."""
         # Off the event loop: listing a remote model's versions may download its copy.
-        await _send_json(send, 200, await asyncio.to_thread(self._index))
-
-    def _index(self) -> list[dict[str, str]]:
-        entries = []
-        for name in self.names():
-            multi = self.models.multi.split(name)
-            if multi is not None:  # a model of a multi-model API: every version, loaded on first use
-                try:
-                    versions = [str(v) for v in sorted(multi[1].versions(multi[2]))]
-                except (LocalServeError, OSError):  # its remote folder cannot be read now
-                    entries.append({"name": name, "version": "", "state": "UNAVAILABLE"})
-                    continue
-                failed = multi[1].failures.of(multi[2])  # versions that did not load: not ready until replaced
-                entries += [
-                    {"name": name, "version": v, "state": "UNAVAILABLE", "reason": failed[int(v)]}
-                    if int(v) in failed
-                    else {"name": name, "version": v, "state": "READY"}
-                    for v in versions
-                ]
-                continue
-            try:
-                self.models.find(name)
-                entries.append({"name": name, "version": VERSION, "state": "READY"})
-            except LocalServeError:  # not loaded (yet)
-                entries.append({"name": name, "version": VERSION, "state": "UNAVAILABLE"})
-        return entries
+        await _send_json(send, 200, await asyncio.to_thread(self.models.index))
 
     async def all_stats(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models/stats: the statistics extension for every V2 model."""
@@ -181,10 +159,10 @@ class V2Routes:
         except LocalServeError as exc:
             await send_error(send, exc, request_id_of(scope), v2=True)
 
-    def _stats(self, name: str) -> dict[str, Any]:
+    def _stats(self, name: str, version: str = VERSION) -> dict[str, Any]:
         if self.engine.metrics is None:
             raise NotFound("Statistics come from the server's metrics, which are off (--no-metrics).")
-        return model_stats(self.engine.metrics, name, VERSION)
+        return model_stats(self.engine.metrics, name, version)
 
     async def _get(self, scope: Scope, send: Send, answer: Callable[[ApiRuntime, V2Model], Any]) -> None:
         try:
@@ -227,26 +205,29 @@ class V2Routes:
 class _Call:
     """One inference request's own stages, run on the API's threads: decode the tensors, encode the outputs."""
 
-    __slots__ = ("decoded", "header_length", "model")
+    __slots__ = ("decoded", "header_length", "model", "version")
 
     def __init__(self, model: V2Model, header_length: int | None) -> None:
         self.model = model
         self.header_length = header_length
         self.decoded: Decoded | None = None
+        self.version = VERSION  # the version that runs (a multi-model API's: the one routed to)
 
     def prepare(self, request: Request) -> Any:
         model = self.model
         self.decoded = decode_request(
             request.body, self.header_length, model.inputs, model.outputs, keep_bytes=model.keep_bytes
         )
-        return routed(model, self.decoded.feed)
+        feed = routed(model, self.decoded.feed)
+        self.version = version_ran(feed) or VERSION
+        return feed
 
     def finish(self, request: Request, output: Any) -> Reply:
         decoded = self.decoded
         assert decoded is not None
         values = output if isinstance(output, dict) else dict(zip(self.model.output_order, output, strict=False))
         chosen: list[tuple[Requested, Any]] = [(wanted, values[wanted.name]) for wanted in decoded.outputs]
-        body, header_length = encode_response(self.model.name, decoded.id, chosen)
+        body, header_length = encode_response(self.model.name, decoded.id, chosen, version=self.version)
         if header_length is None:
             return Reply(status=200, headers=[(b"content-type", JSON)], body=body)
         headers = [(b"content-type", b"application/octet-stream"), (HEADER_LENGTH, str(header_length).encode())]

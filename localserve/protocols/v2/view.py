@@ -3,17 +3,22 @@ will run: ``view_of`` makes a ``V2Model`` from a runtime's ``describe()``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from localserve.config import ApiConfig
+from localserve.errors import RequestError
+from localserve.messages.version import LATEST
 from localserve.protocols.v2.tensors import TensorSpec, datatype_of_name
 
 Route = Callable[[], tuple[tuple[str, int], Any, Callable[[float], None]]]
 """A model of a multi-model API: () -> ((model, version), the loaded model, where its call time goes)."""
 
-PLATFORMS = {"onnx": "onnx_onnxv1", "tensorflow": "tensorflow_savedmodel"}
+PLATFORMS = {
+    "onnx": "onnxruntime_onnx",
+    "tensorflow": "tensorflow_savedmodel",
+}  # Triton's names; backend: the first word
 VERSION = "1"  # localserve serves one version of each model
 
 
@@ -42,6 +47,22 @@ class V2Model:
             "inputs": [spec.metadata() for spec in self.inputs],
             "outputs": [spec.metadata() for spec in self.outputs],
         }
+
+    def shown_version(self, asked: str | None) -> str:
+        """The version a statistics entry names: the one asked for, else (or for ``latest``) the highest."""
+        return asked if asked and asked not in LATEST else self.versions[-1]
+
+    def check_rows(self, feed: Mapping[str, Any]) -> None:
+        """A request of more rows than ``max_batch_size`` (what ``/config`` says) is a 400, as Triton refuses it."""
+        if self.max_batch_size <= 0:
+            return
+        rows = max((len(value) for value in feed.values() if getattr(value, "ndim", 0) > 0), default=0)
+        if rows > self.max_batch_size:
+            raise RequestError(
+                f"The request has a batch of {rows} rows, over model {self.name!r}'s max_batch_size of "
+                f"{self.max_batch_size} (its configuration, GET /v2/models/{self.name}/config); send at most "
+                f"{self.max_batch_size} rows per request."
+            )
 
     def config(self) -> dict[str, Any]:
         """Triton's model configuration (what perf_analyzer and tritonclient read)."""

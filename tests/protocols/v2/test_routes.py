@@ -84,13 +84,13 @@ def test_health_and_metadata(client: triton.InferenceServerClient) -> None:
     assert client.get_model_metadata("iris") == {
         "name": "iris",
         "versions": ["1"],
-        "platform": "onnx_onnxv1",
+        "platform": "onnxruntime_onnx",
         "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 4]}],
         "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 3]}],
     }
     assert client.get_model_metadata("iris", "1") == client.get_model_metadata("iris")
     config = client.get_model_config("mlp")
-    assert (config["platform"], config["max_batch_size"]) == ("onnx_onnxv1", 8)
+    assert (config["platform"], config["max_batch_size"]) == ("onnxruntime_onnx", 8)
     assert config["input"] == [{"name": "x", "data_type": "TYPE_FP32", "dims": [256]}]
     assert config["output"] == [{"name": "y", "data_type": "TYPE_FP32", "dims": [10]}]
     # iris does not batch, but its first dimension is free: Triton's auto-completed configuration

@@ -21,7 +21,7 @@ from localserve.protocols.v2.view import VERSION
 
 
 def encode_response(
-    model_name: str, request_id: str, outputs: Sequence[tuple[str, Any]], *, raw: bool
+    model_name: str, request_id: str, outputs: Sequence[tuple[str, Any]], *, raw: bool, version: str = VERSION
 ) -> pb.ModelInferResponse:
     """The ModelInferResponse of ``outputs`` (name, value): raw contents when ``raw`` or when an output has no
     typed field (FP16), else typed contents."""
@@ -35,7 +35,7 @@ def encode_response(
             )
         arrays.append((name, array, datatype))
     raw = raw or any(datatype not in CONTENTS for _, _, datatype in arrays)
-    response = pb.ModelInferResponse(model_name=model_name, model_version=VERSION, id=request_id)
+    response = pb.ModelInferResponse(model_name=model_name, model_version=version, id=request_id)
     for name, array, datatype in arrays:
         tensor = response.outputs.add(name=name, datatype=datatype, shape=array.shape)
         if raw:

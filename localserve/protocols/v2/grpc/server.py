@@ -24,11 +24,10 @@ from localserve.config.options import ServeOptions
 from localserve.engine.core import Engine
 from localserve.errors import StartError
 from localserve.protocols.v2.grpc.call import SERVICE
+from localserve.protocols.v2.grpc.guard import Guard
 from localserve.protocols.v2.grpc.servicer import Servicer
 
 log = logging.getLogger("localserve")
-
-MAX_CONCURRENT_STREAMS = 1024  # calls at once on one connection (HTTP/2 streams); admission bounds the queue
 
 
 class GrpcDoor:
@@ -37,6 +36,7 @@ class GrpcDoor:
     def __init__(self, engine: Engine, options: ServeOptions) -> None:
         assert options.grpc_port is not None
         self.servicer = Servicer(engine, options)
+        self.guard = Guard(options, engine.extras)
         self.options = options
         host = f"[{options.host}]" if ":" in options.host else options.host
         self.address = f"{host}:{options.grpc_port}"
@@ -48,12 +48,20 @@ class GrpcDoor:
         """Bind and start serving; StartError when the port cannot be bound."""
         options = self.options
         server = grpc.aio.server(
+            interceptors=[self.guard],
             options=[
                 ("grpc.max_receive_message_length", options.max_body_size),  # larger: RESOURCE_EXHAUSTED, unread
                 ("grpc.max_send_message_length", -1),
-                ("grpc.max_concurrent_streams", MAX_CONCURRENT_STREAMS),
+                ("grpc.max_concurrent_streams", options.grpc_max_streams),  # calls at once on one connection
+                # A connection that has not sent HTTP/2's preface and settings is closed after --header-timeout,
+                # one with no call open after --grpc-idle-timeout (a GOAWAY: clients reconnect when they call).
+                ("grpc.server_handshake_timeout_ms", _ms(options.limits.header_timeout)),
+                ("grpc.max_connection_idle_ms", _ms(options.grpc_idle_timeout)),
+                # Windows grow only for a message being read (guard.py reads one per connection at a time), not
+                # by grpc's bandwidth probing, which opens every stream's window, read or not, by megabytes.
+                ("grpc.http2.bdp_probe", 0),
                 ("grpc.so_reuseport", 1 if options.replicas > 1 else 0),
-            ]
+            ],
         )
         server.add_generic_rpc_handlers((self.servicer.handler(),))
         try:
@@ -79,3 +87,7 @@ class GrpcDoor:
         self.servicer.stopping = True
         grace = None if self._grace_until is None else max(0.0, self._grace_until - asyncio.get_running_loop().time())
         await server.stop(grace)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))

@@ -1,19 +1,20 @@
 """The RPCs of ``inference.GRPCInferenceService``: a front door onto the same engine as the REST routes.
 
 ``ModelInfer`` is one ``Engine.submit`` of a ``GrpcExchange``, as ``V2Routes.infer`` is over REST.
-The message arrives as bytes (grpc's own limit, ``--max-body-size``, refused a larger one before
-this code ran); only the model's name is read on the event loop (``head.peek_model``). The whole
-message is parsed, checked and decoded on the API's threads (``_Infer.prepare``), so gRPC, REST
-and native requests share the API's queue and batches; the outputs are encoded there too
-(``_Infer.finish``). The client's deadline is the engine's (work not started is dropped, as at
-the API's own timeout) and a call the client cancels is dropped the same way. Errors are rendered
-by ``status.render_status``, with REST's words.
+The message arrives as bytes, read by ``guard.Guard`` once the API key and the connection's limits
+passed (grpc's own limit, ``--max-body-size``, refused a larger one before this code ran); only the
+model's name is read on the event loop (``head.peek_model``). The whole message is parsed, checked
+and decoded on the API's threads (``_Infer.prepare``), so gRPC, REST and native requests share the
+API's queue and batches; the outputs are encoded there too (``_Infer.finish``). The client's
+deadline is the engine's (work not started is dropped, as at the API's own timeout) and a call the
+client cancels is dropped the same way. Errors are rendered by ``status.render_status``, with REST's
+words.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,7 +27,7 @@ from google.protobuf.message import DecodeError, Message
 from localserve import __version__
 from localserve.config.options import ServeOptions
 from localserve.engine.core import Engine
-from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown, Unauthorized
+from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 from localserve.protocols.v2.grpc import inference_pb2 as pb
@@ -43,13 +44,11 @@ from localserve.protocols.v2.grpc.outputs import encode_response
 from localserve.protocols.v2.grpc.status import details, render_status
 from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
 from localserve.protocols.v2.models import V2Models
-from localserve.protocols.v2.multi import routed
+from localserve.protocols.v2.multi import routed, version_ran
 from localserve.protocols.v2.stats import model_stats
 from localserve.protocols.v2.view import VERSION, V2Model
 
 log = logging.getLogger("localserve")
-
-OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
 
 
 class Unparsable:
@@ -68,7 +67,6 @@ class Servicer:
         self.engine = engine
         self.models = V2Models(engine.apis)
         self.hide_errors = options.hide_errors
-        self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
         self.stopping = False  # a stop was asked for: new ModelInfer calls are UNAVAILABLE, ServerReady false
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -98,6 +96,7 @@ class Servicer:
             "ModelMetadata": unary(self.model_metadata, pb.ModelMetadataRequest),
             "ModelConfig": unary(self.model_config, pb.ModelConfigRequest),
             "ModelStatistics": unary(self.model_statistics, pb.ModelStatisticsRequest),
+            "RepositoryIndex": unary(self.repository_index, pb.RepositoryIndexRequest),
             # bytes in and out: parsed and serialized on the API's threads, not on the event loop
             "ModelInfer": grpc.unary_unary_rpc_method_handler(self.model_infer),
         }
@@ -114,7 +113,6 @@ class Servicer:
 
     async def model_ready(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
         """Ready once the model is loaded; NOT_FOUND for no such model (or version)."""
-        await self._check_key(context, "ModelReady")
         try:
             await self.models.locate(request.name, request.version or None)
         except NotReady:
@@ -125,7 +123,6 @@ class Servicer:
 
     async def server_metadata(self, request: pb.ServerMetadataRequest, context: Context) -> pb.ServerMetadataResponse:
         """The server's name, version and extensions (those of the gRPC protocol: no binary_tensor_data)."""
-        await self._check_key(context, "ServerMetadata")
         extensions = ["model_configuration"] + (["statistics"] if self.engine.metrics is not None else [])
         return pb.ServerMetadataResponse(name="localserve", version=__version__, extensions=extensions)
 
@@ -143,19 +140,29 @@ class Servicer:
         self, request: pb.ModelStatisticsRequest, context: Context
     ) -> pb.ModelStatisticsResponse:
         """Triton's statistics of one model, or of every model when no name is given."""
-        await self._check_key(context, "ModelStatistics")
         try:
-            names = [self.models.find(request.name, request.version or None)[1].name] if request.name else None
+            model = self.models.find(request.name, request.version or None)[1] if request.name else None
             metrics = self.engine.metrics
             if metrics is None:
                 raise NotFound("Statistics come from the server's metrics, which are off (--no-metrics).")
-            entries = [model_stats(metrics, name, VERSION) for name in names or self.models.names()]
+            if model is None:
+                entries = [model_stats(metrics, name, VERSION) for name in self.models.names()]
+            else:
+                entries = [model_stats(metrics, model.name, model.shown_version(request.version))]
         except LocalServeError as exc:
             await self._abort(context, exc)
         return json_format.ParseDict({"model_stats": entries}, pb.ModelStatisticsResponse())
 
+    async def repository_index(
+        self, request: pb.RepositoryIndexRequest, context: Context
+    ) -> pb.RepositoryIndexResponse:
+        """Triton's repository index, as POST /v2/repository/index gives it (``ready``: the ready models only)."""
+        entries = await asyncio.to_thread(self.models.index)  # a remote model's versions may need its copy
+        if request.ready:
+            entries = [entry for entry in entries if entry["state"] == "READY"]
+        return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**e) for e in entries])
+
     async def _model(self, context: Context, rpc: str, name: str, version: str) -> V2Model:
-        await self._check_key(context, rpc)
         try:
             return (await self.models.locate(name, version or None))[1]
         except LocalServeError as exc:
@@ -167,7 +174,6 @@ class Servicer:
         start = time.perf_counter()
         request_id = request_id_of_call(context)
         context.set_trailing_metadata(((REQUEST_ID, request_id),))  # as HTTP echoes X-Request-ID, errors too
-        await self._check_key(context, "ModelInfer", request_id)
         try:
             name, version = peek_model(data)
             rt = self.models.api_of(name)
@@ -197,37 +203,18 @@ class Servicer:
         )
         await context.abort(code, details)
 
-    async def _check_key(self, context: Context, rpc: str, request_id: str = "") -> None:
-        """``--api-key``: every RPC but the health probes needs ``authorization: Bearer <key>`` in its metadata."""
-        if self.expected_key is None or rpc in OPEN_RPCS:
-            return
-        given = b""
-        for key, value in context.invocation_metadata() or ():
-            if key == "authorization":
-                given = value.encode("utf-8") if isinstance(value, str) else value
-                break
-        if hmac.compare_digest(given[:7].lower() + given[7:], self.expected_key):
-            return
-        reason = "no authorization metadata" if not given else "the key is wrong or not a Bearer token"
-        log.warning("gRPC call %s to %s refused with UNAUTHENTICATED: %s", request_id or "-", rpc, reason)
-        message = (
-            f"Unauthorized: this server requires 'authorization: Bearer <key>' metadata (--api-key); {reason}."
-            if not given
-            else f"Unauthorized: {reason}; expected 'authorization: Bearer <key>' with the server's --api-key."
-        )
-        await self._abort(context, Unauthorized(message), request_id)
-
 
 class _Infer:
     """One ModelInfer call's own stages, run on the API's threads: parse and decode the message, encode the outputs."""
 
-    __slots__ = ("decoded", "model", "name", "version")
+    __slots__ = ("decoded", "model", "name", "ran", "version")
 
     def __init__(self, model: V2Model, name: str, version: str) -> None:
         self.model = model
         self.name = name
         self.version = version
         self.decoded: Decoded | None = None
+        self.ran = VERSION  # the version that runs (a multi-model API's: the one routed to)
 
     def prepare(self, request: Request) -> Any:
         try:
@@ -241,7 +228,9 @@ class _Infer:
             )
         model = self.model
         self.decoded = decode_request(message, model.inputs, model.outputs, keep_bytes=model.keep_bytes)
-        return routed(model, self.decoded.feed)
+        feed = routed(model, self.decoded.feed)
+        self.ran = version_ran(feed) or VERSION
+        return feed
 
     def finish(self, request: Request, output: Any) -> Reply:
         decoded = self.decoded
@@ -249,7 +238,7 @@ class _Infer:
         model = self.model
         values = output if isinstance(output, dict) else dict(zip(model.output_order, output, strict=False))
         chosen = [(name, values[name]) for name in decoded.outputs]
-        response = encode_response(model.name, decoded.id, chosen, raw=decoded.raw)
+        response = encode_response(model.name, decoded.id, chosen, raw=decoded.raw, version=self.ran)
         return Reply(status=200, body=response.SerializeToString())
 
 

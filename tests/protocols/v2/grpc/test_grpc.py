@@ -112,11 +112,16 @@ def test_health_metadata_and_config_are_those_of_rest(client: triton.InferenceSe
     for name in ("iris", "mlp", "half", "words"):
         metadata = client.get_model_metadata(name)
         rest = httpx.get(f"{running.url}/v2/models/{name}").json()
-        assert (metadata.name, list(metadata.versions), metadata.platform) == (rest["name"], ["1"], "onnx_onnxv1")
+        assert (metadata.name, list(metadata.versions), metadata.platform) == (rest["name"], ["1"], "onnxruntime_onnx")
         for given, expected in [(metadata.inputs, rest["inputs"]), (metadata.outputs, rest["outputs"])]:
             assert [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)} for t in given] == expected
     config = client.get_model_config("mlp").config
-    assert (config.name, config.platform, config.backend, config.max_batch_size) == ("mlp", "onnx_onnxv1", "onnx", 8)
+    assert (config.name, config.platform, config.backend, config.max_batch_size) == (
+        "mlp",
+        "onnxruntime_onnx",
+        "onnxruntime",
+        8,
+    )
     assert (config.input[0].name, config.input[0].data_type, list(config.input[0].dims)) == ("x", 11, [256])  # FP32
     assert (config.output[0].name, list(config.output[0].dims)) == ("y", [10])
     assert config.WhichOneof("scheduling_choice") == "dynamic_batching"
@@ -125,6 +130,36 @@ def test_health_metadata_and_config_are_those_of_rest(client: triton.InferenceSe
     assert (iris.max_batch_size, list(iris.input[0].dims)) == (4, [4])  # no batching, a free first dimension: as Triton
     assert iris.WhichOneof("scheduling_choice") is None
     assert client.get_model_config("words").config.input[0].data_type == 13  # TYPE_STRING
+
+
+def test_the_repository_index_is_that_of_rest(
+    client: triton.InferenceServerClient, stub: Any, running: Running
+) -> None:
+    rest = httpx.post(f"{running.url}/v2/repository/index").json()
+    assert [entry["name"] for entry in rest] == ["iris", "mlp", "linear", "half", "flags", "words"]
+    index = client.get_model_repository_index(as_json=True)["models"]
+    assert index == [{"name": e["name"], "version": e["version"], "state": e["state"]} for e in rest]
+    ready = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(ready=True)).models
+    assert [entry.name for entry in ready] == [entry["name"] for entry in index]  # every model is ready
+
+
+def test_a_batch_past_max_batch_size_is_refused_naming_both(
+    client: triton.InferenceServerClient, running: Running
+) -> None:
+    rows = np.ones((10, 4), dtype=np.float32)
+    assert client.get_model_config("iris").config.max_batch_size == 4
+    message = (
+        "The request has a batch of 10 rows, over model 'iris''s max_batch_size of 4 (its configuration, GET "
+        "/v2/models/iris/config); send at most 4 rows per request."
+    )
+    assert grpc_error(lambda: client.infer("iris", [tensor("input", rows, "FP32")])) == (
+        "StatusCode.INVALID_ARGUMENT",
+        message,
+    )
+    body = {"inputs": [{"name": "input", "shape": [10, 4], "datatype": "FP32", "data": rows.ravel().tolist()}]}
+    assert rest_error(running, "iris", body) == (400, message)
+    result = client.infer("iris", [tensor("input", rows[:4], "FP32")])  # up to max_batch_size: served
+    assert result.as_numpy("probabilities").shape == (4, 3)
 
 
 def test_raw_contents_match_onnxruntime(client: triton.InferenceServerClient, running: Running) -> None:
@@ -413,29 +448,6 @@ def test_the_grpc_port_must_differ_from_the_http_port() -> None:
         1,
         "Error: --grpc-port 8123 is the HTTP port (--port); give gRPC a port of its own, e.g. 8081.",
     )
-
-
-def test_the_readme_grpc_snippet_runs_as_written() -> None:
-    import re
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
-    section = (ROOT / "README.md").read_text().split("### Over gRPC\n", 1)[1].split("\n## ", 1)[0]
-    (snippet,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    port = free_port()
-    with server("--project", str(EXAMPLES / "iris_onnx"), "--grpc-port", str(port)):
-        done = subprocess.run(
-            [sys.executable, "-c", snippet.replace("127.0.0.1:8081", f"127.0.0.1:{port}")],
-            env=cli_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr
-    assert re.fullmatch(r"\[\[[\d.e\- ]+\]\]\n", done.stdout), done.stdout
 
 
 def test_sigterm_stops_grpc_with_http_and_exits_0() -> None:

@@ -281,3 +281,45 @@ def test_a_flood_of_calls_is_refused_past_the_queue_and_http_keeps_answering(ser
         wait_for(lambda: len(outcomes) == 50, "the queued calls were not answered")
         assert outcomes.count("ok") == 20
         grpc_client.close()
+
+
+def test_a_connection_holding_its_share_of_messages_is_refused_before_reading_more(serve, make_project, caplog) -> None:
+    import math
+
+    import grpc
+    from tritonclient.grpc import service_pb2
+
+    limit = 100  # --max-body-size: the largest message, and what one connection's unanswered messages may hold
+    message = service_pb2.ModelInferRequest(model_name="echo")
+    message.inputs.add(name="x", datatype="FP32", shape=[1, 4])
+    message.raw_input_contents.append(np.ones(4, dtype=np.float32).tobytes())
+    data = message.SerializeToString()
+    held = math.ceil(limit / len(data))  # calls read before the connection holds the limit
+    with (
+        grpc_app(serve, make_project, "", max_body_size=limit) as (client, h, target),
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+        grpc.insecure_channel(target) as channel,
+    ):
+        blocked = pool.submit(client.post, "/echo", json={"block": True, "x": [[0.0] * 4]})
+        assert h.started.wait(10)
+        infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        calls = [infer.future(data) for _ in range(held + 3)]  # one connection: the messages wait behind the block
+        wait_for(
+            lambda: sum(call.done() for call in calls) == 3, "the calls past the connection's share were not refused"
+        )
+        refused = [call for call in calls if call.done()]
+        assert {(call.code(), call.details()) for call in refused} == {
+            (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"The connection holds {held * len(data)} bytes of messages not yet answered, the most one connection "
+                f"may (--max-body-size {limit}); send again once some are answered, or over another connection.",
+            )
+        }
+        metrics = client.get("/metrics").text
+        assert sample(metrics, "localserve_grpc_refusals_total", reason="connection_buffer") == 3
+        assert (
+            sum("refused with RESOURCE_EXHAUSTED: The connection holds" in r.getMessage() for r in caplog.records) == 3
+        )
+        h.release.set()
+        assert blocked.result(30).status_code == 200
+        assert [call.exception() for call in calls if call not in refused] == [None] * held

@@ -1,0 +1,174 @@
+"""What a gRPC call passes before its message is read: the API key, its connection's buffer, the message's timeout.
+
+The gRPC port's counterpart of the HTTP connection's limits (``server/connection/``). grpcio reads a unary
+call's message before its handler runs, opening the stream's HTTP/2 window to whatever size the client
+announces; ``Guard`` serves every unary RPC as a request-streaming one instead, so that nothing is read
+until it asks:
+
+- ``--api-key`` is checked from the metadata, the message unread (UNAUTHENTICATED);
+- a connection reads one message at a time, and none while the messages its calls hold (read, not yet
+  answered) reach ``--max-body-size`` (RESOURCE_EXHAUSTED, counted and logged);
+- the message must arrive within ``--body-timeout`` of the call's start (DEADLINE_EXCEEDED, counted and
+  logged); the call ends and grpc frees what it had buffered.
+
+Streams not yet read keep their initial window (``server.py`` turns grpc's window growing off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import grpc
+
+from localserve.config.options import ServeOptions
+from localserve.errors import LocalServeError, RequestError, Unauthorized
+from localserve.metrics.extras import ExtraMetrics
+from localserve.protocols.v2.grpc.call import REQUEST_ID, Context, request_id_of_call
+from localserve.protocols.v2.grpc.status import render_status
+
+log = logging.getLogger("localserve")
+
+OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+    Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
+
+
+class _Connection:
+    """One HTTP/2 connection's calls: how many are open, the bytes their messages hold, the one read at a time."""
+
+    __slots__ = ("calls", "held", "reading")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.held = 0
+        self.reading = asyncio.Lock()
+
+
+class Refusal(LocalServeError):
+    """A call refused before its message was read; ``reason`` labels it in ``localserve_grpc_refusals_total``."""
+
+    def __init__(self, message: str, status_code: int, reason: str) -> None:
+        super().__init__(message, status_code=status_code)
+        self.reason = reason
+
+
+class Guard(grpc.aio.ServerInterceptor):
+    """The interceptor of the gRPC server: every unary RPC read under the limits above."""
+
+    def __init__(self, options: ServeOptions, extras: ExtraMetrics | None) -> None:
+        self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
+        self.message_timeout = options.limits.body_timeout
+        self.max_held = options.max_body_size
+        self.hide_errors = options.hide_errors
+        self.extras = extras
+        self.connections: dict[str, _Connection] = {}
+        self._handlers: dict[str, Handler] = {}
+
+    async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
+        """The RPC's handler, served as request-streaming so that its message is read here."""
+        method = details.method
+        guarded = self._handlers.get(method)
+        if guarded is None:
+            handler = await continuation(details)
+            if handler is None or handler.unary_unary is None:
+                return handler
+            guarded = self._handlers[method] = self._guard(handler, method.rsplit("/", 1)[-1])
+        return guarded
+
+    def _guard(self, handler: Handler, rpc: str) -> Handler:
+        behaviour, deserialize = handler.unary_unary, handler.request_deserializer
+        assert behaviour is not None
+
+        async def call(requests: Any, context: Context) -> Any:
+            await self.check_key(context, rpc)
+            data = await self._read(context, rpc)
+            peer = context.peer()
+            try:
+                message = data if deserialize is None else deserialize(data)
+                return await behaviour(message, context)  # type: ignore[arg-type]  # the stubs know the sync context only
+            finally:
+                self._release(peer, len(data))
+
+        return grpc.stream_unary_rpc_method_handler(call, response_serializer=handler.response_serializer)
+
+    async def _read(self, context: Context, rpc: str) -> bytes:
+        """The call's one message, read under its connection's limits; the bytes are held until ``_release``."""
+        peer = context.peer()
+        connection = self.connections.get(peer)
+        if connection is None:
+            connection = self.connections[peer] = _Connection()
+        connection.calls += 1
+
+        async def read() -> bytes:
+            async with connection.reading:
+                if connection.held >= self.max_held:
+                    raise Refusal(
+                        f"The connection holds {connection.held:,} bytes of messages not yet answered, the most "
+                        f"one connection may (--max-body-size {self.max_held:,}); send again once some are "
+                        "answered, or over another connection.",
+                        413,
+                        "connection_buffer",
+                    )
+                message = await context.read()
+                if message is grpc.aio.EOF:
+                    raise RequestError(f"The {rpc} call ended without a request message; send one.")
+                connection.held += len(message)  # before the next read of the connection checks it
+                return bytes(message)
+
+        try:
+            data = await asyncio.wait_for(read(), self.message_timeout)
+        except asyncio.TimeoutError:
+            self._release(peer, 0)
+            message = f"The request message did not arrive within {self.message_timeout:g} s (--body-timeout)."
+            await self._refuse(context, rpc, Refusal(message, 408, "message_timeout"))
+        except LocalServeError as exc:
+            self._release(peer, 0)
+            await self._refuse(context, rpc, exc)
+        return data
+
+    def _release(self, peer: str, size: int) -> None:
+        connection = self.connections[peer]
+        connection.held -= size
+        connection.calls -= 1
+        if not connection.calls:
+            del self.connections[peer]
+
+    async def _refuse(self, context: Context, rpc: str, exc: LocalServeError) -> NoReturn:
+        request_id = request_id_of_call(context)
+        context.set_trailing_metadata(((REQUEST_ID, request_id),))  # as the RPCs answer, errors too
+        code, details = render_status(exc, request_id, hide_errors=self.hide_errors)
+        if isinstance(exc, Refusal):
+            log.warning(
+                "gRPC call %s to %s from %s refused with %s: %s", request_id, rpc, context.peer(), code.name, exc
+            )
+            if self.extras is not None:
+                self.extras.grpc_refused(exc.reason)
+        await context.abort(code, details)
+
+    async def check_key(self, context: Context, rpc: str) -> None:
+        """``--api-key``: every RPC but the health probes needs ``authorization: Bearer <key>`` in its metadata."""
+        if self.expected_key is None or rpc in OPEN_RPCS:
+            return
+        given = b""
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization":
+                given = value.encode("utf-8") if isinstance(value, str) else value
+                break
+        if hmac.compare_digest(given[:7].lower() + given[7:], self.expected_key):
+            return
+        reason = "no authorization metadata" if not given else "the key is wrong or not a Bearer token"
+        request_id = request_id_of_call(context)
+        context.set_trailing_metadata(((REQUEST_ID, request_id),))
+        log.warning("gRPC call %s to %s refused with UNAUTHENTICATED: %s", request_id, rpc, reason)
+        message = (
+            f"Unauthorized: this server requires 'authorization: Bearer <key>' metadata (--api-key); {reason}."
+            if not given
+            else f"Unauthorized: {reason}; expected 'authorization: Bearer <key>' with the server's --api-key."
+        )
+        code, details = render_status(Unauthorized(message), request_id, hide_errors=self.hide_errors)
+        await context.abort(code, details)
