@@ -9,8 +9,10 @@ from localserve.config import ApiConfig, ServeConfig
 from localserve.errors import ConfigError, ModelLoadError
 
 
-def check_project(config: ServeConfig, cache: Path) -> Iterator[str]:
-    """Yield one line per API; raise ConfigError at the first missing file."""
+def check_project(config: ServeConfig, cache: Path, *, grpc: bool = False) -> Iterator[str]:
+    """Yield one line per API; raise ConfigError at the first missing file. ``grpc``: also as ``--grpc-port``."""
+    if grpc:
+        yield _check_grpc()
     for api in config.apis:
         _check_files(config, api)
         _check_model(config, api)
@@ -60,6 +62,17 @@ def _check_model(config: ServeConfig, api: ApiConfig) -> None:
             inspect_saved_model(path, api.tf_signature_key, needs_signature=api.predictor is None)
     except ModelLoadError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def _check_grpc() -> str:
+    """What ``serve --grpc-port`` refuses before it loads anything: grpcio or protobuf missing or too old."""
+    from localserve.protocols.v2.grpc.versions import grpc_problem, installed_versions
+
+    installed = installed_versions()
+    problem = grpc_problem(installed)
+    if problem:
+        raise ConfigError(problem)
+    return f"ok  gRPC (--grpc-port): grpcio {installed['grpcio']}, protobuf {installed['protobuf']}"
 
 
 def _summary(api: ApiConfig) -> str:
