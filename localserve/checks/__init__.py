@@ -12,12 +12,15 @@ from localserve.messages.error_text import install_hint, package_for
 from localserve.project.compat.platform import DEPENDENCIES_SCRIPT
 from localserve.project.compat.view import excluded_files
 from localserve.project.directory import cached_requirements
+from localserve.protocols.v2.grpc.versions import grpc_problem, installed_versions
 from localserve.runtimes import require_runtime
 
 
-def check_project(config: ServeConfig, cache: Path) -> Iterator[str]:
+def check_project(config: ServeConfig, cache: Path, *, grpc: bool = False) -> Iterator[str]:
     """Yield one line per API, ``ok`` only for an API nothing below refuses; raise ConfigError at the first missing
-    file, or at the end with what the imports found."""
+    file, or at the end with what the imports found. ``grpc``: also as ``serve --grpc-port`` would."""
+    if grpc:
+        yield _check_grpc()
     for api in config.apis:
         _check_files(config, api)
         _check_model(config, api)
@@ -70,6 +73,15 @@ def _check_model(config: ServeConfig, api: ApiConfig) -> None:
             inspect_saved_model(path, api.tf_signature_key, needs_signature=api.predictor is None)
     except ModelLoadError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def _check_grpc() -> str:
+    """What ``serve --grpc-port`` refuses before it loads anything: grpcio or protobuf missing or too old."""
+    installed = installed_versions()
+    problem = grpc_problem(installed)
+    if problem:
+        raise ConfigError(problem)
+    return f"ok  gRPC (--grpc-port): grpcio {installed['grpcio']}, protobuf {installed['protobuf']}"
 
 
 def _summary(api: ApiConfig) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ from localserve.cli.options import (
 )
 from localserve.errors import ConfigError, StartError
 from localserve.project.compat.context import Project
+from localserve.protocols.v2.grpc.versions import grpc_problem, installed_versions
 
 if TYPE_CHECKING:
     from localserve.config import ServeConfig
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     "--grpc-port",
     type=click.IntRange(0, 65535),
     help="Also serve the Open Inference Protocol over gRPC (inference.GRPCInferenceService) on this port, e.g. "
-    "8081 (needs the grpc extra: pip install 'localserve[grpc]'). Default: off.",
+    "8081 (needs the grpc extra: pip install 'localserve[grpc]', protobuf 5.26.1 to 7.x). Default: off.",
 )
 @click.option(
     "--grpc-idle-timeout",
@@ -181,10 +181,9 @@ def serve(
     grpc_port, port = settings["grpc_port"], settings["port"]
     if grpc_port is not None and grpc_port == port and port != 0:  # 0: each its own free port
         raise ConfigError(f"--grpc-port {grpc_port} is the HTTP port (--port); give gRPC a port of its own, e.g. 8081.")
-    if grpc_port is not None and (find_spec("grpc") is None or find_spec("google.protobuf") is None):
-        raise ConfigError(
-            "--grpc-port needs grpcio and protobuf, which are not installed: pip install 'localserve[grpc]'."
-        )
+    problem = grpc_problem(installed_versions()) if grpc_port is not None else None
+    if problem:  # protobuf's generated code would load on a protobuf older than itself, and fail later
+        raise ConfigError(problem)
     if settings["reload"] and settings["replicas"] not in (None, 1):  # as uvicorn refuses --reload with --workers
         raise ConfigError(
             f"--reload serves from one process, which it reloads in place; drop --replicas {settings['replicas']}."

@@ -29,14 +29,21 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where `run` and `serve` install the requirements (default: $XDG_CACHE_HOME/localserve, else ~/.cache/localserve).",
 )
+@click.option(
+    "--grpc-port",
+    type=click.IntRange(0, 65535),
+    help="Check as `serve --grpc-port` would: grpcio and protobuf installed, and recent enough.",
+)
 @fail_on_errors
-def check(project: Path, config_file: Path | None, handler: str | None, cache_dir: Path | None) -> None:
+def check(
+    project: Path, config_file: Path | None, handler: str | None, cache_dir: Path | None, grpc_port: int | None
+) -> None:
     """Validate the project's config and files without serving it."""
     # lazy: numpy (the runtimes): every command loads this module, and serve's mount namespace needs no threads
     from localserve.checks import check_project
 
     config = load_config(project, config_file, handler=handler)
-    for line in check_project(config, cache_dir_of(cache_dir)):
+    for line in check_project(config, cache_dir_of(cache_dir), grpc=grpc_port is not None):
         click.echo(line)
 
 
