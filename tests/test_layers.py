@@ -18,6 +18,8 @@ from pathlib import Path
 
 from tests.conftest import cli_env
 
+ROOT = Path(__file__).resolve().parents[1]
+
 PACKAGE = Path(__file__).resolve().parents[1] / "localserve"
 # What an in-function import may put off: each pulls one of these (or a package that imports one).
 HEAVY = ("numpy", "onnxruntime", "tensorflow", "grpc", "boto3", "redis", "opentelemetry", "httpx")
@@ -193,3 +195,36 @@ def test_processes_end_in_the_cli_only() -> None:
             ):
                 found.append(f"{module}:{node.lineno} {call.value.id}.{call.attr}")  # type: ignore[attr-defined]
     assert sorted(set(found)) == []
+
+
+def test_the_architecture_page_lists_every_module() -> None:
+    """docs/explanation/architecture.md's module map names each module of the package, in its package."""
+    page = (ROOT / "docs" / "explanation" / "architecture.md").read_text(encoding="utf-8")
+    block = page.split("## Module map", 1)[1].split("```", 2)[1]
+    listed: set[str] = set()
+    parents: list[str] = []
+    for line in block.splitlines():
+        name = line.split()[0] if line.startswith("  ") else ""
+        if not name:
+            continue
+        depth = (len(line) - len(line.lstrip())) // 2 - 1
+        parents = parents[:depth]
+        if name.endswith("/"):
+            parents.append(name.rstrip("/"))
+            listed.add(".".join(parents))
+        else:
+            listed.add(".".join([*parents, name.removesuffix(".py")]))
+    package = ROOT / "localserve"
+    expected = {
+        ".".join(path.relative_to(package).with_suffix("").parts).removesuffix(".__init__")
+        for path in package.rglob("*.py")
+        if path.name != "__init__.py" or path.parent != package
+    }
+    expected = {name.removesuffix("__init__").rstrip(".") for name in expected} - {
+        "",
+        "protocols.v2.grpc.inference_pb2",
+    }
+    assert sorted(expected - listed) == [], (
+        "modules missing from the module map (python scripts/module_map.py redraws it)"
+    )
+    assert sorted(listed - expected) == [], "the module map lists modules that are gone"
