@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from localserve.protocols.v2.tensors import MAX_DIM
 from localserve.server.openapi import JSON, ApiDoc, error_responses, get_route
 from localserve.server.openapi_tensors import element_schema, tensor_example, tensor_schema
-
-_MAX_DIM = 2**63 - 1  # as the V2 codec checks shapes: int64 dimensions
 
 _V2_DATATYPES = {
     "bool": "BOOL",
@@ -105,8 +104,8 @@ def _data_schema(dtype: str, shape: Sequence[Any] | None) -> dict[str, Any]:
 def _input_schema(spec: dict[str, Any]) -> dict[str, Any]:
     """One of the model's inputs in an inference request: its name, datatype and shape as the model has them."""
     v2 = _v2_tensor(spec)
-    dims = [{"const": d} if d >= 0 else {"type": "integer", "minimum": 0, "maximum": _MAX_DIM} for d in v2["shape"]]
-    shape: dict[str, Any] = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": _MAX_DIM}}
+    dims = [{"const": d} if d >= 0 else {"type": "integer", "minimum": 0, "maximum": MAX_DIM} for d in v2["shape"]]
+    shape: dict[str, Any] = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": MAX_DIM}}
     if spec.get("shape") is not None:
         shape = {"type": "array", "prefixItems": dims, "minItems": len(dims), "maxItems": len(dims)}
     return {

@@ -20,9 +20,16 @@ from localserve.errors import RequestError
 from localserve.messages.arrays import to_array
 from localserve.messages.error_text import short_repr
 from localserve.protocols.v2.binary import binary_of, binary_size, from_binary, read_json_header
-from localserve.protocols.v2.tensors import DATATYPES, Requested, TensorSpec, count_error, datatype_of
-
-MAX_DIM = 2**63 - 1  # numpy's and onnxruntime's dimensions are int64
+from localserve.protocols.v2.tensors import (
+    DATATYPES,
+    MAX_DIM,
+    Requested,
+    TensorSpec,
+    checked_shape,
+    count_error,
+    datatype_of,
+    expected_inputs,
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ def _feed(
         offset += size
     missing = [spec.name for spec in inputs if spec.name not in feed]
     if missing:
-        raise RequestError(f"Input {missing[0]!r} is missing; the model expects {_expected(inputs)}.")
+        raise RequestError(f"Input {missing[0]!r} is missing; the model expects {expected_inputs(inputs)}.")
     if offset != len(binary):
         raise RequestError(
             f"The body has {len(binary)} bytes after the JSON header but the inputs' binary_data_size add up to "
@@ -123,7 +130,7 @@ def _input(
         raise RequestError(f"Input {index} of the request needs a 'name' string; got {_kind(name)}.")
     spec = specs.get(name)
     if spec is None:
-        raise RequestError(f"Unknown input {name!r}; the model expects {_expected(inputs)}.")
+        raise RequestError(f"Unknown input {name!r}; the model expects {expected_inputs(inputs)}.")
     if name in seen:
         raise RequestError(f"Input {name!r} is given twice; each input must be given once.")
     shape = _shape(item.get("shape"), spec)
@@ -132,10 +139,6 @@ def _input(
         given = f"datatype {datatype!r}" if "datatype" in item else "no 'datatype'"
         raise RequestError(f"Input {name!r} has {given}; the model expects {spec.datatype} for it.")
     return name, spec, shape
-
-
-def _expected(inputs: Sequence[TensorSpec]) -> str:
-    return ", ".join(f"{s.name!r} ({s.datatype} {_shape_text(s.shape)})" for s in inputs)
 
 
 def _requested(value: Any, outputs: Sequence[TensorSpec], default_binary: bool) -> list[Requested]:
@@ -185,20 +188,11 @@ def _flag(parameters: Mapping[str, Any], key: str, what: str) -> bool:
 def _shape(value: Any, spec: TensorSpec) -> tuple[int, ...]:
     if isinstance(value, list):  # JSON Schema's integers (the OpenAPI document's) include 4.0
         value = [int(d) if isinstance(d, float) and d.is_integer() else d for d in value]
-    if not isinstance(value, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in value
-    ):
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
         raise RequestError(
             f"Input {spec.name!r} needs a 'shape' list of whole numbers from 0 to {MAX_DIM}; got {_short(value)}."
         )
-    expected = spec.shape
-    if expected is not None and (
-        len(value) != len(expected) or any(e >= 0 and e != d for e, d in zip(expected, value, strict=True))
-    ):
-        raise RequestError(
-            f"Input {spec.name!r} has shape {value}; the model expects {_shape_text(expected)} (-1: any size)."
-        )
-    return tuple(value)
+    return checked_shape(value, spec)
 
 
 def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: Any, *, keep_bytes: bool) -> np.ndarray[Any, Any]:
@@ -280,10 +274,6 @@ def _json_data(name: str, array: np.ndarray[Any, Any], datatype: str) -> Any:
                 ) from None
         data.append(str(item))
     return data
-
-
-def _shape_text(shape: tuple[int, ...] | None) -> str:
-    return "of any shape" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
 def _short(value: Any) -> str:

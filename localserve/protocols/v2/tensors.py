@@ -1,14 +1,20 @@
-"""The tensors of the Open Inference Protocol (KServe V2): its datatypes and their numpy dtypes, a model's
-inputs and outputs as V2 describes them, and the outputs a request asks for."""
+"""The tensors of the Open Inference Protocol (KServe V2), for REST and gRPC alike: its datatypes and their numpy
+dtypes, a model's inputs and outputs as V2 describes them, the outputs a request asks for, and the checks both
+wires make of a tensor's shape (with the same words)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from localserve.errors import RequestError
 from localserve.messages.arrays import STRING
+from localserve.messages.error_text import short_repr
+
+MAX_DIM = 2**63 - 1  # numpy's and onnxruntime's dimensions are int64
 
 DATATYPES: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
@@ -67,3 +73,30 @@ class Requested:
 def count_error(name: str, shape: tuple[int, ...], count: int, got: str) -> str:
     """The message for data whose element count is not what the shape holds."""
     return f"Input {name!r} has shape {list(shape)}, which holds {count} elements, but its data has {got}."
+
+
+def checked_shape(value: list[int], spec: TensorSpec) -> tuple[int, ...]:
+    """``value`` (whole numbers) as input ``spec``'s shape: each dimension in range and matching the model's."""
+    if not all(0 <= d <= MAX_DIM for d in value):
+        raise RequestError(
+            f"Input {spec.name!r} needs a 'shape' list of whole numbers from 0 to {MAX_DIM}; "
+            f"got {short_repr(value, 80)}."
+        )
+    expected = spec.shape
+    if expected is not None and (
+        len(value) != len(expected) or any(e >= 0 and e != d for e, d in zip(expected, value, strict=True))
+    ):
+        raise RequestError(
+            f"Input {spec.name!r} has shape {value}; the model expects {shape_text(expected)} (-1: any size)."
+        )
+    return tuple(value)
+
+
+def expected_inputs(inputs: Sequence[TensorSpec]) -> str:
+    """The inputs a model expects, for messages: ``'x' (FP32 [-1, 4])``."""
+    return ", ".join(f"{s.name!r} ({s.datatype} {shape_text(s.shape)})" for s in inputs)
+
+
+def shape_text(shape: tuple[int, ...] | None) -> str:
+    """A shape for messages: ``[-1, 4]``, or ``of any shape``."""
+    return "of any shape" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"

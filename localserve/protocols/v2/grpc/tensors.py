@@ -24,9 +24,8 @@ import numpy as np
 
 from localserve.errors import RequestError
 from localserve.protocols.v2.binary import bytes_element, bytes_elements
-from localserve.protocols.v2.codec import MAX_DIM
 from localserve.protocols.v2.grpc import inference_pb2 as pb
-from localserve.protocols.v2.tensors import DATATYPES, TensorSpec
+from localserve.protocols.v2.tensors import DATATYPES, TensorSpec, checked_shape, expected_inputs
 
 LENGTH = struct.Struct("<I")
 
@@ -80,13 +79,13 @@ def decode_request(
         name = given.name
         spec = specs.get(name)
         if spec is None:
-            raise RequestError(f"Unknown input {name!r}; the model expects {_expected(inputs)}.")
+            raise RequestError(f"Unknown input {name!r}; the model expects {expected_inputs(inputs)}.")
         if name in feed:
             raise RequestError(f"Input {name!r} is given twice; each input must be given once.")
         if given.datatype != spec.datatype:
             shown = f"datatype {given.datatype!r}" if given.datatype else "no 'datatype'"
             raise RequestError(f"Input {name!r} has {shown}; the model expects {spec.datatype} for it.")
-        shape = _shape(list(given.shape), spec)
+        shape = checked_shape(list(given.shape), spec)
         if raw:
             if given.HasField("contents"):
                 raise RequestError(
@@ -98,7 +97,7 @@ def decode_request(
             feed[name] = _from_contents(spec, shape, given.contents, keep_bytes=keep_bytes)
     missing = [spec.name for spec in inputs if spec.name not in feed]
     if missing:
-        raise RequestError(f"Input {missing[0]!r} is missing; the model expects {_expected(inputs)}.")
+        raise RequestError(f"Input {missing[0]!r} is missing; the model expects {expected_inputs(inputs)}.")
     return Decoded(feed, message.id, _requested(message, outputs), bool(raw))
 
 
@@ -121,21 +120,6 @@ def _requested(message: pb.ModelInferRequest, outputs: Sequence[TensorSpec]) -> 
             )
         requested.append(wanted.name)
     return requested
-
-
-def _shape(value: list[int], spec: TensorSpec) -> tuple[int, ...]:
-    if not all(0 <= d <= MAX_DIM for d in value):
-        raise RequestError(
-            f"Input {spec.name!r} needs a 'shape' list of whole numbers from 0 to {MAX_DIM}; got {_short(value)}."
-        )
-    expected = spec.shape
-    if expected is not None and (
-        len(value) != len(expected) or any(e >= 0 and e != d for e, d in zip(expected, value, strict=True))
-    ):
-        raise RequestError(
-            f"Input {spec.name!r} has shape {value}; the model expects {_shape_text(expected)} (-1: any size)."
-        )
-    return tuple(value)
 
 
 def _from_contents(
@@ -201,14 +185,6 @@ def _object_array(elements: list[Any], shape: tuple[int, ...]) -> np.ndarray[Any
     array = np.empty(len(elements), dtype=object)
     array[:] = elements
     return array.reshape(shape)
-
-
-def _expected(inputs: Sequence[TensorSpec]) -> str:
-    return ", ".join(f"{s.name!r} ({s.datatype} {_shape_text(s.shape)})" for s in inputs)
-
-
-def _shape_text(shape: tuple[int, ...] | None) -> str:
-    return "of any shape" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
 def _short(value: Any) -> str:
