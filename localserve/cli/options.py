@@ -262,8 +262,11 @@ def environment_settings(environ: Mapping[str, str]) -> dict[str, Any]:
         )
         if environ.get("AWS_ENDPOINT_URL_S3"):
             s3_endpoint = None
+    from localserve.cli.otel import trace_export
+
     return {
         "on_kubernetes": bool(environ.get("KUBERNETES_SERVICE_HOST")),
+        "tracing": trace_export(environ),
         "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
         "s3_endpoint": s3_endpoint,
     }

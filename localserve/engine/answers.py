@@ -15,7 +15,7 @@ from typing import Any
 from localserve.engine.job import Job, settle
 from localserve.engine.streams import open_stream, pump
 from localserve.errors import InternalError, LocalServeError
-from localserve.logs import request_id_var
+from localserve.logs import request_id_var, trace_var
 from localserve.messages.response import Reply, answer_headers
 
 log = logging.getLogger("localserve")
@@ -49,6 +49,8 @@ def answer(
         return
     for job, reply in streams:
         request_id_var.set(job.request.request_id)
+        if job.span is not None:
+            trace_var.set(job.span.log_ids)
         pump(job, reply)
 
 

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from localserve.engine.job import QUEUED, Job
 from localserve.engine.jobqueue import JobQueue
@@ -24,6 +25,9 @@ from localserve.errors import ClientDeadline, ClientGone, LocalServeError, NotRe
 from localserve.logs import request_id_var
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
+
+if TYPE_CHECKING:
+    from localserve.tracing.spans import RequestSpan
 
 log = logging.getLogger("localserve")
 
@@ -111,20 +115,20 @@ class Lifecycle:
         stages: Stages | None = None,
         writer: ReplyWriter | None = None,
         deadline: float | None = None,
+        span: RequestSpan | None = None,
     ) -> Reply:
         """Queue ``request`` on the API's threads and wait for its Reply; errors are raised, typed.
 
-        ``stages`` replace the endpoint's own for this request (a protocol that feeds the model
-        directly, see ``Stages``). With a ``writer`` the thread that finishes the request writes
-        the answer itself; the Reply then says so (``sent``) and the caller ends it. A streamed
-        Reply is sent through ``client`` from the API's thread before this returns; its
-        ``status`` is then what happened (200, 500 cut short, 499 the client left). A ``deadline``
-        (seconds) shorter than the API's timeout is the client's own: a ClientDeadline when it passes.
-        """
+        ``stages`` replace the endpoint's own for this request (a protocol that feeds the model directly, see
+        ``Stages``). With a ``writer`` the thread that finishes the request writes the answer itself; the Reply
+        then says so (``sent``) and the caller ends it. A streamed Reply is sent through ``client`` from the API's
+        thread before this returns; its ``status`` is then what happened (200, 500 cut short, 499 the client left).
+        A ``deadline`` (seconds) shorter than the API's timeout is the client's own: a ClientDeadline when it
+        passes. ``span``: the request's span (tracing on), told the job's stamps and its batch."""
         if deadline is not None and deadline <= 0:
             raise ClientDeadline(self.name, 0.0)
         loop = asyncio.get_running_loop()
-        job = Job(request, loop, stages)
+        job = Job(request, loop, stages, span)
         job.client, job.writer = client, writer
         try:
             self.pipeline.submit(job)

@@ -13,6 +13,7 @@ from localserve.errors import LocalServeError
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 from localserve.protocols.http import request_id_of
+from localserve.tracing import Traced, carrier_of
 
 Context = grpc.aio.ServicerContext[Any, Any]
 REQUEST_ID = "x-request-id"  # the metadata key of a call's request id (kept when given, else made)
@@ -57,6 +58,10 @@ class GrpcExchange:
     def render(self, error: LocalServeError) -> Reply:
         self.failure = error
         return Reply(status=error.status_code)
+
+    def traced(self) -> Traced:
+        attributes = {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": "ModelInfer"}
+        return Traced(carrier_of(self.context.invocation_metadata() or ()), f"{SERVICE}/ModelInfer", attributes)
 
 
 class GrpcClient:

@@ -1,0 +1,28 @@
+"""Ending a request's SERVER span: the status the client got, the API's attributes, its stages by their names."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from localserve.config import ApiConfig
+
+if TYPE_CHECKING:
+    from localserve.tracing.spans import RequestSpan
+
+# The first and the last stage of a request (``Job.times``' prepare and finish), by the API's kind.
+STAGE_NAMES = {
+    "request_handler": ("pre_inference", "post_inference"),
+    "abeja": ("handler", "finish"),
+    "predictor": ("predict", "finish"),
+}
+OWN_STAGES = ("decode", "encode")  # a protocol's own (V2): its tensors decoded, its outputs encoded
+
+
+def end_span(span: RequestSpan, api: ApiConfig, status: int) -> None:
+    """End ``span`` now: ``status`` (as HTTP's attribute on every door, gRPC's too), the model, the stages."""
+    attributes: dict[str, object] = {"http.response.status_code": status}
+    if api.model_location is not None:
+        attributes["localserve.model"] = api.model_location
+    names = OWN_STAGES if span.own_stages else STAGE_NAMES[api.kind]
+    span.end(status, span.error, time.perf_counter(), names, attributes, span.sent)

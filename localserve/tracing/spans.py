@@ -1,0 +1,167 @@
+"""A request's spans: the SERVER span the engine opens and ends, its stages as child spans made after the fact.
+
+The API's threads only stamp ``time.perf_counter()`` as each phase ends (``Job.times``, which the
+metrics read too); the child spans are made from those stamps once the request is answered, with
+explicit start and end times, so tracing costs the API's threads nothing. A batched model run is a
+span of its own, linking every request it served; each request's ``model`` span links back to it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+
+from localserve import __version__
+from localserve.config.options import TraceExport
+from localserve.tracing import Traced
+from localserve.tracing.sdk import make_provider
+
+# perf_counter() readings as epoch nanoseconds: one offset for the process, so stamps and spans agree.
+_EPOCH_NS = time.time_ns()
+_PERF_AT_EPOCH = time.perf_counter()
+
+SHUTDOWN_WAIT = 5.0  # seconds the spans still queued get to leave at shutdown (a dead collector holds no stop)
+
+
+def epoch_ns(perf: float) -> int:
+    """A ``time.perf_counter()`` reading as nanoseconds since the epoch."""
+    return _EPOCH_NS + int((perf - _PERF_AT_EPOCH) * 1e9)
+
+
+class Tracing:
+    """This process's tracer provider, and the spans of the requests it serves."""
+
+    def __init__(self, export: TraceExport) -> None:
+        self.export = export
+        self.provider = make_provider(export)
+        self.tracer = self.provider.get_tracer("localserve", __version__)
+        # User code's own spans (``trace.get_tracer``) go where ours go, unless the process set a provider already.
+        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            trace.set_tracer_provider(self.provider)
+
+    def begin(self, traced: Traced, api: str, request_id: str, start: float) -> RequestSpan:
+        """Open the SERVER span of one request (started at ``start``, a perf_counter reading), current until ``end``:
+        a child of the client's context when it sent one, else of the current one (a shadow copy's, a job's)."""
+        parent = propagate.extract(traced.carrier) if traced.carrier else None
+        span = self.tracer.start_span(
+            traced.name,
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes={**traced.attributes, "localserve.api": api, "localserve.request_id": request_id},
+            start_time=epoch_ns(start),
+        )
+        context = trace.set_span_in_context(span, parent)
+        return RequestSpan(self, span, otel_context.attach(context))
+
+    def carrier(self) -> dict[str, str]:
+        """The current context as W3C headers (an AsyncAPI job keeps its submit's, for its run)."""
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        return carrier
+
+    def batch_run(self, tags: Sequence[Any], start: float, end: float) -> None:
+        """A model run of several requests (``tags``: their jobs): one span linking each request's span."""
+        spans: list[RequestSpan] = [span for tag in tags if (span := getattr(tag, "span", None)) is not None]
+        links = [Link(s.context) for s in spans if s.context.is_valid]
+        if not links:
+            return
+        batch = self.tracer.start_span(
+            "batch",
+            context=otel_context.Context(),  # a root: it serves several traces, each linked
+            kind=SpanKind.INTERNAL,
+            links=links,
+            attributes={"localserve.batch.size": len(tags)},
+            start_time=epoch_ns(start),
+        )
+        batch.end(end_time=epoch_ns(end))
+        context = batch.get_span_context()
+        for span in spans:
+            span.batch = (context, len(tags))  # read on the event loop once the job is answered
+
+    def shutdown(self) -> None:
+        """Export what is queued and stop, waiting at most ``SHUTDOWN_WAIT`` seconds (a collector may be down)."""
+        thread = threading.Thread(target=self.provider.shutdown, name="localserve-tracing-shutdown", daemon=True)
+        thread.start()
+        thread.join(SHUTDOWN_WAIT)
+
+
+class RequestSpan:
+    """The SERVER span of one request, what the API's threads stamp on it, and the batch its model run joined."""
+
+    __slots__ = ("batch", "context", "error", "log_ids", "own_stages", "sent", "span", "times", "token", "tracing")
+
+    def __init__(self, tracing: Tracing, span: trace.Span, token: object) -> None:
+        self.tracing = tracing
+        self.span = span
+        self.token = token
+        self.context: SpanContext = span.get_span_context()
+        self.times: list[float] = []  # the job's stamps (``Job.times``): queued, started, prepared, modelled, finished
+        self.batch: tuple[SpanContext, int] | None = None
+        self.own_stages = False  # the door's own first and last stages (V2: decode, encode)
+        self.error: BaseException | None = None  # the error whose rendering the client got
+        self.sent: float | None = None  # perf_counter() once the answer was sent
+        context = self.context
+        # (trace_id, span_id) for log lines and exemplars; None when there is no trace to join.
+        self.log_ids = (format(context.trace_id, "032x"), format(context.span_id, "016x")) if context.is_valid else None
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the span is recorded and exported (the sampler's decision)."""
+        return self.span.is_recording()
+
+    def end(
+        self,
+        status: int,
+        error: BaseException | None,
+        end: float,
+        names: tuple[str, str],
+        attributes: Mapping[str, Any],
+        sent: float | None = None,
+    ) -> None:
+        """End the span at ``end`` with the answer's ``status`` (and ``error``, the one the client got), its
+        stages as children named ``names`` (the first stage and the last), and stop it being current."""
+        span = self.span
+        try:
+            if span.is_recording():
+                span.set_attributes(attributes)
+                if error is not None:
+                    span.record_exception(error, attributes={"http.response.status_code": status})
+                    span.set_attribute("error.type", type(error).__name__)
+                    span.set_status(Status(StatusCode.ERROR, str(error).split("\n", 1)[0][:300]))
+                elif status >= 500 or status == 499:
+                    span.set_status(Status(StatusCode.ERROR, f"status {status}"))
+                self._children(names, sent)
+            span.end(end_time=epoch_ns(end))
+        finally:
+            otel_context.detach(self.token)  # type: ignore[arg-type]
+
+    def _children(self, names: tuple[str, str], sent: float | None) -> None:
+        """The stages of ``times`` as child spans: queue, the first stage, the model, the last stage, sending."""
+        times = self.times
+        if not times:
+            return
+        tracer = self.tracing.tracer
+        parent = trace.set_span_in_context(self.span)
+        stages = ("queue", names[0], "model", names[1])
+        for index in range(min(len(times) - 1, 4)):
+            links: list[Link] = []
+            attributes: dict[str, Any] = {}
+            if index == 2 and self.batch is not None:
+                links.append(Link(self.batch[0]))
+                attributes["localserve.batch.size"] = self.batch[1]
+            child = tracer.start_span(
+                stages[index],
+                context=parent,
+                links=links,
+                attributes=attributes,
+                start_time=epoch_ns(times[index]),
+            )
+            child.end(end_time=epoch_ns(times[index + 1]))
+        if sent is not None and len(times) > 1:
+            tracer.start_span("send", context=parent, start_time=epoch_ns(times[-1])).end(end_time=epoch_ns(sent))
