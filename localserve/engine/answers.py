@@ -14,8 +14,9 @@ from typing import Any
 
 from localserve.engine.job import Job, settle
 from localserve.engine.streams import open_stream, pump
+from localserve.engine.traces import enter_span
 from localserve.errors import InternalError, LocalServeError
-from localserve.logs import request_id_var, trace_var
+from localserve.logs import request_id_var
 from localserve.messages.response import Reply, answer_headers
 
 log = logging.getLogger("localserve")
@@ -50,7 +51,7 @@ def answer(
     for job, reply in streams:
         request_id_var.set(job.request.request_id)
         if job.span is not None:
-            trace_var.set(job.span.log_ids)
+            enter_span(job.span)
         pump(job, reply)
 
 

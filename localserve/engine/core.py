@@ -104,8 +104,6 @@ class Engine:
                     lifecycle = rt.lifecycle
                     request, stages = received
                     del received
-                    if span is not None:
-                        span.own_stages = stages is not None
                     reply = await lifecycle.run(
                         request,
                         exchange.client,
@@ -123,7 +121,7 @@ class Engine:
                 if span is not None:
                     span.sent = time.perf_counter()
             finally:  # post_predict: once the answer is out (or its client gone), on the API's threads
-                lifecycle.after_reply(reply, exchange.request_id)
+                lifecycle.after_reply(reply, exchange.request_id, span)
             status = reply.status
             return reply
         except ClientGone:

@@ -83,7 +83,7 @@ class Job:
         self.times: list[float] = []
         self.span = span  # the request's tracing.RequestSpan, with tracing on (its trace ids, its batch)
         if span is not None:
-            span.times = self.times
+            span.times, span.own_stages = self.times, stages is not None
 
     def claim(self) -> bool:
         """Take the one right to answer this request; False when it was taken (``list.pop`` is atomic)."""

@@ -15,8 +15,9 @@ from localserve.engine.answers import Done, as_error
 from localserve.engine.job import Job
 from localserve.engine.jobqueue import JobQueue
 from localserve.engine.ports import Hooks
+from localserve.engine.traces import enter_span
 from localserve.handlers import Endpoint
-from localserve.logs import request_id_var, trace_var
+from localserve.logs import request_id_var
 
 
 class ListBatches:
@@ -67,7 +68,7 @@ class ListBatches:
     def _run(self, jobs: list[Job], done: Done) -> None:
         request_id_var.set(jobs[0].request.request_id)
         if jobs[0].span is not None:
-            trace_var.set(jobs[0].span.log_ids)
+            enter_span(jobs[0].span)
         if self.hooks.batch is not None:
             self.hooks.batch(len(jobs))
         start = time.perf_counter()

@@ -38,9 +38,10 @@ from localserve.engine.lists import ListBatches
 from localserve.engine.pinning import pin_this_thread
 from localserve.engine.ports import Hooks
 from localserve.engine.routing import ModelRoutes
+from localserve.engine.traces import enter_span
 from localserve.errors import InternalError, ShuttingDown
 from localserve.handlers import Endpoint
-from localserve.logs import api_var, request_id_var, trace_var
+from localserve.logs import api_var, request_id_var
 from localserve.messages.response import Reply
 
 log = logging.getLogger("localserve")
@@ -286,9 +287,8 @@ class Pipeline:
 
     def _enter(self, job: Job) -> None:
         request_id_var.set(job.request.request_id)  # api_var is set once per thread (_work)
-        span = job.span
-        if span is not None:  # with tracing on, every job has one: user code's log lines name its trace
-            trace_var.set(span.log_ids)
+        if job.span is not None:  # with tracing on, every job has one
+            enter_span(job.span)
 
     def deliver(self, outcomes: list[tuple[Job, Any]]) -> None:
         """Called on the batcher's thread: the last stage goes back to the API's threads."""

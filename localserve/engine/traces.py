@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from localserve.config import ApiConfig
+from localserve.logs import trace_var
 
 if TYPE_CHECKING:
     from localserve.tracing.spans import RequestSpan
@@ -17,6 +18,14 @@ STAGE_NAMES = {
     "predictor": ("predict", "finish"),
 }
 OWN_STAGES = ("decode", "encode")  # a protocol's own (V2): its tensors decoded, its outputs encoded
+
+
+def enter_span(span: RequestSpan | None) -> None:
+    """On an API's thread, as a request's stage begins: its log lines name its trace, and user code's own
+    OpenTelemetry calls (a span of its own, ``propagate.inject`` into a call to another API) see its span."""
+    if span is not None:
+        trace_var.set(span.log_ids)
+        span.enter()
 
 
 def end_span(span: RequestSpan, api: ApiConfig, status: int) -> None:

@@ -57,7 +57,7 @@ class Tracing:
             start_time=epoch_ns(start),
         )
         context = trace.set_span_in_context(span, parent)
-        return RequestSpan(self, span, otel_context.attach(context))
+        return RequestSpan(self, span, context, otel_context.attach(context))
 
     def carrier(self) -> dict[str, str]:
         """The current context as W3C headers (an AsyncAPI job keeps its submit's, for its run)."""
@@ -94,11 +94,24 @@ class Tracing:
 class RequestSpan:
     """The SERVER span of one request, what the API's threads stamp on it, and the batch its model run joined."""
 
-    __slots__ = ("batch", "context", "error", "log_ids", "own_stages", "sent", "span", "times", "token", "tracing")
+    __slots__ = (
+        "batch",
+        "context",
+        "current",
+        "error",
+        "log_ids",
+        "own_stages",
+        "sent",
+        "span",
+        "times",
+        "token",
+        "tracing",
+    )
 
-    def __init__(self, tracing: Tracing, span: trace.Span, token: object) -> None:
+    def __init__(self, tracing: Tracing, span: trace.Span, current: otel_context.Context, token: object) -> None:
         self.tracing = tracing
         self.span = span
+        self.current = current  # the OpenTelemetry context with this span current
         self.token = token
         self.context: SpanContext = span.get_span_context()
         self.times: list[float] = []  # the job's stamps (``Job.times``): queued, started, prepared, modelled, finished
@@ -109,6 +122,10 @@ class RequestSpan:
         context = self.context
         # (trace_id, span_id) for log lines and exemplars; None when there is no trace to join.
         self.log_ids = (format(context.trace_id, "032x"), format(context.span_id, "016x")) if context.is_valid else None
+
+    def enter(self) -> None:
+        """Make the span current on this thread (an API's, where user code runs), until the next request's."""
+        otel_context.attach(self.current)
 
     @property
     def sampled(self) -> bool:

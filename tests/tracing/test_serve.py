@@ -22,6 +22,31 @@ pytestmark = pytest.mark.slow
 CONFIG = """\
 - {kind: api, name: iris, model: iris.onnx, request_handler: handler.py}
 - {kind: api, name: linear, model: linear.onnx}
+- {kind: api, name: talk, handler: talk:handler}
+- {kind: api, name: caller, handler: caller:handler}
+"""
+CALLER = """
+import os
+import urllib.request
+
+from opentelemetry.propagate import inject
+
+
+def handler(request, context):
+    headers = {"Content-Type": "application/json"}
+    inject(headers)  # the request's span is current on the API's thread
+    call = urllib.request.Request(os.environ["LOCALSERVE_URL"] + "/talk", data=b"{}", headers=headers)
+    with urllib.request.urlopen(call, timeout=30) as answer:
+        return {"content": {"talk": answer.status}}
+"""
+TALK = """
+import logging
+
+
+def handler(request, context):
+    logging.getLogger("talk").warning("said while serving")
+    print("printed while serving")
+    return {"content": {"ok": True}}
 """
 SAMPLE = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}
 SERVER_KIND = 2  # SPAN_KIND_SERVER in OTLP
@@ -33,6 +58,8 @@ def project(root: Path) -> Path:
     shutil.copy(EXAMPLES / "iris_onnx" / "iris.onnx", root / "iris.onnx")
     shutil.copy(EXAMPLES / "iris_onnx" / "handler.py", root / "handler.py")
     onnx_linear(root / "linear.onnx")
+    (root / "talk.py").write_text(TALK)
+    (root / "caller.py").write_text(CALLER)
     return root
 
 
@@ -105,6 +132,39 @@ def test_a_native_request_continues_the_clients_trace_with_its_stages_log_and_ex
     metrics = httpx.get(f"{running.url}/metrics", headers={"accept": "application/openmetrics-text"}).text
     assert f'trace_id="{trace_id}"' in metrics
     assert "traces: OTLP http/protobuf to " + running.receiver.endpoint + "/v1/traces" in output_of(running.proc)  # type: ignore[arg-type]
+
+
+def test_user_codes_log_lines_carry_the_trace(running: Running) -> None:
+    header, trace_id, _ = traceparent(0x55)
+    assert httpx.post(f"{running.url}/talk", json={}, headers={"traceparent": header}).status_code == 200
+    span = server_span(running.receiver, trace_id)
+
+    def lines() -> list[dict[str, object]]:
+        found = []
+        for line in output_of(running.proc).splitlines():  # type: ignore[arg-type]
+            if line.startswith("{") and "while serving" in line:
+                found.append(json.loads(line))
+        return found
+
+    wait_until(lambda: len(lines()) == 2, "the handler's two lines")
+    assert [(line["message"], line["trace_id"], line["span_id"]) for line in lines()] == [
+        ("said while serving", trace_id, span.span_id),
+        ("printed while serving", trace_id, span.span_id),
+    ]
+
+
+def test_a_call_to_another_api_carries_the_trace_on(running: Running) -> None:
+    header, trace_id, _ = traceparent(0x66)
+    response = httpx.post(f"{running.url}/caller", json={}, headers={"traceparent": header}, timeout=30)
+    assert response.json() == {"talk": 200}
+
+    def both(spans: list[Span]) -> list[Span] | None:
+        found = sorted((s for s in spans if s.trace_id == trace_id and s.kind == SERVER_KIND), key=lambda s: s.name)
+        return found if len(found) == 2 else None
+
+    caller, talk = running.receiver.wait_for(both, "both APIs' spans")
+    assert (caller.name, talk.name) == ("POST /caller", "POST /talk")
+    assert talk.parent == caller.span_id
 
 
 def test_v2_rest_continues_the_clients_trace(running: Running) -> None:
