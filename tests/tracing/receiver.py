@@ -54,8 +54,7 @@ class Receiver:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def add(self, body: bytes) -> None:
-        request = ExportTraceServiceRequest.FromString(body)
+    def add(self, request: ExportTraceServiceRequest) -> None:
         with self.changed:
             self.posts += 1
             for resource_spans in request.resource_spans:
@@ -103,7 +102,7 @@ def otlp_receiver() -> Iterator[Receiver]:
                 self.send_response(404)
                 self.end_headers()
                 return
-            receiver.add(body)
+            receiver.add(ExportTraceServiceRequest.FromString(body))
             answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("content-type", "application/x-protobuf")
@@ -123,3 +122,28 @@ def otlp_receiver() -> Iterator[Receiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def otlp_grpc_receiver() -> Iterator[Receiver]:
+    """A receiver of OTLP over gRPC (the collector's TraceService) on a free loopback port."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    receiver = Receiver()
+
+    class Service(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
+            receiver.add(request)
+            return ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
+    receiver.port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield receiver
+    finally:
+        server.stop(None).wait()

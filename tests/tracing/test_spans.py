@@ -15,7 +15,7 @@ from localserve.config.options import TraceExport
 from localserve.server import ServeOptions
 from tests.conftest import EXAMPLES, wait_until
 from tests.models import onnx_linear
-from tests.tracing.receiver import Receiver, Span, otlp_receiver
+from tests.tracing.receiver import Receiver, Span, otlp_grpc_receiver, otlp_receiver
 
 SERVER_KIND = 2
 TRACED = ServeOptions(tracing=TraceExport(endpoint="(the test's receiver)"))
@@ -138,3 +138,18 @@ def test_a_shadow_copy_is_a_child_of_the_request_it_copies(
     (chosen,) = [s for s in server_spans(receiver.spans, trace_id) if not s.attributes.get("localserve.shadow")]
     assert chosen.name == "POST /iris" and chosen.attributes["localserve.api"] == response.headers["x-localserve-api"]
     assert copy.parent == chosen.span_id and copy.attributes["localserve.api"] == "iris-candidate"
+
+
+def test_spans_go_over_otlp_grpc_when_the_protocol_says_so(
+    make_project: Callable[..., Path], serve: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
+    header, trace_id = traceparent(0x400)
+    with otlp_grpc_receiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+        options = ServeOptions(tracing=TraceExport(protocol="grpc", endpoint=receiver.endpoint))
+        with serve(project, options, handler="main:handler") as client:
+            assert client.post("/", headers={"traceparent": header}).status_code == 200
+        span = receiver.wait_for(lambda spans: server_spans(spans, trace_id), "the span over gRPC")[0]
+    assert (span.name, span.parent, span.resource["service.name"]) == ("POST /", f"{0x401:016x}", "localserve")
