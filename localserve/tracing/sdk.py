@@ -74,6 +74,6 @@ class SeldomFilter(logging.Filter):
             return False
         if self.quiet:
             record.msg = f"{record.msg} ({self.quiet} more such message(s) of the tracing SDK were not logged)"
-        record.msg = f"tracing: {record.msg}; requests are served as before, their spans may be dropped"
+        record.msg = f"tracing: {record.msg} (requests are served as before; spans that cannot be sent are dropped)"
         self.next_at, self.quiet = now + WARN_EVERY, 0
         return True
