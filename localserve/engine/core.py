@@ -144,6 +144,7 @@ class Engine:
             trace = span.log_ids
             exemplar = trace[0] if trace is not None and span.sampled else None
             end_span(span, rt.api, status)
+            trace_var.set(None)  # a door may serve its next request in this task (an ASGI transport's caller)
         counted = rt.counted
         if counted is not None:
             if rt.write_in_flight:

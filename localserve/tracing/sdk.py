@@ -30,19 +30,20 @@ SDK_LOGGERS = (
 log = logging.getLogger("localserve")
 
 
-def make_provider(export: TraceExport) -> TracerProvider:
+def make_provider(export: TraceExport) -> tuple[TracerProvider, BatchSpanProcessor]:
     """A tracer provider with the resource of ``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES`` (service name
-    ``localserve`` when neither names one), the sampler of ``OTEL_TRACES_SAMPLER`` and a batch processor."""
+    ``localserve`` when neither names one), the sampler of ``OTEL_TRACES_SAMPLER``, and its batch processor."""
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(_exporter(export)))
+    processor = BatchSpanProcessor(_exporter(export))
+    provider.add_span_processor(processor)
     for name in SDK_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, SeldomFilter) for f in logger.filters):
             logger.addFilter(SeldomFilter())
-    return provider
+    return provider, processor
 
 
 def _exporter(export: TraceExport) -> SpanExporter:
