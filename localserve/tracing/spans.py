@@ -163,6 +163,7 @@ class RequestSpan:
                 self._children(names, sent)
             span.end(end_time=epoch_ns(end))
         finally:
+            self.error = None  # its traceback holds Engine.submit's frame, which holds this
             otel_context.detach(self.token)  # type: ignore[arg-type]
 
     def _children(self, names: tuple[str, str], sent: float | None) -> None:

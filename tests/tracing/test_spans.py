@@ -153,3 +153,26 @@ def test_spans_go_over_otlp_grpc_when_the_protocol_says_so(
             assert client.post("/", headers={"traceparent": header}).status_code == 200
         span = receiver.wait_for(lambda spans: server_spans(spans, trace_id), "the span over gRPC")[0]
     assert (span.name, span.parent, span.resource["service.name"]) == ("POST /", f"{0x401:016x}", "localserve")
+
+
+def test_a_traced_request_leaves_no_reference_cycle_for_the_collector(
+    make_project: Callable[..., Path], serve: Callable[..., Any], receiver: Receiver
+) -> None:
+    """A traced request's span is freed by its reference count, an error's too (its traceback holds
+    ``Engine.submit``'s frame): left to the collector, each would stall a request now and then."""
+    import gc
+
+    from localserve.tracing.spans import RequestSpan
+
+    project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
+    options = ServeOptions(tracing=TraceExport(), max_body_size=64)
+    with serve(project, options, handler="main:handler") as client:
+        gc.collect()
+        gc.disable()
+        try:
+            statuses = [client.post("/", content=b"x" * (8 if i % 2 else 100)).status_code for i in range(10)]
+            alive = [o for o in gc.get_objects() if isinstance(o, RequestSpan)]
+        finally:
+            gc.enable()
+    assert statuses == [413, 200] * 5
+    assert alive == []
