@@ -55,6 +55,8 @@ def banner_lines(
         lines.append(f"  gRPC (inference.GRPCInferenceService): {_url_host(host)}:{grpc_port}")
     tracing = options.tracing
     if tracing is not None:  # OTEL_* (cli/otel.py)
-        where = "stdout" if tracing.exporter == "console" else f"OTLP {tracing.protocol} to {tracing.endpoint}"
+        where = (
+            "stderr (console)" if tracing.exporter == "console" else f"OTLP {tracing.protocol} to {tracing.endpoint}"
+        )
         lines.append(f"  traces: {where}")
     return lines

@@ -9,6 +9,7 @@ when it is full) and its thread exports them. Its failures are told once, then a
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -47,8 +48,8 @@ def make_provider(export: TraceExport) -> tuple[TracerProvider, BatchSpanProcess
 
 
 def _exporter(export: TraceExport) -> SpanExporter:
-    if export.exporter == "console":
-        return ConsoleSpanExporter()
+    if export.exporter == "console":  # stderr, with the logs: `localserve run` writes the answer on stdout
+        return ConsoleSpanExporter(out=sys.stderr)
     if export.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 

@@ -64,7 +64,7 @@ def test_the_banner_says_where_spans_go() -> None:
     otlp = ServeOptions(metrics=False, tracing=TraceExport("otlp", "grpc", "http://c:4317"))
     assert banner_lines("x", [], otlp, port=1, grpc_port=None)[-1] == "  traces: OTLP grpc to http://c:4317"
     console = ServeOptions(metrics=False, tracing=TraceExport("console"))
-    assert banner_lines("x", [], console, port=1, grpc_port=None)[-1] == "  traces: stdout"
+    assert banner_lines("x", [], console, port=1, grpc_port=None)[-1] == "  traces: stderr (console)"
     assert (
         banner_lines("x", [], ServeOptions(metrics=False), port=1, grpc_port=None)[-1]
         == "  dashboard: http://127.0.0.1:1/dashboard"
@@ -90,12 +90,12 @@ def test_with_tracing_on_the_sdk_is_what_serves_and_a_missing_one_is_named(tmp_p
         "import sys, localserve.testing\n"
         f"with localserve.testing.client({str(EXAMPLES / 'json_tax')!r}, handler='main:handler') as client:\n"
         "    client.post('/', json={'price': 1})\n"
-        "print('opentelemetry.sdk.trace' in sys.modules, file=sys.stderr)\n"
+        "print('opentelemetry.sdk.trace' in sys.modules)\n"
     )
     env = {**cli_env(), "OTEL_TRACES_EXPORTER": "console"}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=env, timeout=120, check=False)
-    assert done.stderr.decode().splitlines()[-1] == "True", done.stderr.decode()
-    assert '"name": "POST /"' in done.stdout.decode()  # the console exporter's JSON of the request's span
+    assert done.stdout.decode().splitlines() == ["True"], done.stderr.decode()  # stdout: the probe's line alone
+    assert '"name": "POST /"' in done.stderr.decode()  # the console exporter's JSON of the request's span
     hidden = tmp_path / "no_otel"
     hidden.mkdir()
     (hidden / "opentelemetry.py").write_text("raise ImportError('hidden by the test', name='opentelemetry')\n")
