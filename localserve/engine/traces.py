@@ -29,8 +29,11 @@ def enter_span(span: RequestSpan | None) -> None:
 
 
 def end_span(span: RequestSpan, api: ApiConfig, status: int) -> None:
-    """End ``span`` now: ``status`` (as HTTP's attribute on every door, gRPC's too), the model, the stages."""
-    attributes: dict[str, object] = {"http.response.status_code": status}
+    """End ``span`` now: ``status`` (HTTP's attribute, or the door's own: gRPC's code), the model, the stages."""
+    answered = span.answered
+    attributes: dict[str, object] = (
+        {"http.response.status_code": status} if answered is None else dict(answered(status, span.error))
+    )
     if api.model_location is not None:
         attributes["localserve.model"] = api.model_location
     names = OWN_STAGES if span.own_stages else STAGE_NAMES[api.kind]

@@ -15,7 +15,7 @@ that does not trace never loads the SDK.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from localserve.config.options import TraceExport
@@ -35,6 +35,8 @@ class Traced(NamedTuple):
     carrier: Mapping[str, str]  # the client's traceparent, tracestate, baggage (empty: continue the current context)
     name: str  # the span's name: the route (``POST /iris``), never a path with ids in it
     attributes: Mapping[str, Any]  # the wire's semantic-convention attributes (http.*, rpc.*)
+    # The answer's status as the wire's attributes, given its HTTP status and error; None: http.response.status_code.
+    answered: Callable[[int, BaseException | None], Mapping[str, Any]] | None = None
 
 
 def carrier_of(headers: object) -> dict[str, str]:

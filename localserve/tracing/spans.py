@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -64,7 +64,9 @@ class Tracing:
             start_time=epoch_ns(start),
         )
         context = trace.set_span_in_context(span, parent)
-        return RequestSpan(self, span, context, otel_context.attach(context))
+        request = RequestSpan(self, span, context, otel_context.attach(context))
+        request.answered = traced.answered
+        return request
 
     def carrier(self) -> dict[str, str]:
         """The current context as W3C headers (an AsyncAPI job keeps its submit's, for its run)."""
@@ -102,6 +104,7 @@ class RequestSpan:
     """The SERVER span of one request, what the API's threads stamp on it, and the batch its model run joined."""
 
     __slots__ = (
+        "answered",
         "batch",
         "context",
         "current",
@@ -126,6 +129,7 @@ class RequestSpan:
         self.own_stages = False  # the door's own first and last stages (V2: decode, encode)
         self.error: BaseException | None = None  # the error whose rendering the client got
         self.sent: float | None = None  # perf_counter() once the answer was sent
+        self.answered: Callable[[int, BaseException | None], Mapping[str, Any]] | None = None  # Traced.answered
         context = self.context
         # (trace_id, span_id) for log lines and exemplars; None when there is no trace to join.
         self.log_ids = (format(context.trace_id, "032x"), format(context.span_id, "016x")) if context.is_valid else None

@@ -181,6 +181,7 @@ def test_v2_rest_continues_the_clients_trace(running: Running) -> None:
 
 def test_grpc_model_infer_continues_the_trace_in_its_metadata(running: Running) -> None:
     import tritonclient.grpc as triton
+    from tritonclient.utils import InferenceServerException
 
     header, trace_id, parent = traceparent(0x33)
     client = triton.InferenceServerClient(running.grpc)
@@ -193,8 +194,26 @@ def test_grpc_model_infer_continues_the_trace_in_its_metadata(running: Running) 
         client.close()
     span = server_span(running.receiver, trace_id)
     assert (span.name, span.parent) == ("inference.GRPCInferenceService/ModelInfer", parent)
-    rpc = {k: span.attributes[k] for k in ("rpc.system", "rpc.service", "rpc.method")}
-    assert rpc == {"rpc.system": "grpc", "rpc.service": "inference.GRPCInferenceService", "rpc.method": "ModelInfer"}
+    rpc = {k: v for k, v in span.attributes.items() if k.startswith("rpc.")}
+    assert rpc == {
+        "rpc.system": "grpc",
+        "rpc.service": "inference.GRPCInferenceService",
+        "rpc.method": "ModelInfer",
+        "rpc.grpc.status_code": 0,  # OK
+    }
+    # A call refused: its span has the code the client got (INVALID_ARGUMENT), status ERROR and the exception.
+    header, trace_id, _ = traceparent(0x34)
+    client = triton.InferenceServerClient(running.grpc)
+    try:
+        wrong = triton.InferInput("nope", [1, 4], "FP32")
+        wrong.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+        with pytest.raises(InferenceServerException) as caught:
+            client.infer("linear", [wrong], headers={"traceparent": header})
+        assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+    finally:
+        client.close()
+    failed = server_span(running.receiver, trace_id)
+    assert failed.attributes["rpc.grpc.status_code"] == 3 and failed.status == 2 and "exception" in failed.events
 
 
 def test_a_400_is_recorded_on_its_span(running: Running) -> None:

@@ -13,6 +13,7 @@ from localserve.errors import LocalServeError
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 from localserve.protocols.http import request_id_of
+from localserve.protocols.v2.grpc.status import CODES, code_of
 from localserve.tracing import Traced, carrier_of
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -61,7 +62,19 @@ class GrpcExchange:
 
     def traced(self) -> Traced:
         attributes = {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": "ModelInfer"}
-        return Traced(carrier_of(self.context.invocation_metadata() or ()), f"{SERVICE}/ModelInfer", attributes)
+        carrier = carrier_of(self.context.invocation_metadata() or ())
+        return Traced(carrier, f"{SERVICE}/ModelInfer", attributes, answered)
+
+
+def answered(status: int, error: BaseException | None) -> dict[str, int]:
+    """The gRPC status code of an answer, as its span's ``rpc.grpc.status_code`` (what ``render_status`` sends)."""
+    if isinstance(error, LocalServeError):
+        code = code_of(error)
+    elif status < 400:
+        code = grpc.StatusCode.OK
+    else:
+        code = CODES.get(status, grpc.StatusCode.INTERNAL if status >= 500 else grpc.StatusCode.INVALID_ARGUMENT)
+    return {"rpc.grpc.status_code": code.value[0]}
 
 
 class GrpcClient:
