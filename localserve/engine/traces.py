@@ -35,6 +35,6 @@ def end_span(span: RequestSpan, api: ApiConfig, status: int) -> None:
         {"http.response.status_code": status} if answered is None else dict(answered(status, span.error))
     )
     if api.model_location is not None:
-        attributes["localserve.model"] = api.model_location
+        attributes["localserve.model.location"] = api.model_location
     names = OWN_STAGES if span.own_stages else STAGE_NAMES[api.kind]
     span.end(status, span.error, time.perf_counter(), names, attributes, span.sent)

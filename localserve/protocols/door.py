@@ -181,4 +181,8 @@ def http_traced(scope: Scope, name: str) -> Traced:
     client = scope.get("client")
     if client:
         attributes["client.address"] = client[0]
+    params = scope.get("path_params") or {}
+    if "name" in params:  # V2: the model the client named, and its version
+        attributes["localserve.model"] = params["name"]
+        attributes["localserve.model.version"] = params.get("version", "")
     return Traced(carrier_of(scope["headers"]), name, attributes)

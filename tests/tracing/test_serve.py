@@ -174,6 +174,10 @@ def test_v2_rest_continues_the_clients_trace(running: Running) -> None:
     assert response.status_code == 200, response.text
     span = server_span(running.receiver, trace_id)
     assert (span.name, span.parent) == ("POST /v2/models/linear/infer", parent)
+    assert (span.attributes["localserve.model"], span.attributes["localserve.model.location"]) == (
+        "linear",
+        "linear.onnx",
+    )
     assert span.attributes["http.response.status_code"] == 200
     children = running.receiver.wait_for(lambda _: running.receiver.children(span), "child spans")
     assert {"decode", "model"} <= {c.name for c in children}
@@ -201,6 +205,7 @@ def test_grpc_model_infer_continues_the_trace_in_its_metadata(running: Running) 
         "rpc.method": "ModelInfer",
         "rpc.grpc.status_code": 0,  # OK
     }
+    assert (span.attributes["localserve.model"], span.attributes["localserve.model.version"]) == ("linear", "")
     # A call refused: its span has the code the client got (INVALID_ARGUMENT), status ERROR and the exception.
     header, trace_id, _ = traceparent(0x34)
     client = triton.InferenceServerClient(running.grpc)

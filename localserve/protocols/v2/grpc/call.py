@@ -29,7 +29,7 @@ class GrpcExchange:
     the engine's, the answer's bytes left in the Reply for the RPC to return, an error kept for it to abort with
     (after the engine has recorded the call, so that a client reading the status finds it counted)."""
 
-    __slots__ = ("_receive", "client", "context", "failure", "request_id")
+    __slots__ = ("_receive", "client", "context", "failure", "model", "request_id")
 
     method = "POST"
     path = INFER_PATH
@@ -37,9 +37,14 @@ class GrpcExchange:
     tracked = False  # V2 feeds the model directly: no prediction for the tracker
 
     def __init__(
-        self, context: Context, request_id: str, receive: Callable[[], Awaitable[tuple[Request, Stages]]]
+        self,
+        context: Context,
+        request_id: str,
+        receive: Callable[[], Awaitable[tuple[Request, Stages]]],
+        model: tuple[str, str] = ("", ""),
     ) -> None:
         self.context = context
+        self.model = model  # the name and version the call names
         self.request_id = request_id
         self._receive = receive
         self.client = GrpcClient(context)
@@ -62,6 +67,7 @@ class GrpcExchange:
 
     def traced(self) -> Traced:
         attributes = {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": "ModelInfer"}
+        attributes["localserve.model"], attributes["localserve.model.version"] = self.model
         carrier = carrier_of(self.context.invocation_metadata() or ())
         return Traced(carrier, f"{SERVICE}/ModelInfer", attributes, answered)
 
