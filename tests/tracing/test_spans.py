@@ -176,3 +176,18 @@ def test_a_traced_request_leaves_no_reference_cycle_for_the_collector(
             gc.enable()
     assert statuses == [413, 200] * 5
     assert alive == []
+
+
+def test_a_malformed_traceparent_starts_a_trace_of_its_own(
+    make_project: Callable[..., Path], serve: Callable[..., Any], receiver: Receiver
+) -> None:
+    project = make_project({"main.py": "def handler(request, context):\n    return {'content': 'ok'}\n"})
+    with serve(project, TRACED, handler="main:handler") as client:
+        response = client.post("/", headers={"traceparent": "00-not-a-trace-01", "x-request-id": "bad-parent"})
+        assert response.status_code == 200
+
+    def mine(spans: list[Span]) -> Span | None:
+        return next((s for s in spans if s.attributes.get("localserve.request_id") == "bad-parent"), None)
+
+    span = receiver.wait_for(mine, "the request's span")
+    assert span.parent == "" and span.kind == SERVER_KIND and span.trace_id != "0" * 32
