@@ -60,4 +60,7 @@ def start_tracing(export: TraceExport) -> Tracing:
             "installed; install it with pip install 'localserve[tracing]', or unset OTEL_TRACES_EXPORTER and "
             "OTEL_EXPORTER_OTLP_ENDPOINT."
         ) from None
-    return Tracing(export)
+    try:
+        return Tracing(export)
+    except ValueError as exc:  # what the SDK raises for settings it refuses (OTEL_BSP_* that disagree, say)
+        raise ConfigError(f"The OpenTelemetry SDK refused its OTEL_* settings: {exc}") from None

@@ -40,10 +40,10 @@ def make_provider(export: TraceExport) -> tuple[TracerProvider, BatchSpanProcess
     provider = TracerProvider(resource=resource)
     processor = BatchSpanProcessor(_exporter(export))
     provider.add_span_processor(processor)
-    for name in SDK_LOGGERS:
+    for name in SDK_LOGGERS:  # one filter for all: an export failing and the queue filling are one story
         logger = logging.getLogger(name)
-        if not any(isinstance(f, SeldomFilter) for f in logger.filters):
-            logger.addFilter(SeldomFilter())
+        if _SELDOM not in logger.filters:
+            logger.addFilter(_SELDOM)
     return provider, processor
 
 
@@ -79,3 +79,6 @@ class SeldomFilter(logging.Filter):
         record.msg = f"tracing: {record.msg} (requests are served as before; spans that cannot be sent are dropped)"
         self.next_at, self.quiet = now + WARN_EVERY, 0
         return True
+
+
+_SELDOM = SeldomFilter()

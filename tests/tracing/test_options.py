@@ -106,3 +106,15 @@ def test_with_tracing_on_the_sdk_is_what_serves_and_a_missing_one_is_named(tmp_p
         "Tracing is on (an OTEL_* variable asks for the 'console' exporter) but opentelemetry is not installed; "
         in (done.stderr.decode())
     )
+
+
+def test_settings_the_sdk_refuses_are_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localserve.tracing import start_tracing
+
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")  # below the export batch's 512
+    with pytest.raises(ConfigError) as caught:
+        start_tracing(TraceExport())
+    assert str(caught.value) == (
+        "The OpenTelemetry SDK refused its OTEL_* settings: max_export_batch_size must be less than or equal to "
+        "max_queue_size."
+    )

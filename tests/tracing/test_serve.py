@@ -238,7 +238,9 @@ def test_a_collector_that_is_down_fails_and_slows_nothing(tmp_path: Path) -> Non
     project = tmp_path / "proj"
     project.mkdir()
     (project / "main.py").write_text("def handler(request, context):\n    return {'content': {'ok': True}}\n")
-    env = {**otel_env(f"http://127.0.0.1:{dead}"), "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    # A queue of 64 spans: it fills (6 spans a request) and drops, which is told with the export's failure.
+    env = {**otel_env(f"http://127.0.0.1:{dead}"), "OTEL_EXPORTER_OTLP_TIMEOUT": "1", "OTEL_BSP_MAX_QUEUE_SIZE": "64"}
+    env["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = "32"
     with server("--handler", "main:handler", cwd=project, **env) as (url, proc), httpx.Client() as client:
         statuses = [client.post(f"{url}/", json={}).status_code for _ in range(300)]
         assert statuses == [200] * 300
