@@ -31,7 +31,8 @@ from localserve.engine.pinning import thread_ids
 from localserve.engine.ports import Exchange
 from localserve.engine.traces import end_span
 from localserve.errors import ClientGone, LocalServeError
-from localserve.logs import access_log, trace_var
+from localserve.logs import access_log
+from localserve.logs.trace_ids import trace_var
 from localserve.messages.response import Reply
 from localserve.metrics import Metrics
 from localserve.metrics.extras import ExtraMetrics

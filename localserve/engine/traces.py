@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from localserve.config import ApiConfig
-from localserve.logs import trace_var
+from localserve.logs.trace_ids import trace_var
 
 if TYPE_CHECKING:
     from localserve.tracing.spans import RequestSpan

@@ -43,14 +43,11 @@ __all__ = [
     "flush_access_log",
     "logger",
     "request_id_var",
-    "trace_var",
 ]
 
 # Defined before the submodules are imported: the formatters read them.
 api_var: ContextVar[str | None] = ContextVar("localserve_api", default=None)
 request_id_var: ContextVar[str | None] = ContextVar("localserve_request_id", default=None)
-# (trace_id, span_id) of the traced request being served, as hex: JSON lines carry them (tracing on only).
-trace_var: ContextVar[tuple[str, str] | None] = ContextVar("localserve_trace", default=None)
 
 from localserve.logs.access import access_log, flush_access_log  # noqa: E402
 from localserve.logs.formatters import MAX_LINE_BYTES as MAX_LINE_BYTES  # noqa: E402

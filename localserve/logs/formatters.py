@@ -7,7 +7,8 @@ import logging
 import time
 from typing import Any
 
-from localserve.logs import api_var, request_id_var, trace_var
+from localserve.logs import api_var, request_id_var
+from localserve.logs.trace_ids import trace_var
 
 MAX_LINE_BYTES = 5 * 1024 * 1024
 LINE_CHARS = 10_000  # of one line of an oversized message or traceback of localserve's own
