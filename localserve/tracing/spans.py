@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -22,7 +23,6 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
-from localserve import __version__
 from localserve.config.options import TraceExport
 from localserve.tracing import Traced
 from localserve.tracing.sdk import make_provider
@@ -45,8 +45,9 @@ class Tracing:
     def __init__(self, export: TraceExport) -> None:
         self.export = export
         self.provider, self.processor = make_provider(export)
-        self.tracer = self.provider.get_tracer("localserve", __version__)
-        self.scope = InstrumentationScope("localserve", __version__)
+        version = _version()
+        self.tracer = self.provider.get_tracer("localserve", version)
+        self.scope = InstrumentationScope("localserve", version)
         self.ids = RandomIdGenerator()
         # User code's own spans (``trace.get_tracer``) go where ours go, unless the process set a provider already.
         if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
@@ -98,6 +99,14 @@ class Tracing:
         thread = threading.Thread(target=self.provider.shutdown, name="localserve-tracing-shutdown", daemon=True)
         thread.start()
         thread.join(SHUTDOWN_WAIT)
+
+
+def _version() -> str:
+    """localserve's version, as the instrumentation scope's (the package's root is above this layer)."""
+    try:
+        return metadata.version("localserve")
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 class RequestSpan:
