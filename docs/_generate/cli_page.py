@@ -119,6 +119,7 @@ ENV_OTHERS = """## Read by localserve beyond its flags
 | `XDG_CACHE_HOME` | the cache is `$XDG_CACHE_HOME/localserve`, else `~/.cache/localserve` (`--cache-dir` moves it) |
 | `WATCHFILES_FORCE_POLLING` | watchfiles' own: poll for changes (`--reload`, multi-model folders) on file systems without events |
 | `TF_CPP_MIN_LOG_LEVEL` | TensorFlow's own; `run --quiet` sets it to 2 for user code unless it is set |
+| `OTEL_TRACES_EXPORTER`, `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SDK_DISABLED` | OpenTelemetry's own: whether requests are traced and where spans go; the SDK reads the other `OTEL_*` ([Tracing](tracing.md)) |
 
 ## Set for user code
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from localserve.cli.otel import trace_export
 from localserve.config import ServeConfig, load_config
 from localserve.config.options import HttpLimits, ServeOptions
 from localserve.errors import ConfigError, LocalServeError
@@ -264,6 +265,7 @@ def environment_settings(environ: Mapping[str, str]) -> dict[str, Any]:
             s3_endpoint = None
     return {
         "on_kubernetes": bool(environ.get("KUBERNETES_SERVICE_HOST")),
+        "tracing": trace_export(environ),
         "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
         "s3_endpoint": s3_endpoint,
     }

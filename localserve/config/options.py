@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["HttpLimits", "ServeOptions"]
+__all__ = ["HttpLimits", "ServeOptions", "TraceExport"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -32,6 +32,19 @@ class HttpLimits:
     header_timeout: float = 10.0  # seconds for a whole request head; 408 beyond
     body_timeout: float = 60.0  # seconds for a whole body once its head is in; 408 beyond
     write_timeout: float = 60.0  # seconds an answer's writing may stay blocked on a client that reads nothing
+
+
+@dataclass(frozen=True)
+class TraceExport:
+    """Where this server's spans go, as the CLI read it from OpenTelemetry's own ``OTEL_*`` variables.
+
+    The SDK reads the rest of them itself (the endpoint, headers, timeouts, the resource, the sampler,
+    ``OTEL_BSP_*``); ``endpoint`` is only what the banner shows.
+    """
+
+    exporter: str = "otlp"  # "otlp" or "console" (OTEL_TRACES_EXPORTER)
+    protocol: str = "http/protobuf"  # "http/protobuf" or "grpc" (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL)
+    endpoint: str = ""  # where an OTLP exporter sends, for the banner
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,9 @@ class ServeOptions:
     on_kubernetes: bool = False  # KUBERNETES_SERVICE_HOST is set: a node's pods share its cores (no pinning default)
     s3_endpoint: str | None = None  # LOCALSERVE_S3_ENDPOINT (deprecated); None: botocore's own (AWS_ENDPOINT_URL_S3)
     cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES: the GPUs to spread replicas over (None: nvidia-smi)
+    tracing: TraceExport | None = (
+        None  # OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*ENDPOINT: a span per request; None: off
+    )
     # The replicas: their count (--replicas, or the config's), then each one's place, given by the supervisor.
     replicas: int = 1  # replica processes of this serve (runtimes divide the cores among them)
     replica: int = 0  # this replica's index (--pin-threads picks the core by it and the port)

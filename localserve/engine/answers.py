@@ -14,6 +14,7 @@ from typing import Any
 
 from localserve.engine.job import Job, settle
 from localserve.engine.streams import open_stream, pump
+from localserve.engine.traces import enter_span
 from localserve.errors import InternalError, LocalServeError
 from localserve.logs import request_id_var
 from localserve.messages.response import Reply, answer_headers
@@ -49,6 +50,8 @@ def answer(
         return
     for job, reply in streams:
         request_id_var.set(job.request.request_id)
+        if job.span is not None:
+            enter_span(job.span)
         pump(job, reply)
 
 

@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
@@ -28,6 +28,9 @@ from localserve.messages.error_text import without_paths
 from localserve.metrics import Metrics
 from localserve.metrics.extras import ExtraMetrics
 from localserve.runtimes import LoadOptions
+
+if TYPE_CHECKING:
+    from localserve.tracing.spans import Tracing
 
 log = logging.getLogger("localserve")
 
@@ -57,6 +60,7 @@ class ApiRuntime:
         options: ServeOptions,
         metrics: Metrics | None,
         extras: ExtraMetrics | None = None,
+        tracer: Tracing | None = None,
     ) -> None:
         self.project = config.project
         self.options = options
@@ -76,6 +80,8 @@ class ApiRuntime:
                 phases=metrics.phase_observer(api.name),  # Triton's queue and compute statistics (V2)
                 after_failed=None if extras is None else functools.partial(extras.post_predict_failed, api.name),
             )
+        if tracer is not None:  # a batched model run: one span linking the requests it served
+            self.hooks.batch_run = tracer.batch_run
         self.runtime = runtime = self.build(api)
         self.api, self.endpoint, self.pipeline, self.lifecycle = (
             api,

@@ -55,6 +55,7 @@ class Batcher:
         upstream: Callable[[], int] = lambda: 0,
         observe: Callable[[int], None] | None = None,
         observe_run: Callable[[float], None] | None = None,
+        traced: Callable[[list[Any], float, float], None] | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -66,6 +67,7 @@ class Batcher:
         self.upstream = upstream
         self.observe = observe  # told the batch size the model saw, each run
         self.observe_run = observe_run  # told the seconds each model call took
+        self.traced = traced  # told the tags, start and end of each run of several entries (tracing: one span)
         self._mutex = threading.Lock()  # taken bare on the callers' path: Condition's own enter/exit are Python calls
         self._cond = threading.Condition(self._mutex)
         self._pending: list[Entry] = []
@@ -176,6 +178,15 @@ class Batcher:
     # -- running --------------------------------------------------------------------------------
     def run(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
         """Run ``entries`` in as few model calls as the buckets allow; one outcome per entry, in order."""
+        traced = self.traced
+        if traced is None or len(entries) == 1:
+            return self._run_entries(entries)
+        start = time.perf_counter()
+        outcomes = self._run_entries(entries)
+        traced([tag for tag, _ in entries], start, time.perf_counter())
+        return outcomes
+
+    def _run_entries(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
         if len(entries) == 1:  # a lone request (concurrency 1 runs only these): no stacking, no split
             tag, feed = entries[0]
             rows = lone_rows(feed)

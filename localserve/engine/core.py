@@ -19,6 +19,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
@@ -28,12 +29,18 @@ from localserve.engine.memory import hold_thresholds, keep_freed_memory, trim_he
 from localserve.engine.pinner import Pinner
 from localserve.engine.pinning import thread_ids
 from localserve.engine.ports import Exchange
+from localserve.engine.traces import end_span
 from localserve.errors import ClientGone, LocalServeError
 from localserve.logs import access_log
+from localserve.logs.trace_ids import trace_var
 from localserve.messages.response import Reply
 from localserve.metrics import Metrics
 from localserve.metrics.extras import ExtraMetrics
 from localserve.metrics.summary import StatsSummary
+from localserve.tracing import start_tracing
+
+if TYPE_CHECKING:
+    from localserve.tracing.spans import RequestSpan, Tracing
 
 log = logging.getLogger("localserve")
 
@@ -56,7 +63,11 @@ class Engine:
         self.access_log = options.access_log
         # Splitters' targets and shadows, post_predict failures: counted only with metrics on.
         self.extras = ExtraMetrics(self.figures.registry) if options.metrics else None
-        self.apis = {api.name: ApiRuntime(api, config, options, self.metrics, self.extras) for api in config.apis}
+        # OTEL_* asked for spans (cli/otel.py): the SDK is imported and set up here, else never.
+        self.tracer: Tracing | None = None if options.tracing is None else start_tracing(options.tracing)
+        self.apis = {
+            api.name: ApiRuntime(api, config, options, self.metrics, self.extras, self.tracer) for api in config.apis
+        }
         self.stats = StatsSummary(self.figures, config.apis, lambda name: self.apis[name].state)
         self.loading: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -77,6 +88,7 @@ class Engine:
             counted.in_flight.inc()
         reply = None
         status = 499  # the client left (ClientGone), or the call was cancelled (gRPC's client, a stop)
+        span = None if self.tracer is None else self._trace(rt, exchange, start)
         try:
             lifecycle = rt.lifecycle
             try:
@@ -94,32 +106,62 @@ class Engine:
                     request, stages = received
                     del received
                     reply = await lifecycle.run(
-                        request, exchange.client, stages=stages, writer=exchange.writer, deadline=exchange.deadline
+                        request,
+                        exchange.client,
+                        stages=stages,
+                        writer=exchange.writer,
+                        deadline=exchange.deadline,
+                        span=span,
                     )
             except LocalServeError as exc:
+                if span is not None:
+                    span.error = exc
                 reply = exchange.render(exc)
             try:
                 await exchange.send(reply)
+                if span is not None:
+                    span.sent = time.perf_counter()
             finally:  # post_predict: once the answer is out (or its client gone), on the API's threads
-                lifecycle.after_reply(reply, exchange.request_id)
+                lifecycle.after_reply(reply, exchange.request_id, span)
             status = reply.status
             return reply
         except ClientGone:
             return Reply(status=499)
         finally:
-            self._record(rt, exchange, status, time.perf_counter() - start, reply)
+            self._record(rt, exchange, status, time.perf_counter() - start, reply, span)
 
-    def _record(self, rt: ApiRuntime, exchange: Exchange, status: int, seconds: float, reply: Reply | None) -> None:
+    def _record(
+        self,
+        rt: ApiRuntime,
+        exchange: Exchange,
+        status: int,
+        seconds: float,
+        reply: Reply | None,
+        span: RequestSpan | None = None,
+    ) -> None:
         rt.in_flight -= 1
+        trace = exemplar = None
+        if span is not None:
+            trace = span.log_ids
+            exemplar = trace[0] if trace is not None and span.sampled else None
+            end_span(span, rt.api, status)
+            trace_var.set(None)  # a door may serve its next request in this task (an ASGI transport's caller)
         counted = rt.counted
         if counted is not None:
             if rt.write_in_flight:
                 counted.in_flight.dec()
-            self.figures.count(counted, status, seconds)
+            self.figures.count(counted, status, seconds, exemplar)
         if self.access_log:
-            access_log(exchange.method, exchange.path, rt.api.name, status, seconds, exchange.request_id)
+            access_log(exchange.method, exchange.path, rt.api.name, status, seconds, exchange.request_id, trace)
         if exchange.tracked and reply is not None and rt.api.tracker is not None and 200 <= status < 300:
             self.stats.record_prediction(rt.api.name, reply.value)
+
+    def _trace(self, rt: ApiRuntime, exchange: Exchange, start: float) -> RequestSpan:
+        """Open the request's SERVER span (tracing on): current for the request, its ids on the loop's log lines."""
+        assert self.tracer is not None
+        span = self.tracer.begin(exchange.traced(), rt.api.name, exchange.request_id, start)
+        trace_var.set(span.log_ids)  # this request's task only: its context is its own
+        return span
 
     def unrouted(self, method: str, path: str, status: int, seconds: float, request_id: str) -> None:
         """A request answered before any API took it (V2's unknown model): its access line alone."""
@@ -229,12 +271,15 @@ class Engine:
                 log.warning("api %r: %d request(s) still waiting were answered 503 as the server stopped", name, count)
 
     async def shutdown(self) -> None:
-        """Cancel loading and the requests still waiting."""
+        """Cancel loading and the requests still waiting; export the spans still queued."""
         if self.loading is not None and not self.loading.done():
             self.loading.cancel()
         if self._cancel_timer is not None:
             self._cancel_timer.cancel()
         self.cancel_waiting()
+        if self.tracer is not None:
+            await asyncio.sleep(0)  # the requests just answered 503 end their spans
+            await asyncio.to_thread(self.tracer.shutdown)
 
     def join_threads(self, timeout: float) -> list[str]:
         """After ``shutdown``: wait up to ``timeout`` seconds for every API's threads; the names of those still running."""

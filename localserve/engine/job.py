@@ -53,6 +53,7 @@ class Job:
         "loop",
         "prepare",
         "request",
+        "span",
         "started",
         "state",
         "stream_done",
@@ -60,7 +61,9 @@ class Job:
         "writer",
     )
 
-    def __init__(self, request: Request, loop: asyncio.AbstractEventLoop, stages: Stages | None = None) -> None:
+    def __init__(
+        self, request: Request, loop: asyncio.AbstractEventLoop, stages: Stages | None = None, span: Any = None
+    ) -> None:
         self.request = request
         self.loop = loop
         self.prepare: Callable[[Request], Any] | None = None if stages is None else stages.prepare
@@ -78,6 +81,9 @@ class Job:
         self.claims = [True]  # one right to answer: the loop (deadline, shutdown) or a thread writing
         # time.perf_counter() as it is queued, started, prepared, has the model's output, is finished (metrics' PHASES).
         self.times: list[float] = []
+        self.span = span  # the request's tracing.RequestSpan, with tracing on (its trace ids, its batch)
+        if span is not None:
+            span.times, span.own_stages = self.times, stages is not None
 
     def claim(self) -> bool:
         """Take the one right to answer this request; False when it was taken (``list.pop`` is atomic)."""

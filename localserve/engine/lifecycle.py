@@ -15,21 +15,25 @@ import logging
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from localserve.engine.job import QUEUED, Job
 from localserve.engine.jobqueue import JobQueue
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Client, Hooks, ReplyWriter, Stages
+from localserve.engine.traces import enter_span
 from localserve.errors import ClientDeadline, ClientGone, LocalServeError, NotReady, Overloaded, ShuttingDown, Timeout
 from localserve.logs import request_id_var
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 
+if TYPE_CHECKING:
+    from localserve.tracing.spans import RequestSpan
+
 log = logging.getLogger("localserve")
 
-CAPACITY_WARNING_EVERY = 60.0
-"""Seconds between two log warnings that an API's queue is full: the first 503 is told at once, the
-rest are counted and told at most this often (each is in the access log too)."""
+# Seconds between two warnings that an API's queue is full: the first 503 is told at once, the rest are counted
+CAPACITY_WARNING_EVERY = 60.0  # and told at most this often (each is in the access log too)
 _clock = time.monotonic  # the warnings' clock (a test's to set)
 
 WATCH_AFTER = 0.02  # seconds a request waits before a task listens for its client leaving
@@ -111,20 +115,20 @@ class Lifecycle:
         stages: Stages | None = None,
         writer: ReplyWriter | None = None,
         deadline: float | None = None,
+        span: RequestSpan | None = None,
     ) -> Reply:
         """Queue ``request`` on the API's threads and wait for its Reply; errors are raised, typed.
 
-        ``stages`` replace the endpoint's own for this request (a protocol that feeds the model
-        directly, see ``Stages``). With a ``writer`` the thread that finishes the request writes
-        the answer itself; the Reply then says so (``sent``) and the caller ends it. A streamed
-        Reply is sent through ``client`` from the API's thread before this returns; its
-        ``status`` is then what happened (200, 500 cut short, 499 the client left). A ``deadline``
-        (seconds) shorter than the API's timeout is the client's own: a ClientDeadline when it passes.
-        """
+        ``stages`` replace the endpoint's own for this request (a protocol that feeds the model directly, see
+        ``Stages``). With a ``writer`` the thread that finishes the request writes the answer itself; the Reply
+        then says so (``sent``) and the caller ends it. A streamed Reply is sent through ``client`` from the API's
+        thread before this returns; its ``status`` is then what happened (200, 500 cut short, 499 the client left).
+        A ``deadline`` (seconds) shorter than the API's timeout is the client's own: a ClientDeadline when it
+        passes. ``span``: the request's span (tracing on), told the job's stamps and its batch."""
         if deadline is not None and deadline <= 0:
             raise ClientDeadline(self.name, 0.0)
         loop = asyncio.get_running_loop()
-        job = Job(request, loop, stages)
+        job = Job(request, loop, stages, span)
         job.client, job.writer = client, writer
         try:
             self.pipeline.submit(job)
@@ -232,7 +236,7 @@ class Lifecycle:
             listener.cancel()
             gone.set()
 
-    def after_reply(self, reply: Reply, request_id: str) -> None:
+    def after_reply(self, reply: Reply, request_id: str, span: RequestSpan | None = None) -> None:
         """The answer of ``request_id`` has been sent (or its client left): queue its after-reply stage
         (``Reply.after``, a predictor's ``post_predict``) on the API's threads, on this runtime, whose ``run`` gave
         the reply. Nobody waits for it; its failure is logged and counted, never sent. Every reply ``run`` gave
@@ -242,7 +246,7 @@ class Lifecycle:
             return
         reply.after = None
         loop = asyncio.get_running_loop()
-        stage = functools.partial(_run_after, self.name, after, request_id, self.pipeline.hooks)
+        stage = functools.partial(_run_after, self.name, after, request_id, self.pipeline.hooks, span)
 
         def run_then_count() -> None:
             try:
@@ -261,8 +265,7 @@ class Lifecycle:
             self._idle.set_result(None)  # a replaced runtime (serve --reload) has answered its last request
 
     async def drained(self) -> None:
-        """Return once no request waits for an answer here and every after-reply stage has run (a runtime
-        replaced by ``serve --reload``)."""
+        """Return once nothing waits here and every after-reply stage has run (a runtime replaced by --reload)."""
         if self.waiting or self.after_pending:
             self._idle = asyncio.get_running_loop().create_future()
             await self._idle
@@ -280,9 +283,10 @@ class Lifecycle:
         return count
 
 
-def _run_after(api: str, after: Callable[[], None], request_id: str, hooks: Hooks) -> None:
+def _run_after(api: str, after: Callable[[], None], request_id: str, hooks: Hooks, span: RequestSpan | None) -> None:
     """On one of the API's threads: an after-reply stage, its failure logged with the request's id and counted."""
     request_id_var.set(request_id)
+    enter_span(span)
     try:
         after()
     except LocalServeError as exc:

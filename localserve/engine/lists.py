@@ -15,6 +15,7 @@ from localserve.engine.answers import Done, as_error
 from localserve.engine.job import Job
 from localserve.engine.jobqueue import JobQueue
 from localserve.engine.ports import Hooks
+from localserve.engine.traces import enter_span
 from localserve.handlers import Endpoint
 from localserve.logs import request_id_var
 
@@ -66,14 +67,20 @@ class ListBatches:
 
     def _run(self, jobs: list[Job], done: Done) -> None:
         request_id_var.set(jobs[0].request.request_id)
+        if jobs[0].span is not None:
+            enter_span(jobs[0].span)
         if self.hooks.batch is not None:
             self.hooks.batch(len(jobs))
+        start = time.perf_counter()
         try:
             results: list[Any] = list(self.endpoint.handle_batch([job.request for job in jobs]))
             if len(results) != len(jobs):
                 raise RuntimeError(f"{len(results)} results for {len(jobs)} requests")
         except BaseException as exc:
             results = [as_error(exc, self.name)] * len(jobs)
+        end = time.perf_counter()
         for job in jobs:  # the whole batch is their prepare phase
-            job.times.append(time.perf_counter())
+            job.times.append(end)
+        if self.hooks.batch_run is not None and len(jobs) > 1:
+            self.hooks.batch_run(jobs, start, end)
         done.extend(zip(jobs, results, strict=True))

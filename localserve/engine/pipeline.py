@@ -38,6 +38,7 @@ from localserve.engine.lists import ListBatches
 from localserve.engine.pinning import pin_this_thread
 from localserve.engine.ports import Hooks
 from localserve.engine.routing import ModelRoutes
+from localserve.engine.traces import enter_span
 from localserve.errors import InternalError, ShuttingDown
 from localserve.handlers import Endpoint
 from localserve.logs import api_var, request_id_var
@@ -112,6 +113,7 @@ class Pipeline:
             upstream=self._upstream,
             observe=self.hooks.batch,
             observe_run=None if self.hooks.stage is None else lambda s: self.hooks.stage("inference", s),  # type: ignore[misc]
+            traced=self.hooks.batch_run,
         )
         self.batcher.warm()
         self.batcher.start()
@@ -285,6 +287,8 @@ class Pipeline:
 
     def _enter(self, job: Job) -> None:
         request_id_var.set(job.request.request_id)  # api_var is set once per thread (_work)
+        if job.span is not None:  # with tracing on, every job has one
+            enter_span(job.span)
 
     def deliver(self, outcomes: list[tuple[Job, Any]]) -> None:
         """Called on the batcher's thread: the last stage goes back to the API's threads."""

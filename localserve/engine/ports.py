@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from localserve.errors import LocalServeError
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
+from localserve.tracing import Traced
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -109,9 +110,13 @@ class Exchange(Protocol):
     def render(self, error: LocalServeError) -> Reply:
         """``error`` as this door's answer (its one renderer)."""
 
+    def traced(self) -> Traced:
+        """What tracing needs of the request (asked only with tracing on): the trace context the client sent,
+        the span's name, the wire's attributes."""
+
 
 class Hooks:
-    """What the pipeline reports to metrics; every hook is optional."""
+    """What the pipeline reports to metrics and tracing; every hook is optional."""
 
     def __init__(
         self,
@@ -120,9 +125,11 @@ class Hooks:
         stage: Callable[[str, float], None] | None = None,
         phases: Callable[[list[float]], None] | None = None,
         after_failed: Callable[[], None] | None = None,
+        batch_run: Callable[[list[Any], float, float], None] | None = None,
     ) -> None:
         self.depth = depth
         self.batch = batch
         self.stage = stage
         self.phases = phases  # once per job answered 2xx, with its ``Job.times``
         self.after_failed = after_failed  # an after-reply stage (post_predict) raised
+        self.batch_run = batch_run  # a model run of several jobs, with its perf_counter start and end (tracing)

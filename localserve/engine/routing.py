@@ -141,6 +141,7 @@ class ModelRoutes:
                 upstream=self.pipeline.queue.upstream,
                 observe=observe,
                 observe_run=routed.ran,
+                traced=self.pipeline.hooks.batch_run,
             )
             batcher.warm()
             batcher.start()

@@ -39,8 +39,17 @@ _ACCESS_CONSTANTS = {
 }
 
 
-def access_log(method: str, path: str, api: str | None, status: int, seconds: float, request_id: str | None) -> None:
+def access_log(
+    method: str,
+    path: str,
+    api: str | None,
+    status: int,
+    seconds: float,
+    request_id: str | None,
+    trace: tuple[str, str] | None = None,
+) -> None:
     """One INFO line per request on ``localserve.access``; nothing is built when that level is off.
+    ``trace``: the (trace_id, span_id) of a traced request.
 
     On the event loop, with the handler of ``configure_logging``, lines are formatted at once
     but written together at most ``_AccessBuffer.FLUSH_AFTER`` seconds later: one write per
@@ -57,12 +66,14 @@ def access_log(method: str, path: str, api: str | None, status: int, seconds: fl
     ):
         # Formatted when the batch is written: one warm loop over the batch costs less than a line
         # made between two requests (measured: the access line was a sixth of the loop's work).
-        _access_buffer.add(handler, (time.time(), method, path, api, status, seconds, request_id))
+        _access_buffer.add(handler, (time.time(), method, path, api, status, seconds, request_id, trace))
         return
     latency_ms = round(seconds * 1000, 3)
     record = _AccessRecord((method, path, status, latency_ms))
     record.method, record.path, record.api, record.status = method, path, api, status
     record.latency_ms, record.request_id = latency_ms, request_id
+    if trace is not None:
+        record.trace_id, record.span_id = trace
     if handler is None or _access_logger.handlers or not isinstance(handler, logging.StreamHandler):
         _access_logger.handle(record)
         return
@@ -87,7 +98,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def _json_line(
-    now: float, method: str, path: str, api: str | None, status: int, seconds: float, request_id: str | None
+    now: float,
+    method: str,
+    path: str,
+    api: str | None,
+    status: int,
+    seconds: float,
+    request_id: str | None,
+    trace: tuple[str, str] | None = None,
 ) -> str:
     """The very line ``JsonFormatter`` writes for an access record made at ``now``, without a LogRecord.
 
@@ -108,8 +126,12 @@ def _json_line(
         template = _templates[key] = _template(*key)
     millis = int((now - second) * 1000)
     if request_id is None:
-        return template % (_second_text, millis, latency_ms, latency_ms)
-    return template % (_second_text, millis, latency_ms, encode_basestring(request_id), latency_ms)
+        line = template % (_second_text, millis, latency_ms, latency_ms)
+    else:
+        line = template % (_second_text, millis, latency_ms, encode_basestring(request_id), latency_ms)
+    if trace is None:
+        return line
+    return f'{line[:-1]}, "trace_id": "{trace[0]}", "span_id": "{trace[1]}"}}'  # hex digits: nothing to escape
 
 
 def _template(method: str, path: str, api: str | None, status: int, with_id: bool) -> str:
@@ -130,7 +152,7 @@ def _template(method: str, path: str, api: str | None, status: int, with_id: boo
 
 
 # An access line: its text, or the fields of a JSON line still to be made (``_json_line``'s arguments).
-Line = str | tuple[float, str, str, str | None, int, float, str | None]
+Line = str | tuple[float, str, str, str | None, int, float, str | None, tuple[str, str] | None]
 
 
 class _AccessBuffer:

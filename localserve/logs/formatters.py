@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from localserve.logs.context import api_var, request_id_var
+from localserve.logs.trace_ids import trace_var
 
 MAX_LINE_BYTES = 5 * 1024 * 1024
 LINE_CHARS = 10_000  # of one line of an oversized message or traceback of localserve's own
@@ -16,7 +17,7 @@ RESERVED_KEYS = frozenset({"asctime", "levelname", "message", "labels", "process
 # Every attribute a LogRecord has of its own; the others came from ``extra``.
 _RECORD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
 # Extras that other libraries add for their own formatters (uvicorn's coloured copy of the message).
-_IGNORED_EXTRAS = frozenset({"color_message", "api", "request_id"})
+_IGNORED_EXTRAS = frozenset({"color_message", "api", "request_id", "trace_id", "span_id"})
 _NOT_EXTRA = _RECORD_ATTRS | _IGNORED_EXTRAS
 _RENAMED = "extra_"
 
@@ -55,6 +56,9 @@ class _Formatter(logging.Formatter):
         request_id = fields["request_id"] if "request_id" in fields else request_id_var.get()
         extra_keys = fields.keys() - _NOT_EXTRA
         extra = {k: v for k, v in fields.items() if k in extra_keys} if extra_keys else {}
+        trace = (fields["trace_id"], fields.get("span_id")) if "trace_id" in fields else trace_var.get()
+        if trace is not None:  # a line written while serving a traced request: its trace and server span
+            extra = {"trace_id": trace[0], "span_id": trace[1], **extra}
         exception = None
         if record.exc_info:
             if not record.exc_text:

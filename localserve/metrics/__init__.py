@@ -217,13 +217,14 @@ class Metrics:
         children.in_flight.dec()
         self.count(children, status_code, seconds)
 
-    def count(self, children: ApiMetrics, status_code: int, seconds: float) -> None:
-        """One answer of ``status_code`` after ``seconds``: the request counter and the latency histogram."""
+    def count(self, children: ApiMetrics, status_code: int, seconds: float, trace_id: str | None = None) -> None:
+        """One answer of ``status_code`` after ``seconds``: the request counter and the latency histogram (a traced
+        request's ``trace_id`` as its exemplar: OpenMetrics shows it)."""
         counter = children.codes.get(status_code)
         if counter is None:
             counter = children.codes[status_code] = self.requests.labels(children.name, str(status_code))
         counter.inc()
-        children.duration.observe(seconds)
+        children.duration.observe(seconds, None if trace_id is None else {"trace_id": trace_id})
 
     def observe_stage(self, api: str, stage: str, seconds: float) -> None:
         """One stage of a request (see ``STAGES``) took ``seconds``."""

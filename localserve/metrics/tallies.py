@@ -18,12 +18,14 @@ multiprocess files add every replica's figures up.
 from __future__ import annotations
 
 import threading
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 _le = cast(Callable[[float], str], floatToGoString)  # how prometheus_client writes a bucket's bound
@@ -44,21 +46,27 @@ class TallyCounter:
 
 
 class TallyHistogram:
-    """One histogram of a family: ``observe`` as prometheus_client's (a value on a bound counts in its bucket)."""
+    """One histogram of a family: ``observe`` as prometheus_client's (a value on a bound counts in its bucket),
+    with the last exemplar of each bucket (OpenMetrics; a traced request's ``trace_id``)."""
 
-    __slots__ = ("bounds", "counts", "lock", "total")
+    __slots__ = ("bounds", "counts", "exemplars", "lock", "total")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.lock = threading.Lock()
         self.bounds = bounds
         self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf's
         self.total = 0.0
+        self.exemplars: list[Exemplar | None] | None = None  # made on the first exemplar
 
-    def observe(self, amount: float) -> None:
+    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
         index = bisect_left(self.bounds, amount)
         with self.lock:
             self.counts[index] += 1
             self.total += amount
+        if exemplar is not None:
+            if self.exemplars is None:
+                self.exemplars = [None] * len(self.counts)
+            self.exemplars[index] = Exemplar(exemplar, amount, time.time())
 
 
 Child = TypeVar("Child", TallyCounter, TallyHistogram)
@@ -122,9 +130,11 @@ class TalliedHistograms(_Tallied[TallyHistogram]):
         for values, child in self._current():
             with child.lock:
                 counts, total = list(child.counts), child.total
-            cumulative, running = [], 0.0
-            for edge, count in zip(edges, counts, strict=True):
+            exemplars = child.exemplars or [None] * len(counts)
+            cumulative: list[Any] = []
+            running = 0.0
+            for edge, count, exemplar in zip(edges, counts, exemplars, strict=True):
                 running += count
-                cumulative.append((edge, running))
+                cumulative.append((edge, running) if exemplar is None else (edge, running, exemplar))
             family.add_metric(values, cumulative, total)
         yield family

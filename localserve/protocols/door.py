@@ -22,6 +22,7 @@ from localserve.protocols.http import (
     render_error,
     send_reply,
 )
+from localserve.tracing import Traced, carrier_of
 
 log = logging.getLogger("localserve")
 
@@ -162,3 +163,26 @@ class HttpExchange:
 
     def render(self, error: LocalServeError) -> Reply:
         return self.wire.render(error, self.request_id, self.api)
+
+    def traced(self) -> Traced:
+        return http_traced(self.scope, f"{self.method} {self.path}")
+
+
+def http_traced(scope: Scope, name: str) -> Traced:
+    """An HTTP request's trace context and semantic-convention attributes; ``name``: its span's (the route)."""
+    method, path = scope["method"], scope["path"]
+    attributes = {
+        "http.request.method": method,
+        "url.path": path,
+        "url.scheme": scope.get("scheme", "http"),
+        "http.route": name.partition(" ")[2],
+        "network.protocol.version": scope.get("http_version", "1.1"),
+    }
+    client = scope.get("client")
+    if client:
+        attributes["client.address"] = client[0]
+    params = scope.get("path_params") or {}
+    if "name" in params:  # V2: the model the client named, and its version
+        attributes["localserve.model"] = params["name"]
+        attributes["localserve.model.version"] = params.get("version", "")
+    return Traced(carrier_of(scope["headers"]), name, attributes)

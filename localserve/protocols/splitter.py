@@ -41,6 +41,7 @@ from localserve.protocols.http import (
     request_id_of,
     send_reply,
 )
+from localserve.tracing import Traced
 
 log = logging.getLogger("localserve")
 
@@ -72,6 +73,11 @@ class ShadowExchange:
 
     async def send(self, reply: Reply) -> None:
         pass
+
+    def traced(self) -> Traced:
+        """A child of the request it copies (the current context, inherited by the copy's task)."""
+        attributes = {"http.request.method": self.method, "url.path": self.path, "localserve.shadow": True}
+        return Traced({}, f"{self.method} {self.path}", attributes)
 
     def render(self, error: LocalServeError) -> Reply:
         if not self.received:

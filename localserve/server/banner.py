@@ -6,8 +6,8 @@ Example::
         log.info("%s", line)
 
 ``serving cortex.yaml at http://127.0.0.1:54321 (/iris)``, then one line per URL: each API, ``/docs``,
-``/dashboard``, ``/metrics`` (unless ``--no-metrics``) and the gRPC address with ``--grpc-port``. The
-URLs carry ``--root-path`` (what a browser behind the proxy opens) and ``https`` with ``--ssl-certfile``;
+``/dashboard``, ``/metrics`` (unless ``--no-metrics``), the gRPC address with ``--grpc-port`` and where spans go
+(with tracing on). The URLs carry ``--root-path`` (what a browser behind the proxy opens) and ``https`` with ``--ssl-certfile``;
 a wildcard address (``0.0.0.0``, ``::``) is shown as the loopback address a browser on this machine reaches.
 """
 
@@ -53,4 +53,10 @@ def banner_lines(
     if grpc_port is not None:
         host = _LOOPBACK.get(options.host, options.host)
         lines.append(f"  gRPC (inference.GRPCInferenceService): {_url_host(host)}:{grpc_port}")
+    tracing = options.tracing
+    if tracing is not None:  # OTEL_* (cli/otel.py)
+        where = (
+            "stderr (console)" if tracing.exporter == "console" else f"OTLP {tracing.protocol} to {tracing.endpoint}"
+        )
+        lines.append(f"  traces: {where}")
     return lines

@@ -66,12 +66,28 @@ def test_the_cache_folder_is_decided_by_the_cli_alone(tmp_path: Path) -> None:
 
 def test_environment_settings_are_read_by_the_cli(caplog: pytest.LogCaptureFixture) -> None:
     from localserve.cli.options import environment_settings
+    from localserve.config.options import TraceExport
 
-    assert environment_settings({}) == {"on_kubernetes": False, "cuda_visible_devices": None, "s3_endpoint": None}
+    assert environment_settings({}) == {
+        "on_kubernetes": False,
+        "cuda_visible_devices": None,
+        "s3_endpoint": None,
+        "tracing": None,
+    }
     found = environment_settings(
-        {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "CUDA_VISIBLE_DEVICES": "1,2", "LOCALSERVE_S3_ENDPOINT": "http://s3:9"}
+        {
+            "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+            "CUDA_VISIBLE_DEVICES": "1,2",
+            "LOCALSERVE_S3_ENDPOINT": "http://s3:9",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318",
+        }
     )
-    assert found == {"on_kubernetes": True, "cuda_visible_devices": "1,2", "s3_endpoint": "http://s3:9"}
+    assert found == {
+        "on_kubernetes": True,
+        "cuda_visible_devices": "1,2",
+        "s3_endpoint": "http://s3:9",
+        "tracing": TraceExport("otlp", "http/protobuf", "http://otel:4318/v1/traces"),
+    }
     assert caplog.messages == [
         "LOCALSERVE_S3_ENDPOINT is deprecated: set AWS_ENDPOINT_URL_S3 instead (botocore reads it itself)"
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
@@ -29,6 +31,23 @@ def test_a_tallied_histogram_is_written_as_prometheus_clients(buckets: tuple[flo
         tallied.labels(*labels).observe(value)
     assert generate_latest(ours) == generate_latest(theirs)
     assert generate_openmetrics(ours) == generate_openmetrics(theirs)
+
+
+def test_a_tallied_histograms_exemplars_are_written_as_prometheus_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A traced request's trace id is its bucket's exemplar (the last one observed there), in OpenMetrics only."""
+    monkeypatch.setattr(time, "time", lambda: 1_790_000_000.5)  # the exemplars' timestamps
+    theirs, ours = _registries()
+    reference = Histogram("demo", "A demo family.", ["api"], buckets=DURATION_BUCKETS, registry=theirs)
+    tallied = TalliedHistograms("demo", "A demo family.", ["api"], DURATION_BUCKETS)
+    ours.register(tallied)
+    for value, trace_id in ((0.0011, "a" * 32), (0.0012, "b" * 32), (0.3, None), (7.0, "c" * 32)):
+        exemplar = None if trace_id is None else {"trace_id": trace_id}
+        reference.labels("iris").observe(value, exemplar)
+        tallied.labels("iris").observe(value, exemplar)
+    openmetrics = generate_openmetrics(ours)
+    assert openmetrics == generate_openmetrics(theirs)
+    assert b'# {trace_id="bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"} 0.0012 1790000000.5' in openmetrics
+    assert b"aaaa" not in openmetrics and b"trace_id" not in generate_latest(ours)
 
 
 def test_a_tallied_counter_is_written_as_prometheus_clients() -> None:

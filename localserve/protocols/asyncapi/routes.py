@@ -41,6 +41,7 @@ from localserve.protocols.asyncapi.store import (
 )
 from localserve.protocols.asyncapi.worker import AsyncWorker, run_job
 from localserve.protocols.bodies import read_body
+from localserve.protocols.door import http_traced
 from localserve.protocols.http import (
     Receive,
     Scope,
@@ -50,6 +51,7 @@ from localserve.protocols.http import (
     request_id_of,
     send_reply,
 )
+from localserve.tracing import Traced
 
 log = logging.getLogger("localserve")
 HIDDEN_HEADERS = {"authorization", "proxy-authorization"}  # handlers never see them (docs/reference/handlers.md)
@@ -207,6 +209,8 @@ class AsyncJobs:
             "query_params": dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
             "headers": {k: v for k, v in headers.items() if k not in HIDDEN_HEADERS},
         }
+        if self.engine.tracer is not None:  # the job's run continues the trace of this submit
+            meta["trace"] = self.engine.tracer.carrier()
         job_id = new_job_id()
         try:
             await asyncio.to_thread(store.submit, job_id, body, meta, time.time())
@@ -284,3 +288,7 @@ class _JobRoute:
 
     def render(self, error: LocalServeError) -> Reply:
         return render_error(error, self.request_id, api=self.api, hide_errors=self.jobs.hide_errors)
+
+    def traced(self) -> Traced:
+        submit = self.method == "POST" and self.path in self.jobs.submit_paths
+        return http_traced(self.scope, f"{self.method} {self.path if submit else f'/{self.api}/{{id}}'}")

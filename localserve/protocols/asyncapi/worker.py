@@ -20,6 +20,7 @@ from localserve.errors import LocalServeError
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 from localserve.protocols.asyncapi.store import Job, JobStore, StoreError, worker_id, worker_is_dead
+from localserve.tracing import Traced
 
 log = logging.getLogger("localserve")
 
@@ -55,6 +56,12 @@ class JobExchange:
     def render(self, error: LocalServeError) -> Reply:
         self.failure = error
         return Reply(status=error.status_code)
+
+    def traced(self) -> Traced:
+        """In the trace of the job's submit: its context was stored with the job."""
+        carrier = self.job.meta.get("trace") or {}
+        attributes = {"localserve.job.id": self.job.id, "localserve.job.attempt": self.job.attempts}
+        return Traced(carrier, f"RUN {self.path.rpartition('/')[0]}", attributes)
 
 
 def job_request(job: Job, path: str) -> Request:

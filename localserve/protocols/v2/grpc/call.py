@@ -13,6 +13,8 @@ from localserve.errors import LocalServeError
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
 from localserve.protocols.http import request_id_of
+from localserve.protocols.v2.grpc.status import CODES, code_of
+from localserve.tracing import Traced, carrier_of
 
 Context = grpc.aio.ServicerContext[Any, Any]
 REQUEST_ID = "x-request-id"  # the metadata key of a call's request id (kept when given, else made)
@@ -27,7 +29,7 @@ class GrpcExchange:
     the engine's, the answer's bytes left in the Reply for the RPC to return, an error kept for it to abort with
     (after the engine has recorded the call, so that a client reading the status finds it counted)."""
 
-    __slots__ = ("_receive", "client", "context", "failure", "request_id")
+    __slots__ = ("_receive", "client", "context", "failure", "model", "request_id")
 
     method = "POST"
     path = INFER_PATH
@@ -35,9 +37,14 @@ class GrpcExchange:
     tracked = False  # V2 feeds the model directly: no prediction for the tracker
 
     def __init__(
-        self, context: Context, request_id: str, receive: Callable[[], Awaitable[tuple[Request, Stages]]]
+        self,
+        context: Context,
+        request_id: str,
+        receive: Callable[[], Awaitable[tuple[Request, Stages]]],
+        model: tuple[str, str] = ("", ""),
     ) -> None:
         self.context = context
+        self.model = model  # the name and version the call names
         self.request_id = request_id
         self._receive = receive
         self.client = GrpcClient(context)
@@ -57,6 +64,23 @@ class GrpcExchange:
     def render(self, error: LocalServeError) -> Reply:
         self.failure = error
         return Reply(status=error.status_code)
+
+    def traced(self) -> Traced:
+        attributes = {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": "ModelInfer"}
+        attributes["localserve.model"], attributes["localserve.model.version"] = self.model
+        carrier = carrier_of(self.context.invocation_metadata() or ())
+        return Traced(carrier, f"{SERVICE}/ModelInfer", attributes, answered)
+
+
+def answered(status: int, error: BaseException | None) -> dict[str, int]:
+    """The gRPC status code of an answer, as its span's ``rpc.grpc.status_code`` (what ``render_status`` sends)."""
+    if isinstance(error, LocalServeError):
+        code = code_of(error)
+    elif status < 400:
+        code = grpc.StatusCode.OK
+    else:
+        code = CODES.get(status, grpc.StatusCode.INTERNAL if status >= 500 else grpc.StatusCode.INVALID_ARGUMENT)
+    return {"rpc.grpc.status_code": code.value[0]}
 
 
 class GrpcClient:

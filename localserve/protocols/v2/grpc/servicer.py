@@ -182,7 +182,8 @@ class Servicer:
         except LocalServeError as exc:  # no API to count it under: its access line alone
             self.engine.unrouted("POST", INFER_PATH, exc.status_code, time.perf_counter() - start, request_id)
             await self._abort(context, exc, request_id)
-        call = GrpcExchange(context, request_id, functools.partial(self._receive, name, version, data, request_id))
+        receive = functools.partial(self._receive, name, version, data, request_id)
+        call = GrpcExchange(context, request_id, receive, (name, version))
         reply = await self.engine.submit(rt, call)
         if call.failure is not None:
             await self._abort(context, call.failure, request_id, api=name)
