@@ -32,7 +32,7 @@ SEGMENTS = [
     ("A  loop: bytes in -> job queued", "in", "submit", 0),
     ("A1   uvicorn parses the head (our limits), the task made", "in", "hdrs", 0),
     ("A2   the body parsed; the task starts: App.__call__", "hdrs", "app", 0),
-    ("A3   routed to HttpDoor.serve (counted begins)", "app", "door", 0),
+    ("A3   routed to Engine.submit (counted begins)", "app", "door", 0),
     ("A4   admitted, the body read", "door", "body", 0),
     ("A5   the Request made, Lifecycle.run", "body", "run", 0),
     ("A6   the Job made and queued", "run", "submit", 0),
@@ -88,7 +88,7 @@ def install() -> None:
     import localserve.engine.core as core
     import localserve.engine.jobqueue as jobqueue
     import localserve.engine.lifecycle as lifecycle
-    import localserve.protocols.http as http
+    import localserve.protocols.door as door
     import localserve.server.app as app
     import localserve.server.connection.protocol as protocol
 
@@ -112,8 +112,8 @@ def install() -> None:
         await called(self, scope, receive, send)
 
     app.App.__call__ = app_call  # type: ignore[method-assign]
-    http.HttpDoor.serve = _before("door", http.HttpDoor.serve)  # type: ignore[method-assign]
-    http.read_body = _after_awaited("body", http.read_body)
+    core.Engine.submit = _before("door", core.Engine.submit)  # type: ignore[method-assign]
+    door.read_body = _after_awaited("body", door.read_body)
     lifecycle.Lifecycle.run = _before("run", lifecycle.Lifecycle.run)  # type: ignore[method-assign]
     submit = jobqueue.JobQueue.submit
 
@@ -140,7 +140,7 @@ def install() -> None:
 
     answers._write_from_thread = written
     answers.settle = _before("settle", answers.settle)
-    core.Engine.ended = _after("end", core.Engine.ended)  # type: ignore[method-assign]
+    core.Engine._record = _after("end", core.Engine._record)  # type: ignore[method-assign]
 
 
 def report() -> list[str]:

@@ -57,18 +57,16 @@ def decode_payload(content_type: str | None, body: bytes) -> Any:
 
 
 def decode_json_sample(content_type: str | None, body: bytes, api: str) -> Any:
-    """The sample of a ``kind: api`` request handler: the body as JSON (Cortex 0.8-0.11 parsed it so; msgpack, the
-    same values smaller, is taken too), refused before user code runs when it is empty or comes as something else
-    (curl's default form encoding)."""
+    """The sample of a ``kind: api`` request handler. JSON (as Cortex 0.8-0.11 parsed it) and msgpack are decoded,
+    a multipart form is parsed and any other body (an image, ``application/octet-stream``) is its bytes, as for
+    every payload; a body that came as a URL-encoded form or as text, which no JSON sample is, is refused before
+    user code runs (curl's ``-d`` sends a JSON file as a form), and so is an empty one."""
     media = (content_type or "").partition(";")[0].strip().lower()
-    if media in MSGPACK_TYPES:
-        return _msgpack(body)
-    is_json = media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
-    if media and not is_json:
+    if media == FORM or media.startswith("text/"):
         hint = " (curl -d sends that: add -H 'Content-Type: application/json')" if media == FORM else ""
         raise UnsupportedMediaType(
             f"API {api!r} reads a JSON sample, but the body came with Content-Type: {content_type}{hint}; "
-            "send JSON with Content-Type: application/json."
+            "send JSON with Content-Type: application/json (or the bytes with their own type, such as image/jpeg)."
         )
     came = f"Content-Type: {content_type}" if media else "no Content-Type"
     if not body.strip():
@@ -76,6 +74,8 @@ def decode_json_sample(content_type: str | None, body: bytes, api: str) -> Any:
             f"API {api!r} reads a JSON sample, but the body is empty (it came with {came}); "
             "send JSON with Content-Type: application/json."
         )
+    if media and media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        return decode_payload(content_type, body)  # msgpack, a multipart form, or the bytes of an image
     try:
         return loads_json(body)
     except RequestError as exc:

@@ -160,14 +160,14 @@ SAMPLE = (EXAMPLES / "iris_onnx" / "sample.json").read_bytes()
             415,
             "API 'iris' reads a JSON sample, but the body came with Content-Type: application/x-www-form-urlencoded "
             "(curl -d sends that: add -H 'Content-Type: application/json'); send JSON with Content-Type: "
-            "application/json.",
+            "application/json (or the bytes with their own type, such as image/jpeg).",
         ),
         (
             {"content-type": "text/plain; charset=utf-8"},
             SAMPLE,
             415,
             "API 'iris' reads a JSON sample, but the body came with Content-Type: text/plain; charset=utf-8; send JSON "
-            "with Content-Type: application/json.",
+            "with Content-Type: application/json (or the bytes with their own type, such as image/jpeg).",
         ),
         (
             {},
@@ -193,8 +193,9 @@ SAMPLE = (EXAMPLES / "iris_onnx" / "sample.json").read_bytes()
     ],
 )
 def test_a_body_that_is_not_json_is_refused_before_user_code(headers, body, status, error, caplog) -> None:
-    """A request handler's sample is the body parsed as JSON (Cortex 0.8-0.11): anything else is the client's 4xx,
-    naming the Content-Type it came with and the one to send, and pre_inference never runs on it."""
+    """A request handler's sample is the body parsed as JSON (Cortex 0.8-0.11), or the bytes of a binary body (an
+    image): a form, text or nothing is the client's 4xx, naming the Content-Type it came with and the one to send,
+    and pre_inference never runs on it."""
     with localserve.testing.client(EXAMPLES / "iris_onnx") as client:
         response = client.post("/iris", content=body, headers=headers)
         assert (response.status_code, response.json()["error"]) == (status, error)
