@@ -243,7 +243,7 @@ class Engine:
     def freeze_heap() -> None:
         """Collect once, then leave what loading made out of later collections (``gc.freeze``), and collect the
         youngest generation every ``GEN0_THRESHOLD`` allocations: with requests in flight the default 700 paused
-        the loop every few dozen requests (benchmarks/README.md, "The garbage collector")."""
+        the loop every few dozen requests (benchmarks/README.md, "sixth pass")."""
         gc.collect()
         gc.freeze()
         gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])

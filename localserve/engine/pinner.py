@@ -66,7 +66,7 @@ class Pinner:
     def decide(self, api: str, seconds: float) -> None:
         """Pin by default once every API's requests take under ``PIN_BELOW`` of CPU on their thread: pinning saves
         the hand-over between two threads on one core and loses the overlap of GIL-free work (benchmarks/README.md,
-        "Pinning")."""
+        "third pass" and "fourteenth pass")."""
         self.request_cpu[api] = seconds
         if len(self.request_cpu) < len(self.apis):
             return
