@@ -87,7 +87,7 @@ class Engine:
         if counted is not None and rt.write_in_flight:
             counted.in_flight.inc()
         reply = None
-        status = 499  # the client left (ClientGone), or the call was cancelled (gRPC's client, a stop)
+        status = 500  # a bug of ours escaped: the server answers it (uvicorn's 500, grpc's UNKNOWN)
         span = None if self.tracer is None else self._trace(rt, exchange, start)
         try:
             lifecycle = rt.lifecycle
@@ -125,8 +125,12 @@ class Engine:
                 lifecycle.after_reply(reply, exchange.request_id, span)
             status = reply.status
             return reply
-        except ClientGone:
+        except ClientGone:  # it left while its body came in, or before its answer went out
+            status = 499
             return Reply(status=499)
+        except asyncio.CancelledError:  # gRPC's client cancelled or its deadline passed, or the server stopped
+            status = 499
+            raise
         finally:
             self._record(rt, exchange, status, time.perf_counter() - start, reply, span)
 
