@@ -57,12 +57,23 @@ def outside(requests: list[str], url: str) -> list[str]:
 
 def search(page: Any, words: str) -> list[str]:
     """Type ``words`` into the search box and return the titles of the results."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     box = page.locator("input.md-search__input")
     if not box.is_visible():  # the phone layout hides the box behind its icon
         page.locator('label.md-header__button[for="__search"]').click()
-    box.fill(words)
+    # A query typed while the search worker still loads its index is not run again once it is ready (on a loaded
+    # machine that takes seconds): type it again until the results come, up to two minutes in all.
     results = page.locator(".md-search-result__item")
-    results.first.wait_for()
+    for _ in range(24):
+        box.fill("")
+        box.press_sequentially(words)
+        try:
+            results.first.wait_for(timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            continue
+    results.first.wait_for(timeout=5_000)
     return [
         text.strip()
         for text in page.locator(".md-search-result__item h1, .md-search-result__item h2").all_inner_texts()
