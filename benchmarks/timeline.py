@@ -145,6 +145,10 @@ def install() -> None:
 
 def report() -> list[str]:
     """Lines: each segment's p50, p90 and p99 over the requests noted whole, in µs."""
+    if NOTES["in"]:  # a request whose bytes came before the probes were on has no "in": its other notes go too
+        for probe in PROBES[1:]:
+            while NOTES[probe] and NOTES[probe][0] < NOTES["in"][0]:
+                NOTES[probe].pop(0)
     counts = {probe: len(notes) for probe, notes in NOTES.items()}
     n = min(counts.values()) - 1  # the last request may be cut off by the end of the load
     out_of_order = sum(
