@@ -108,12 +108,13 @@ def generate(args: argparse.Namespace, port: int, launch: Launch, concurrency: i
 
 def measure_server(args: argparse.Namespace, spec: ServerSpec, model: BenchModel, workdir: Path) -> dict:
     name = spec.name
-    reason = unavailable(name, args.localserve_path)
+    root = spec.root or args.localserve_path
+    reason = unavailable(name, root)
     if reason:
         log(f"{model.name}/{name}: skipped: {reason}")
         return {"skipped": reason}
     port = free_port()
-    launch = spec.launch(model, port, workdir, args.localserve_path)
+    launch = spec.launch(model, port, workdir, root)
     launch = replace(launch, body=launch.body or model.body, content_type=launch.content_type or model.content_type)
     if name.startswith("localserve"):
         launch = replace(launch, cmd=[*launch.cmd, *args.localserve_args])
@@ -175,7 +176,8 @@ def measure_rounds(
     args: argparse.Namespace, specs: list[ServerSpec], model: BenchModel, workdir: Path, rounds: int
 ) -> dict[str, dict]:
     """Every server ``rounds`` times, the order reversed every other round; medians per server."""
-    compile_checkout(args.localserve_path)
+    for root in {args.localserve_path, *(spec.root for spec in specs if spec.root is not None)}:
+        compile_checkout(root)
     runs: dict[str, list[dict]] = {spec.name: [] for spec in specs}
     for i in range(rounds):
         for spec in specs if i % 2 == 0 else reversed(specs):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servers import SERVERS
+from servers import BASE, SERVERS
 
 
 def _num(value: float | None, digits: int = 0) -> str:
@@ -66,6 +66,34 @@ def thread_lines(servers: dict) -> list[str]:
     return ["", *lines] if lines else []
 
 
+# The ratios the performance goals are stated in (benchmarks/README.md), and the baseline's (--baseline-path).
+GOALS = [
+    ("localserve", "starlette-thread"),
+    ("localserve", "starlette"),
+    ("localserve-batched", "localserve"),
+    ("localserve-batched", "floor"),
+    ("localserve", "localserve" + BASE),
+    ("localserve-batched", "localserve-batched" + BASE),
+    ("localserve-v2", "localserve-v2" + BASE),
+    ("localserve-v2-batched", "localserve-v2-batched" + BASE),
+]
+
+
+def goal_lines(servers: dict) -> list[str]:
+    """One line per goal whose two servers ran: the first's req/s over the second's at each concurrency."""
+    lines = []
+    for name, base in GOALS:
+        parts = []
+        for cell in servers.get(name, {}).get("cells", []):
+            c = cell["concurrency"]
+            ratio = _ratio(_clean_rps(cell), _peer_rps(servers, base, c))
+            if ratio != "-":
+                parts.append(f"c={c} {ratio}x")
+        if parts:
+            lines.append(f"{name} / {base} (req/s): {', '.join(parts)}")
+    return ["", *lines] if lines else []
+
+
 PEERS = ("litserve", "mlserver", "bentoml", "ray")  # name prefixes of the other servers
 
 
@@ -74,7 +102,7 @@ def best_peer_lines(servers: dict) -> list[str]:
     peers = {n: d for n, d in servers.items() if n.startswith(PEERS) and "cells" in d}
     lines = []
     for name, data in servers.items():
-        if not name.startswith("localserve") or "cells" not in data or not peers:
+        if not name.startswith("localserve") or name.endswith(BASE) or "cells" not in data or not peers:
             continue
         parts = []
         for cell in data["cells"]:
@@ -103,7 +131,7 @@ def format_model(name: str, result: dict) -> str:
     for server, data in servers.items():
         if "cells" not in data:
             continue
-        peer = "litserve-batched" if SERVERS[server].batched else "litserve"
+        peer = "litserve-batched" if SERVERS[server.removesuffix(BASE)].batched else "litserve"
         for cell in data["cells"]:
             c = cell["concurrency"]
             rows.append(
@@ -118,6 +146,7 @@ def format_model(name: str, result: dict) -> str:
     if rows:
         lines += ["", header, "-" * len(header), *rows]
     lines += thread_lines(servers)
+    lines += goal_lines(servers)
     lines += best_peer_lines(servers)
     lines += ["", *format_footer(servers)]
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from measure import add_common_args, check_common_args, csv, log, measure_rounds
 from onnx_models import BUILDERS, build_models
 from raw import run_raw
 from report import format_report
-from servers import SERVERS
+from servers import SERVERS, baseline
 
 DEFAULT_SERVERS = ["raw", "starlette", "litserve", "litserve-batched", "localserve", "localserve-batched"]
 
@@ -35,6 +35,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=csv,
         default=DEFAULT_SERVERS,
         help=f"of raw,{','.join(SERVERS)}, or all (default: {','.join(DEFAULT_SERVERS)})",
+    )
+    parser.add_argument(
+        "--baseline-path",
+        type=Path,
+        help="another checkout (a worktree at the commit before a change): each localserve row is measured from it "
+        "too, as <name>@base, alternated with this one's, and the report gives the ratios",
     )
     args = parser.parse_args(argv)
     check_common_args(parser, args)
@@ -60,6 +66,7 @@ def run(args: argparse.Namespace) -> dict:
             "python": platform.python_version(),
             "localserve_path": str(args.localserve_path),
             "localserve_args": args.localserve_args,
+            "baseline_path": None if args.baseline_path is None else str(args.baseline_path),
             "rounds": args.rounds,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "loadavg_start": os.getloadavg(),
@@ -78,7 +85,12 @@ def run(args: argparse.Namespace) -> dict:
                     result["raw"] = run_raw(model.path, model.input_shape, args.duration / 2)
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
                     result["raw_error"] = str(exc)
-            specs = [SERVERS[s] for s in args.servers if s != "raw"]
+            specs = []
+            for name in args.servers:
+                if name != "raw":
+                    specs.append(SERVERS[name])
+                    if args.baseline_path is not None and name.startswith("localserve"):
+                        specs.append(baseline(SERVERS[name], args.baseline_path.resolve()))
             result["servers"] = measure_rounds(args, specs, model, workdir, args.rounds)
     results["meta"]["loadavg_end"] = os.getloadavg()
     return results

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from onnx_models import BenchModel
@@ -52,6 +52,7 @@ class ServerSpec:
     batched: bool
     launch: Callable[[BenchModel, int, Path, Path], Launch]  # (model, port, workdir, localserve_root)
     check: Callable[[], str | None] | None = None  # why it cannot run here, or None (the peers' venvs)
+    root: Path | None = None  # the localserve checkout it serves from (None: --localserve-path)
 
 
 def _floor(model: BenchModel, port: int, workdir: Path, root: Path) -> Launch:
@@ -112,6 +113,14 @@ SERVERS: dict[str, ServerSpec] = {
 }
 
 
+BASE = "@base"  # the suffix of a localserve row served from --baseline-path
+
+
+def baseline(spec: ServerSpec, root: Path) -> ServerSpec:
+    """``spec`` served from the checkout at ``root``: the same row, named ``<name>@base``."""
+    return replace(spec, name=spec.name + BASE, description=f"{spec.description}, from {root}", root=root)
+
+
 def localserve_env(root: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(root), env.get("PYTHONPATH", "")] if p)
@@ -139,7 +148,7 @@ def _serve_help(root: Path) -> str:
 
 def unavailable(name: str, root: Path) -> str | None:
     """Why a server cannot run here, or None when it can."""
-    spec = SERVERS.get(name)
+    spec = SERVERS.get(name.removesuffix(BASE))
     if spec is not None and spec.check is not None:
         return spec.check()
     if name.startswith("litserve"):

@@ -141,6 +141,27 @@ def test_a_row_with_non_2xx_answers_has_no_ratios_and_none_against_it() -> None:
     assert "localserve-batched c=128 >= 2,800 req/s with p99 <= 100 ms: 9,000 req/s, p99 2.0 ms: NOT met" in text
 
 
+def test_run_report_gives_the_goal_ratios_and_the_baseline_s() -> None:
+    from report import format_model
+
+    servers = {
+        "floor": {"cells": [_cell(1, 5000.0), _cell(64, 10000.0)]},
+        "starlette-thread": {"cells": [_cell(1, 2000.0), _cell(64, 4000.0)]},
+        "localserve": {"cells": [_cell(1, 2100.0), _cell(64, 8000.0)]},
+        "localserve@base": {"cells": [_cell(1, 2000.0), _cell(64, 8000.0, non2xx=3)]},
+        "localserve-batched": {"cells": [_cell(1, 1995.0), _cell(64, 9000.0)]},
+    }
+
+    text = format_model("iris", {"servers": servers})
+
+    assert "localserve / starlette-thread (req/s): c=1 1.05x, c=64 2.00x\n" in text
+    assert "localserve-batched / localserve (req/s): c=1 0.95x, c=64 1.12x\n" in text
+    assert "localserve-batched / floor (req/s): c=1 0.40x, c=64 0.90x\n" in text
+    assert "localserve / localserve@base (req/s): c=1 1.05x\n" in text  # its c=64 had 503s: no ratio
+    assert "localserve / starlette (req/s)" not in text  # the inline app did not run
+    assert re.search(r"^localserve@base\s+1\s+2,000\s", text, re.M), text
+
+
 @pytest.mark.slow
 def test_pipeline_workload_prints_the_threads_ratio(tmp_path: Path) -> None:
     pytest.importorskip("onnx")
