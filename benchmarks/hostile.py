@@ -1,4 +1,4 @@
-"""`/healthz` latency and server RSS during the hostile clients of issue 32 (items 1, 3, 4 and 5).
+"""`/healthz` latency and server RSS during hostile clients: an endless trailer, gzip bombs, oversized outputs, unread answers.
 
 Each attack runs against a fresh ``localserve serve`` of the checkout given (``--localserve-path``,
 default this one), while a probe asks ``/healthz`` every 0.1 s and reads the server's RSS:

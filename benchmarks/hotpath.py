@@ -87,7 +87,7 @@ def main() -> int:
     if opts.timeline:
         timeline.install()
     captured: list[Any] = []
-    try:  # the Runner builds the App (issue 28); before it, the supervisor called create_app
+    try:  # the Runner builds the App; in older checkouts the supervisor called create_app
         import localserve.server.runner as where
 
         name = "App"
