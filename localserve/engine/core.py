@@ -28,7 +28,7 @@ from localserve.engine.leftovers import Leftovers, join_all
 from localserve.engine.memory import hold_thresholds, keep_freed_memory, trim_heap
 from localserve.engine.pinner import Pinner
 from localserve.engine.pinning import thread_ids
-from localserve.engine.ports import Exchange
+from localserve.engine.ports import Exchange, Stages
 from localserve.engine.traces import end_span
 from localserve.errors import ClientGone, LocalServeError
 from localserve.logs import access_log
@@ -87,6 +87,7 @@ class Engine:
         if counted is not None and rt.write_in_flight:
             counted.in_flight.inc()
         reply = None
+        stages: Stages | None = None  # a protocol's own (V2's): the rows and model version it ran, for the records
         status = 500  # a bug of ours escaped: the server answers it (uvicorn's 500, grpc's UNKNOWN)
         span = None if self.tracer is None else self._trace(rt, exchange, start)
         try:
@@ -132,7 +133,7 @@ class Engine:
             status = 499
             raise
         finally:
-            self._record(rt, exchange, status, time.perf_counter() - start, reply, span)
+            self._record(rt, exchange, status, time.perf_counter() - start, reply, span, stages)
 
     def _record(
         self,
@@ -142,6 +143,7 @@ class Engine:
         seconds: float,
         reply: Reply | None,
         span: RequestSpan | None = None,
+        stages: Stages | None = None,
     ) -> None:
         rt.in_flight -= 1
         trace = exemplar = None
@@ -155,6 +157,8 @@ class Engine:
             if rt.write_in_flight:
                 counted.in_flight.dec()
             self.figures.count(counted, status, seconds, exemplar)
+            if 200 <= status < 300:  # its rows right after its success: Triton's inference_count never leads
+                counted.rows.observe() if stages is None else counted.rows.observe(stages.rows, stages.ran)
         if self.access_log:
             access_log(exchange.method, exchange.path, rt.api.name, status, seconds, exchange.request_id, trace)
         if exchange.tracked and reply is not None and rt.api.tracker is not None and 200 <= status < 300:

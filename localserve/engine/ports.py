@@ -24,7 +24,13 @@ class Stages(Protocol):
 
     For a protocol that feeds the model directly (the Open Inference Protocol: no pre_inference),
     ``prepare`` turns the request into the model's feed and ``finish`` the model's output into the Reply.
+    Once prepared, ``rows`` and ``ran`` say what the engine counts when it is answered 2xx: its inferences
+    (the batch dimension of its tensors, else 1) and the model version of a multi-model API that ran it
+    (``(model, version)``, else None).
     """
+
+    rows: int
+    ran: tuple[str, str] | None
 
     def prepare(self, request: Request) -> Any:
         """The model's feed for ``request``."""

@@ -8,8 +8,8 @@ Example::
     body, headers = metrics.render(accept="application/openmetrics-text", accept_encoding="gzip")
 
 Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (public API only), but for
-those every request adds to in a lone process: the request counter, the duration, stage and batch-size
-histograms and the phases are added up in plain numbers and collected at scrape time (``tallies.py``,
+those every request adds to in a lone process: the request counter, the duration, stage, batch-size and
+rows histograms and the phases are added up in plain numbers and collected at scrape time (``tallies.py``,
 ``phases.py``) as the same families. With replicas, prometheus_client's multiprocess mode adds them up:
 the supervisor makes one fresh folder per serve and sets ``PROMETHEUS_MULTIPROC_DIR`` in each replica's
 environment as it spawns it (prometheus_client reads it on import); ``Metrics(directory=...)`` then reads
@@ -34,6 +34,7 @@ from prometheus_client import (
 from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.metrics_core import Metric
 
+from localserve.metrics.buckets import BATCH_BUCKETS, DURATION_BUCKETS
 from localserve.metrics.exposition import ReplicaProcesses, expose
 from localserve.metrics.figures import ApiFigures, Distribution, read_figures
 from localserve.metrics.folder import MULTIPROC_ENV, check_multiprocess_dir, mark_process_dead, prepare_metrics_dir
@@ -53,6 +54,7 @@ from localserve.metrics.names import (
     TRACKER_VALUE,
 )
 from localserve.metrics.phases import PHASES, Phases
+from localserve.metrics.rows import RequestRows
 from localserve.metrics.tallies import TalliedCounters, TalliedHistograms, TallyCounter, TallyHistogram
 from localserve.metrics.tracker import REGRESSION_BOUNDS
 from localserve.metrics.user import USER_BUCKETS, USER_PREFIX, MetricsClient, UserMetrics
@@ -78,11 +80,6 @@ __all__ = [
 ]
 
 STAGES = ("pre_inference", "inference", "post_inference", "handler", "predict", "post_predict", "load_model")
-DURATION_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-)  # fmt: skip
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 # No `*_created` series: they double the page, Prometheus ignores them and prometheus_client cannot add them
 # up across replicas. This is prometheus_client's switch for the whole process, user code's metrics included.
@@ -92,7 +89,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 class ApiMetrics:
     """The prometheus_client children of one API, made once: a request pays no ``labels()`` look-up."""
 
-    __slots__ = ("batch_size", "codes", "duration", "in_flight", "model_load", "name", "queue_depth", "stages")
+    __slots__ = ("batch_size", "codes", "duration", "in_flight", "model_load", "name", "queue_depth", "rows", "stages")
 
     def __init__(self, metrics: Metrics, name: str) -> None:
         self.name = name
@@ -101,6 +98,7 @@ class ApiMetrics:
         self.duration = metrics.duration.labels(name)
         self.batch_size = metrics.batch_size.labels(name)
         self.model_load = metrics.model_load.labels(name)
+        self.rows = metrics.rows.of(name)  # the engine's, with each success (Triton's inference_count)
         self.codes: dict[int, Counter | TallyCounter] = {}
         self.stages: dict[str, Histogram | TallyHistogram] = {}
 
@@ -115,6 +113,7 @@ class Metrics:
     def __init__(self, apis: Iterable[str] = (), *, directory: str | None = None) -> None:
         self.directory = directory
         self.registry = registry = CollectorRegistry()
+        self.rows = RequestRows(self._histogram)  # before the request counter: collected before it
         self.requests = self._counter(REQUESTS, "Requests answered, by status code.", ["api", "code"])
         self.duration = self._histogram(
             DURATION, "Time from request received to response ready.", ["api"], DURATION_BUCKETS

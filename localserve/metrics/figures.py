@@ -30,6 +30,7 @@ from localserve.metrics.names import (
     PHASE,
     QUEUE_DEPTH,
     REQUESTS,
+    ROWS,
     STAGE,
     TRACKER_CLASS,
     TRACKER_MAX,
@@ -50,12 +51,14 @@ class Distribution:
 
 @dataclass
 class VersionFigures:
-    """One model version of a multi-model API: loads, evictions by reason, load and call times."""
+    """One model version of a multi-model API: loads, evictions by reason, load and call times, and the rows of the
+    requests answered 2xx that named it (V2's)."""
 
     loads: float = 0.0
     evictions: dict[str, float] = field(default_factory=dict)
     load_time: Distribution = field(default_factory=Distribution)
     latency: Distribution = field(default_factory=Distribution)
+    rows: Distribution = field(default_factory=Distribution)  # count: those requests; sum: their rows
 
 
 @dataclass
@@ -68,6 +71,7 @@ class ApiFigures:
     model_load: float = 0.0  # seconds
     latency: Distribution = field(default_factory=Distribution)  # request durations, seconds
     batch_size: Distribution = field(default_factory=Distribution)  # samples per model call
+    rows: Distribution = field(default_factory=Distribution)  # per request answered 2xx (none of a model version's)
     stages: dict[str, Distribution] = field(default_factory=dict)  # pre_inference, inference, ...: seconds
     phases: dict[str, Distribution] = field(default_factory=dict)  # queue, prepare, model, finish: seconds
     classes: dict[str, float] = field(default_factory=dict)  # the tracker's classes (classification)
@@ -103,10 +107,12 @@ def read_figures(families: Iterable[Metric]) -> dict[str, ApiFigures]:
         for distribution in (
             figures.latency,
             figures.batch_size,
+            figures.rows,
             figures.values,
             *figures.stages.values(),
             *(v.latency for v in versions),
             *(v.load_time for v in versions),
+            *(v.rows for v in versions),
         ):
             distribution.buckets.sort()
     return apis
@@ -183,12 +189,18 @@ def _model_distribution(attribute: str) -> Callable[[ApiFigures, str, dict[str, 
     return read
 
 
+def _rows(figures: ApiFigures, suffix: str, labels: dict[str, str], value: float) -> None:
+    target = figures.rows if not labels.get("model") else _version(figures, labels).rows
+    _add(target, suffix, labels, value)
+
+
 # Family name → how its samples are read (the sample name's suffix after the family's name: "_total",
 # "_bucket", "_count", "_sum", or "" for a gauge).
 _READ: dict[str, Callable[[ApiFigures, str, dict[str, str], float], None]] = {
     REQUESTS: _requests,
     DURATION: _distribution("latency"),
     BATCH_SIZE: _distribution("batch_size"),
+    ROWS: _rows,
     STAGE: _labelled("stages", "stage"),
     PHASE: _labelled("phases", "phase"),
     IN_FLIGHT: _value("in_flight"),

@@ -9,6 +9,7 @@ PHASE = "localserve_request_phase_seconds"
 IN_FLIGHT = "localserve_requests_in_flight"
 QUEUE_DEPTH = "localserve_queue_depth"
 BATCH_SIZE = "localserve_batch_size"
+ROWS = "localserve_request_rows"  # labelled api, model, version (a multi-model API's model version, else "")
 MODEL_LOAD = "localserve_model_load_seconds"
 TRACKER_CLASS = "localserve_tracker_class"
 TRACKER_VALUE = "localserve_tracker_value"

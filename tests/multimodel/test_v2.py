@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tritonclient.http as triton
 
-from tests.conftest import triton_http, wait_until
+from tests.conftest import free_port, triton_http, wait_until
 from tests.multimodel.helpers import ONNX_PREDICTOR, X, expected, models_dir, project_yaml
 from tests.test_e2e import server
 
@@ -148,8 +148,6 @@ def test_tritonclient_reaches_one_model_of_a_real_server(make_project) -> None:
 def test_tritonclient_grpc_reaches_one_model(make_project) -> None:
     import tritonclient.grpc as triton_grpc
 
-    from tests.conftest import free_port
-
     project = make_project({"cortex.yaml": project_yaml("      dir: models\n"), "predictor.py": ONNX_PREDICTOR})
     models_dir(project / "models", {"a": [1, 2]})
     port = free_port()
@@ -230,3 +228,49 @@ def test_a_corrupt_version_is_a_503_naming_no_server_path_and_a_link_out_of_its_
     assert caplog.text.count("model 'a' version 2 does not load: Cannot load ONNX model") == 1  # tried once
     assert caplog.text.count("version 7 is a link to") == 1
     assert "to api None" not in caplog.text
+
+
+def test_statistics_have_an_entry_per_version_with_what_ran_it_over_rest_and_grpc(serve, make_project) -> None:
+    """Triton's *Statistics Extension*: an entry per model version, named by its version; each counts the V2
+    requests that ran that version (their rows: inference_count) and its model calls (execution_count)."""
+    import tritonclient.grpc as triton_grpc
+
+    from localserve.config.options import ServeOptions
+
+    project = make_project({"cortex.yaml": project_yaml("      dir: models\n"), "predictor.py": ONNX_PREDICTOR})
+    models_dir(project / "models", {"a": [1, 2], "b": [3]})
+    port = free_port()
+    with serve(project, ServeOptions(grpc_port=port)) as client:
+        for path, rows, ran in (
+            ("/v2/models/multi.a/versions/1/infer", 2, "1"),
+            ("/v2/models/multi.a/infer", 1, "2"),
+            ("/v2/models/multi.a/versions/latest/infer", 3, "2"),
+        ):
+            body = {"inputs": [{"name": "x", "shape": [rows, 4], "datatype": "FP32", "data": X[0] * rows}]}
+            answer = client.post(path, json=body)
+            assert (answer.status_code, answer.json()["model_version"]) == (200, ran), path
+        native = client.post("/multi?model=a", json=X)  # counted under the API; a call of version 2
+        assert native.json() == {"logits": expected("a", 2)}
+        grpc = triton_grpc.InferenceServerClient(f"127.0.0.1:{port}")
+        try:
+            given = triton_grpc.InferInput("x", [1, 4], "FP32")
+            given.set_data_from_numpy(np.array(X, dtype=np.float32))
+            assert grpc.infer("multi.a", [given], model_version="1").get_response().model_version == "1"
+            every = grpc.get_inference_statistics().model_stats
+            one = grpc.get_inference_statistics("multi.a", "1").model_stats
+        finally:
+            grpc.close()
+
+        def figures(entry: dict) -> tuple[str, str, int, int, int]:
+            success = entry["inference_stats"]["success"]["count"]
+            return entry["name"], entry["version"], success, entry["inference_count"], entry["execution_count"]
+
+        expected_entries = [("multi.a", "1", 2, 3, 2), ("multi.a", "2", 2, 4, 3), ("multi.b", "3", 0, 0, 0)]
+        assert [figures(e) for e in client.get("/v2/models/stats").json()["model_stats"]] == expected_entries
+        assert [
+            (e.name, e.version, e.inference_stats.success.count, e.inference_count, e.execution_count) for e in every
+        ] == expected_entries
+        assert [(e.name, e.version, e.inference_count) for e in one] == [("multi.a", "1", 3)]
+        for asked, entry in (("1", expected_entries[0]), ("2", expected_entries[1]), ("latest", expected_entries[1])):
+            stats = client.get(f"/v2/models/multi.a/versions/{asked}/stats").json()["model_stats"]
+            assert [figures(e) for e in stats] == [entry], asked

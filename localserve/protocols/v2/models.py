@@ -95,6 +95,11 @@ class V2Models:
                 entries.append({"name": name, "version": VERSION, "state": "UNAVAILABLE"})
         return entries
 
+    def where(self, name: str) -> tuple[str, str] | None:
+        """Where V2 model ``name``'s figures are: ``(api, model)`` for a model of a multi-model API, else None."""
+        found = self.multi.split(name)
+        return None if found is None else (found[0].api.name, found[2])
+
     def api_of(self, name: str) -> ApiRuntime | None:
         """The API that V2 model ``name`` belongs to (itself, or the multi-model API of ``<api>.<model>``)."""
         rt = self.apis.get(name)

@@ -115,16 +115,12 @@ async def locate(find: Callable[[], tuple[ApiRuntime, V2Model]]) -> tuple[ApiRun
         ) from None
 
 
-def routed(model: V2Model, feed: Any) -> Any:
-    """The feed as the engine runs it: for a model of a multi-model API, tagged with its model version; a batch
-    past the model's ``max_batch_size`` is a 400 (``V2Model.check_rows``)."""
-    model.check_rows(feed)
+def routed(model: V2Model, feed: Any) -> tuple[Any, int, tuple[str, str] | None]:
+    """The feed as the engine runs it (for a model of a multi-model API, tagged with its model version), its rows
+    (``V2Model.check_rows``: a batch past the model's ``max_batch_size`` is a 400) and the model version it runs
+    (``(model, version)`` of a multi-model API, for its answer and its statistics; None for a one-version model)."""
+    rows = model.check_rows(feed)
     if model.route is None:
-        return feed
+        return feed, rows, None
     key, loaded, ran = model.route()
-    return ModelFeed(key, loaded, feed, ran)
-
-
-def version_ran(feed: Any) -> str | None:
-    """The version a routed feed runs (a model of a multi-model API), for its answer; None for a one-version model."""
-    return str(feed.key[1]) if isinstance(feed, ModelFeed) else None
+    return ModelFeed(key, loaded, feed, ran), rows, (key[0], str(key[1]))

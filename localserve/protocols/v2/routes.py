@@ -23,6 +23,7 @@ from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, NotFound
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
+from localserve.metrics import Metrics
 from localserve.protocols.bodies import decode_content
 from localserve.protocols.door import HttpWire
 from localserve.protocols.http import (
@@ -36,8 +37,8 @@ from localserve.protocols.http import (
 from localserve.protocols.v2.binary import HEADER_LENGTH, parse_header_length
 from localserve.protocols.v2.codec import Decoded, decode_request, encode_response
 from localserve.protocols.v2.models import V2Models
-from localserve.protocols.v2.multi import routed, version_ran
-from localserve.protocols.v2.stats import model_stats
+from localserve.protocols.v2.multi import routed
+from localserve.protocols.v2.stats import every_model_stats, model_stats
 from localserve.protocols.v2.tensors import Requested
 from localserve.protocols.v2.view import VERSION, V2Model
 
@@ -155,14 +156,19 @@ class V2Routes:
     async def all_stats(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v2/models/stats: the statistics extension for every V2 model."""
         try:
-            await _send_json(send, 200, {"model_stats": [self._stats(name) for name in self.names()]})
+            metrics = self._metrics()
+            entries = every_model_stats(metrics, [(name, self.models.where(name)) for name in self.names()])
+            await _send_json(send, 200, {"model_stats": entries})
         except LocalServeError as exc:
             await send_error(send, exc, request_id_of(scope), v2=True)
 
-    def _stats(self, name: str, version: str = VERSION) -> dict[str, Any]:
+    def _stats(self, name: str, version: str) -> dict[str, Any]:
+        return model_stats(self._metrics(), name, version, self.models.where(name))
+
+    def _metrics(self) -> Metrics:
         if self.engine.metrics is None:
             raise NotFound("Statistics come from the server's metrics, which are off (--no-metrics).")
-        return model_stats(self.engine.metrics, name, version)
+        return self.engine.metrics
 
     async def _get(self, scope: Scope, send: Send, answer: Callable[[ApiRuntime, V2Model], Any]) -> None:
         try:
@@ -205,21 +211,21 @@ class V2Routes:
 class _Call:
     """One inference request's own stages, run on the API's threads: decode the tensors, encode the outputs."""
 
-    __slots__ = ("decoded", "header_length", "model", "version")
+    __slots__ = ("decoded", "header_length", "model", "ran", "rows")
 
     def __init__(self, model: V2Model, header_length: int | None) -> None:
         self.model = model
         self.header_length = header_length
         self.decoded: Decoded | None = None
-        self.version = VERSION  # the version that runs (a multi-model API's: the one routed to)
+        self.rows = 1  # its inferences, once decoded (Stages.rows)
+        self.ran: tuple[str, str] | None = None  # a multi-model API's model version that runs it (Stages.ran)
 
     def prepare(self, request: Request) -> Any:
         model = self.model
         self.decoded = decode_request(
             request.body, self.header_length, model.inputs, model.outputs, keep_bytes=model.keep_bytes
         )
-        feed = routed(model, self.decoded.feed)
-        self.version = version_ran(feed) or VERSION
+        feed, self.rows, self.ran = routed(model, self.decoded.feed)
         return feed
 
     def finish(self, request: Request, output: Any) -> Reply:
@@ -227,7 +233,9 @@ class _Call:
         assert decoded is not None
         values = output if isinstance(output, dict) else dict(zip(self.model.output_order, output, strict=False))
         chosen: list[tuple[Requested, Any]] = [(wanted, values[wanted.name]) for wanted in decoded.outputs]
-        body, header_length = encode_response(self.model.name, decoded.id, chosen, version=self.version)
+        body, header_length = encode_response(
+            self.model.name, decoded.id, chosen, version=VERSION if self.ran is None else self.ran[1]
+        )
         if header_length is None:
             return Reply(status=200, headers=[(b"content-type", JSON)], body=body)
         headers = [(b"content-type", b"application/octet-stream"), (HEADER_LENGTH, str(header_length).encode())]

@@ -52,17 +52,20 @@ class V2Model:
         """The version a statistics entry names: the one asked for, else (or for ``latest``) the highest."""
         return asked if asked and asked not in LATEST else self.versions[-1]
 
-    def check_rows(self, feed: Mapping[str, Any]) -> None:
-        """A request of more rows than ``max_batch_size`` (what ``/config`` says) is a 400, as Triton refuses it."""
+    def check_rows(self, feed: Mapping[str, Any]) -> int:
+        """The request's inferences: the rows on its first dimension when the model takes a batch (``/config``'s
+        ``max_batch_size`` > 0), else 1, as Triton counts them; more rows than ``max_batch_size`` is a 400, as
+        Triton refuses it."""
         if self.max_batch_size <= 0:
-            return
-        rows = max((len(value) for value in feed.values() if getattr(value, "ndim", 0) > 0), default=0)
+            return 1
+        rows = max((len(value) for value in feed.values() if getattr(value, "ndim", 0) > 0), default=1)
         if rows > self.max_batch_size:
             raise RequestError(
                 f"The request has a batch of {rows} rows, over model {self.name!r}'s max_batch_size of "
                 f"{self.max_batch_size} (its configuration, GET /v2/models/{self.name}/config); send at most "
                 f"{self.max_batch_size} rows per request."
             )
+        return rows
 
     def config(self) -> dict[str, Any]:
         """Triton's model configuration (what perf_analyzer and tritonclient read)."""

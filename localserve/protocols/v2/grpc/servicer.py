@@ -44,8 +44,8 @@ from localserve.protocols.v2.grpc.outputs import encode_response
 from localserve.protocols.v2.grpc.status import details, render_status
 from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
 from localserve.protocols.v2.models import V2Models
-from localserve.protocols.v2.multi import routed, version_ran
-from localserve.protocols.v2.stats import model_stats
+from localserve.protocols.v2.multi import routed
+from localserve.protocols.v2.stats import every_model_stats, model_stats
 from localserve.protocols.v2.view import VERSION, V2Model
 
 log = logging.getLogger("localserve")
@@ -145,10 +145,12 @@ class Servicer:
             metrics = self.engine.metrics
             if metrics is None:
                 raise NotFound("Statistics come from the server's metrics, which are off (--no-metrics).")
+            models = self.models
             if model is None:
-                entries = [model_stats(metrics, name, VERSION) for name in self.models.names()]
+                entries = every_model_stats(metrics, [(name, models.where(name)) for name in models.names()])
             else:
-                entries = [model_stats(metrics, model.name, model.shown_version(request.version))]
+                version = model.shown_version(request.version)
+                entries = [model_stats(metrics, model.name, version, models.where(model.name))]
         except LocalServeError as exc:
             await self._abort(context, exc)
         return json_format.ParseDict({"model_stats": entries}, pb.ModelStatisticsResponse())
@@ -208,14 +210,15 @@ class Servicer:
 class _Infer:
     """One ModelInfer call's own stages, run on the API's threads: parse and decode the message, encode the outputs."""
 
-    __slots__ = ("decoded", "model", "name", "ran", "version")
+    __slots__ = ("decoded", "model", "name", "ran", "rows", "version")
 
     def __init__(self, model: V2Model, name: str, version: str) -> None:
         self.model = model
         self.name = name
         self.version = version
         self.decoded: Decoded | None = None
-        self.ran = VERSION  # the version that runs (a multi-model API's: the one routed to)
+        self.rows = 1  # its inferences, once decoded (Stages.rows)
+        self.ran: tuple[str, str] | None = None  # a multi-model API's model version that runs it (Stages.ran)
 
     def prepare(self, request: Request) -> Any:
         try:
@@ -229,8 +232,7 @@ class _Infer:
             )
         model = self.model
         self.decoded = decode_request(message, model.inputs, model.outputs, keep_bytes=model.keep_bytes)
-        feed = routed(model, self.decoded.feed)
-        self.ran = version_ran(feed) or VERSION
+        feed, self.rows, self.ran = routed(model, self.decoded.feed)
         return feed
 
     def finish(self, request: Request, output: Any) -> Reply:
@@ -239,7 +241,9 @@ class _Infer:
         model = self.model
         values = output if isinstance(output, dict) else dict(zip(model.output_order, output, strict=False))
         chosen = [(name, values[name]) for name in decoded.outputs]
-        response = encode_response(model.name, decoded.id, chosen, raw=decoded.raw, version=self.ran)
+        response = encode_response(
+            model.name, decoded.id, chosen, raw=decoded.raw, version=VERSION if self.ran is None else self.ran[1]
+        )
         return Reply(status=200, body=response.SerializeToString())
 
 
