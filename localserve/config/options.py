@@ -9,15 +9,18 @@ The CLI builds it from the flags (each also a ``LOCALSERVE_*`` variable) and the
 only the environment gives; nothing below the CLI reads the environment for these. A setting
 lives here once: the supervisor hands each replica a copy with its place among them (``replica``,
 ``replicas``, ``metrics_dir``, ``accept_when_loaded``), and the lower layers receive the pieces
-they use (``LoadOptions``, ``EndpointOptions``, a body limit), derived from it when an API is built.
+they use (``ApiOptions``, a body limit), derived from it when an API is built.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["HttpLimits", "ServeOptions", "TraceExport"]
+from localserve.config import ApiConfig
+
+__all__ = ["ApiOptions", "HttpLimits", "ServeOptions", "TraceExport"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -105,3 +108,43 @@ class ServeOptions:
     # A replacement replica while a sibling serves: take connections off the shared socket only once
     # every API is loaded, so the port keeps answering 200 instead of "still loading" 503s.
     accept_when_loaded: bool = False
+
+
+@dataclass(frozen=True)
+class ApiOptions:
+    """What one API's endpoint and model get besides its ApiConfig: where its files are, how its model runs.
+
+    Derived from the tree once per load of an API (``ApiOptions.of``); the handlers read the first three,
+    the runtimes the rest. Defaults are a model alone on this machine (a test builds one with a field or two).
+    """
+
+    project: Path = field(default_factory=Path)  # user code and relative model paths are found from here
+    cache_dir: Path | None = None  # downloaded models go under it (ServeOptions.cache_dir; None: the default folder)
+    s3_endpoint: str | None = None  # the S3 endpoint of s3:// models (None: botocore's own choice)
+    signature_key: str | None = None  # TensorFlow: tf_signature_key
+    threads: int | None = None  # intra-op threads; None = chosen from the cores of this replica
+    gpu: bool = False  # compute.gpu > 0
+    allow_cpu_fallback: bool = False  # --allow-cpu-fallback
+    cuda_options: Mapping[str, str] = field(default_factory=dict)  # onnxruntime CUDA provider options
+    replicas: int = 1  # replica processes sharing this machine's cores (ServeOptions.replicas)
+    api_threads: int = 1  # the API's threads_per_process: threads that call into the model's pool
+    batch_interval: float = 0.0  # seconds the engine may wait between model calls to fill a batch (0: no batching)
+    batching: bool = False  # the engine stacks concurrent requests into one call (the API has `batching`)
+
+    @classmethod
+    def of(cls, api: ApiConfig, options: ServeOptions, project: Path) -> ApiOptions:
+        """The options of ``api`` (in ``project``) under this server's settings."""
+        return cls(
+            project=project,
+            cache_dir=options.cache_dir,
+            s3_endpoint=options.s3_endpoint,
+            signature_key=api.tf_signature_key,
+            threads=api.model_threads,
+            gpu=api.compute.gpu > 0,
+            allow_cpu_fallback=options.allow_cpu_fallback,
+            cuda_options=api.cuda_options,
+            replicas=options.replicas,
+            api_threads=api.threads_per_process,
+            batch_interval=api.batching.batch_interval if api.batching else 0.0,
+            batching=api.batching is not None,
+        )

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from localserve.config import load_config
+from localserve.config.options import ApiOptions
 from localserve.errors import ModelLoadError
 from localserve.project.compat.context import Project, ProjectSettings
-from localserve.runtimes import LoadOptions, load_model
+from localserve.runtimes import load_model
 from tests.conftest import cli_env
 
 IMPORT_EVERYTHING = """
@@ -52,7 +53,7 @@ def test_tensorflow_logs_are_quieted_by_the_project_unless_the_user_chose(
         assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == expected  # set before TensorFlow's import, which reads it
     assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == set_by_user
     with pytest.raises(ModelLoadError):  # loading a model sets nothing: the project did, for the user's code too
-        load_model("tensorflow", tmp_path / "missing", LoadOptions())
+        load_model("tensorflow", tmp_path / "missing", ApiOptions())
     assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == set_by_user
 
 
