@@ -20,7 +20,7 @@ from pathlib import Path
 
 from localserve.config import ApiConfig
 
-__all__ = ["ApiOptions", "HttpLimits", "ServeOptions", "TraceExport"]
+__all__ = ["ApiOptions", "HttpLimits", "ProjectSettings", "ServeOptions", "TraceExport"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -48,6 +48,18 @@ class TraceExport:
     exporter: str = "otlp"  # "otlp" or "console" (OTEL_TRACES_EXPORTER)
     protocol: str = "http/protobuf"  # "http/protobuf" or "grpc" (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL)
     endpoint: str = ""  # where an OTLP exporter sends, for the banner
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """How the Project context recreates the platform around user code: the flags of ``run`` and ``serve`` that shape it."""
+
+    environment: Mapping[str, str] = field(default_factory=dict)  # --environment KEY:VALUE, parsed
+    raw_project: bool = False  # --raw-project: user code sees the folder as it is, not as packaged
+    system_deps: bool = False  # --system-deps: run dependencies.sh
+    install: bool = True  # not --no-install
+    quiet: bool = False  # pip's output and TensorFlow's C++ log lines below errors hidden (run --quiet)
+    url: str | None = None  # LOCALSERVE_URL for user code: where this server answers
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,7 @@ class ServeOptions:
     uds: str | None = None  # --uds: serve on this Unix domain socket instead of host:port
     log_config: Path | None = None  # --log-config: a logging config file (JSON, YAML or INI) applied over ours
     cache_dir: Path | None = None  # the CLI's cache_dir_of (--cache-dir, else XDG's); None: a temporary one
+    project: ProjectSettings = field(default_factory=ProjectSettings)  # what the Project context gets, with cache_dir
     # --reload: watch the project, reload what changed; a failed load (at start too) keeps serving, no pinning default.
     reload: bool = False
     # Read from the environment by the CLI (cli.options.environment_settings), never below it.

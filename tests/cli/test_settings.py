@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from localserve.config import load_config
-from localserve.config.options import ApiOptions
+from localserve.config.options import ApiOptions, ProjectSettings
 from localserve.errors import ModelLoadError
-from localserve.project.compat.context import Project, ProjectSettings
+from localserve.project.compat.context import Project
 from localserve.runtimes import load_model
 from tests.conftest import cli_env
 
@@ -49,7 +49,7 @@ def test_tensorflow_logs_are_quieted_by_the_project_unless_the_user_chose(
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", set_by_user)
     config = "- kind: api\n  name: t\n  model: model\n  model_format: tensorflow\n  request_handler: handler.py\n"
     project = make_project({"localserve.yaml": config, "handler.py": "", "model/saved_model.pb": ""})
-    with Project(load_config(project), ProjectSettings(cache_dir=tmp_path / "cache")):
+    with Project(load_config(project), ProjectSettings(), tmp_path / "cache"):
         assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == expected  # set before TensorFlow's import, which reads it
     assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == set_by_user
     with pytest.raises(ModelLoadError):  # loading a model sets nothing: the project did, for the user's code too
@@ -63,6 +63,23 @@ def test_the_cache_folder_is_decided_by_the_cli_alone(tmp_path: Path) -> None:
     assert cache_dir_of(tmp_path / "flag", {"XDG_CACHE_HOME": "/xdg"}) == tmp_path / "flag"
     assert cache_dir_of(None, {"XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/localserve")
     assert cache_dir_of(None, {}) == Path.home() / ".cache" / "localserve"
+
+
+def test_the_settings_tree_nests_the_project_and_the_limits_and_a_setting_given_wins_over_the_environment(
+    tmp_path: Path,
+) -> None:
+    from localserve.cli.options import serve_options
+    from localserve.config.options import HttpLimits
+
+    environ = {"CUDA_VISIBLE_DEVICES": "1", "XDG_CACHE_HOME": str(tmp_path)}
+    options = serve_options(
+        environ, environment=("K:v",), no_install=True, raw_project=True, cuda_visible_devices="0", max_headers=5
+    )
+    assert options.project == ProjectSettings(environment={"K": "v"}, install=False, raw_project=True)
+    assert options.limits == HttpLimits(max_headers=5)
+    assert options.cuda_visible_devices == "0"  # localserve.testing's keyword, over the environment's
+    assert options.cache_dir == tmp_path / "localserve"  # decided once, by cache_dir_of
+    assert serve_options(environ).cuda_visible_devices == "1"
 
 
 def test_environment_settings_are_read_by_the_cli(caplog: pytest.LogCaptureFixture) -> None:
