@@ -32,6 +32,7 @@ from localserve.messages.response import Reply
 from localserve.metrics import expose
 from localserve.project.compat.hosts import route_by_host
 from localserve.protocols.asyncapi.routes import AsyncJobs
+from localserve.protocols.door import HttpWire
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
 from localserve.protocols.splitter import SplitterRoutes
 from localserve.protocols.v2.routes import V2Routes, infer_params
@@ -286,7 +287,6 @@ def _async_jobs(engine: Engine, config: ServeConfig, options: ServeOptions) -> A
     return AsyncJobs(
         engine,
         project=config.project,
-        max_body_size=options.max_body_size,
-        hide_errors=options.hide_errors,
+        wire=HttpWire.of(options),
         cache=options.cache_dir or scratch_dir(),
     )
