@@ -41,7 +41,7 @@ def serve_refuses(project: Path, monkeypatch: pytest.MonkeyPatch, handler: str |
         with pytest.raises(LocalServeError) as info:
             asyncio.run(app.startup(wait=True))
     finally:
-        asyncio.run(app.shutdown())
+        asyncio.run(app.shutdown.finish())
     return str(info.value)
 
 

@@ -75,11 +75,11 @@ class GrpcDoor:
         shown = self.address.rsplit(":", 1)[0]
         log.info("serving %s (the Open Inference Protocol over gRPC) at %s:%d", SERVICE, shown, port)
 
-    def begin_stop(self) -> None:
-        """A stop was asked for: new inference calls are UNAVAILABLE; those in flight get the graceful timeout."""
+    def begin_stop(self, grace: float) -> None:
+        """A stop was asked for: new inference calls are UNAVAILABLE; those in flight get ``grace`` seconds."""
         self.servicer.stopping = True
         if self._grace_until is None:
-            self._grace_until = asyncio.get_running_loop().time() + self.options.graceful_timeout + 1.0
+            self._grace_until = asyncio.get_running_loop().time() + grace
 
     async def stop(self) -> None:
         """Stop serving: at once, or once the calls in flight end within what is left of their grace."""
