@@ -1,15 +1,17 @@
-"""How a server serves: the settings of ``serve`` and ``run`` that are not the API config's, as one frozen tree.
+"""The settings of a server, in three objects: what the CLI builds, what an API gets, the HTTP limits.
 
 Example::
 
     options = ServeOptions(port=9000, graceful_timeout=5.0, limits=HttpLimits(max_headers=50))
     serve_forever(config, options)          # the supervisor, the replicas and the App all read it
 
-The CLI builds it from the flags (each also a ``LOCALSERVE_*`` variable) and the few variables
-only the environment gives; nothing below the CLI reads the environment for these. A setting
-lives here once: the supervisor hands each replica a copy with its place among them (``replica``,
-``replicas``, ``metrics_dir``, ``accept_when_loaded``), and the lower layers receive the pieces
-they use (``ApiOptions``, a body limit), derived from it when an API is built.
+``ServeOptions`` is the one frozen tree the CLI builds (``cli/options.py``) from the flags (each also a
+``LOCALSERVE_*`` variable) and the few variables only the environment gives; nothing below the CLI reads
+the environment for these. ``HttpLimits`` (the HTTP limits), ``ProjectSettings`` (what the Project context
+gets) and ``TraceExport`` are nested in it. A setting lives here once: the supervisor hands each replica a
+copy with its place among them (``replica``, ``replicas``, ``metrics_dir``, ``accept_when_loaded``), and
+each API gets an ``ApiOptions`` derived from the tree and its config (``ApiOptions.of``) when it is built.
+``ApiOptions`` is here, at the bottom, because the handlers and the runtimes both read it.
 """
 
 from __future__ import annotations

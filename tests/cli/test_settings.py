@@ -189,14 +189,14 @@ def _writes_environment(path: Path) -> bool:
 
 def test_below_the_cli_only_the_project_context_changes_the_environment() -> None:
     """User code's environment (.env, --environment, the platforms' variables), made by the Project context that
-    the CLI enters, and by check's probe (the same, in its subprocess); localserve's own settings never."""
+    the CLI enters (and by check's probe, in its subprocess, through the same functions); our settings never."""
     package = Path(__file__).resolve().parents[2] / "localserve"
     writers = {
         str(path.relative_to(package))
         for path in sorted(package.rglob("*.py"))
         if path.relative_to(package).parts[0] != "cli" and _writes_environment(path)
     }
-    assert writers == {"project/directory.py", "project/compat/context.py", "checks/probe.py"}
+    assert writers == {"project/directory.py", "project/compat/context.py"}
 
 
 def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
@@ -204,15 +204,16 @@ def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
     import dataclasses
 
     from localserve.cli import main
+    from localserve.cli.options import ApiFlags
     from localserve.processes.replicas import ReplicaStart
     from localserve.server import HttpLimits, ServeOptions
 
-    fields = {f.name for f in dataclasses.fields(ServeOptions)} | {f.name for f in dataclasses.fields(HttpLimits)}
+    fields = {f.name for tree in (ServeOptions, HttpLimits, ProjectSettings) for f in dataclasses.fields(tree)}
     serve = main.commands["serve"]
-    # What shapes the APIs (the config's keys) and what picks the project are not serving settings.
-    apis = {"project", "config_file", "api_names", "handler", "context_json", "environment", "no_install"}
-    apis |= {"threads_per_process", "max_queue", "timeout", "max_batch_size", "batch_interval", "raw_project"}
-    apis |= {"system_deps", "async_store"}
+    # What shapes the APIs (ApiFlags, the config's keys, for `load`) and what picks the project are not settings;
+    # --no-install is ProjectSettings.install.
+    apis = {"project", "config_file", "api_names", "no_install"} | {f.name for f in dataclasses.fields(ApiFlags)}
     assert {p.name for p in serve.params} - apis - fields == set()
+    assert {f.name for f in dataclasses.fields(ApiFlags)} & fields == set()  # a flag is config or a setting
     # A replica gets the config and these options, nothing beside them.
     assert [f.name for f in dataclasses.fields(ReplicaStart)] == ["config", "options"]
