@@ -31,7 +31,7 @@ from localserve.messages.error_text import PACKAGES as PACKAGES
 from localserve.messages.error_text import install_hint
 from localserve.messages.error_text import package_for as package_for
 from localserve.project.compat.mnt import install_redirect
-from localserve.project.directory import read_dotenv
+from localserve.project.directory import enter_project
 
 PROBE_TIMEOUT = 300.0
 
@@ -97,15 +97,11 @@ def _normalise(name: str) -> str:
 
 def _main(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the subprocess
     project = Path(spec["project"])
-    os.chdir(project)
-    sys.path.insert(0, str(project))
+    enter_project(project, {})  # the working directory, sys.path and .env, as the Project context makes them
     for folder in spec["python_paths"]:
         sys.path.insert(1, folder)
     if spec["env"]:
         sys.path.insert(1, spec["env"])
-    dotenv = project / ".env"
-    if dotenv.is_file():
-        os.environ.update(read_dotenv(dotenv))
     install_redirect(project)
     devnull = open(os.devnull, "w")  # noqa: SIM115  (stdout for user prints until the process ends)
     real_stdout, sys.stdout = sys.stdout, devnull

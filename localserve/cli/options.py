@@ -1,4 +1,22 @@
-"""Options shared by the commands, and what run and serve share: the config loaded, the settings built."""
+"""Options shared by the commands, and what run and serve share: the config loaded, the settings built.
+
+Two things come out of the flags of ``run`` and ``serve``, each built here once:
+
+- the API config: ``ApiFlags`` holds the flags that shape it (the YAML keys of the one-API case,
+  ``--context``, ``--async-store``), and ``load`` applies them. They are config, not settings:
+  nothing past ``load`` sees them.
+- the settings tree, ``ServeOptions`` (``serve_options``): every other flag and the environment
+  variables localserve reads, with ``HttpLimits`` and ``ProjectSettings`` nested. The Project context
+  gets its piece (``options.project`` and ``options.cache_dir``), each API an ``ApiOptions`` derived
+  from the tree (``ApiOptions.of``), the HTTP wire ``options.limits``.
+
+``ProjectSettings`` is part of the tree rather than a view of it because ``serve`` needs it before
+the tree is whole: the Project is entered first, and the settings that the project's environment
+may change (``.env``: ``OTEL_*``, ``CUDA_VISIBLE_DEVICES``, glibc's malloc variables) are read
+inside it. So ``serve`` builds the project's piece and the cache folder before, and the tree nests
+those very objects (``serve_options(project=..., cache_dir=...)``); ``run`` and ``localserve.testing``
+build the whole tree first.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +27,17 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from localserve.cli.otel import trace_export
 from localserve.config import ServeConfig, load_config
-from localserve.config.options import HttpLimits, ServeOptions
+from localserve.config.options import HttpLimits, ProjectSettings, ServeOptions
 from localserve.errors import ConfigError, LocalServeError
 from localserve.logs import configure_logging, configured_logging
-from localserve.project.compat.context import ProjectSettings
 from localserve.project.directory import parse_environment
 from localserve.protocols.asyncapi.config import with_async_store
-
-if TYPE_CHECKING:
-    from localserve.config.options import ServeOptions
-    from localserve.project.compat.context import ProjectSettings
 
 F = Callable[..., Any]
 
@@ -71,27 +84,27 @@ def project_options(func: F) -> F:
 
 @dataclass(frozen=True)
 class ApiFlags:
-    """The flags of `run` and `serve` that shape the APIs (the YAML keys of the one-API case).
+    """The flags of ``run`` and ``serve`` that shape the API config (the YAML keys of the one-API case), for ``load``.
 
     The defaults are the flags' (``localserve.testing`` builds one from keyword arguments).
     """
 
     handler: str | None = None
     context_json: str | None = None
-    environment: tuple[str, ...] = ()
-    no_install: bool = False
     threads_per_process: int | None = None
     max_queue: int | None = None
     timeout: float | None = None
     max_batch_size: int | None = None
     batch_interval: str | None = None
-    allow_cpu_fallback: bool = False
-    log_level: str = "info"
-    log_format: str | None = None
-    raw_project: bool = False
-    system_deps: bool = False
     async_store: str | None = None
-    cache_dir: Path | None = None
+
+
+# The settings among the flags of run and serve: named as the fields of ServeOptions and ProjectSettings,
+# but --environment (KEY:VALUE pairs, parsed by project_settings) and --no-install (ProjectSettings.install).
+SETTING_FLAGS = (
+    *("environment", "no_install", "raw_project", "system_deps"),
+    *("allow_cpu_fallback", "log_level", "log_format", "cache_dir"),
+)
 
 
 _HANDLER_HELP = 'ABEJA handler "module:function", e.g. main:handler (no config file needed).'
@@ -145,7 +158,8 @@ _API_OPTIONS = [
 
 
 def api_options(func: F, *, handler_short: bool = False) -> F:
-    """Add the ApiFlags options; the command receives them as one ``flags`` argument.
+    """Add the options of run and serve; the command receives them as ``flags`` (ApiFlags, the config's) and
+    ``settings`` (a dict: the SETTING_FLAGS, for ``serve_options``).
 
     ``handler_short``: ``-h`` means ``--handler``, as in ``abeja model run-local -h main:handler``.
     """
@@ -157,7 +171,8 @@ def api_options(func: F, *, handler_short: bool = False) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flags = ApiFlags(**{name: kwargs.pop(name) for name in names})
-        return func(*args, flags=flags, **kwargs)
+        settings = {name: kwargs.pop(name) for name in SETTING_FLAGS}
+        return func(*args, flags=flags, settings=settings, **kwargs)
 
     for option in reversed(options):
         wrapper = option(wrapper)
@@ -201,36 +216,32 @@ def load(project: Path, config_file: Path | None, flags: ApiFlags) -> ServeConfi
     return config
 
 
-def project_settings(flags: ApiFlags, *, quiet: bool, url: str | None) -> ProjectSettings:
-    """How the Project context recreates the platform around user code, from the flags."""
+def project_settings(settings: dict[str, Any], *, quiet: bool = False, url: str | None = None) -> ProjectSettings:
+    """How the Project context recreates the platform around user code, from the flags that shape it
+    (taken out of ``settings``: ``environment``, ``no_install``, ``raw_project``, ``system_deps``)."""
     return ProjectSettings(
-        cache_dir=cache_dir_of(flags.cache_dir),
-        environment=parse_environment(flags.environment),
-        raw_project=flags.raw_project,
-        system_deps=flags.system_deps,
-        install=not flags.no_install,
+        environment=parse_environment(settings.pop("environment", ())),
+        raw_project=settings.pop("raw_project", False),
+        system_deps=settings.pop("system_deps", False),
+        install=not settings.pop("no_install", False),
         quiet=quiet,
         url=url,
     )
 
 
-def api_settings(flags: ApiFlags, environ: Mapping[str, str]) -> dict[str, Any]:
-    """The fields of ServeOptions that ``run`` and ``serve`` share, from their flags."""
-    return {
-        "allow_cpu_fallback": flags.allow_cpu_fallback,
-        "cache_dir": cache_dir_of(flags.cache_dir, environ),
-        "log_format": flags.log_format,
-        "log_level": flags.log_level,
-    }
-
-
-def serve_options(flags: ApiFlags, environ: Mapping[str, str], **settings: Any) -> ServeOptions:
-    """The settings tree of ``run``, ``serve`` and ``localserve.testing``: the command's own ``settings``
-    (ServeOptions fields, HttpLimits' fields flat as their flags are), the shared flags, the environment's."""
+def serve_options(environ: Mapping[str, str], **settings: Any) -> ServeOptions:
+    """The settings tree of ``run``, ``serve`` and ``localserve.testing``: the command's ``settings`` (named as the
+    fields of ServeOptions, and HttpLimits' and ProjectSettings' fields flat as their flags are, or a built
+    ``project``), then the environment's. ``cache_dir`` is decided here (``cache_dir_of``) unless given."""
     limits = {name: settings.pop(name) for name in HttpLimits.__dataclass_fields__ if name in settings}
     if limits:
         settings["limits"] = HttpLimits(**limits)
-    return ServeOptions(**settings, **api_settings(flags, environ), **environment_settings(environ))
+    if "project" not in settings:
+        settings["project"] = project_settings(
+            settings, quiet=settings.pop("quiet", False), url=settings.pop("url", None)
+        )
+    settings["cache_dir"] = cache_dir_of(settings.get("cache_dir"), environ)
+    return ServeOptions(**{**environment_settings(environ), **settings})
 
 
 def cache_dir_of(flag: Path | None, environ: Mapping[str, str] = os.environ) -> Path:
@@ -272,16 +283,15 @@ def environment_settings(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def setup_logging(
-    flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None, config_file: Path | None = None
+    settings: Mapping[str, Any], *, default_format: str | None = None, config_file: Path | None = None
 ) -> None:
-    """Configure logging from the command's flags (``quiet``: errors only; ``config_file``: ``--log-config``)."""
-    configure_logging(
-        flags.log_format or default_format, "error" if quiet else flags.log_level, config_file=config_file
-    )
+    """Configure logging from the command's ``--log-format`` and ``--log-level`` (``config_file``: ``--log-config``)."""
+    configure_logging(settings["log_format"] or default_format, settings["log_level"], config_file=config_file)
 
 
 def logging_configured(
-    flags: ApiFlags, *, quiet: bool = False, default_format: str | None = None
+    settings: Mapping[str, Any], *, quiet: bool = False, default_format: str | None = None
 ) -> contextlib.AbstractContextManager[object]:
-    """``setup_logging`` for the time of a command: what it replaced is back afterwards (``CliRunner``)."""
-    return configured_logging(flags.log_format or default_format, "error" if quiet else flags.log_level)
+    """Logging configured for the time of a command (``quiet``: errors only): what it replaced is back afterwards
+    (``CliRunner``)."""
+    return configured_logging(settings["log_format"] or default_format, "error" if quiet else settings["log_level"])

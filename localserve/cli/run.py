@@ -17,11 +17,11 @@ from localserve.cli.conventions import handler_command
 from localserve.cli.exits import exit_past_threads
 from localserve.cli.options import (
     ApiFlags,
+    cache_dir_of,
     fail_on_errors,
     load,
     logging_configured,
     project_options,
-    project_settings,
     run_api_options,
     serve_options,
 )
@@ -61,7 +61,9 @@ if TYPE_CHECKING:
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but the response body.")
 @fail_on_errors
-def run(project: Path, config_file: Path | None, flags: ApiFlags, quiet: bool, **request: Any) -> None:
+def run(
+    project: Path, config_file: Path | None, flags: ApiFlags, settings: dict[str, Any], quiet: bool, **request: Any
+) -> None:
     """Send one request to the handler in-process and print the response body.
 
     -h is --handler and -i is --image, as in ABEJA's run-local; help is --help.
@@ -71,14 +73,15 @@ def run(project: Path, config_file: Path | None, flags: ApiFlags, quiet: bool, *
     localserve run --config cortex.yaml --api iris --input sample.json
     """
     # ``request``: --api, --input, --image, --content-type, --method, --header, --query, --output.
-    with logging_configured(flags, quiet=quiet, default_format="text"):
-        _run(project, config_file, flags, quiet, **request)
+    with logging_configured(settings, quiet=quiet, default_format="text"):
+        _run(project, config_file, flags, settings, quiet, **request)
 
 
 def _run(
     project: Path,
     config_file: Path | None,
     flags: ApiFlags,
+    settings: dict[str, Any],
     quiet: bool,
     *,
     api_name: str | None,
@@ -94,7 +97,14 @@ def _run(
         raise ConfigError(
             f"--output {output}: the folder {output.parent} does not exist; create it, or write elsewhere."
         )
-    options = serve_options(flags, os.environ, async_jobs=False)  # an AsyncAPI's job runs at once, storeless
+    options = serve_options(
+        os.environ,
+        **settings,
+        async_jobs=False,  # an AsyncAPI's job runs at once, storeless
+        quiet=quiet,
+        # LOCALSERVE_URL/<other> reaches the other APIs, as under serve (compat.hosts.RUN_URL: started on first use).
+        url=os.environ.get("LOCALSERVE_URL") or RUN_URL,
+    )
     body, guessed = read_input(input_path, options.max_body_size)
     header_list = request_headers([_split_header(h) for h in headers], content_type or guessed)
     if image:
@@ -114,9 +124,6 @@ def _run(
             headers=header_list,
             body=body,
             query=query,
-            quiet=quiet,
-            # LOCALSERVE_URL/<other> reaches the other APIs, as under serve (compat.hosts.RUN_URL: started on first use).
-            url=os.environ.get("LOCALSERVE_URL") or RUN_URL,
             busy=busy,
         )
     code = 0
@@ -161,8 +168,6 @@ def send_one(
     headers: list[tuple[str, str]],
     body: bytes,
     query: str,
-    quiet: bool,
-    url: str | None,
     busy: list[str] | None = None,
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """``localserve run`` but its printing (``localserve.testing.run`` too): one request to one API, in its project.
@@ -172,7 +177,7 @@ def send_one(
     full = load(project, config_file, flags)
     api = full.api(api_name).name
     # Only the API called is loaded; the others start if its code calls them (http://api-<name>:8888).
-    with Project(full.only([api]), project_settings(flags, quiet=quiet, url=url)) as config, capture_prints():
+    with Project(full.only([api]), options.project, cache_dir_of(options.cache_dir)) as config, capture_prints():
         return _send_one(
             config,
             replace(full, workdir=config.workdir, mnt_mode=config.mnt_mode),

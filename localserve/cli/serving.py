@@ -15,6 +15,7 @@ from localserve.cli.exits import exit_past_threads
 from localserve.cli.listen import check_listen, listen_options, server_url
 from localserve.cli.options import (
     ApiFlags,
+    cache_dir_of,
     fail_on_errors,
     load,
     project_options,
@@ -168,16 +169,18 @@ def serve(
     project: Path,
     config_file: Path | None,
     flags: ApiFlags,
+    settings: dict[str, Any],
     api_names: tuple[str, ...],
-    **settings: Any,
+    **serving: Any,
 ) -> None:
     """Serve the project's APIs over HTTP (http://127.0.0.1:8888/ by default).
 
     -h is --handler, as in ABEJA's run-local; help is --help.
     """
     # ``settings``: the other flags, named as the fields of ServeOptions and HttpLimits (--host, --port, ...).
+    settings.update(serving)
     check_listen(settings)
-    setup_logging(flags, config_file=settings["log_config"])
+    setup_logging(settings, config_file=settings["log_config"])
     grpc_port, port = settings["grpc_port"], settings["port"]
     if grpc_port is not None and grpc_port == port and port != 0:  # 0: each its own free port
         raise ConfigError(f"--grpc-port {grpc_port} is the HTTP port (--port); give gRPC a port of its own, e.g. 8081.")
@@ -199,14 +202,18 @@ def serve(
     config = read()
     # --port 0: bound here, before user code runs, so that LOCALSERVE_URL carries the port that serves.
     sock = _bind_free_port(settings)
+    # The tree's pieces the Project needs, decided before it is entered; the rest is read inside (serve_options).
+    settings["project"] = project_settings(settings, url=server_url(settings))
+    settings["cache_dir"] = cache_dir_of(settings["cache_dir"])
     context = Project(
         config,
-        project_settings(flags, quiet=False, url=server_url(settings)),
+        settings["project"],
+        settings["cache_dir"],
         reread=read if settings["reload"] else None,  # --reload reads the config again, with these flags
     )
     try:
         with context as entered:
-            stopped = _serve(entered, flags, settings, context, sock)
+            stopped = _serve(entered, settings, context, sock)
             exit_past_threads(stopped.code, stopped.busy)  # in the project still, as the threads run in it
     finally:
         if sock is not None:
@@ -233,9 +240,7 @@ def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
     return sock
 
 
-def _serve(
-    config: ServeConfig, flags: ApiFlags, settings: dict[str, Any], context: Project, sock: socket.socket | None
-) -> Stopped:
+def _serve(config: ServeConfig, settings: dict[str, Any], context: Project, sock: socket.socket | None) -> Stopped:
     """Inside the project: the settings tree built, then serve until stopped; how it ended."""
     # lazy: numpy, imported in the project: it starts threads, and /mnt/project's mount namespace needs none
     from localserve.engine.memory import set_by_environment
@@ -244,7 +249,6 @@ def _serve(
     api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas")
     replicas = 1 if settings["reload"] else replicas or default_replicas(config)
     options = serve_options(
-        flags,
         os.environ,
         **settings,
         api_key=api_key,

@@ -1,23 +1,28 @@
-"""How a server serves: the settings of ``serve`` and ``run`` that are not the API config's, as one frozen tree.
+"""The settings of a server, in three objects: what the CLI builds, what an API gets, the HTTP limits.
 
 Example::
 
     options = ServeOptions(port=9000, graceful_timeout=5.0, limits=HttpLimits(max_headers=50))
     serve_forever(config, options)          # the supervisor, the replicas and the App all read it
 
-The CLI builds it from the flags (each also a ``LOCALSERVE_*`` variable) and the few variables
-only the environment gives; nothing below the CLI reads the environment for these. A setting
-lives here once: the supervisor hands each replica a copy with its place among them (``replica``,
-``replicas``, ``metrics_dir``, ``accept_when_loaded``), and the lower layers receive the pieces
-they use (``LoadOptions``, ``EndpointOptions``, a body limit), derived from it when an API is built.
+``ServeOptions`` is the one frozen tree the CLI builds (``cli/options.py``) from the flags (each also a
+``LOCALSERVE_*`` variable) and the few variables only the environment gives; nothing below the CLI reads
+the environment for these. ``HttpLimits`` (the HTTP limits), ``ProjectSettings`` (what the Project context
+gets) and ``TraceExport`` are nested in it. A setting lives here once: the supervisor hands each replica a
+copy with its place among them (``replica``, ``replicas``, ``metrics_dir``, ``accept_when_loaded``), and
+each API gets an ``ApiOptions`` derived from the tree and its config (``ApiOptions.of``) when it is built.
+``ApiOptions`` is here, at the bottom, because the handlers and the runtimes both read it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["HttpLimits", "ServeOptions", "TraceExport"]
+from localserve.config import ApiConfig
+
+__all__ = ["ApiOptions", "HttpLimits", "ProjectSettings", "ServeOptions", "TraceExport"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -45,6 +50,18 @@ class TraceExport:
     exporter: str = "otlp"  # "otlp" or "console" (OTEL_TRACES_EXPORTER)
     protocol: str = "http/protobuf"  # "http/protobuf" or "grpc" (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL)
     endpoint: str = ""  # where an OTLP exporter sends, for the banner
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """How the Project context recreates the platform around user code: the flags of ``run`` and ``serve`` that shape it."""
+
+    environment: Mapping[str, str] = field(default_factory=dict)  # --environment KEY:VALUE, parsed
+    raw_project: bool = False  # --raw-project: user code sees the folder as it is, not as packaged
+    system_deps: bool = False  # --system-deps: run dependencies.sh
+    install: bool = True  # not --no-install
+    quiet: bool = False  # pip's output and TensorFlow's C++ log lines below errors hidden (run --quiet)
+    url: str | None = None  # LOCALSERVE_URL for user code: where this server answers
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,7 @@ class ServeOptions:
     uds: str | None = None  # --uds: serve on this Unix domain socket instead of host:port
     log_config: Path | None = None  # --log-config: a logging config file (JSON, YAML or INI) applied over ours
     cache_dir: Path | None = None  # the CLI's cache_dir_of (--cache-dir, else XDG's); None: a temporary one
+    project: ProjectSettings = field(default_factory=ProjectSettings)  # what the Project context gets, with cache_dir
     # --reload: watch the project, reload what changed; a failed load (at start too) keeps serving, no pinning default.
     reload: bool = False
     # Read from the environment by the CLI (cli.options.environment_settings), never below it.
@@ -105,3 +123,43 @@ class ServeOptions:
     # A replacement replica while a sibling serves: take connections off the shared socket only once
     # every API is loaded, so the port keeps answering 200 instead of "still loading" 503s.
     accept_when_loaded: bool = False
+
+
+@dataclass(frozen=True)
+class ApiOptions:
+    """What one API's endpoint and model get besides its ApiConfig: where its files are, how its model runs.
+
+    Derived from the tree once per load of an API (``ApiOptions.of``); the handlers read the first three,
+    the runtimes the rest. Defaults are a model alone on this machine (a test builds one with a field or two).
+    """
+
+    project: Path = field(default_factory=Path)  # user code and relative model paths are found from here
+    cache_dir: Path | None = None  # downloaded models go under it (ServeOptions.cache_dir; None: the default folder)
+    s3_endpoint: str | None = None  # the S3 endpoint of s3:// models (None: botocore's own choice)
+    signature_key: str | None = None  # TensorFlow: tf_signature_key
+    threads: int | None = None  # intra-op threads; None = chosen from the cores of this replica
+    gpu: bool = False  # compute.gpu > 0
+    allow_cpu_fallback: bool = False  # --allow-cpu-fallback
+    cuda_options: Mapping[str, str] = field(default_factory=dict)  # onnxruntime CUDA provider options
+    replicas: int = 1  # replica processes sharing this machine's cores (ServeOptions.replicas)
+    api_threads: int = 1  # the API's threads_per_process: threads that call into the model's pool
+    batch_interval: float = 0.0  # seconds the engine may wait between model calls to fill a batch (0: no batching)
+    batching: bool = False  # the engine stacks concurrent requests into one call (the API has `batching`)
+
+    @classmethod
+    def of(cls, api: ApiConfig, options: ServeOptions, project: Path) -> ApiOptions:
+        """The options of ``api`` (in ``project``) under this server's settings."""
+        return cls(
+            project=project,
+            cache_dir=options.cache_dir,
+            s3_endpoint=options.s3_endpoint,
+            signature_key=api.tf_signature_key,
+            threads=api.model_threads,
+            gpu=api.compute.gpu > 0,
+            allow_cpu_fallback=options.allow_cpu_fallback,
+            cuda_options=api.cuda_options,
+            replicas=options.replicas,
+            api_threads=api.threads_per_process,
+            batch_interval=api.batching.batch_interval if api.batching else 0.0,
+            batching=api.batching is not None,
+        )

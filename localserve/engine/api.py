@@ -17,17 +17,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from localserve.config import ApiConfig, ServeConfig
-from localserve.config.options import ServeOptions
+from localserve.config.options import ApiOptions, ServeOptions
 from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Hooks
 from localserve.engine.routing import describe_routes
 from localserve.errors import HandlerLoadError, LocalServeError
-from localserve.handlers import Endpoint, EndpointOptions, create_endpoint, no_stage
+from localserve.handlers import Endpoint, Observers, create_endpoint, no_stage
 from localserve.messages.error_text import without_paths
 from localserve.metrics import Metrics
 from localserve.metrics.extras import ExtraMetrics
-from localserve.runtimes import LoadOptions
 
 if TYPE_CHECKING:
     from localserve.tracing.spans import Tracing
@@ -98,27 +97,12 @@ class ApiRuntime:
     def build(self, api: ApiConfig) -> Runtime:
         """A Runtime of ``api`` (this API's name), not started and not loaded."""
         options, metrics = self.options, self.metrics
-        load = LoadOptions(
-            signature_key=api.tf_signature_key,
-            threads=api.model_threads,
-            gpu=api.compute.gpu > 0,
-            allow_cpu_fallback=options.allow_cpu_fallback,
-            cuda_options=api.cuda_options,
-            replicas=options.replicas,
-            api_threads=api.threads_per_process,
-            batch_interval=api.batching.batch_interval if api.batching else 0.0,
-            batching=api.batching is not None,
-        )
-        endpoint_options = EndpointOptions(
-            project=self.project,
-            load=load,
-            observe=self.observe,
+        observers = Observers(
+            stage=self.observe,
             metrics_client=metrics.client(api.name) if metrics is not None else None,
-            model_observer=metrics.models.observer(api.name) if metrics is not None else None,
-            cache_dir=options.cache_dir,
-            s3_endpoint=options.s3_endpoint,
+            models=metrics.models.observer(api.name) if metrics is not None else None,
         )
-        endpoint = create_endpoint(api, endpoint_options)
+        endpoint = create_endpoint(api, ApiOptions.of(api, options, self.project), observers)
         pipeline = Pipeline(api, endpoint, self.hooks)
         return Runtime(api, endpoint, pipeline, Lifecycle(pipeline, status=self._status))
 

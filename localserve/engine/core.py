@@ -258,15 +258,15 @@ class Engine:
         trim_heap()  # what loading freed goes back to the kernel (engine/memory.py)
         log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())
 
-    def begin_shutdown(self) -> None:
+    def begin_shutdown(self, graceful_timeout: float) -> None:
         """A stop was asked for (SIGTERM/SIGINT): once ``graceful_timeout`` runs out, cancel what still waits.
 
-        Called from the server's signal handling, on the event loop's thread.
+        Called by the server's ``Shutdown`` (server/shutdown.py), on the event loop's thread.
         """
         if self.options.accept_when_loaded and self.loading is not None and not self.loading.done():
             self.loading.cancel()  # a replacement still loading has taken no connection: nothing to finish
         if self.loop is not None and self._cancel_timer is None:
-            self._cancel_timer = self.loop.call_later(self.options.graceful_timeout, self.cancel_waiting)
+            self._cancel_timer = self.loop.call_later(graceful_timeout, self.cancel_waiting)
 
     def cancel_waiting(self) -> None:
         """Nothing queued starts any more, and every client still waiting gets a JSON 503."""

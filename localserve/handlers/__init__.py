@@ -7,16 +7,17 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from localserve.config import ApiConfig
+from localserve.config.options import ApiOptions
 from localserve.errors import HandlerError, LocalServeError
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
-from localserve.runtimes import Feed, LoadOptions, Model
+from localserve.runtimes import Feed, Model
 from localserve.runtimes.modelset import ModelSet
+from localserve.runtimes.versions import ModelObserver
 
 T = TypeVar("T")
 
@@ -31,19 +32,6 @@ log = logging.getLogger("localserve")
 
 def no_stage(stage: str, seconds: float) -> None:
     """The stage observer when nothing is measured (metrics off)."""
-
-
-@dataclass(frozen=True)
-class EndpointOptions:
-    """What the server hands every endpoint besides its ApiConfig."""
-
-    project: Path
-    load: LoadOptions = field(default_factory=LoadOptions)
-    observe: Callable[[str, float], None] = no_stage  # stage timings -> metrics
-    metrics_client: Any = None  # MetricsClient for predictors
-    model_observer: Any = None  # ModelObserver: the per-model figures of an API with several models
-    cache_dir: Path | None = None  # --cache-dir: downloaded models go under it (None: the default folder)
-    s3_endpoint: str | None = None  # the S3 endpoint of s3:// models (None: botocore's own choice)
 
 
 class Endpoint(Protocol):
@@ -80,11 +68,20 @@ class Endpoint(Protocol):
         """Several requests in one call of user code (``batches_lists``); one result or error per request."""
 
 
-def create_endpoint(api: ApiConfig, options: EndpointOptions) -> Endpoint:
+@dataclass(frozen=True)
+class Observers:
+    """Where an endpoint reports what it measures; the defaults measure nothing (metrics off)."""
+
+    stage: Callable[[str, float], None] = no_stage  # stage timings -> metrics
+    metrics_client: Any = None  # MetricsClient for predictors
+    models: ModelObserver | None = None  # the per-model figures of an API with several models
+
+
+def create_endpoint(api: ApiConfig, options: ApiOptions, observers: Observers | None = None) -> Endpoint:
     """The endpoint for ``api``'s kind (ABEJA handler, request handler or predictor), not yet loaded."""
     module_name, _, class_name = ENDPOINTS[api.kind].partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    endpoint: Endpoint = cls(api, options)
+    endpoint: Endpoint = cls(api, options, observers or Observers())
     return endpoint
 
 

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from localserve.config import ApiConfig
+from localserve.config.options import ApiOptions
 from localserve.errors import HandlerLoadError, LocalServeError
-from localserve.handlers import EndpointOptions, run_stage, truncate
+from localserve.handlers import Observers, run_stage, truncate
 from localserve.handlers.loader import load_attr, positional_count
 from localserve.messages.request import Request
 from localserve.messages.response import Reply, abeja_reply
@@ -39,9 +40,10 @@ class AbejaHandler:
     model: Model | None = None
     models = None
 
-    def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
+    def __init__(self, api: ApiConfig, options: ApiOptions, observers: Observers) -> None:
         self.api = api
         self.options = options
+        self.observers = observers
         self.func: Callable[[Request, dict[str, Any]], Any] | None = None
 
     def load(self) -> None:
@@ -67,7 +69,7 @@ class AbejaHandler:
         if request.is_multipart:
             _ = request.contents  # a malformed body is a 400 before user code runs
         where = f'Handler "{self.api.handler}"'
-        result = run_stage(self.options.observe, "handler", where, self.func, request, dict(self.api.context))
+        result = run_stage(self.observers.stage, "handler", where, self.func, request, dict(self.api.context))
         reply = abeja_reply(result)
         if request.debug:
             log.info("debug: response %d %s", reply.status, truncate(reply.value))

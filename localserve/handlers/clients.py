@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config import ApiConfig
+from localserve.config.options import ApiOptions
 from localserve.config.schema import ModelsConfig
 from localserve.errors import ModelLoadError, WouldFetch
-from localserve.handlers import EndpointOptions
 from localserve.messages.version import whole_number
 from localserve.runtimes import Model, load_model
 from localserve.runtimes.cache import model_root
 from localserve.runtimes.modelset import ModelSet
 from localserve.runtimes.sources import cache_entry, resolve_model
-from localserve.runtimes.versions import Opener, Source
+from localserve.runtimes.versions import ModelObserver, Opener, Source
 from localserve.runtimes.watch import watch_models
 
 
@@ -89,7 +89,7 @@ class PythonClient:
         return self.models.get(model_name, model_version)[2]
 
 
-def model_opener(api: ApiConfig, options: EndpointOptions) -> Opener:
+def model_opener(api: ApiConfig, options: ApiOptions) -> Opener:
     """Opens one version of an ONNX or TensorFlow model with the API's runtime options."""
     model_format = api.model_format
     assert model_format is not None
@@ -104,15 +104,14 @@ def model_opener(api: ApiConfig, options: EndpointOptions) -> Opener:
             files = found[0]
         elif model_format == "tensorflow":
             files = model_root(files)
-        load = options.load
         if source.signature_key is not None:
-            load = replace(load, signature_key=source.signature_key)
-        return load_model(model_format, files, load)
+            return load_model(model_format, files, replace(options, signature_key=source.signature_key))
+        return load_model(model_format, files, options)
 
     return open_version
 
 
-def open_models(api: ApiConfig, options: EndpointOptions, opener: Opener) -> ModelSet:
+def open_models(api: ApiConfig, options: ApiOptions, opener: Opener, observer: ModelObserver | None = None) -> ModelSet:
     """The ModelSet of a predictor with several models; remote locations are fetched into the download cache."""
     assert api.predictor is not None and api.predictor.models is not None
 
@@ -122,10 +121,10 @@ def open_models(api: ApiConfig, options: EndpointOptions, opener: Opener) -> Mod
     def entry(path: Path) -> Path:
         return cache_entry(path, options.cache_dir)
 
-    return ModelSet(api.predictor.models, opener, resolve, options.model_observer, entry)
+    return ModelSet(api.predictor.models, opener, resolve, observer, entry)
 
 
-def versioned_api(api: ApiConfig, options: EndpointOptions) -> ApiConfig | None:
+def versioned_api(api: ApiConfig, options: ApiOptions) -> ApiConfig | None:
     """``api`` with its one model (``models: {path: ...}``) as a ModelSet when that folder holds version folders
     (Cortex's ``<path>/<version>/``: the highest serves, new ones are picked up); None for a plain model."""
     location, predictor = api.model_location, api.predictor

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from localserve.config import ApiConfig, PredictorConfig
+from localserve.config.options import ApiOptions
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
-from localserve.handlers import USER_ESCAPES, EndpointOptions, run_stage, truncate, user_error
+from localserve.handlers import USER_ESCAPES, Observers, run_stage, truncate, user_error
 from localserve.handlers.clients import (
     ModelClient,
     MultiModelClient,
@@ -85,11 +86,12 @@ class PredictorEndpoint:
     takes_tensors = False
     model: Model | None = None
 
-    def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
+    def __init__(self, api: ApiConfig, options: ApiOptions, observers: Observers) -> None:
         assert api.predictor is not None
         self.api = api
         self.predictor = api.predictor
         self.options = options
+        self.observers = observers
         self.batches_lists = api.batching is not None
         self.client_model: Model | None = None
         self.models: ModelSet | None = None  # several models (models: {paths | dir}, multi_model_reloading)
@@ -104,7 +106,7 @@ class PredictorEndpoint:
         cls, init_params, self.predict_params, self.post_params = inspect_predictor(module, spec)
         available: dict[str, Any] = {
             "config": dict(spec.config),
-            "metrics_client": self.options.metrics_client,
+            "metrics_client": self.observers.metrics_client,
         }
         client = self._client()
         if client is not None:
@@ -138,14 +140,14 @@ class PredictorEndpoint:
 
     def _open_models(self, api: ApiConfig) -> ModelSet:
         if self.predictor.type != "python":
-            return open_models(api, self.options, model_opener(api, self.options))
+            return open_models(api, self.options, model_opener(api, self.options), self.observers.models)
         cls_name = self.predictor.class_name
 
         def load_with_predictor(files: Path, source: Source) -> Any:
             load = self.instance.load_model
-            return run_stage(self.options.observe, "load_model", f"{cls_name}.load_model", load, str(files))
+            return run_stage(self.observers.stage, "load_model", f"{cls_name}.load_model", load, str(files))
 
-        return open_models(api, self.options, load_with_predictor)
+        return open_models(api, self.options, load_with_predictor, self.observers.models)
 
     def describe(self) -> dict[str, Any]:
         """JSON for GET /<api>: the predictor's type and file, and its model's signature when it has one."""
@@ -179,7 +181,7 @@ class PredictorEndpoint:
     def _predict(self, kwargs: dict[str, Any], content_type: str | None = None) -> Any:
         where = f"{self.predictor.class_name}.predict"
         try:
-            return run_stage(self.options.observe, "predict", where, lambda: self.instance.predict(**kwargs))
+            return run_stage(self.observers.stage, "predict", where, lambda: self.instance.predict(**kwargs))
         except HandlerError as exc:  # the user's own error: say how its payload was read, not only what failed
             if "payload" not in kwargs:
                 raise
@@ -212,7 +214,7 @@ class PredictorEndpoint:
             else:
                 kwargs[name] = request.http_headers
         where = f"{self.predictor.class_name}.post_predict"
-        run_stage(self.options.observe, "post_predict", where, lambda: self.instance.post_predict(**kwargs))
+        run_stage(self.observers.stage, "post_predict", where, lambda: self.instance.post_predict(**kwargs))
 
     def prepare(self, request: Request) -> Reply:
         """Call ``predict`` with the arguments it asks for; the whole answer."""

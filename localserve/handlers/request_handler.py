@@ -14,8 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from localserve.config import ApiConfig
+from localserve.config.options import ApiOptions
 from localserve.errors import HandlerError, HandlerLoadError, LocalServeError
-from localserve.handlers import EndpointOptions, run_stage, truncate
+from localserve.handlers import Observers, run_stage, truncate
 from localserve.handlers.loader import load_file, positional_count
 from localserve.messages.payload import about_payload, decode_json_sample
 from localserve.messages.request import Request
@@ -26,13 +27,13 @@ from localserve.runtimes.sources import redact, resolve_model
 log = logging.getLogger("localserve")
 
 
-def load_api_model(api: ApiConfig, options: EndpointOptions) -> Model:
+def load_api_model(api: ApiConfig, options: ApiOptions) -> Model:
     """Fetch the API's model (local, .zip, s3://, https://) and open it with its runtime."""
     location = api.model_location
     assert location is not None and api.model_format is not None
     path = resolve_model(location, options.project, cache_root=options.cache_dir, s3_endpoint=options.s3_endpoint)
     start = time.perf_counter()
-    model = load_model(api.model_format, path, options.load)
+    model = load_model(api.model_format, path, options)
     log.info(
         "api %r: %s model %s loaded in %.3f s on %s",
         api.name,
@@ -73,9 +74,10 @@ class RequestHandlerEndpoint:
     batches_lists = False
     models = None
 
-    def __init__(self, api: ApiConfig, options: EndpointOptions) -> None:
+    def __init__(self, api: ApiConfig, options: ApiOptions, observers: Observers) -> None:
         self.api = api
         self.options = options
+        self.observers = observers
         self.model: Model | None = None
         self.pre: Callable[..., Any] | None = None
         self.post: Callable[..., Any] | None = None
@@ -120,7 +122,7 @@ class RequestHandlerEndpoint:
         if self.pre is not None:
             args = (sample, self.model.input_signature) + ((self.api.metadata,) if self.pre_three else ())
             try:
-                value = run_stage(self.options.observe, "pre_inference", "pre_inference", self.pre, *args)
+                value = run_stage(self.observers.stage, "pre_inference", "pre_inference", self.pre, *args)
             except HandlerError as exc:  # the user's own error: say what the sample was, not only what failed
                 message = about_payload(exc.message, "pre_inference", request.content_type, sample, "sample")
                 raise HandlerError(message, details=exc.details) from None
@@ -140,7 +142,7 @@ class RequestHandlerEndpoint:
         try:
             return self.model.run(feed)
         finally:
-            self.options.observe("inference", time.perf_counter() - start)
+            self.observers.stage("inference", time.perf_counter() - start)
 
     def finish(self, request: Request, output: Any) -> Reply:
         """Run ``post_inference`` on the model's output and make the reply."""
@@ -150,7 +152,7 @@ class RequestHandlerEndpoint:
         value = output
         if self.post is not None:
             args = (output, self.model.output_signature) + ((self.api.metadata,) if self.post_three else ())
-            value = run_stage(self.options.observe, "post_inference", "post_inference", self.post, *args)
+            value = run_stage(self.observers.stage, "post_inference", "post_inference", self.post, *args)
             if request.debug:
                 log.info("debug: after post_inference: %s", truncate(value))
         return cortex_reply(value, request.header(b"accept"))

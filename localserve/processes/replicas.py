@@ -30,6 +30,7 @@ from localserve.metrics import MULTIPROC_ENV, mark_process_dead, prepare_metrics
 from localserve.processes.replica import ReplicaProcess
 from localserve.server.banner import banner_lines
 from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
+from localserve.server.shutdown import replica_deadline
 
 log = logging.getLogger("localserve")
 EXIT_LOAD_FAILED = 3  # a replica's exit code when its APIs could not load (it stops the start)
@@ -275,7 +276,7 @@ class Supervisor:
         for process in alive:
             if process.pid is not None:
                 os.kill(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.options.graceful_timeout + 5
+        deadline = time.monotonic() + replica_deadline(self.options.graceful_timeout)
         for process in alive:
             process.join(max(0.0, deadline - time.monotonic()))
             if process.is_alive():

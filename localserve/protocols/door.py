@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from localserve.config.options import ServeOptions
 from localserve.engine.ports import Stages
 from localserve.errors import HandlerError, LocalServeError
 from localserve.messages.request import Request
@@ -95,9 +96,20 @@ class HttpWire:
         the protocol's ``prepare`` makes of its body (its own ``Stages``)."""
         return HttpExchange(self, api, scope, receive, send, request_id, prepare)
 
+    @classmethod
+    def of(cls, options: ServeOptions, *, v2: bool = False) -> HttpWire:
+        """The wire of a door of this server: its limit and ``--hide-errors`` from the settings tree."""
+        return cls(max_body_size=options.max_body_size, hide_errors=options.hide_errors, v2=v2)
+
     def render(self, error: LocalServeError, request_id: str | None, api: str | None = None) -> Reply:
         """``error`` as this wire's answer (``render_error``)."""
         return render_error(error, request_id, api=api, hide_errors=self.hide_errors, v2=self.v2)
+
+    async def send_error(self, send: Send, error: LocalServeError, request_id: str, api: str | None = None) -> int:
+        """``error`` rendered as this wire's answer, and sent; returns the status."""
+        reply = self.render(error, request_id, api)
+        await send_reply(send, reply, request_id)
+        return reply.status
 
 
 class HttpExchange:

@@ -83,7 +83,7 @@ class ShadowExchange:
         if not self.received:
             log.info("request %s: the copy for shadow api %r was dropped: %s", self.request_id, self.api, error)
             return Reply(status=error.status_code)
-        return render_error(error, self.request_id, api=self.api, hide_errors=True)
+        return render_error(error, self.request_id, api=self.api)  # logged; the body is never sent
 
 
 class DiscardClient:

@@ -13,12 +13,12 @@ import os
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from localserve.config.options import ApiOptions
 from localserve.errors import ModelLoadError, NoGpu, RequestError
 from localserve.messages.lists import Feed as Feed
 from localserve.messages.lists import summarize_value as summarize_value
@@ -28,21 +28,6 @@ RUNTIMES = {
     "onnx": "localserve.runtimes.onnx:OnnxModel",
     "tensorflow": "localserve.runtimes.tensorflow:TensorFlowModel",
 }
-
-
-@dataclass(frozen=True)
-class LoadOptions:
-    """How to place and run a model; built by the server from the API config and CLI flags."""
-
-    signature_key: str | None = None  # TensorFlow: tf_signature_key
-    threads: int | None = None  # intra-op threads; None = chosen from the cores of this replica
-    gpu: bool = False  # compute.gpu > 0
-    allow_cpu_fallback: bool = False  # --allow-cpu-fallback
-    cuda_options: Mapping[str, str] = field(default_factory=dict)  # onnxruntime CUDA provider options
-    replicas: int = 1  # replica processes sharing this machine's cores (ServeOptions.replicas)
-    api_threads: int = 1  # the API's threads_per_process: threads that call into the model's pool
-    batch_interval: float = 0.0  # seconds the engine may wait between model calls to fill a batch (0: no batching)
-    batching: bool = False  # the engine stacks concurrent requests into one call (the API has `batching`)
 
 
 class Model(Protocol):
@@ -105,7 +90,7 @@ def _not_installed(model_format: str, reason: object) -> ModelLoadError:
     )
 
 
-def load_model(model_format: str, path: Path, options: LoadOptions) -> Model:
+def load_model(model_format: str, path: Path, options: ApiOptions) -> Model:
     """Open the model at ``path`` (already fetched locally) with the runtime for ``model_format``."""
     module_name, _, class_name = require_runtime(model_format).partition(":")
     try:
@@ -131,7 +116,7 @@ def _import_tensorflow_runtime(module_name: str) -> Any:
         return importlib.import_module(module_name)
 
 
-def no_gpu(why: str, options: LoadOptions) -> None:
+def no_gpu(why: str, options: ApiOptions) -> None:
     """A GPU was requested but ``why`` it cannot be used: NoGpu, or a warning with ``--allow-cpu-fallback``."""
     error = NoGpu(why)
     if not options.allow_cpu_fallback:

@@ -12,11 +12,11 @@ import numpy as np
 import onnxruntime
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
+from localserve.config.options import ApiOptions
 from localserve.errors import HandlerError, ModelLoadError, RequestError
 from localserve.messages.arrays import STRING, expectation, to_array
 from localserve.runtimes import (
     Feed,
-    LoadOptions,
     check_shared,
     fixed_rest,
     no_gpu,
@@ -94,7 +94,7 @@ class OnnxModel:
 
     format = "onnx"
 
-    def __init__(self, path: Path, options: LoadOptions) -> None:
+    def __init__(self, path: Path, options: ApiOptions) -> None:
         self.path = Path(path)
         if not self.path.exists():
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: the file does not exist.")
@@ -188,7 +188,7 @@ class OnnxModel:
         except Exception as exc:
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
 
-    def _quiet_pool(self, options: LoadOptions, spin: bool) -> Any:
+    def _quiet_pool(self, options: ApiOptions, spin: bool) -> Any:
         """On the CPU, for a batching API whose pool spins: the options of a second session, whose pool never
         spins, for the stacked calls (more than one row). None otherwise.
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import onnxruntime
 
-from localserve.runtimes import LoadOptions, default_threads, no_gpu, spin_duration_us
+from localserve.config.options import ApiOptions
+from localserve.runtimes import default_threads, no_gpu, spin_duration_us
 
 logger = logging.getLogger("localserve")
 
@@ -27,7 +28,7 @@ size, HEURISTIC runs ResNet-50 at 4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, an
 0.15 s against 0.6-0.9 s."""
 
 
-def session_options(options: LoadOptions, spin: bool) -> Any:
+def session_options(options: ApiOptions, spin: bool) -> Any:
     """Intra-op threads from the cores (or ``model_threads``), one inter-op thread, all graph optimisations,
     and the pool spinning for a bounded time (``spin_duration_us``) or not at all."""
     sess_options = onnxruntime.SessionOptions()
@@ -42,7 +43,7 @@ def session_options(options: LoadOptions, spin: bool) -> Any:
     return sess_options
 
 
-def execution_providers(options: LoadOptions) -> list[tuple[str, dict[str, str]]]:
+def execution_providers(options: ApiOptions) -> list[tuple[str, dict[str, str]]]:
     """The execution providers of a session: CUDA (with its options over ``CUDA_DEFAULTS``) then the CPU,
     or the CPU alone; ``no_gpu`` decides what happens when a GPU was asked for and CUDA is not there."""
     if not options.gpu:

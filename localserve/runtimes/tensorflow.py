@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from localserve.config.options import ApiOptions
 from localserve.errors import HandlerError, ModelLoadError, RequestError
 from localserve.messages.arrays import STRING, expectation, to_array
-from localserve.runtimes import Feed, LoadOptions, default_threads, fixed_rest, no_gpu, summarize_value
+from localserve.runtimes import Feed, default_threads, fixed_rest, no_gpu, summarize_value
 from localserve.runtimes.feed import coerce_feed
 
 logger = logging.getLogger("localserve")
@@ -49,7 +50,7 @@ class TensorFlowModel:
 
     format = "tensorflow"
 
-    def __init__(self, path: Path, options: LoadOptions) -> None:
+    def __init__(self, path: Path, options: ApiOptions) -> None:
         self.path = Path(path)
         _require_saved_model(self.path)
         self.device = _choose_device(options)
@@ -148,7 +149,7 @@ class TensorFlowModel:
         return {name: tensor.numpy() for name, tensor in outputs.items()}
 
 
-def _choose_device(options: LoadOptions) -> str:
+def _choose_device(options: ApiOptions) -> str:
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
         try:

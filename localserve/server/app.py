@@ -27,11 +27,11 @@ from localserve.config.options import ServeOptions
 from localserve.engine.api import state_of
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, MethodNotAllowed, NotFound
-from localserve.logs import flush_access_log
 from localserve.messages.response import Reply
 from localserve.metrics import expose
 from localserve.project.compat.hosts import route_by_host
 from localserve.protocols.asyncapi.routes import AsyncJobs
+from localserve.protocols.door import HttpWire
 from localserve.protocols.http import Receive, Scope, Send, render_error, request_id_of
 from localserve.protocols.splitter import SplitterRoutes
 from localserve.protocols.v2.routes import V2Routes, infer_params
@@ -39,6 +39,7 @@ from localserve.runtimes.cache import scratch_dir
 from localserve.server.pages import Pages
 from localserve.server.reload import ProjectReload, Reloader
 from localserve.server.routes import NativeRoutes
+from localserve.server.shutdown import Shutdown
 
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
@@ -76,6 +77,10 @@ class App:
             from localserve.protocols.v2.grpc.server import GrpcDoor  # lazy: grpcio, only with --grpc-port
 
             self.grpc = GrpcDoor(engine, options)
+        # SIGTERM's begin and the lifespan's end, in their order, with their deadlines (server/shutdown.py)
+        self.shutdown = Shutdown(
+            options.graceful_timeout, engine, jobs=self.jobs, reloader=self.reloader, grpc=self.grpc
+        )
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz),
@@ -136,7 +141,7 @@ class App:
         try:
             yield
         finally:
-            await self.shutdown()
+            await self.shutdown.finish()
 
     async def startup(self, *, wait: bool) -> None:
         """Start the workers and the AsyncAPI stores, and load every API (in the background unless ``wait``)."""
@@ -150,17 +155,6 @@ class App:
         if wait and self.engine.loading is not None:
             await self.engine.loading
 
-    async def shutdown(self) -> None:
-        """Stop the AsyncAPI workers, cancel loading and the requests still waiting; flush the access log."""
-        if self.jobs is not None:
-            self.jobs.stop()
-        if self.reloader is not None:
-            await self.reloader.stop()
-        if self.grpc is not None:
-            await self.grpc.stop()  # the calls in flight had their grace since begin_shutdown
-        await self.engine.shutdown()
-        flush_access_log()
-
     @property
     def loading(self) -> asyncio.Task[None] | None:
         """The task loading every API (None before ``startup``)."""
@@ -171,14 +165,8 @@ class App:
         """Whether every API is loaded (GET /readyz is 200)."""
         return self.engine.ready
 
-    def begin_shutdown(self) -> None:
-        """A stop was asked for (SIGTERM/SIGINT): the engine's graceful timeout starts; gRPC refuses new calls."""
-        self.engine.begin_shutdown()
-        if self.grpc is not None:
-            self.grpc.begin_stop()
-
     def join_threads(self, timeout: float) -> list[str]:
-        """After ``shutdown``: wait up to ``timeout`` seconds for every API's threads; the names still running."""
+        """After ``shutdown.finish``: wait up to ``timeout`` seconds for every API's threads; the names still running."""
         return self.engine.join_threads(timeout)
 
     # -- the other routes -------------------------------------------------------------------------
@@ -286,7 +274,6 @@ def _async_jobs(engine: Engine, config: ServeConfig, options: ServeOptions) -> A
     return AsyncJobs(
         engine,
         project=config.project,
-        max_body_size=options.max_body_size,
-        hide_errors=options.hide_errors,
+        wire=HttpWire.of(options),
         cache=options.cache_dir or scratch_dir(),
     )

@@ -47,7 +47,7 @@ class NativeRoutes:
 
     def __init__(self, engine: Engine, options: ServeOptions) -> None:
         self.engine = engine
-        self.wire = HttpWire(max_body_size=options.max_body_size, hide_errors=options.hide_errors)
+        self.wire = HttpWire.of(options)
         self.routes: dict[str, Route] = {}  # path -> route
         for rt in engine.apis.values():
             self.routes[f"/{rt.api.name}"] = (rt, False)

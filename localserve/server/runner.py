@@ -64,7 +64,7 @@ class Runner:
                     raise self.failure
                 return await fn(self.app)
             finally:
-                await self.app.shutdown()
+                await self.app.shutdown.finish()
 
         return asyncio.run(main())
 
@@ -84,7 +84,7 @@ class Runner:
             if on_loaded is not None and app.loading is not None:
                 app.loading.add_done_callback(lambda _: on_loaded())
 
-        self.server = uvicorn_server(self.asgi(), self.options, on_signal=app.begin_shutdown, on_started=started)
+        self.server = uvicorn_server(self.asgi(), self.options, on_signal=app.shutdown.begin, on_started=started)
         return self.server
 
     def asgi(self) -> Any:

@@ -38,13 +38,14 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localserve.cli.options import ApiFlags, load, project_settings, serve_options
+from localserve.cli.options import ApiFlags, cache_dir_of, load, serve_options
 from localserve.cli.run import read_input, request_headers, send_one
-from localserve.config.options import HttpLimits, ServeOptions
+from localserve.config.options import HttpLimits, ProjectSettings, ServeOptions
 from localserve.errors import ConfigError
 from localserve.processes.peers import Peers
 from localserve.project.compat.context import Project
 from localserve.project.compat.hosts import RUN_URL, install_api_hosts
+from localserve.project.directory import parse_environment
 
 if TYPE_CHECKING:
     import httpx
@@ -55,11 +56,13 @@ if TYPE_CHECKING:
 __all__ = ["RunResult", "client", "run"]
 
 THREADS_EXIT_WAIT = 10.0  # seconds the APIs' threads get to end once the app has shut down
-_FLAGS = {f.name for f in fields(ApiFlags)} - {"context_json", "environment", "no_install"}
-_OPTIONS = {f.name for f in fields(ServeOptions)} | {f.name for f in fields(HttpLimits)}
+_FLAGS = {f.name for f in fields(ApiFlags)} - {"context_json"}
+_OPTIONS = (
+    {f.name for f in fields(ServeOptions)} | {f.name for f in fields(HttpLimits)} | {"raw_project", "system_deps"}
+)
 # The supervisor's, flat here, or about a listening socket or a process that an in-process client has not.
 _INTERNAL = {
-    *("replica", "replicas", "metrics_dir", "accept_when_loaded", "limits", "reload", "grpc_port"),
+    *("replica", "replicas", "metrics_dir", "accept_when_loaded", "limits", "project", "reload", "grpc_port"),
     *("uds", "ssl_keyfile", "ssl_certfile", "root_path", "log_config", "freeze_heap"),
 }
 _EXTRA = {"context", "environment", "install"}
@@ -109,9 +112,9 @@ def client(
     project, config_file = _where(project_dir, config)
     full = load(project, config_file, replace(flags, handler=handler))
     names = [api] if isinstance(api, str) else list(api or [])
-    serving = serve_options(flags, os.environ, **options)  # the environment as it is, before the project's
+    serving = serve_options(os.environ, **options)  # the environment as it is, before the project's
     # What user code prints stays on stdout (pytest shows it with the test), unlike serve's log lines.
-    with Project(full.only(names) if names else full, project_settings(flags, quiet=False, url=None)) as entered:
+    with Project(full.only(names) if names else full, serving.project, cache_dir_of(serving.cache_dir)) as entered:
         peers = replace(full, workdir=entered.workdir, mnt_mode=entered.mnt_mode)
         with _serving(entered, peers, serving, base_url) as test_client:
             yield test_client
@@ -186,7 +189,9 @@ def run(
     """
     flags, options = _settings(settings, "run")
     project, config_file = _where(project_dir, config)
-    run_options = serve_options(flags, os.environ, **{"async_jobs": False, **options})  # an AsyncAPI's job runs at once
+    # An AsyncAPI's job runs at once; LOCALSERVE_URL/<other API> reaches the others, as under `localserve run`.
+    settings = {"async_jobs": False, **options, "project": replace(options["project"], url=RUN_URL)}
+    run_options = serve_options(os.environ, **settings)
     body, guessed = b"", None
     if isinstance(input, bytes):
         body = input
@@ -205,8 +210,6 @@ def run(
         headers=request_headers(pairs, content_type or guessed),
         body=body,
         query=query,
-        quiet=False,
-        url=RUN_URL,  # LOCALSERVE_URL/<other API>, as under `localserve run`
     )
     return RunResult(status, response_headers, response_body)
 
@@ -227,7 +230,8 @@ def _where(project_dir: str | os.PathLike[str], config: str | os.PathLike[str] |
 
 
 def _settings(settings: dict[str, Any], where: str) -> tuple[ApiFlags, dict[str, Any]]:
-    """The keyword settings split into serve's flags and ServeOptions' fields; a name of neither is a TypeError."""
+    """The keyword settings split into the config's flags (ApiFlags) and the settings tree's fields (for
+    ``serve_options``); a name of neither is a TypeError."""
     known = _FLAGS | _OPTIONS | _EXTRA
     for name in settings:
         if name not in known or name in _INTERNAL - {"replicas"}:
@@ -239,9 +243,13 @@ def _settings(settings: dict[str, Any], where: str) -> tuple[ApiFlags, dict[str,
             )
     flags = ApiFlags(
         context_json=json.dumps(settings["context"]) if settings.get("context") is not None else None,
-        environment=tuple(f"{key}:{value}" for key, value in (settings.get("environment") or {}).items()),
-        no_install=not settings.get("install", True),
         **{name: value for name, value in settings.items() if name in _FLAGS},
     )
     options = {name: value for name, value in settings.items() if name in _OPTIONS and name not in _FLAGS}
+    options["project"] = ProjectSettings(
+        environment=parse_environment([f"{key}:{value}" for key, value in (settings.get("environment") or {}).items()]),
+        raw_project=options.pop("raw_project", False),
+        system_deps=options.pop("system_deps", False),
+        install=settings.get("install", True),
+    )
     return flags, options

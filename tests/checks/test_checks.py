@@ -12,8 +12,9 @@ from click.testing import CliRunner
 
 from localserve.cli import main
 from localserve.config import load_config
+from localserve.config.options import ApiOptions
 from localserve.errors import LocalServeError, ModelLoadError
-from localserve.runtimes import LoadOptions, load_model
+from localserve.runtimes import load_model
 from localserve.server import create_app
 from tests.conftest import cli_env
 from tests.models import tf_savedmodel
@@ -40,7 +41,7 @@ def serve_refuses(project: Path, monkeypatch: pytest.MonkeyPatch, handler: str |
         with pytest.raises(LocalServeError) as info:
             asyncio.run(app.startup(wait=True))
     finally:
-        asyncio.run(app.shutdown())
+        asyncio.run(app.shutdown.finish())
     return str(info.value)
 
 
@@ -121,7 +122,7 @@ def test_check_refuses_a_model_whose_runtime_is_not_installed(make_project, monk
     )
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # the same rule decides when serve loads the model
     with pytest.raises(ModelLoadError) as info:
-        load_model("tensorflow", project / "model", LoadOptions())
+        load_model("tensorflow", project / "model", ApiOptions())
     assert str(info.value) == message
 
 

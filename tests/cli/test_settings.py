@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from localserve.config import load_config
+from localserve.config.options import ApiOptions, ProjectSettings
 from localserve.errors import ModelLoadError
-from localserve.project.compat.context import Project, ProjectSettings
-from localserve.runtimes import LoadOptions, load_model
+from localserve.project.compat.context import Project
+from localserve.runtimes import load_model
 from tests.conftest import cli_env
 
 IMPORT_EVERYTHING = """
@@ -48,11 +49,11 @@ def test_tensorflow_logs_are_quieted_by_the_project_unless_the_user_chose(
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", set_by_user)
     config = "- kind: api\n  name: t\n  model: model\n  model_format: tensorflow\n  request_handler: handler.py\n"
     project = make_project({"localserve.yaml": config, "handler.py": "", "model/saved_model.pb": ""})
-    with Project(load_config(project), ProjectSettings(cache_dir=tmp_path / "cache")):
+    with Project(load_config(project), ProjectSettings(), tmp_path / "cache"):
         assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == expected  # set before TensorFlow's import, which reads it
     assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == set_by_user
     with pytest.raises(ModelLoadError):  # loading a model sets nothing: the project did, for the user's code too
-        load_model("tensorflow", tmp_path / "missing", LoadOptions())
+        load_model("tensorflow", tmp_path / "missing", ApiOptions())
     assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == set_by_user
 
 
@@ -62,6 +63,23 @@ def test_the_cache_folder_is_decided_by_the_cli_alone(tmp_path: Path) -> None:
     assert cache_dir_of(tmp_path / "flag", {"XDG_CACHE_HOME": "/xdg"}) == tmp_path / "flag"
     assert cache_dir_of(None, {"XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/localserve")
     assert cache_dir_of(None, {}) == Path.home() / ".cache" / "localserve"
+
+
+def test_the_settings_tree_nests_the_project_and_the_limits_and_a_setting_given_wins_over_the_environment(
+    tmp_path: Path,
+) -> None:
+    from localserve.cli.options import serve_options
+    from localserve.config.options import HttpLimits
+
+    environ = {"CUDA_VISIBLE_DEVICES": "1", "XDG_CACHE_HOME": str(tmp_path)}
+    options = serve_options(
+        environ, environment=("K:v",), no_install=True, raw_project=True, cuda_visible_devices="0", max_headers=5
+    )
+    assert options.project == ProjectSettings(environment={"K": "v"}, install=False, raw_project=True)
+    assert options.limits == HttpLimits(max_headers=5)
+    assert options.cuda_visible_devices == "0"  # localserve.testing's keyword, over the environment's
+    assert options.cache_dir == tmp_path / "localserve"  # decided once, by cache_dir_of
+    assert serve_options(environ).cuda_visible_devices == "1"
 
 
 def test_environment_settings_are_read_by_the_cli(caplog: pytest.LogCaptureFixture) -> None:
@@ -171,14 +189,14 @@ def _writes_environment(path: Path) -> bool:
 
 def test_below_the_cli_only_the_project_context_changes_the_environment() -> None:
     """User code's environment (.env, --environment, the platforms' variables), made by the Project context that
-    the CLI enters, and by check's probe (the same, in its subprocess); localserve's own settings never."""
+    the CLI enters (and by check's probe, in its subprocess, through the same functions); our settings never."""
     package = Path(__file__).resolve().parents[2] / "localserve"
     writers = {
         str(path.relative_to(package))
         for path in sorted(package.rglob("*.py"))
         if path.relative_to(package).parts[0] != "cli" and _writes_environment(path)
     }
-    assert writers == {"project/directory.py", "project/compat/context.py", "checks/probe.py"}
+    assert writers == {"project/directory.py", "project/compat/context.py"}
 
 
 def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
@@ -186,15 +204,16 @@ def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
     import dataclasses
 
     from localserve.cli import main
+    from localserve.cli.options import ApiFlags
     from localserve.processes.replicas import ReplicaStart
     from localserve.server import HttpLimits, ServeOptions
 
-    fields = {f.name for f in dataclasses.fields(ServeOptions)} | {f.name for f in dataclasses.fields(HttpLimits)}
+    fields = {f.name for tree in (ServeOptions, HttpLimits, ProjectSettings) for f in dataclasses.fields(tree)}
     serve = main.commands["serve"]
-    # What shapes the APIs (the config's keys) and what picks the project are not serving settings.
-    apis = {"project", "config_file", "api_names", "handler", "context_json", "environment", "no_install"}
-    apis |= {"threads_per_process", "max_queue", "timeout", "max_batch_size", "batch_interval", "raw_project"}
-    apis |= {"system_deps", "async_store"}
+    # What shapes the APIs (ApiFlags, the config's keys, for `load`) and what picks the project are not settings;
+    # --no-install is ProjectSettings.install.
+    apis = {"project", "config_file", "api_names", "no_install"} | {f.name for f in dataclasses.fields(ApiFlags)}
     assert {p.name for p in serve.params} - apis - fields == set()
+    assert {f.name for f in dataclasses.fields(ApiFlags)} & fields == set()  # a flag is config or a setting
     # A replica gets the config and these options, nothing beside them.
     assert [f.name for f in dataclasses.fields(ReplicaStart)] == ["config", "options"]

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from localserve.config.options import ApiOptions
 from localserve.engine.batcher import Batcher
 from localserve.engine.feeds import batch_key, bucket_sizes, split, stack
 from localserve.errors import RequestError
-from localserve.runtimes import LoadOptions
 from localserve.runtimes.onnx import OnnxModel
 from tests.models import linear_reference, onnx_batch_echo, onnx_linear
 
@@ -25,7 +25,7 @@ def test_bucket_sizes(max_batch_size: int, configured: list[int] | None, expecte
 
 def batcher_for(path: Path, buckets: tuple[int, ...]) -> tuple[Batcher, list[int]]:
     seen: list[int] = []
-    model = OnnxModel(path, LoadOptions(threads=1))
+    model = OnnxModel(path, ApiOptions(threads=1))
     batcher = Batcher("t", model, buckets=buckets, interval=0.0, deliver=lambda _: None, observe=seen.append)
     return batcher, seen
 

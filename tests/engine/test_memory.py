@@ -183,7 +183,7 @@ import sys, threading
 from pathlib import Path
 import numpy as np
 from localserve.engine.memory import hold_thresholds, trim_heap
-from localserve.runtimes import LoadOptions
+from localserve.config.options import ApiOptions
 from localserve.runtimes.onnx import OnnxModel
 
 def rss_mib():
@@ -195,7 +195,7 @@ if sys.argv[2] == "held":
 grew, models = [], []
 
 def load():
-    model = OnnxModel(Path(sys.argv[1]), LoadOptions(batching=True, batch_interval=0.002))
+    model = OnnxModel(Path(sys.argv[1]), ApiOptions(batching=True, batch_interval=0.002))
     before = rss_mib()
     for size in (1, 2, 4, 8, 16, 32):
         model.run({"x": np.zeros((size, 256), np.float32)}, bucket=size)

@@ -203,7 +203,7 @@ def test_load_errors(make_project, monkeypatch, code: str, message: str) -> None
     with pytest.raises(HandlerLoadError) as info:
         asyncio.run(app.startup(wait=True))
     assert str(info.value) == message
-    asyncio.run(app.shutdown())
+    asyncio.run(app.shutdown.finish())
 
 
 def test_batched_predictor_gets_lists_and_must_return_one_per_payload(serve, make_project) -> None:

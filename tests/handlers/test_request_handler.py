@@ -339,7 +339,7 @@ def test_load_errors_name_the_problem(make_project, monkeypatch) -> None:
     assert str(info.value) == (
         "h.py: pre_inference must take (sample, metadata) or (sample, signature, metadata); it takes 1 parameter(s)."
     )
-    asyncio.run(app.shutdown())
+    asyncio.run(app.shutdown.finish())
 
 
 def test_a_model_with_a_fixed_batch_size_still_answers_each_batched_request(serve, make_project) -> None:

@@ -223,8 +223,9 @@ def test_the_iris_models_example(serve) -> None:
 
 def test_a_python_predictor_without_load_model_fails_to_load(make_project, monkeypatch) -> None:
     from localserve.config import load_config
+    from localserve.config.options import ApiOptions
     from localserve.errors import HandlerLoadError
-    from localserve.handlers import EndpointOptions, create_endpoint
+    from localserve.handlers import create_endpoint
 
     yaml = (
         "- name: py\n  kind: RealtimeAPI\n  predictor:\n    type: python\n    path: predictor.py\n"
@@ -234,7 +235,7 @@ def test_a_python_predictor_without_load_model_fails_to_load(make_project, monke
     project = make_project({"cortex.yaml": yaml, "predictor.py": code, "weights/m/1/w.json": "{}"})
     monkeypatch.chdir(project)
     (api,) = load_config(project).apis
-    endpoint = create_endpoint(api, EndpointOptions(project=project))
+    endpoint = create_endpoint(api, ApiOptions(project=project))
     with pytest.raises(HandlerLoadError) as caught:
         endpoint.load()
     assert str(caught.value) == (

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
+from localserve.config.options import ApiOptions
 from localserve.config.schema import ModelPath, ModelsConfig
 from localserve.errors import LocalServeError, WouldFetch
 from localserve.handlers.clients import describe_models
 from localserve.protocols.http import render_error
 from localserve.protocols.v2.multi import NeedsLoad, locate
-from localserve.runtimes import LoadOptions, load_model
+from localserve.runtimes import load_model
 from localserve.runtimes.modelset import ModelSet
 from localserve.runtimes.sources import cache_entry, resolve_model
 from localserve.runtimes.versions import Source
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 def open_onnx(files: Path, source: Source) -> Any:
     """A version folder's one ``.onnx`` file, loaded by ONNX Runtime (a missing file fails here, as it would)."""
-    return load_model("onnx", sorted(files.glob("*.onnx"))[0], LoadOptions())
+    return load_model("onnx", sorted(files.glob("*.onnx"))[0], ApiOptions())
 
 
 def logits(model: Any) -> list[list[float]]:

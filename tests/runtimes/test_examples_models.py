@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from localserve.runtimes import LoadOptions, load_model
+from localserve.config.options import ApiOptions
+from localserve.runtimes import load_model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "handlers_examples"
 
@@ -48,7 +49,7 @@ def test_every_example_has_a_readme_with_its_command() -> None:
 def test_iris_onnx() -> None:
     config = api("iris_onnx")
     assert config["tracker"] == {"key": "class_label", "model_type": "classification"}
-    model = load_model("onnx", EXAMPLES / "iris_onnx" / config["model"], LoadOptions())
+    model = load_model("onnx", EXAMPLES / "iris_onnx" / config["model"], ApiOptions())
     handler = import_file(EXAMPLES / "iris_onnx" / config["request_handler"])
     feed = handler.pre_inference(sample("iris_onnx"), model.input_signature)
     result = handler.post_inference(model.run(model.coerce(feed)), model.output_signature)
@@ -66,7 +67,7 @@ def test_iris_onnx() -> None:
 
 def test_iris_labels() -> None:
     config = api("iris_labels")
-    model = load_model("onnx", EXAMPLES / "iris_labels" / config["model"], LoadOptions())
+    model = load_model("onnx", EXAMPLES / "iris_labels" / config["model"], ApiOptions())
     handler = import_file(EXAMPLES / "iris_labels" / config["request_handler"])
     metadata = config["metadata"]
     feed = handler.pre_inference(sample("iris_labels"), model.input_signature, metadata)
@@ -86,7 +87,7 @@ def test_python_predictor(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.slow
 def test_tf_savedmodel() -> None:
     config = api("tf_savedmodel")
-    model = load_model("tensorflow", EXAMPLES / "tf_savedmodel" / config["model"], LoadOptions())
+    model = load_model("tensorflow", EXAMPLES / "tf_savedmodel" / config["model"], ApiOptions())
     handler = import_file(EXAMPLES / "tf_savedmodel" / config["request_handler"])
     metadata = config["metadata"]
     feed = handler.pre_inference(sample("tf_savedmodel"), model.input_signature, metadata)
@@ -100,7 +101,7 @@ def test_tf_savedmodel() -> None:
 def test_tf_predictor() -> None:
     config = api("tf_predictor")["predictor"]
     assert config["type"] == "tensorflow"
-    model = load_model("tensorflow", EXAMPLES / "tf_predictor" / config["model_path"], LoadOptions())
+    model = load_model("tensorflow", EXAMPLES / "tf_predictor" / config["model_path"], ApiOptions())
     predictor = import_file(EXAMPLES / "tf_predictor" / config["path"]).TensorFlowPredictor(config["config"], model)
     assert predictor.predict(sample("tf_predictor")) == {"text": "HELLO LOCALSERVE!", "length": 16}
 

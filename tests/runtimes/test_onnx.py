@@ -12,8 +12,9 @@ import pytest
 from onnx import TensorProto
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
+from localserve.config.options import ApiOptions
 from localserve.errors import HandlerError, ModelLoadError, RequestError
-from localserve.runtimes import LoadOptions, load_model
+from localserve.runtimes import load_model
 from localserve.runtimes.onnx import OnnxModel
 from tests.models import (
     linear_reference,
@@ -28,7 +29,7 @@ from tests.models import (
 
 
 def load(path: Path, **options: Any) -> OnnxModel:
-    return OnnxModel(path, LoadOptions(**options))
+    return OnnxModel(path, ApiOptions(**options))
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def two(models: Path) -> OnnxModel:
 
 
 def test_load_model_picks_onnx_runtime(models: Path) -> None:
-    model = load_model("onnx", models / "linear.onnx", LoadOptions(threads=1))
+    model = load_model("onnx", models / "linear.onnx", ApiOptions(threads=1))
     assert isinstance(model, OnnxModel)
     assert model.format == "onnx"
     assert model.device == "CPUExecutionProvider"
@@ -664,19 +665,19 @@ def test_cuda_options_reach_the_cuda_provider_over_the_defaults(monkeypatch: pyt
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: providers)
     monkeypatch.setattr(onnxruntime, "preload_dlls", lambda: None, raising=False)
-    assert _providers(LoadOptions(gpu=True)) == [
+    assert _providers(ApiOptions(gpu=True)) == [
         ("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"}),
         ("CPUExecutionProvider", {}),
     ]
-    options = LoadOptions(gpu=True, cuda_options={"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
+    options = ApiOptions(gpu=True, cuda_options={"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
     assert _providers(options)[0] == ("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
-    assert _providers(LoadOptions(gpu=False)) == [("CPUExecutionProvider", {})]
+    assert _providers(ApiOptions(gpu=False)) == [("CPUExecutionProvider", {})]
 
 
 def test_inputs_that_disagree_on_a_dimension_they_share_are_a_400(models: Path) -> None:
     """``ids [batch, 2]`` and ``scale [batch, 1]``: 6 rows of one and 3 of the other would fail inside onnxruntime
     (a broadcast error, its RUNTIME_EXCEPTION: a 500); it is the request's fault (schemathesis found it)."""
-    model = load_model("onnx", models / "two.onnx", LoadOptions())
+    model = load_model("onnx", models / "two.onnx", ApiOptions())
     with pytest.raises(RequestError) as caught:
         model.run({"ids": np.zeros((6, 2), np.int64), "scale": np.zeros((3, 1), np.float32)})
     assert str(caught.value) == (

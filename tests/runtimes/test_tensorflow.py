@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from localserve.config.options import ApiOptions
 from localserve.errors import ModelLoadError, RequestError
-from localserve.runtimes import LoadOptions, load_model
+from localserve.runtimes import load_model
 from tests.models import linear_reference, tf_savedmodel
 
 pytestmark = pytest.mark.slow
@@ -22,7 +23,7 @@ HAS_GPU = bool(tf.config.list_physical_devices("GPU"))
 
 
 def load(path: Path, **options: Any) -> TensorFlowModel:
-    return TensorFlowModel(path, LoadOptions(**options))
+    return TensorFlowModel(path, ApiOptions(**options))
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def model(saved: Path) -> TensorFlowModel:
 
 
 def test_load_model_picks_tensorflow(saved: Path) -> None:
-    loaded = load_model("tensorflow", saved, LoadOptions(threads=1))
+    loaded = load_model("tensorflow", saved, ApiOptions(threads=1))
     assert isinstance(loaded, TensorFlowModel)
     assert loaded.format == "tensorflow"
     assert loaded.device == "/CPU:0"

@@ -2,7 +2,7 @@
 
 Example::
 
-    with Project(config, ProjectSettings(environment={"K": "v"}, cache_dir=cache)) as config:
+    with Project(config, ProjectSettings(environment={"K": "v"}), cache_dir) as config:
         app = create_app(config, options)       # user code runs in the project, as on the platform
 
 On entry, in this order: the packaged view of the project; ``/mnt/project`` (a private mount
@@ -29,12 +29,13 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from localserve.config import ServeConfig
+from localserve.config.options import ProjectSettings
 from localserve.errors import ConfigError, ProjectError
 from localserve.project.compat.mnt import install_redirect, provide_mnt_project, redirect_target, uninstall_redirect
 from localserve.project.compat.modules import forget_installed, forget_modules, put_back, set_aside_shadowed
@@ -60,27 +61,19 @@ _ENTERED_LOCK = threading.Lock()
 _REDIRECTED_OS = ("open", "stat", "lstat", "access", "listdir", "scandir")
 
 
-@dataclass(frozen=True)
-class ProjectSettings:
-    """How to recreate the platform around user code: the flags of ``run`` and ``serve`` that shape it."""
-
-    cache_dir: Path  # requirements are installed under it
-    environment: Mapping[str, str] = field(default_factory=dict)  # --environment KEY:VALUE, parsed
-    raw_project: bool = False  # --raw-project: user code sees the folder as it is, not as packaged
-    system_deps: bool = False  # --system-deps: run dependencies.sh
-    install: bool = True  # not --no-install
-    quiet: bool = False  # pip's output and TensorFlow's C++ log lines below errors hidden (run --quiet)
-    url: str | None = None  # LOCALSERVE_URL for user code: where this server answers
-
-
 class Project:
     """The platform's surroundings of user code, entered by the process that serves (see the module doc)."""
 
     def __init__(
-        self, config: ServeConfig, settings: ProjectSettings, reread: Callable[[], ServeConfig] | None = None
+        self,
+        config: ServeConfig,
+        settings: ProjectSettings,
+        cache_dir: Path,
+        reread: Callable[[], ServeConfig] | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
+        self.cache_dir = cache_dir  # requirements are installed under it (ServeOptions.cache_dir)
         self.reread = reread  # the config read again as the command read it (its flags applied): serve --reload
         self._saved: dict[str, Any] = {}
         self._entered: ServeConfig | None = None  # what __enter__ returned: the workdir and /mnt/project mode
@@ -176,7 +169,7 @@ class Project:
                 )
         run_dependencies_script(config.project, allowed=settings.system_deps)
         if settings.install:
-            install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)
+            install_requirements(config.project, self.cache_dir, quiet=settings.quiet)
         self._entered = replace(config, workdir=workdir if workdir != config.project else None, mnt_mode=mnt_mode)
         return self._entered
 
@@ -236,7 +229,7 @@ class Project:
         if entered.workdir is not None:
             sync_view(config.project, config.config_file, workdir)
         added = [p for p in sys.path if p and p not in saved["sys.path"]]
-        envs = [p for p in added if Path(p).parent == settings.cache_dir / "envs"]
+        envs = [p for p in added if Path(p).parent == self.cache_dir / "envs"]
         forget_modules(saved["modules"], [*[p for p in added if p not in envs], str(config.project)], bytecode=True)
         _set_environ(saved["environ"])
         sys.path[:] = saved["sys.path"]
@@ -244,8 +237,8 @@ class Project:
         self._set_aside_shadowed()  # what files added since shadow, as on entry
         if settings.install:
             if requirements:
-                install_requirements(config.project, settings.cache_dir, quiet=settings.quiet)
-            elif (target := cached_requirements(config.project, settings.cache_dir)) is not None:
+                install_requirements(config.project, self.cache_dir, quiet=settings.quiet)
+            elif (target := cached_requirements(config.project, self.cache_dir)) is not None:
                 activate_requirements(target)
         gone = [p for p in envs if p not in sys.path]
         kept = forget_installed(saved["modules"], gone) if gone else []

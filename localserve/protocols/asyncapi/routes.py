@@ -2,7 +2,7 @@
 
 Example::
 
-    jobs = AsyncJobs(engine, project=config.project, max_body_size=options.max_body_size, hide_errors=False)
+    jobs = AsyncJobs(engine, project=config.project, wire=HttpWire.of(options), cache=options.cache_dir)
     name = jobs.claims(scope)   # in the app's __call__, before the native routes
     if name is not None:
         await jobs.serve(engine.apis[name], scope, receive, send)   # one call into the engine
@@ -41,13 +41,12 @@ from localserve.protocols.asyncapi.store import (
 )
 from localserve.protocols.asyncapi.worker import AsyncWorker, run_job
 from localserve.protocols.bodies import read_body
-from localserve.protocols.door import http_traced
+from localserve.protocols.door import HttpWire, http_traced
 from localserve.protocols.http import (
     Receive,
     Scope,
     Send,
     json_reply,
-    render_error,
     request_id_of,
     send_reply,
 )
@@ -63,14 +62,13 @@ POLL_ROUTE = b"GET, HEAD, OPTIONS"
 class AsyncJobs:
     """Submit and poll routes, stores and workers of the AsyncAPIs among the engine's APIs."""
 
-    def __init__(self, engine: Engine, *, project: Path, max_body_size: int, hide_errors: bool, cache: Path) -> None:
+    def __init__(self, engine: Engine, *, project: Path, wire: HttpWire, cache: Path) -> None:
         self.engine = engine
         runtimes = engine.apis
         self.runtimes = {name: rt for name, rt in runtimes.items() if rt.api.is_async}
         self.project = project
         self.cache = cache  # --cache-dir: the default SQLite stores live under it
-        self.max_body_size = max_body_size
-        self.hide_errors = hide_errors
+        self.wire = wire  # the body's limit, and --hide-errors
         self.stores: dict[str, JobStore] = {}
         self.workers: dict[str, AsyncWorker] = {}
         self.submit_paths: dict[str, str] = {}
@@ -198,7 +196,7 @@ class AsyncJobs:
         raise MethodNotAllowed(method, scope["path"], POLL_ROUTE.decode("latin-1"))
 
     async def _submit(self, name: str, scope: Scope, receive: Receive) -> Reply:
-        body = await read_body(scope, receive, self.max_body_size)
+        body = await read_body(scope, receive, self.wire.max_body_size)
         rt = self.runtimes[name]
         if rt.state == "failed":  # no worker would ever run it (--keep-going); jobs wait only while loading
             raise StoreUnavailable(f"api {name!r} failed to load, so it takes no jobs: {rt.error}")
@@ -287,7 +285,7 @@ class _JobRoute:
             await send_reply(self._send, reply, self.request_id)
 
     def render(self, error: LocalServeError) -> Reply:
-        return render_error(error, self.request_id, api=self.api, hide_errors=self.jobs.hide_errors)
+        return self.jobs.wire.render(error, self.request_id, self.api)
 
     def traced(self) -> Traced:
         submit = self.method == "POST" and self.path in self.jobs.submit_paths

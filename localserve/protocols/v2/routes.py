@@ -31,7 +31,6 @@ from localserve.protocols.http import (
     Scope,
     Send,
     request_id_of,
-    send_error,
     send_reply,
 )
 from localserve.protocols.v2.binary import HEADER_LENGTH, parse_header_length
@@ -77,8 +76,7 @@ class V2Routes:
 
     def __init__(self, engine: Engine, options: ServeOptions) -> None:
         self.engine = engine
-        self.wire = HttpWire(max_body_size=options.max_body_size, hide_errors=options.hide_errors, v2=True)
-        self.max_body_size = options.max_body_size
+        self.wire = HttpWire.of(options, v2=True)
         self.models = V2Models(engine.apis)
 
     def routes(self) -> list[BaseRoute]:
@@ -137,7 +135,7 @@ class V2Routes:
         try:
             await self.find(scope)
         except LocalServeError as exc:
-            await send_error(send, exc, request_id_of(scope), v2=True)
+            await self.wire.send_error(send, exc, request_id_of(scope))
             return
         await _send_json(send, 200, {"name": scope["path_params"]["name"], "ready": True})
 
@@ -160,7 +158,7 @@ class V2Routes:
             entries = every_model_stats(metrics, [(name, self.models.where(name)) for name in self.names()])
             await _send_json(send, 200, {"model_stats": entries})
         except LocalServeError as exc:
-            await send_error(send, exc, request_id_of(scope), v2=True)
+            await self.wire.send_error(send, exc, request_id_of(scope))
 
     def _stats(self, name: str, version: str) -> dict[str, Any]:
         return model_stats(self._metrics(), name, version, self.models.where(name))
@@ -175,7 +173,7 @@ class V2Routes:
             rt, model = await self.find(scope)
             value = answer(rt, model)
         except LocalServeError as exc:
-            await send_error(send, exc, request_id_of(scope), v2=True)
+            await self.wire.send_error(send, exc, request_id_of(scope))
             return
         await _send_json(send, 200, value)
 
@@ -186,7 +184,7 @@ class V2Routes:
         rt = self.models.api_of(scope["path_params"]["name"])
         if rt is None:  # no API to count it under: its access line alone
             start = time.perf_counter()
-            status = await send_error(send, self.models.no_model(scope["path_params"]["name"]), request_id, v2=True)
+            status = await self.wire.send_error(send, self.models.no_model(scope["path_params"]["name"]), request_id)
             self.engine.unrouted(scope["method"], scope["path"], status, time.perf_counter() - start, request_id)
             return
         await self.engine.submit(
@@ -203,7 +201,7 @@ class V2Routes:
             elif key == b"content-encoding":
                 coding = value
         if coding is not None:  # tritonclient's request_compression_algorithm: the header length is the decoded one
-            body = await decode_content(body, coding, self.max_body_size)
+            body = await decode_content(body, coding, self.wire.max_body_size)
         call = _Call(model, parse_header_length(length, len(body)))
         return Request("POST", scope["headers"], body, request_id=request_id, path=scope["path"]), call
 

@@ -8,7 +8,6 @@ names each.
 
 from __future__ import annotations
 
-import math
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +16,7 @@ import uvicorn
 
 from localserve.config.options import ServeOptions
 from localserve.server.connection.protocol import protocol_class
+from localserve.server.shutdown import uvicorn_cutoff
 
 
 def uvicorn_server(
@@ -53,7 +53,7 @@ def uvicorn_server(
             ws="none",
             # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,
             # later, would answer plain-text 500s and leave queued work to run.
-            timeout_graceful_shutdown=math.ceil(options.graceful_timeout) + 2,
+            timeout_graceful_shutdown=uvicorn_cutoff(options.graceful_timeout),
             server_header=False,
             proxy_headers=False,  # the App's Starlette routes apply them; the prediction routes never read them
         )

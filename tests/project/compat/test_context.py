@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from localserve.config import load_config
+from localserve.config.options import ProjectSettings
 from localserve.errors import ConfigError
-from localserve.project.compat.context import Project, ProjectSettings
+from localserve.project.compat.context import Project
 from localserve.project.compat.hosts import install_api_hosts
 
 PREDICTOR = "class PythonPredictor:\n    def __init__(self, config):\n        pass\n"
@@ -29,8 +30,8 @@ def test_the_project_is_entered_and_every_change_undone(make_project, tmp_path: 
         }
     )
     cwd, path, environ, resolver, opener = os.getcwd(), list(sys.path), dict(os.environ), socket.getaddrinfo, open
-    settings = ProjectSettings(cache_dir=tmp_path / "cache", environment={"FROM_FLAG_CTX": "f"}, url="http://x:1")
-    with Project(load_config(project), settings) as config:
+    settings = ProjectSettings(environment={"FROM_FLAG_CTX": "f"}, url="http://x:1")
+    with Project(load_config(project), settings, tmp_path / "cache") as config:
         assert config.workdir is not None and os.getcwd() == str(config.workdir)  # the packaged view
         assert sys.path[0] == str(config.workdir) and str(config.workdir / "lib") in sys.path
         seen = {k: os.environ.get(k) for k in ("FROM_DOTENV_CTX", "FROM_FLAG_CTX", "FROM_PREDICTOR", "LOCALSERVE_URL")}
@@ -59,7 +60,7 @@ def test_a_failed_entry_undoes_what_it_had_done(make_project, tmp_path: Path) ->
         }
     )
     cwd, path, environ = os.getcwd(), list(sys.path), dict(os.environ)
-    entering = Project(load_config(project), ProjectSettings(cache_dir=tmp_path / "cache"))
+    entering = Project(load_config(project), ProjectSettings(), tmp_path / "cache")
     with pytest.raises(ConfigError, match="apis 'a' and 'b' set 'K' to different values"), entering:
         pass  # pragma: no cover
     assert (os.getcwd(), sys.path, dict(os.environ)) == (cwd, path, environ)
@@ -76,7 +77,7 @@ def test_the_projects_modules_are_let_go_even_when_its_folder_was_on_sys_path(
     import main  # type: ignore[import-not-found]  (other's: first on sys.path)
 
     config = load_config(project, handler="main:handler")
-    with Project(config, ProjectSettings(cache_dir=tmp_path / "cache")):
+    with Project(config, ProjectSettings(), tmp_path / "cache"):
         import cortex_helper_ctx  # noqa: F401
         import main as inside  # type: ignore[import-not-found]
 
@@ -100,8 +101,8 @@ def test_reload_takes_the_edits_and_a_bad_one_changes_nothing(
             ".env": "FROM_DOTENV_RELOAD=one\n",
         }
     )
-    settings = ProjectSettings(cache_dir=tmp_path / "cache")
-    context = Project(load_config(project), settings, reread=lambda: load_config(project))
+    settings = ProjectSettings()
+    context = Project(load_config(project), settings, tmp_path / "cache", reread=lambda: load_config(project))
     monkeypatch.setattr(sys, "dont_write_bytecode", False)  # whatever PYTHONDONTWRITEBYTECODE says here
     with context as config:
         workdir = config.workdir
@@ -147,9 +148,7 @@ def test_reload_sets_aside_what_a_file_added_since_entry_shadows(make_project, t
     monkeypatch.syspath_prepend(str(other))
     import late_helper_ctx  # type: ignore[import-not-found]  (imported before serve, from elsewhere)
 
-    context = Project(
-        load_config(project), ProjectSettings(cache_dir=tmp_path / "cache"), reread=lambda: load_config(project)
-    )
+    context = Project(load_config(project), ProjectSettings(), tmp_path / "cache", reread=lambda: load_config(project))
     with context:
         (project / "late_helper_ctx.py").write_text("WHO = 'project'\n")
         context.reload(requirements=False)

@@ -28,7 +28,7 @@ from localserve.config.options import ServeOptions
 from localserve.errors import LocalServeError, RequestError, Unauthorized
 from localserve.metrics.extras import ExtraMetrics
 from localserve.protocols.v2.grpc.call import REQUEST_ID, Context, request_id_of_call
-from localserve.protocols.v2.grpc.status import render_status
+from localserve.protocols.v2.grpc.status import GrpcWire
 
 log = logging.getLogger("localserve")
 
@@ -60,11 +60,11 @@ class Refusal(LocalServeError):
 class Guard(grpc.aio.ServerInterceptor):
     """The interceptor of the gRPC server: every unary RPC read under the limits above."""
 
-    def __init__(self, options: ServeOptions, extras: ExtraMetrics | None) -> None:
+    def __init__(self, options: ServeOptions, wire: GrpcWire, extras: ExtraMetrics | None) -> None:
         self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
         self.message_timeout = options.limits.body_timeout
         self.max_held = options.max_body_size
-        self.hide_errors = options.hide_errors
+        self.wire = wire
         self.extras = extras
         self.connections: dict[str, _Connection] = {}
         self._handlers: dict[str, Handler] = {}
@@ -141,7 +141,7 @@ class Guard(grpc.aio.ServerInterceptor):
     async def _refuse(self, context: Context, rpc: str, exc: LocalServeError) -> NoReturn:
         request_id = request_id_of_call(context)
         context.set_trailing_metadata(((REQUEST_ID, request_id),))  # as the RPCs answer, errors too
-        code, details = render_status(exc, request_id, hide_errors=self.hide_errors)
+        code, details = self.wire.render(exc, request_id)
         if isinstance(exc, Refusal):
             log.warning(
                 "gRPC call %s to %s from %s refused with %s: %s", request_id, rpc, context.peer(), code.name, exc
@@ -170,5 +170,5 @@ class Guard(grpc.aio.ServerInterceptor):
             if not given
             else f"Unauthorized: {reason}; expected 'authorization: Bearer <key>' with the server's --api-key."
         )
-        code, details = render_status(Unauthorized(message), request_id, hide_errors=self.hide_errors)
+        code, details = self.wire.render(Unauthorized(message), request_id)
         await context.abort(code, details)

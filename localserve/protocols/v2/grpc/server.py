@@ -26,6 +26,7 @@ from localserve.errors import StartError
 from localserve.protocols.v2.grpc.call import SERVICE
 from localserve.protocols.v2.grpc.guard import Guard
 from localserve.protocols.v2.grpc.servicer import Servicer
+from localserve.protocols.v2.grpc.status import GrpcWire
 
 log = logging.getLogger("localserve")
 
@@ -35,8 +36,9 @@ class GrpcDoor:
 
     def __init__(self, engine: Engine, options: ServeOptions) -> None:
         assert options.grpc_port is not None
-        self.servicer = Servicer(engine, options)
-        self.guard = Guard(options, engine.extras)
+        wire = GrpcWire(hide_errors=options.hide_errors)  # one for every call, as HttpWire for HTTP
+        self.servicer = Servicer(engine, wire)
+        self.guard = Guard(options, wire, engine.extras)
         self.options = options
         host = f"[{options.host}]" if ":" in options.host else options.host
         self.address = f"{host}:{options.grpc_port}"
@@ -73,11 +75,11 @@ class GrpcDoor:
         shown = self.address.rsplit(":", 1)[0]
         log.info("serving %s (the Open Inference Protocol over gRPC) at %s:%d", SERVICE, shown, port)
 
-    def begin_stop(self) -> None:
-        """A stop was asked for: new inference calls are UNAVAILABLE; those in flight get the graceful timeout."""
+    def begin_stop(self, grace: float) -> None:
+        """A stop was asked for: new inference calls are UNAVAILABLE; those in flight get ``grace`` seconds."""
         self.servicer.stopping = True
         if self._grace_until is None:
-            self._grace_until = asyncio.get_running_loop().time() + self.options.graceful_timeout + 1.0
+            self._grace_until = asyncio.get_running_loop().time() + grace
 
     async def stop(self) -> None:
         """Stop serving: at once, or once the calls in flight end within what is left of their grace."""

@@ -7,7 +7,7 @@ model's name is read on the event loop (``head.peek_model``). The whole message 
 and decoded on the API's threads (``_Infer.prepare``), so gRPC, REST and native requests share the
 API's queue and batches; the outputs are encoded there too (``_Infer.finish``). The client's
 deadline is the engine's (work not started is dropped, as at the API's own timeout) and a call the
-client cancels is dropped the same way. Errors are rendered by ``status.render_status``, with REST's
+client cancels is dropped the same way. Errors are rendered by the door's ``status.GrpcWire``, with REST's
 words.
 """
 
@@ -25,7 +25,6 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from localserve import __version__
-from localserve.config.options import ServeOptions
 from localserve.engine.core import Engine
 from localserve.errors import LocalServeError, NotFound, NotReady, RequestError, ShuttingDown
 from localserve.messages.request import Request
@@ -41,7 +40,7 @@ from localserve.protocols.v2.grpc.call import (
 )
 from localserve.protocols.v2.grpc.head import peek_model
 from localserve.protocols.v2.grpc.outputs import encode_response
-from localserve.protocols.v2.grpc.status import details, render_status
+from localserve.protocols.v2.grpc.status import GrpcWire, details
 from localserve.protocols.v2.grpc.tensors import Decoded, decode_request
 from localserve.protocols.v2.models import V2Models
 from localserve.protocols.v2.multi import routed
@@ -63,10 +62,10 @@ class Unparsable:
 class Servicer:
     """Every RPC of the service, onto one replica's engine."""
 
-    def __init__(self, engine: Engine, options: ServeOptions) -> None:
+    def __init__(self, engine: Engine, wire: GrpcWire) -> None:
         self.engine = engine
         self.models = V2Models(engine.apis)
-        self.hide_errors = options.hide_errors
+        self.wire = wire
         self.stopping = False  # a stop was asked for: new ModelInfer calls are UNAVAILABLE, ServerReady false
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -201,9 +200,7 @@ class Servicer:
     async def _abort(
         self, context: Context, exc: LocalServeError, request_id: str = "", api: str | None = None
     ) -> NoReturn:
-        code, details = render_status(
-            exc, request_id or request_id_of_call(context), api=api, hide_errors=self.hide_errors
-        )
+        code, details = self.wire.render(exc, request_id or request_id_of_call(context), api)
         await context.abort(code, details)
 
 

@@ -66,3 +66,17 @@ def render_status(
         else:
             log.error("request %s to api %r failed: %s", request_id, api, str(exc))
     return code_of(exc), details(error_message(exc, hide_errors))
+
+
+class GrpcWire:
+    """What the gRPC door decides once for all its calls, as ``HttpWire`` for HTTP: whether a 500's details are
+    hidden (``--hide-errors``). The servicer and the guard render through the one the door made."""
+
+    __slots__ = ("hide_errors",)
+
+    def __init__(self, *, hide_errors: bool) -> None:
+        self.hide_errors = hide_errors
+
+    def render(self, exc: LocalServeError, request_id: str, api: str | None = None) -> tuple[grpc.StatusCode, str]:
+        """``exc`` as this wire's status (``render_status``)."""
+        return render_status(exc, request_id, api=api, hide_errors=self.hide_errors)
