@@ -14,7 +14,7 @@ import pytest
 
 from localserve.protocols.v2.grpc import inference_pb2 as pb
 from localserve.protocols.v2.grpc.versions import MINIMUM
-from tests.protocols.v2.grpc.test_grpc_versions import pinned
+from tests.protocols.v2.grpc.test_versions import pinned
 
 PACKAGE = Path(pb.__file__).parent
 GENERATED = ("inference_pb2.py", "inference_pb2.pyi")

@@ -12,8 +12,8 @@ from localserve.config import load_config
 from localserve.export import kubernetes_manifests
 from localserve.export.kserve import kserve_manifests
 from localserve.export.splitters import multi_model_note
-from tests.test_export import K8S_VERSION
-from tests.test_export_kserve import validate
+from tests.export.test_kserve import validate
+from tests.export.test_kubernetes import K8S_VERSION
 
 CONFIG = """
 - name: iris-onnx

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import logging
 import os
 import re
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,102 +15,7 @@ import pytest
 
 from localserve.errors import ModelLoadError
 from localserve.runtimes.sources import resolve_model
-
-MiB = 1024 * 1024
-PIECE = 64 * 1024  # the server writes the body in pieces of this size
-
-
-@dataclass
-class Site:
-    """What the test server serves and what it saw."""
-
-    body: bytes
-    drop_at: int | None = None  # the first GET sends this many bytes of the body, then closes the connection
-    ranges: bool = True  # whether Range is honoured
-    headers: dict[str, str] = field(default_factory=dict)  # extra response headers
-    seen: list[dict[str, str | None]] = field(default_factory=list)  # each GET's Range and If-Range
-    busy: int = 0  # the first GETs answered 503, this many
-    replaced: bool = False  # the object is replaced (a new ETag) once the first GET has dropped
-
-    etag: str = '"v1"'
-
-
-def _refusal(site: Site, if_match: str | None) -> int | None:
-    """503 while busy; 412 to an If-Match of another ETag (S3's answer once the object was replaced); else None."""
-    if len(site.seen) <= site.busy:
-        return 503
-    if site.replaced and len(site.seen) > site.busy + 1:
-        site.etag = '"v2"'
-    return 412 if if_match not in (None, site.etag) else None
-
-
-def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _head(self, status: int, length: int, extra: dict[str, str]) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", str(length))
-            self.send_header("ETag", site.etag)
-            self.send_header("Accept-Ranges", "bytes" if site.ranges else "none")
-            for key, value in {**site.headers, **extra}.items():
-                self.send_header(key, value)
-            self.end_headers()
-
-        def do_HEAD(self) -> None:
-            self._head(200, len(site.body), {})
-
-        def do_GET(self) -> None:
-            asked = self.headers.get("Range")
-            site.seen.append({"range": asked, "if-range": self.headers.get("If-Range")})
-            refused = _refusal(site, self.headers.get("If-Match"))
-            if refused is not None:
-                self.send_response(refused)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            start = 0
-            if asked and site.ranges and self.headers.get("If-Range") in (None, site.etag):
-                start = int(re.fullmatch(r"bytes=(\d+)-", asked).group(1))  # type: ignore[union-attr]
-                end = len(site.body) - 1
-                self._head(206, len(site.body) - start, {"Content-Range": f"bytes {start}-{end}/{len(site.body)}"})
-            else:
-                self._head(200, len(site.body), {})
-            body = site.body[start:]
-            drop = site.drop_at if len(site.seen) == site.busy + 1 else None
-            for offset in range(0, len(body), PIECE):
-                if drop is not None and offset >= drop:
-                    self.close_connection = True
-                    self.connection.shutdown(2)  # the connection drops in the middle of the body
-                    return
-                self.wfile.write(body[offset : offset + PIECE])
-
-    return Handler
-
-
-@pytest.fixture
-def serve_site() -> Iterator[Any]:
-    servers = []
-
-    def start(site: Site) -> str:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(site))
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        return f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server, thread in servers:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
-def _files(cache: Path) -> list[Path]:
-    return [p for p in cache.rglob("*") if p.is_file()]
+from tests.runtimes.site import PIECE, MiB, Site, files
 
 
 def test_a_dropped_connection_is_resumed_with_range_and_the_bytes_are_exact(
@@ -135,7 +36,7 @@ def test_a_dropped_connection_is_resumed_with_range_and_the_bytes_are_exact(
     assert len(warnings) == 1
     assert warnings[0].startswith(f"Download of {url}/m.onnx: the connection dropped (")
     assert warnings[0].endswith("of 3.0 MiB; trying again in 0.5 s (try 2 of 4)")
-    assert _files(tmp_path / "cache") == [path]  # no .part left
+    assert files(tmp_path / "cache") == [path]  # no .part left
 
 
 def test_a_server_without_ranges_sends_it_all_again(serve_site: Any, tmp_path: Path) -> None:
@@ -160,7 +61,7 @@ def test_the_url_fragments_checksum_is_checked(serve_site: Any, tmp_path: Path) 
         f"Cannot download the model {url}/m.onnx: its sha256 is {good}, but the URL's #sha256 says {wrong}; "
         "the file was not kept."
     )
-    assert _files(tmp_path / "other") == []
+    assert files(tmp_path / "other") == []
     with pytest.raises(ModelLoadError) as info:
         resolve_model(f"{url}/m.onnx#sha256=abc", tmp_path, cache_root=tmp_path / "other", progress=False)
     assert str(info.value) == (
@@ -178,7 +79,7 @@ def test_the_servers_content_md5_is_checked(serve_site: Any, tmp_path: Path) -> 
         f"Cannot download the model {url}/m.onnx: its md5 is {hashlib.md5(body).hexdigest()}, but the server's "
         f"Content-MD5 says {hashlib.md5(b'something else').hexdigest()}; the file was not kept."
     )
-    assert _files(tmp_path / "cache") == []
+    assert files(tmp_path / "cache") == []
     right = base64.b64encode(hashlib.md5(body).digest()).decode()
     url = serve_site(Site(body, drop_at=MiB // 2, headers={"x-goog-hash": f"crc32c=AAAAAA==,md5={right}"}))
     path = resolve_model(f"{url}/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False)
@@ -268,64 +169,3 @@ def test_a_terminal_gets_a_bar(serve_site: Any, tmp_path: Path) -> None:
     logged = done.stdout.decode().splitlines()
     assert logged[0].startswith(f"Downloaded {url}/m.onnx (2.0 MiB) in "), logged  # no "Downloading ..." lines
     assert len(logged) == 1
-
-
-@pytest.fixture
-def aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """boto3 with test credentials and nothing of this machine's AWS configuration."""
-    pytest.importorskip("boto3")
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-
-
-@pytest.mark.usefixtures("aws")
-def test_an_s3_object_is_resumed_with_range_after_a_dropped_connection(
-    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The same server as S3's endpoint (boto3 asks it for /<bucket>/<key>): the drop resumed, the bytes exact."""
-    body = os.urandom(3 * MiB)
-    site = Site(body, drop_at=MiB + 3 * PIECE)
-    url = serve_site(site)
-    caplog.set_level("INFO", logger="localserve")
-    path = resolve_model("s3://models/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False, s3_endpoint=url)
-    assert path.read_bytes() == body
-    first, second = site.seen
-    assert first["range"] is None
-    resumed_at = int(second["range"].removeprefix("bytes=").removesuffix("-"))  # type: ignore[union-attr]
-    assert 0 < resumed_at <= MiB + 3 * PIECE
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1, warnings
-    assert warnings[0].startswith("Download of s3://models/m.onnx: the connection ")
-    assert warnings[0].endswith("of 3.0 MiB; trying again in 0.5 s (try 2 of 4)")
-    assert _files(tmp_path / "cache") == [path]
-
-
-@pytest.mark.usefixtures("aws")
-def test_an_s3_endpoint_that_ignores_range_sends_it_all_again_and_the_bytes_are_exact(
-    serve_site: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    body = os.urandom(2 * MiB)
-    url = serve_site(Site(body, drop_at=MiB, ranges=False))
-    caplog.set_level("INFO", logger="localserve")
-    path = resolve_model("s3://models/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False, s3_endpoint=url)
-    assert path.read_bytes() == body  # not the first MiB twice
-    assert "Download of s3://models/m.onnx: the endpoint sent the whole object again; starting over" in caplog.messages
-
-
-@pytest.mark.usefixtures("aws")
-def test_an_s3_object_replaced_during_its_download_is_named_so(serve_site: Any, tmp_path: Path) -> None:
-    url = serve_site(Site(os.urandom(2 * MiB), drop_at=MiB, replaced=True))
-    with pytest.raises(ModelLoadError) as caught:
-        resolve_model("s3://models/m.onnx", tmp_path, cache_root=tmp_path / "cache", progress=False, s3_endpoint=url)
-    assert str(caught.value) == (
-        "Cannot download the model s3://models/m.onnx: the object changed during the download (its ETag is no "
-        "longer v1); load it again to fetch the new one."
-    )
-    assert _files(tmp_path / "cache") == []

@@ -1,4 +1,4 @@
-"""The gRPC front door's pieces on their own: errors as statuses, the model a message names, lazy imports."""
+"""Errors as gRPC statuses (``render_status``), and grpc imported only when a gRPC port is asked for."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import sys
 
 import grpc
 import pytest
-from tritonclient.grpc import service_pb2
 
 from localserve.errors import (
     HandlerError,
@@ -23,7 +22,6 @@ from localserve.errors import (
     Unauthorized,
 )
 from localserve.messages.error_text import HIDDEN_ERROR
-from localserve.protocols.v2.grpc.head import peek_model
 from localserve.protocols.v2.grpc.status import render_status
 from tests.conftest import cli_env
 
@@ -60,25 +58,6 @@ def test_server_errors_are_logged_and_hidden_with_hide_errors(caplog: pytest.Log
         )
         assert render_status(RequestError("bad"), "rid-3", hide_errors=True)[1] == "bad"
     assert caplog.records == []
-
-
-def test_the_model_is_read_from_the_first_fields_only() -> None:
-    request = service_pb2.ModelInferRequest(model_name="mlp", model_version="1", id="x")
-    request.inputs.add(name="x", datatype="FP32", shape=[1, 4])
-    request.raw_input_contents.append(b"\0" * 16)
-    assert peek_model(request.SerializeToString()) == ("mlp", "1")
-    assert peek_model(service_pb2.ModelInferRequest(model_name="iris").SerializeToString()) == ("iris", "")
-    assert peek_model(b"") == ("", "")
-    late = service_pb2.ModelInferRequest(id="x").SerializeToString() + b"\x0a\x03mlp"  # model_name after id
-    assert peek_model(late) == ("", "")
-    with pytest.raises(RequestError, match=r"field 1 says 200 bytes, past the end of the message\.$"):
-        peek_model(b"\x0a\xc8\x01mlp")
-    with pytest.raises(RequestError, match=r"it ends inside a field's number or length\.$"):
-        peek_model(b"\x0a")
-    with pytest.raises(RequestError, match=r"a varint is longer than 10 bytes\.$"):
-        peek_model(b"\xff" * 11)
-    with pytest.raises(RequestError, match=r"model_name or model_version is not valid UTF-8\.$"):
-        peek_model(b"\x0a\x01\xff")
 
 
 def test_grpc_is_imported_only_with_a_grpc_port() -> None:

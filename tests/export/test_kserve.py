@@ -18,9 +18,9 @@ from localserve.errors import ConfigError
 from localserve.export import kserve_manifests
 from tests import pod_security
 from tests.conftest import cli_env
-from tests.test_export import K8S_VERSION, strict
+from tests.export.test_kubernetes import K8S_VERSION, strict
 
-SPECS = Path(__file__).parent / "specs"
+SPECS = Path(__file__).parents[1] / "specs"
 SCHEMAS = {
     "InferenceService": SPECS / "kserve_inferenceservice_v1beta1.schema.json",
     "ServingRuntime": SPECS / "kserve_servingruntime_v1alpha1.schema.json",
