@@ -24,7 +24,7 @@ NO_BEHAVIOUR: dict[str, str] = {
     "engine/ports.py": "Protocols the engine owns; mypy checks that the doors meet them",
     "server/site.py": "a Protocol that server.app.App meets; mypy checks it",
     "logs/trace_ids.py": "one ContextVar; tests/tracing/test_spans.py reads it through the log lines",
-    "logs/context.py": "two ContextVars and a holder; tests/logs/test_logs.py reads them through the log lines",
+    "logs/context.py": "two ContextVars and a holder; tests/logs/test_formatters.py reads them through the log lines",
     "metrics/names.py": "a table of metric family names",
 }
 
