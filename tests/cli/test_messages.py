@@ -195,47 +195,6 @@ def test_a_cortexignore_pattern_re_cannot_compile_is_a_config_error(make_project
     assert "Traceback" not in stderr
 
 
-def test_run_input_that_is_a_folder_or_cannot_be_read_says_so(tmp_path: Path) -> None:
-    from localserve.cli.run import read_input
-
-    with pytest.raises(ConfigError) as info:
-        read_input(str(tmp_path), 100)
-    assert str(info.value) == f"--input {str(tmp_path)!r} is a directory; expected a file (or - for standard input)."
-    with pytest.raises(ConfigError) as info:
-        read_input(str(tmp_path / "missing.json"), 100)
-    assert str(info.value) == f"--input {str(tmp_path / 'missing.json')!r}: no such file."
-    if Path("/proc/self/mem").exists():  # Linux: a file that exists and that read() refuses (EIO), even for root
-        with pytest.raises(ConfigError) as info:
-            read_input("/proc/self/mem", 100)
-        assert str(info.value) == "--input '/proc/self/mem' cannot be read: Input/output error."
-
-
-TOO_LARGE = "The request body is too large: at least 1025 bytes; the limit is 1024 bytes (--max-body-size)."
-
-
-def test_run_input_past_the_body_limit_is_the_server_s_413_error_read_no_further(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A file, a device that never ends (/dev/zero) and stdin stop at the limit a request body has."""
-    import io
-
-    from localserve.cli.run import read_input
-    from localserve.errors import PayloadTooLarge
-
-    exact, over = tmp_path / "exact.bin", tmp_path / "over.bin"
-    exact.write_bytes(b"x" * 1024)
-    over.write_bytes(b"x" * 5000)
-    assert read_input(str(exact), 1024) == (b"x" * 1024, "application/octet-stream")
-    for source in (str(over), "/dev/zero"):
-        with pytest.raises(PayloadTooLarge) as info:
-            read_input(source, 1024)
-        assert str(info.value) == TOO_LARGE
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"y" * 5000)))
-    with pytest.raises(PayloadTooLarge) as info:
-        read_input("-", 1024)
-    assert str(info.value) == TOO_LARGE
-
-
 def test_run_input_from_dev_zero_ends_with_the_limit_not_memory_error(make_project) -> None:
     """The command itself, under a 2 GiB address-space limit (what reading /dev/zero to the end would pass)."""
     project = make_project({"main.py": HANDLER})

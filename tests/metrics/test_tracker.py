@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from localserve.cli.get_tables import render_get
 from localserve.config import ApiConfig, TrackerConfig
 from localserve.errors import NotFound
 from localserve.metrics import Metrics
@@ -256,67 +255,3 @@ def test_replicas_figures_add_up_through_the_metrics_dir(tmp_path: Path) -> None
     assert figures["requests"] == {"2xx": 5, "4xx": 0, "5xx": 2}
     assert figures["latency"]["mean"] == pytest.approx((5 * 0.002 + 2 * 0.5) / 7)
     assert figures["tracker"]["classes"] == {"a": 2, "b": 2, "c": 1}
-
-
-GET_JSON: list[dict[str, Any]] = [
-    {
-        "api": "iris",
-        "status": "ready",
-        "requests": {"2xx": 1204, "4xx": 3, "5xx": 0},
-        "latency": {"mean": 0.0012, "p50": 0.00112, "p99": 0.00447},
-        "tracker": {"model_type": "classification", "key": "class_label", "classes": {"versicolor": 1, "setosa": 2}},
-    },
-    {
-        "api": "price",
-        "status": "loading",
-        "requests": {"2xx": 0, "4xx": 0, "5xx": 0},
-        "latency": {"mean": None, "p50": None, "p99": None},
-        "tracker": {"model_type": "regression", "key": "value", "count": 3, "min": 0.5, "max": 3.25, "mean": 1.5},
-    },
-    {
-        "api": "echo",
-        "status": "ready",
-        "requests": {"2xx": 2, "4xx": 0, "5xx": 1},
-        "latency": {"mean": 1.5, "p50": 1.25, "p99": 12.5},
-        "tracker": None,
-    },
-]
-
-
-def test_render_get_all_apis() -> None:
-    assert render_get(GET_JSON) == textwrap.dedent(
-        """\
-        api    status    2xx  4xx  5xx      mean       p50        p99
-        iris   ready    1204    3    0   1.20 ms   1.12 ms    4.47 ms
-        price  loading     0    0    0         -         -          -
-        echo   ready       2    0    1  1,500 ms  1,250 ms  12,500 ms
-
-        iris: classification of 'class_label', 3 predictions
-        class       count  percent
-        setosa          2    66.7%
-        versicolor      1    33.3%
-
-        price: regression of 'value', 3 predictions
-        min   max  mean
-        0.5  3.25   1.5"""
-    )
-
-
-def test_render_get_one_api() -> None:
-    assert render_get(GET_JSON, "price") == textwrap.dedent(
-        """\
-        api    status   2xx  4xx  5xx  mean  p50  p99
-        price  loading    0    0    0     -    -    -
-
-        price: regression of 'value', 3 predictions
-        min   max  mean
-        0.5  3.25   1.5"""
-    )
-    assert render_get(GET_JSON[0], "iris").startswith("api   status   2xx  4xx  5xx")
-    empty = {**GET_JSON[0], "tracker": {"model_type": "classification", "key": None, "classes": {}}}
-    assert render_get([empty]).endswith("\n\niris: classification, 0 predictions")
-
-
-def test_render_get_unknown_api() -> None:
-    with pytest.raises(NotFound, match=r"^No API named 'mnist'; the server has: iris, price, echo\.$"):
-        render_get(GET_JSON, "mnist")
