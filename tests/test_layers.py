@@ -4,6 +4,8 @@ only, and says which on its line or just above (``# lazy: <reason>``).
 
 Read from the AST of every module of the package, so a cycle hidden in a function or a type-only import
 counts as much as one at the top of a module (import-linter's layers see the packages; this sees the modules).
+
+What ``import localserve`` loads is checked in a fresh Python: this session has imported everything.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ import concurrent.futures
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import localserve.testing
 from localserve.errors import ConfigError, HandlerLoadError, ProjectError
 from tests.cli.test_cli import in_process
-from tests.conftest import EXAMPLES, cli_env
+from tests.conftest import EXAMPLES
 
 IRIS = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}
 # One main.py per project, each its own behaviour; the packaged file `value.txt` read at /mnt/project.
@@ -129,13 +128,8 @@ def test_a_peer_api_is_reached_at_its_host_name(make_project) -> None:
 
 def test_run_answers_what_the_cli_prints() -> None:
     project = EXAMPLES / "json_tax"
-    command = [sys.executable, "-m", "localserve", "run", "--project", str(project), "--handler", "main:handler"]
-    done = subprocess.run(
-        [*command, "--input", str(project / "request.json")],
-        capture_output=True,
-        env=cli_env(),
-        timeout=120,
-        check=False,
+    done = in_process(
+        "run", "--project", str(project), "--handler", "main:handler", "--input", str(project / "request.json")
     )
     result = localserve.testing.run(project, input=project / "request.json", handler="main:handler")
     assert (result.exit_code, result.body) == (done.returncode, done.stdout) == (0, b'{"total":108.0}')

@@ -1,4 +1,7 @@
-"""Clear messages instead of tracebacks for bad config files and outputs."""
+"""Clear messages instead of tracebacks for bad config files and outputs.
+
+Real processes only where the behaviour is the process's: ``run`` under an address-space limit reading
+/dev/zero, and what a child process of user code writes to ``run``'s stdout."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Whether tracing is on, read from OTEL_* by the CLI alone; nothing of OpenTelemetry is imported when it is off."""
+"""Whether tracing is on, read from OTEL_* by the CLI alone; nothing of OpenTelemetry is imported when it is off.
+
+What is imported is checked in a fresh Python: what this session imported already would hide an import."""
 
 from __future__ import annotations
 

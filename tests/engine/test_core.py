@@ -1,4 +1,6 @@
-"""The engine: admission (503), the deadline (504), dropped work, batch sizes, streams, shutdown, freed bodies."""
+"""The engine: admission (503), the deadline (504), dropped work, batch sizes, streams, shutdown, freed bodies.
+
+In-process but for the graceful timeout, which a real ``serve`` gets as SIGTERM."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""localserve export kserve: every document validated against KServe's CRD schemas (vendored in tests/specs)."""
+"""localserve export kserve: every document validated against KServe's CRD schemas (vendored in tests/specs).
+
+The gRPC probes the manifests give a pod run as commands, against a real ``serve`` on a socket."""
 
 from __future__ import annotations
 
@@ -12,12 +14,13 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from localserve.cli import main
 from localserve.config import load_config
 from localserve.errors import ConfigError
 from localserve.export import kserve_manifests
 from tests import pod_security
-from tests.conftest import cli_env
 from tests.export.test_kubernetes import K8S_VERSION, strict
 
 SPECS = Path(__file__).parents[1] / "specs"
@@ -209,17 +212,11 @@ def test_names_kserve_refuses_are_errors(tmp_path: Path) -> None:
 
 def test_the_cli_prints_the_manifests(tmp_path: Path) -> None:
     (tmp_path / "cortex.yaml").write_text(CONFIG)
-    done = subprocess.run(
-        [
-            *[sys.executable, "-m", "localserve", "export", "kserve", "--image", "img:1", "--project", str(tmp_path)],
-            *["--name", "shop", "--namespace", "ml"],
-        ],
-        capture_output=True,
-        text=True,
-        env=cli_env(),
-        timeout=120,
+    done = CliRunner().invoke(
+        main,
+        ["export", "kserve", "--image", "img:1", "--project", str(tmp_path), "--name", "shop", "--namespace", "ml"],
     )
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     documents = list(yaml.safe_load_all(done.stdout))
     assert [d["kind"] for d in documents] == ["ConfigMap", "ServingRuntime"] + ["InferenceService"] * 4
     assert [(d["metadata"]["name"], d["metadata"]["namespace"]) for d in documents[:2]] == [

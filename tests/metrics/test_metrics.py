@@ -1,3 +1,8 @@
+"""The metrics: counters, histograms and the figures read back from them, one series per label set.
+
+Replicas sharing figures run as child Pythons: prometheus_client reads its multiprocess folder at import.
+"""
+
 from __future__ import annotations
 
 import json

@@ -1,3 +1,8 @@
+"""The tracker (classification counts, regression figures) and the figures of ``/stats`` read from the metrics.
+
+Replicas sharing figures run as child Pythons: prometheus_client reads its multiprocess folder at import.
+"""
+
 from __future__ import annotations
 
 import json

@@ -1,3 +1,8 @@
+"""The supervisor of replicas: GPUs spread over them, a port in use, a stop past a running request.
+
+Replicas are processes: starting, stopping and exiting them is the behaviour, so those cases run real ones.
+"""
+
 from __future__ import annotations
 
 import concurrent.futures

@@ -1,4 +1,6 @@
-"""The job stores, SQLite and Redis (a real redis-server), through the one JobStore interface."""
+"""The job stores, SQLite and Redis (a real redis-server), through the one JobStore interface.
+
+Redis is a real redis-server process (skipped where none is installed)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Errors as gRPC statuses (``render_status``), and grpc imported only when a gRPC port is asked for."""
+"""Errors as gRPC statuses (``render_status``), and grpc imported only when a gRPC port is asked for.
+
+What is imported is checked in a fresh Python: what this session imported already would hide an import."""
 
 from __future__ import annotations
 

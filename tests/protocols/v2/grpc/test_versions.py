@@ -1,4 +1,6 @@
-"""``--grpc-port`` with grpcio or protobuf missing or too old: one line from ``serve`` and ``check``, no traceback."""
+"""``--grpc-port`` with grpcio or protobuf missing or too old: one line from ``serve`` and ``check``, no traceback.
+
+A protobuf too old runs in a fresh Python with protobuf 4.25.8 first on its path: one already imported stays."""
 
 from __future__ import annotations
 
