@@ -164,17 +164,6 @@ def test_run_quiet_on_a_tensorflow_model_keeps_tensorflows_first_lines_out(make_
     assert "absl::InitializeLog" not in stderr and "oneDNN custom operations" not in stderr, stderr
 
 
-def test_the_preinit_filter_drops_only_those_lines_at_their_levels() -> None:
-    from localserve.runtimes.preinit import hidden
-
-    absl = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
-    onednn = b"I0000 00:00:1795653564.391230    2981 port.cc:153] oneDNN custom operations are on. You may see ..."
-    assert [hidden(absl, level) for level in (0, 1, 2, 3)] == [False, False, True, True]
-    assert [hidden(onednn, level) for level in (0, 1, 2)] == [False, True, True]
-    assert not hidden(b"Error: the handler answered 500:", 3)
-    assert not hidden(b"E0000 00:00:1.0 1 port.cc:1] oneDNN custom operations are on.", 3)  # an error line stays
-
-
 PREDICTOR = "class PythonPredictor:\n    def __init__(self, config):\n        pass\n\n    def predict(self, payload):\n        return payload\n"
 BAD_IGNORE_MESSAGE = (
     "Error: .cortexignore, line 2: invalid pattern '[z-a]' (bad character range z-a); expected gitignore syntax: *, "
