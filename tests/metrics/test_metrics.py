@@ -19,12 +19,10 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from localserve.errors import ConfigError
 from localserve.metrics import (
     PHASES,
     Metrics,
     MetricsClient,
-    mark_process_dead,
     prepare_metrics_dir,
 )
 
@@ -374,32 +372,6 @@ def test_figures_add_up_the_replicas_as_the_text_does(tmp_path: Path) -> None:
         "model": (2, 1.0),
         "finish": (2, 0.25),
     }
-
-
-def test_a_metrics_dir_without_prometheus_clients_variable_is_refused() -> None:
-    from localserve.metrics import check_multiprocess_dir
-
-    check_multiprocess_dir("/tmp/m", {"PROMETHEUS_MULTIPROC_DIR": "/tmp/m"})
-    with pytest.raises(ConfigError) as caught:
-        check_multiprocess_dir("/tmp/m", {"HOME": "/root"})
-    assert str(caught.value) == (
-        "The metrics folder '/tmp/m' needs PROMETHEUS_MULTIPROC_DIR=/tmp/m in the process's environment before "
-        "prometheus_client is imported (got None); the supervisor sets it when it spawns a replica."
-    )
-
-
-def test_prepare_metrics_dir_removes_an_earlier_runs_files(tmp_path: Path) -> None:
-    (tmp_path / "counter_12.db").write_bytes(b"x")
-    (tmp_path / "keep.txt").write_text("")
-    prepare_metrics_dir(str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
-
-
-def test_mark_process_dead_with_the_supervisors_dir(tmp_path: Path) -> None:
-    for name in ("gauge_livesum_41.db", "gauge_livemax_41.db", "counter_41.db", "gauge_livesum_42.db"):
-        (tmp_path / name).write_bytes(b"")
-    mark_process_dead(41, str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["counter_41.db", "gauge_livesum_42.db"]
 
 
 def test_concurrent_updates_from_worker_threads_are_exact() -> None:
