@@ -135,21 +135,6 @@ def test_figures_are_what_the_text_says() -> None:
     assert (idle.codes, idle.latency.count, idle.phases) == ({}, 0, {})
 
 
-def test_phases_are_observed_together_once_per_request() -> None:
-    metrics = Metrics(apis=["iris"])
-    observe = metrics.phase_observer("iris")
-    observe([10.0, 10.5, 11.0, 13.0, 13.25])  # queued, started, prepared, model's output, finished
-    observe([20.0, 21.0, 23.0])  # answered in its prepare stage (an ABEJA handler): no model, no finish
-    phases = metrics.figures()["iris"].phases
-    assert {name: (d.count, d.sum) for name, d in phases.items()} == {
-        "queue": (2, 1.5),
-        "prepare": (2, 2.5),
-        "model": (2, 2.0),
-        "finish": (2, 0.25),
-    }
-    assert list(phases) == list(PHASES)
-
-
 def test_nothing_in_the_package_reads_the_metrics_text_back() -> None:
     # One reader of the figures (localserve.metrics.figures over collect()); the text is for scrapers.
     readers = [
