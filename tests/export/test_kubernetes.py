@@ -300,23 +300,6 @@ def test_an_abeja_project_is_told_what_export_takes(tmp_path: Path, command: str
     )
 
 
-@pytest.mark.parametrize("image", ["x\nmetadata: {name: evil}", "registry.example/iris:1 --privileged", "", "Iris:1"])
-def test_an_image_that_is_not_one_reference_is_refused(tmp_path: Path, image: str) -> None:
-    from localserve.export import kserve_manifests
-
-    config = load_config(_project(tmp_path, CONFIG))
-    for export in (kubernetes_manifests, kserve_manifests):
-        with pytest.raises(ConfigError) as info:
-            export(config, image)
-        assert str(info.value) == (
-            f"--image {image!r} is not an image reference; expected [REGISTRY/]NAME[:TAG][@DIGEST] on one line, "
-            "e.g. registry.example/iris:1."
-        )
-    digest = "ghcr.io:443/org/iris-onnx@sha256:" + "0" * 64
-    for good in ("img", "localhost/iris:ci", "[::1]:5000/a/b_c:v1.2-rc", digest):
-        assert f"for image {good}.\n" in kubernetes_manifests(config, good)
-
-
 def test_name_too_long_for_a_service(tmp_path: Path) -> None:
     name = "a" * 62
     config = load_config(_project(tmp_path, f"- {{kind: api, name: {name}, model: m.onnx}}\n"))
