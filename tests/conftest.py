@@ -47,7 +47,7 @@ SLOW_FILES = (
     "test_benchmarks.py",
     "test_examples.py",
     "protocols/asyncapi/test_processes.py",
-    "engine/test_engine.py",
+    "engine/test_core.py",
     "test_fidelity.py",
     "cli/test_cli.py",
     "cli/test_settings.py",

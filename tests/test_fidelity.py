@@ -1,4 +1,6 @@
-"""The platform documents' own code and commands run unchanged (the code is in tests/seeds/, copied from the seeds)."""
+"""The platform documents' own code and commands run unchanged (the code is in tests/seeds/, copied from the seeds).
+
+The documents' commands are run as written, as real processes; ``serve`` listens on a real port."""
 
 from __future__ import annotations
 

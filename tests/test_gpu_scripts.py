@@ -1,4 +1,6 @@
-"""scripts/gpu_bench.sh's refusals, on a machine without a GPU (what it does with one: benchmarks/README.md)."""
+"""scripts/gpu_bench.sh's refusals, on a machine without a GPU (what it does with one: benchmarks/README.md).
+
+The scripts run as processes, as a user runs them."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ import concurrent.futures
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import localserve.testing
 from localserve.errors import ConfigError, HandlerLoadError, ProjectError
 from tests.cli.test_cli import in_process
-from tests.conftest import EXAMPLES, cli_env
+from tests.conftest import EXAMPLES
 
 IRIS = {"sepal_length": 5.2, "sepal_width": 3.6, "petal_length": 1.4, "petal_width": 0.3}
 # One main.py per project, each its own behaviour; the packaged file `value.txt` read at /mnt/project.
@@ -129,13 +128,8 @@ def test_a_peer_api_is_reached_at_its_host_name(make_project) -> None:
 
 def test_run_answers_what_the_cli_prints() -> None:
     project = EXAMPLES / "json_tax"
-    command = [sys.executable, "-m", "localserve", "run", "--project", str(project), "--handler", "main:handler"]
-    done = subprocess.run(
-        [*command, "--input", str(project / "request.json")],
-        capture_output=True,
-        env=cli_env(),
-        timeout=120,
-        check=False,
+    done = in_process(
+        "run", "--project", str(project), "--handler", "main:handler", "--input", str(project / "request.json")
     )
     result = localserve.testing.run(project, input=project / "request.json", handler="main:handler")
     assert (result.exit_code, result.body) == (done.returncode, done.stdout) == (0, b'{"total":108.0}')
@@ -207,44 +201,6 @@ def test_requests_from_threads_run_at_once(make_project) -> None:
     ):
         answers = list(pool.map(lambda _: client.post("/", json={}).json(), range(2)))
     assert answers == [{"ok": True}, {"ok": True}]
-
-
-def test_the_plugin_and_the_module_import_no_heavy_runtime() -> None:
-    probe = (
-        "import sys, localserve.pytest_plugin\n"
-        "assert 'localserve.testing' not in sys.modules, 'the plugin imports localserve.testing at load'\n"
-        "import localserve.testing\n"
-        "print(sorted(m for m in ('onnxruntime', 'tensorflow', 'onnx', 'grpc') if m in sys.modules))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=cli_env(), timeout=60, check=True)
-    assert done.stdout == b"[]\n"
-
-
-pytest_plugins = ["pytester"]
-
-
-def test_the_localserve_client_fixture(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_user=f"""
-        import os
-
-        PROJECT = {str(EXAMPLES / "json_tax")!r}
-
-
-        def test_two_clients(localserve_client):
-            first = localserve_client(PROJECT, handler="main:handler")
-            second = localserve_client(PROJECT, handler="main:handler", timeout=5)
-            assert first.post("/", json={{"total_without_tax": 100}}).json() == {{"total": 108.0}}
-            assert second.post("/", json={{"total_without_tax": 10}}).json() == {{"total": 10.8}}
-            assert os.environ["HANDLER"] == "main:handler"
-
-
-        def test_closed_at_teardown():
-            assert "HANDLER" not in os.environ
-        """
-    )
-    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
 
 
 def test_run_gives_user_code_localserve_url_to_the_other_apis(make_project) -> None:

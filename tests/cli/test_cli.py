@@ -1,4 +1,8 @@
-"""``localserve run`` (in this process: the Project context undoes what it does) / ``check`` / ``export`` / ``--help``."""
+"""``localserve run`` (in this process: the Project context undoes what it does) / ``check`` / ``export`` / ``--help``.
+
+Real processes only where the behaviour is the process's: what a fresh Python imports (``--help``, ABEJA
+handlers: no heavy runtime), ``serve`` bound to the port and host of the environment, and ``run`` exiting
+past a model still running."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Settings travel in one frozen tree built by the CLI: nothing below it reads the environment for them,
-and importing localserve changes no environment variable."""
+and importing localserve changes no environment variable.
+
+Importing localserve is checked in a fresh Python: this session's environment is changed by pytest."""
 
 from __future__ import annotations
 

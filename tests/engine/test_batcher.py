@@ -5,22 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from localserve.config.options import ApiOptions
 from localserve.engine.batcher import Batcher
-from localserve.engine.feeds import batch_key, bucket_sizes, split, stack
 from localserve.errors import RequestError
 from localserve.runtimes.onnx import OnnxModel
 from tests.models import linear_reference, onnx_batch_echo, onnx_linear
-
-
-@pytest.mark.parametrize(
-    ("max_batch_size", "configured", "expected"),
-    [(1, None, (1,)), (8, None, (1, 2, 4, 8)), (12, None, (1, 2, 4, 8, 12)), (32, [32, 1, 8], (1, 8, 32))],
-)
-def test_bucket_sizes(max_batch_size: int, configured: list[int] | None, expected: tuple[int, ...]) -> None:
-    assert bucket_sizes(max_batch_size, configured) == expected
 
 
 def batcher_for(path: Path, buckets: tuple[int, ...]) -> tuple[Batcher, list[int]]:
@@ -41,37 +31,6 @@ def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> 
     assert seen == []  # reported when flushed, off the request's path
     batcher.flush()
     assert seen == [5]
-
-
-def test_stack_copies_each_feed_once_into_the_bucket_and_pads_with_zeros_or_empty_strings() -> None:
-    a = {"x": np.full((2, 3), 1.5, np.float32), "s": np.array([["a"], ["b"]], dtype=object)}
-    b = {"x": np.full((1, 3), 2.5, np.float32), "s": np.array([["c"]], dtype=object)}
-    stacked = stack([a, b], 5)
-    assert stacked["x"].dtype == np.float32 and stacked["x"].shape == (5, 3)
-    assert stacked["x"].tolist() == [[1.5] * 3, [1.5] * 3, [2.5] * 3, [0.0] * 3, [0.0] * 3]
-    assert stacked["s"].tolist() == [["a"], ["b"], ["c"], [""], [""]]
-    alone = stack([b], 4)  # one feed, padded
-    assert alone["x"].tolist() == [[2.5] * 3, [0.0] * 3, [0.0] * 3, [0.0] * 3]
-    assert not np.shares_memory(alone["x"], b["x"]) and b["x"].shape == (1, 3)  # the request's array is untouched
-    exact = stack([a, b], 3)  # no padding
-    assert exact["x"].tolist() == [[1.5] * 3, [1.5] * 3, [2.5] * 3]
-
-
-def test_feeds_share_a_key_when_they_stack_whatever_their_rows() -> None:
-    def feed(**arrays: tuple[tuple[int, ...], str]) -> dict[str, np.ndarray]:
-        return {name: np.zeros(shape, dtype) for name, (shape, dtype) in arrays.items()}
-
-    one = batch_key(feed(x=((1, 4), "float32")))
-    assert one == batch_key(feed(x=((5, 4), "float32")))  # rows differ: they stack
-    assert one != batch_key(feed(x=((1, 3), "float32")))  # another row shape
-    assert one != batch_key(feed(x=((1, 4), "float64")))  # another dtype
-    assert one != batch_key(feed(y=((1, 4), "float32")))  # another input
-    assert batch_key(feed(x=((), "float32"))) is None  # no batch dimension: runs alone
-    two = batch_key(feed(a=((2, 4), "float32"), b=((2,), "int64")))
-    assert two == batch_key(feed(b=((3,), "int64"), a=((3, 4), "float32")))  # the inputs' order does not count
-    assert two != one
-    assert batch_key(feed(a=((2, 4), "float32"), b=((3,), "int64"))) is None  # their batch dimensions disagree
-    assert [part[0].tolist() for part in split([np.arange(6)], [1, 3, 2])] == [[0], [1, 2, 3], [4, 5]]
 
 
 def test_feeds_of_other_shapes_run_in_their_own_groups(tmp_path: Path) -> None:

@@ -1,4 +1,6 @@
-"""``GET /metrics`` as scrapers read it: promtool's lint on every family, OpenMetrics, gzip, the process's figures."""
+"""``GET /metrics`` as scrapers read it: promtool's lint on every family, OpenMetrics, gzip, the process's figures.
+
+promtool, Prometheus's own linter, runs as its own process (skipped where it is not installed)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,24 @@
+"""The metrics: counters, histograms and the figures read back from them, one series per label set.
+
+Replicas sharing figures run as child Pythons: prometheus_client reads its multiprocess folder at import.
+"""
+
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from localserve.errors import ConfigError
 from localserve.metrics import (
     PHASES,
     Metrics,
-    MetricsClient,
-    mark_process_dead,
     prepare_metrics_dir,
 )
 
@@ -136,21 +135,6 @@ def test_figures_are_what_the_text_says() -> None:
     assert (idle.codes, idle.latency.count, idle.phases) == ({}, 0, {})
 
 
-def test_phases_are_observed_together_once_per_request() -> None:
-    metrics = Metrics(apis=["iris"])
-    observe = metrics.phase_observer("iris")
-    observe([10.0, 10.5, 11.0, 13.0, 13.25])  # queued, started, prepared, model's output, finished
-    observe([20.0, 21.0, 23.0])  # answered in its prepare stage (an ABEJA handler): no model, no finish
-    phases = metrics.figures()["iris"].phases
-    assert {name: (d.count, d.sum) for name, d in phases.items()} == {
-        "queue": (2, 1.5),
-        "prepare": (2, 2.5),
-        "model": (2, 2.0),
-        "finish": (2, 0.25),
-    }
-    assert list(phases) == list(PHASES)
-
-
 def test_nothing_in_the_package_reads_the_metrics_text_back() -> None:
     # One reader of the figures (localserve.metrics.figures over collect()); the text is for scrapers.
     readers = [
@@ -165,114 +149,6 @@ def test_two_instances_in_one_process_do_not_clash() -> None:
     first, second = Metrics(apis=["a"]), Metrics(apis=["a"])
     first.request_started("a")
     assert scrape(second.render()[0])[key("localserve_requests_in_flight", api="a")] == 0
-
-
-def test_metrics_client_exports_user_metrics() -> None:
-    metrics = Metrics(apis=["iris"])
-    client = metrics.client("iris")
-    client.put("temperature", 21.5)
-    client.put("temperature", np.float32(22.0))
-    client.increment("hits", tags={"model": "v2", "shard": 3})
-    client.increment("hits", 2, tags={"shard": 3, "model": "v2"})
-    client.increment("errors_total")
-    client.histogram("confidence", 0.7, tags={"label": "setosa"})
-    client.histogram("confidence", np.int64(3), tags={"label": "setosa"})
-    metrics.client("mnist").increment("hits", tags={"model": "v1", "shard": 0})
-
-    s = scrape(metrics.render()[0])
-    assert s[key("localserve_user_temperature", api="iris")] == 22.0
-    assert s[key("localserve_user_hits_total", api="iris", model="v2", shard="3")] == 3
-    assert s[key("localserve_user_hits_total", api="mnist", model="v1", shard="0")] == 1
-    assert s[key("localserve_user_errors_total", api="iris")] == 1
-    assert s[key("localserve_user_confidence_count", api="iris", label="setosa")] == 2
-    assert s[key("localserve_user_confidence_sum", api="iris", label="setosa")] == pytest.approx(3.7)
-    assert s[key("localserve_user_confidence_bucket", api="iris", label="setosa", le="1.0")] == 1
-
-
-def test_metrics_client_takes_cortex_calls() -> None:
-    """Cortex's MetricsClient (v0.30+): gauge / increment / histogram, keyword ``metric``; ``put`` stays."""
-    metrics = Metrics(apis=["iris"])
-    client = metrics.client("iris")
-    client.gauge("active_connections", 1001, tags={"protocol": "http"})
-    client.gauge(metric="queue", value=3)
-    client.increment(metric="model_calls", tags={"model_version": "v1"})
-    client.increment("model_calls", 2, {"model_version": "v1"})
-    client.increment(metric_name="model_calls", value=1, tags={"model_version": "v1"})
-    client.histogram(metric="inference_time_milliseconds", value=120, tags={"model_version": "v1"})
-    client.put(metric="queue", value=4)
-
-    s = scrape(metrics.render()[0])
-    assert s[key("localserve_user_active_connections", api="iris", protocol="http")] == 1001
-    assert s[key("localserve_user_queue", api="iris")] == 4
-    assert s[key("localserve_user_model_calls_total", api="iris", model_version="v1")] == 4
-    assert s[key("localserve_user_inference_time_milliseconds_count", api="iris", model_version="v1")] == 1
-    assert s[key("localserve_user_inference_time_milliseconds_sum", api="iris", model_version="v1")] == 120
-
-
-@pytest.mark.parametrize("method", ["gauge", "put", "increment", "histogram"])
-@pytest.mark.parametrize("name", ["cortex_latency", "istio_requests"])
-def test_metrics_client_refuses_cortex_prefixes_as_cortex_did(method: str, name: str) -> None:
-    client = Metrics(apis=["iris"]).client("iris")
-    with pytest.raises(ValueError) as info:
-        getattr(client, method)(name, 1)
-    assert str(info.value) == (
-        f"Metric name ({name}) is invalid because it starts with a cortex exclusive prefix.\n"
-        "The following are prefixes are exclusive to cortex: ('cortex_', 'istio_')."
-    )
-
-
-def test_metrics_client_takes_the_name_once() -> None:
-    client = Metrics(apis=["iris"]).client("iris")
-    with pytest.raises(TypeError) as info:
-        client.increment("a", metric_name="b")
-    assert str(info.value) == "metrics_client.increment() takes the metric's name once, as 'metric' or 'metric_name'"
-
-
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (lambda c: c.put("bad name", 1), "metrics_client.put('bad name'): invalid metric name 'bad name'"),
-        (lambda c: c.put("1st", 1), "invalid metric name '1st'"),
-        (lambda c: c.put(42, 1), "invalid metric name 42"),
-        (lambda c: c.put("x", "12"), "metrics_client.put('x'): value must be a finite number, got '12'"),
-        (lambda c: c.put("x", True), "value must be a finite number, got True"),
-        (lambda c: c.histogram("x", float("nan")), "value must be a finite number, got nan"),
-        (lambda c: c.increment("x", -1), "metrics_client.increment('x'): a counter can only be increased; got -1"),
-        (lambda c: c.put("x", 1, tags=["a"]), "tags must be a dict of name to value, got list"),
-        (lambda c: c.put("x", 1, tags={"api": "a"}), "invalid tag name 'api'"),
-        (lambda c: c.put("x", 1, tags={"my-tag": "a"}), "invalid tag name 'my-tag'"),
-        (lambda c: c.put("x", 1, tags={"t": None}), "tag 't' must be a string or a number, got NoneType"),
-    ],
-)
-def test_metrics_client_mistakes_are_logged_not_raised(
-    call: Callable[[MetricsClient], None], message: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    client = Metrics(apis=["iris"]).client("iris")
-    with caplog.at_level(logging.ERROR, logger="localserve"):
-        call(client)
-    assert len(caplog.records) == 1
-    assert caplog.records[0].name == "localserve"
-    assert message in caplog.records[0].getMessage()
-
-
-def test_metrics_client_keeps_one_kind_and_one_tag_set(caplog: pytest.LogCaptureFixture) -> None:
-    metrics = Metrics(apis=["iris"])
-    client = metrics.client("iris")
-    client.put("load", 1, tags={"gpu": 0})
-    with caplog.at_level(logging.ERROR, logger="localserve"):
-        client.increment("load")
-        client.put("load", 2, tags={"gpu": 0, "host": "a"})
-        client.histogram("lat", 1)
-        client.put("lat_count", 1)  # would clash with the histogram's series
-    messages = [r.getMessage() for r in caplog.records]
-    assert messages[0] == "metrics_client.increment('load'): 'load' is a gauge; it cannot also be a counter"
-    assert messages[1] == (
-        "metrics_client.put('load'): 'load' was first used with tags ['gpu'], now with tags ['gpu', 'host']; "
-        "a metric keeps one set of tag names"
-    )
-    assert messages[2].startswith("metrics_client.put('lat_count'): Duplicated time")
-    assert len(messages) == 3
-    assert scrape(metrics.render()[0])[key("localserve_user_load", api="iris", gpu="0")] == 1
 
 
 WORKER = textwrap.dedent(
@@ -369,32 +245,6 @@ def test_figures_add_up_the_replicas_as_the_text_does(tmp_path: Path) -> None:
         "model": (2, 1.0),
         "finish": (2, 0.25),
     }
-
-
-def test_a_metrics_dir_without_prometheus_clients_variable_is_refused() -> None:
-    from localserve.metrics import check_multiprocess_dir
-
-    check_multiprocess_dir("/tmp/m", {"PROMETHEUS_MULTIPROC_DIR": "/tmp/m"})
-    with pytest.raises(ConfigError) as caught:
-        check_multiprocess_dir("/tmp/m", {"HOME": "/root"})
-    assert str(caught.value) == (
-        "The metrics folder '/tmp/m' needs PROMETHEUS_MULTIPROC_DIR=/tmp/m in the process's environment before "
-        "prometheus_client is imported (got None); the supervisor sets it when it spawns a replica."
-    )
-
-
-def test_prepare_metrics_dir_removes_an_earlier_runs_files(tmp_path: Path) -> None:
-    (tmp_path / "counter_12.db").write_bytes(b"x")
-    (tmp_path / "keep.txt").write_text("")
-    prepare_metrics_dir(str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
-
-
-def test_mark_process_dead_with_the_supervisors_dir(tmp_path: Path) -> None:
-    for name in ("gauge_livesum_41.db", "gauge_livemax_41.db", "counter_41.db", "gauge_livesum_42.db"):
-        (tmp_path / name).write_bytes(b"")
-    mark_process_dead(41, str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["counter_41.db", "gauge_livesum_42.db"]
 
 
 def test_concurrent_updates_from_worker_threads_are_exact() -> None:

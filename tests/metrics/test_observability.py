@@ -1,4 +1,7 @@
-"""Metrics, stats and the tracker through the real app; logs, readiness and `get` with real processes."""
+"""Metrics, stats and the tracker through the real app; logs, readiness and `get` with real processes.
+
+The real processes are for what only a process shows: the JSON lines it writes to its stderr while it loads,
+/readyz before its APIs are loaded, and its exit status when a load fails."""
 
 from __future__ import annotations
 

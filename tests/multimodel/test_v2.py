@@ -1,5 +1,7 @@
 """The models of a multi-model API over the Open Inference Protocol: ``<api>.<model>``, versions as V2 versions,
-a batcher per model version (requests for different models never share a batch), the unmodified tritonclient."""
+a batcher per model version (requests for different models never share a batch), the unmodified tritonclient.
+
+Through the app in-process, but for the unmodified tritonclient (HTTP and gRPC), which needs a real socket."""
 
 from __future__ import annotations
 

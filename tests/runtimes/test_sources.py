@@ -1,4 +1,6 @@
-"""resolve_model against real servers on loopback: moto's S3 server and http.server."""
+"""resolve_model against real servers on loopback: moto's S3 server and http.server.
+
+moto's S3 server runs as its own process, the boundary boto3 talks to."""
 
 from __future__ import annotations
 

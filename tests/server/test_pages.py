@@ -13,8 +13,6 @@ from openapi_spec_validator import validate
 from starlette.testclient import TestClient
 
 from localserve.server import ServeOptions
-from localserve.server.openapi import ApiDoc, openapi_document
-from localserve.server.openapi_v2 import add_v2_paths
 from tests.conftest import EXAMPLES
 from tests.models import onnx_two_inputs
 
@@ -150,28 +148,6 @@ def test_a_raw_model_without_sample_gets_an_example_of_ones(make_project, serve)
     assert document["paths"]["/"]["get"]["operationId"] == "describe_root"
 
 
-def test_v2_paths_are_one_call_away_and_only_for_models() -> None:
-    inputs = [{"name": "x", "type": "float32", "shape": ["batch", 4]}]
-    apis = [
-        ApiDoc(name="iris", kind="request_handler", model_format="onnx", inputs=inputs, raw_model=True),
-        ApiDoc(name="echo", kind="abeja"),
-    ]
-    document = openapi_document(apis)
-    add_v2_paths(document, apis)
-    validate(document)
-    assert {p for p in document["paths"] if p.startswith("/v2")} == {
-        "/v2",
-        "/v2/health/live",
-        "/v2/health/ready",
-        "/v2/models",
-        "/v2/repository/index",
-        "/v2/models/stats",
-        *(f"/v2/models/iris{tail}" for tail in ("", "/infer", "/ready", "/config", "/stats")),
-    }
-    infer = document["paths"]["/v2/models/iris/infer"]["post"]["requestBody"]["content"]["application/json"]
-    assert infer["example"] == {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [[1, 1, 1, 1]]}]}
-
-
 def test_every_v2_path_in_the_document_answers(make_project, serve) -> None:
     with serve(pages_project(make_project)) as client:
         document = client.get("/openapi.json").json()
@@ -193,13 +169,6 @@ def test_every_v2_path_in_the_document_answers(make_project, serve) -> None:
             "error": "API 'echo' is an ABEJA handler, which takes requests, not tensors; the Open Inference Protocol "
             "serves only APIs whose ONNX or TensorFlow model localserve runs itself. Use its own route (/echo)."
         }
-
-
-def test_bearer_documents_the_key_for_every_route() -> None:
-    document = openapi_document([ApiDoc(name="echo", kind="abeja")], bearer=True)
-    validate(document)
-    assert document["security"] == [{"bearer": []}]
-    assert document["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
 
 
 def test_docs_serves_swagger_ui_from_the_package(make_project, serve) -> None:

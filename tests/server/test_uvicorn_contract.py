@@ -4,7 +4,7 @@ uvicorn's public API ends at ``Config``, ``Server.run`` and the ASGI interface; 
 subclasses its httptools protocol and completes its response cycles itself. These tests name
 every private name we use, so an upgrade that moves one fails here, with the name, before a
 request does. ``pyproject.toml`` bounds uvicorn and httptools to the versions these tests (and
-``tests/server/test_connection.py``, which drives the real thing over sockets) passed on.
+``tests/server/connection/test_writes.py``, which drives the real thing over sockets) passed on.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""/mnt/project for user code: the Docker image's case (the project IS /mnt/project) and redirect mode's one view."""
+"""/mnt/project for user code: the Docker image's case (the project IS /mnt/project) and redirect mode's one view.
+
+Redirect mode runs in a child Python whose unshare(2) is refused, as under Docker's default seccomp profile."""
 
 from __future__ import annotations
 

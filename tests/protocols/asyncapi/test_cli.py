@@ -17,7 +17,7 @@ from localserve.cli import main
 from tests import pod_security
 from tests.cli.test_cli import in_process
 from tests.conftest import EXAMPLES
-from tests.test_export import K8S_VERSION, KEDA_REDIS_KEYS, validate_keda
+from tests.export.test_kubernetes import K8S_VERSION, KEDA_REDIS_KEYS, validate_keda
 
 
 def test_run_prints_the_result_of_the_job(async_project: Callable[..., Path], tmp_path: Path) -> None:

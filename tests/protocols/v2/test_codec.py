@@ -12,9 +12,8 @@ import pytest
 import tritonclient.http as triton
 
 from localserve.errors import RequestError
-from localserve.protocols.v2.binary import parse_header_length
 from localserve.protocols.v2.codec import decode_request, encode_response
-from localserve.protocols.v2.tensors import Requested, TensorSpec, datatype_of
+from localserve.protocols.v2.tensors import Requested, TensorSpec
 
 X = TensorSpec("x", "FP32", (-1, 4))
 Y = TensorSpec("y", "FP32", (-1, 4))
@@ -241,27 +240,6 @@ def test_bytes_elements_must_fit_their_lengths() -> None:
     )
 
 
-@pytest.mark.parametrize("value", [b"-5", b"abc", b"1e3", b"99999999999999999999999999", b" "])
-def test_a_header_length_that_is_no_byte_count_is_refused(value: bytes) -> None:
-    with pytest.raises(RequestError) as caught:
-        parse_header_length(value, 100)
-    assert str(caught.value) == (
-        f"Inference-Header-Content-Length {value.decode().strip()!r} is not a byte count; expected a whole number "
-        "from 0 to the body's 100 bytes."
-    )
-
-
-def test_a_header_length_past_the_body_is_refused() -> None:
-    with pytest.raises(RequestError) as caught:
-        parse_header_length(b"101", 100)
-    assert str(caught.value) == (
-        "Inference-Header-Content-Length 101 is past the end of the body (100 bytes); it must count the bytes of the "
-        "JSON header that starts the body."
-    )
-    assert parse_header_length(b"100", 100) == 100
-    assert parse_header_length(None, 100) is None
-
-
 @pytest.mark.parametrize(
     ("shape", "size", "datatype", "message"),
     [
@@ -356,16 +334,3 @@ def test_tritonclient_reads_the_responses(binary: bool) -> None:
             np.testing.assert_array_equal(got, array)
     entry = next(o for o in response["outputs"] if o["name"] == "f32")
     assert entry["datatype"] == "FP32" and entry["shape"] == [1, 3]
-
-
-def test_datatypes_map_exactly() -> None:
-    assert [datatype_of(np.dtype(t)) for t in ("float16", "float32", "float64", "bool", "uint64", "int8", "O")] == [
-        "FP16",
-        "FP32",
-        "FP64",
-        "BOOL",
-        "UINT64",
-        "INT8",
-        "BYTES",
-    ]
-    assert datatype_of(np.dtype("complex64")) is None

@@ -1,6 +1,8 @@
 """The committed inference_pb2 modules are what the pinned grpcio-tools makes of inference.proto, the code of the
 oldest protobuf the grpc extra admits, and speak the wire of the published protocol: the messages of tritonclient's
-own generated modules parse ours and ours theirs."""
+own generated modules parse ours and ours theirs.
+
+grpcio-tools' code generator runs as its own process, as the committed modules were made."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 
 from localserve.protocols.v2.grpc import inference_pb2 as pb
 from localserve.protocols.v2.grpc.versions import MINIMUM
-from tests.protocols.v2.grpc.test_grpc_versions import pinned
+from tests.protocols.v2.grpc.test_versions import pinned
 
 PACKAGE = Path(pb.__file__).parent
 GENERATED = ("inference_pb2.py", "inference_pb2.pyi")

@@ -1,0 +1,610 @@
+"""The engine: admission (503), the deadline (504), dropped work, batch sizes, streams, shutdown, freed bodies.
+
+In-process but for the graceful timeout, which a real ``serve`` gets as SIGTERM."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import gc
+import json
+import logging
+import os
+import signal
+import threading
+
+import httpx
+import numpy as np
+import pytest
+
+from localserve.engine import lifecycle
+from tests.conftest import wait_until as wait_for
+from tests.models import ECHO_HANDLER, onnx_batch_echo
+
+BLOCKING = """
+import threading
+
+entered = threading.Event()
+release = threading.Event()
+calls = []
+
+def handler(request, context):
+    body = request.read().decode()
+    calls.append(body)
+    if body.startswith("block"):
+        entered.set()
+        release.wait(120)  # the bound only catches a hang
+    return {"content": body}
+"""
+
+
+def post_async(client, body: str, results: dict) -> threading.Thread:
+    thread = threading.Thread(target=lambda: results.__setitem__(body, client.post("/", content=body.encode())))
+    thread.start()
+    return thread
+
+
+def test_full_queue_answers_503_with_retry_after_at_once(serve, make_project, monkeypatch, caplog) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(lifecycle, "_clock", lambda: clock[0])
+    project = make_project({"main.py": BLOCKING})
+    with serve(project, handler="main:handler", max_queue=1) as client, caplog.at_level(logging.WARNING, "localserve"):
+        import main
+
+        results: dict = {}
+        first = post_async(client, "block", results)
+        assert main.entered.wait(60)
+        second = post_async(client, "queued", results)
+        wait_for(lambda: client.app.apis["proj"].pipeline.depth == 1, "the second request queued")
+        response = client.post("/", content=b"overflow", headers={"X-Request-ID": "o1"})
+        assert results == {}  # answered at once: the worker still holds "block", "queued" still waits
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert response.json() == {
+            "error": "API 'proj' is at capacity: 1 requests are already queued (max_queue); retry later.",
+            "request_id": "o1",
+        }
+        assert 'localserve_queue_depth{api="proj"} 1.0' in client.get("/metrics").text
+        # The log tells the first 503 of a full queue at once, then counts them: one line a minute at most.
+        assert client.post("/", content=b"overflow").status_code == 503
+        clock[0] += lifecycle.CAPACITY_WARNING_EVERY
+        assert client.post("/", content=b"overflow").status_code == 503
+        assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+            "api 'proj' is at capacity: 1 requests are queued in this replica (max_queue), so new ones are answered "
+            "503 with Retry-After; raise max_queue, run more replicas (--replicas), or send fewer requests at once",
+            "api 'proj': 2 more request(s) answered 503 at capacity (max_queue 1) since the last warning",
+        ]
+        main.release.set()
+        first.join(60)
+        second.join(60)
+        assert 'localserve_queue_depth{api="proj"} 0.0' in client.get("/metrics").text  # told by the worker
+        assert results["block"].text == "block" and results["queued"].text == "queued"
+        assert "overflow" not in main.calls
+
+
+def test_timeout_is_504_and_unstarted_work_is_dropped(serve, make_project) -> None:
+    project = make_project({"main.py": BLOCKING})
+    with serve(project, handler="main:handler", timeout=1) as client:
+        import main
+
+        results: dict = {}
+        first = post_async(client, "block", results)
+        assert main.entered.wait(60)
+        second = post_async(client, "never", results)
+        wait_for(lambda: client.app.apis["proj"].pipeline.depth == 1, "the second request queued")
+        first.join(60)
+        second.join(60)
+        assert results["block"].status_code == 504
+        assert results["block"].json()["error"] == (
+            "api 'proj' did not answer within its timeout of 1 s (it was still running)."
+        )
+        assert results["never"].status_code == 504
+        assert results["never"].json()["error"] == (
+            "api 'proj' did not answer within its timeout of 1 s (it had not started and was dropped)."
+        )
+        main.release.set()
+        # The API's one thread takes requests in order: once "after" is answered, "never" had its turn.
+        assert client.post("/", content=b"after").text == "after"
+        assert main.calls == ["block", "after"]
+
+
+GATED = """
+import threading
+
+entered = {name: threading.Event() for name in "abc"}
+gates = {name: threading.Event() for name in "abc"}
+answered = threading.Event()  # set by the test when the answer to "b" has reached its client
+calls = []
+
+def handler(request, context):
+    body = request.read().decode()
+    calls.append(body)
+    if body in gates:
+        entered[body].set()
+        gates[body].wait(120)
+    if body == "d":
+        calls.append(f"d saw b answered: {answered.wait(60)}")
+    return {"content": body}
+"""
+
+
+def queue_behind_a(client, main, results: dict, *bodies: str) -> list[threading.Thread]:
+    """Post "a" (it blocks the API's one thread), then ``bodies``, queued together behind it."""
+    posts = [post_async(client, "a", results)]
+    assert main.entered["a"].wait(60)
+    for count, body in enumerate(bodies, start=1):  # one after the other: queued in this order
+        posts.append(post_async(client, body, results))
+        wait_for(lambda count=count: client.app.apis["proj"].pipeline.depth == count, f"{body} queued")
+    return posts
+
+
+def test_a_drained_job_whose_deadline_passes_before_it_starts_is_dropped(serve, make_project) -> None:
+    """The thread takes b, c and d from the queue at once; c's deadline passes while b runs: c never runs."""
+    project = make_project({"main.py": GATED})
+    with serve(project, handler="main:handler", timeout=3) as client:
+        import main
+
+        main.answered.set()  # d does not wait for anything here
+        results: dict = {}
+        posts = queue_behind_a(client, main, results, "b", "c", "d")
+        main.gates["a"].set()  # the thread now takes b, c and d together
+        assert main.entered["b"].wait(60)
+        posts[2].join(60)  # c's deadline passes while b holds the thread
+        main.gates["b"].set()
+        for post in posts:
+            post.join(60)
+        assert results["c"].status_code == 504
+        assert results["c"].json()["error"] == (
+            "api 'proj' did not answer within its timeout of 3 s (it had not started and was dropped)."
+        )
+        assert main.calls[:2] == ["a", "b"] and "c" not in main.calls  # d runs if its own deadline has not passed
+        assert client.post("/", content=b"after").text == "after"
+
+
+def test_drained_jobs_that_run_long_are_answered_one_by_one(serve, make_project, monkeypatch) -> None:
+    """Answers of jobs taken together go out together only while they are quick: b's answer leaves before d runs."""
+    monkeypatch.setattr("localserve.engine.pipeline.ANSWER_AFTER", 0.0)  # every job "runs long"
+    project = make_project({"main.py": GATED})
+    with serve(project, handler="main:handler") as client:
+        import main
+
+        results: dict = {}
+        posts = queue_behind_a(client, main, results, "b", "d")
+        watcher = threading.Thread(target=lambda: (posts[1].join(60), main.answered.set()))
+        watcher.start()
+        main.gates["b"].set()  # b is quick here
+        main.gates["a"].set()
+        for post in [*posts, watcher]:
+            post.join(60)
+        assert [results[body].text for body in "abd"] == ["a", "b", "d"]
+        assert main.calls == ["a", "b", "d", "d saw b answered: True"]
+
+
+def test_one_request_at_a_time_by_default_and_more_threads_on_request(serve, make_project) -> None:
+    project = make_project(
+        {
+            "main.py": """
+            import threading
+            lock = threading.Lock()
+            release = threading.Event()
+            active = 0
+            peak = 0
+
+            def handler(request, context):
+                global active, peak
+                with lock:
+                    active += 1
+                    peak = max(peak, active)
+                release.wait(120)  # held until the test has seen how many run at once
+                with lock:
+                    active -= 1
+                return {"content": str(peak)}
+            """
+        }
+    )
+    for threads in (None, 4):
+        flags = {"threads_per_process": threads} if threads else {}
+        with serve(project, handler="main:handler", **flags) as client:
+            import main
+
+            main.peak = 0
+            main.release.clear()
+            pipeline = client.app.apis["proj"].pipeline
+            results: dict = {}
+            workers = []
+            for i in range(4):  # one at a time, so that no thread takes two requests from the queue at once
+                workers.append(post_async(client, f"r{i}", results))
+                if threads:
+                    wait_for(lambda i=i: main.active == i + 1, f"{i + 1} requests running at once")
+                elif i == 0:
+                    wait_for(lambda: main.active == 1, "the first request running")
+                else:
+                    wait_for(
+                        lambda i=i, pipeline=pipeline: pipeline.depth == i, f"{i} requests queued behind the first"
+                    )
+            assert (main.active, pipeline.depth) == ((4, 0) if threads else (1, 3))
+            main.release.set()
+            for worker in workers:
+                worker.join(60)
+            assert sorted(r.status_code for r in results.values()) == [200] * 4
+            assert main.peak == (threads or 1)
+
+
+def test_pin_threads_moves_workers_to_one_core_after_loading(serve, make_project) -> None:
+
+    from localserve.server import ServeOptions
+
+    project = make_project(
+        {
+            "main.py": """
+            import os, threading
+            go = threading.Event()
+            seen = {}
+
+            def pool_thread():  # like a runtime's thread pool, made while the model loads
+                go.wait(60)
+                seen["pool"] = sorted(os.sched_getaffinity(0))
+
+            threading.Thread(target=pool_thread, daemon=True).start()
+
+            def handler(request, context):
+                go.set()
+                return {"content_type": "application/json", "content": {"worker": sorted(os.sched_getaffinity(0))}}
+            """
+        }
+    )
+    with serve(project, ServeOptions(pin_threads=True), handler="main:handler") as client:
+        import main
+
+        worker = client.post("/").json()["worker"]
+        wait_for(lambda: "pool" in main.seen, "the pool thread ran")
+    allowed = sorted(os.sched_getaffinity(0))
+    assert worker == allowed[:1]
+    assert main.seen["pool"] == allowed
+
+
+ECHO_CONFIG = """
+- kind: api
+  name: echo
+  model: echo.onnx
+  request_handler: h.py
+  batching: {{max_batch_size: {max}, batch_interval: 10s{sizes}}}
+"""
+
+
+def echo_project(make_project, max_batch_size: int, batch_sizes: str = ""):
+    project = make_project(
+        {
+            "localserve.yaml": ECHO_CONFIG.format(max=max_batch_size, sizes=batch_sizes),
+            "h.py": ECHO_HANDLER,
+        }
+    )
+    onnx_batch_echo(project / "echo.onnx")
+    return project
+
+
+def burst(client, rows: list[list[list[float]]]) -> list[httpx.Response]:
+    """One blocked request, then ``rows`` queued behind it, then released: the model sees them together."""
+    import h
+
+    pool = concurrent.futures.ThreadPoolExecutor(len(rows) + 1)
+    first = pool.submit(client.post, "/echo", json={"block": True, "x": [[0.0, 0.0, 0.0, 0.0]]})
+    assert h.started.wait(60)
+    others = [pool.submit(client.post, "/echo", json={"x": x}) for x in rows]
+    pipeline = client.app.apis["echo"].pipeline
+    wait_for(lambda: pipeline.depth == len(rows), f"{len(rows)} requests queued")
+    h.release.set()
+    responses = [first.result(30), *(f.result(30) for f in others)]
+    pool.shutdown()
+    return responses
+
+
+def seen_batch(response: httpx.Response, x: list[list[float]]) -> int:
+    """The batch size the model ran this request's rows at (the echo model adds it to every value)."""
+    assert response.status_code == 200, response.text
+    y = np.asarray(response.json()["y"])
+    sizes = set((y - np.asarray(x)).ravel().tolist())
+    assert len(sizes) == 1, sizes
+    return int(sizes.pop())
+
+
+def test_a_burst_runs_as_one_padded_batch(serve, make_project) -> None:
+    project = echo_project(make_project, 8)
+    rows = [[[float(i), 1.0, 2.0, 3.0]] for i in range(1, 7)]  # 6 queued + the blocked one: 7 rows
+    with serve(project) as client:
+        responses = burst(client, rows)
+        metrics = client.get("/metrics").text
+    assert {seen_batch(r, x) for r, x in zip(responses, [[[0.0] * 4], *rows], strict=True)} == {8}
+    assert 'localserve_batch_size_count{api="echo"} 1.0' in metrics  # one model call for 7 requests
+
+
+def test_a_burst_larger_than_the_largest_bucket_is_split_and_padded(serve, make_project) -> None:
+    project = echo_project(make_project, 4)
+    rows = [[[float(i), 0.0, 0.0, 0.0]] for i in range(1, 6)]  # 6 rows in all: runs of 4 and 2
+    with serve(project) as client:
+        responses = burst(client, rows)
+    sizes = [seen_batch(r, x) for r, x in zip(responses, [[[0.0] * 4], *rows], strict=True)]
+    assert sorted(sizes) == [2, 2, 4, 4, 4, 4]
+
+
+def test_a_batching_api_spins_its_model_pool_across_the_batch_interval(serve, make_project) -> None:
+    project = echo_project(make_project, 4)  # batch_interval 10s: the spin stops at its limit, 20 ms
+    with serve(project) as client:
+        session = client.app.apis["echo"].endpoint.model.session
+        spin = session.get_session_options().get_session_config_entry("session.intra_op.spin_duration_us")
+    assert spin == "20000"
+
+
+def test_configured_batch_sizes_are_the_only_sizes_the_model_sees(serve, make_project) -> None:
+    project = echo_project(make_project, 6, ", batch_sizes: [1, 6]")
+    rows = [[[float(i), 0.0, 0.0, 0.0]] for i in range(1, 3)]  # 3 rows: padded to 6
+    with serve(project) as client:
+        responses = burst(client, rows)
+        lone = client.post("/echo", json={"x": [[1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0]]})
+    assert {seen_batch(r, x) for r, x in zip(responses, [[[0.0] * 4], *rows], strict=True)} == {6}
+    assert seen_batch(lone, [[1.0] * 4, [2.0] * 4]) == 6  # a lone request of 2 rows is padded too
+
+
+PIPELINED_HANDLER = """
+import threading
+started = threading.Event()
+release = threading.Event()
+model_ran = threading.Event()  # set by the test when the model runs
+
+def pre_inference(sample, metadata):
+    if sample.get("block"):
+        started.set()
+        release.wait(120)
+    if sample.get("last"):  # the last request of the burst is prepared only once a batch has run
+        assert model_ran.wait(120), "the model ran no batch while the thread prepared the rest"
+    return sample["x"]
+
+def post_inference(prediction, metadata):
+    return {"y": prediction[0].tolist()}
+"""
+
+
+def test_the_model_runs_a_full_batch_while_the_thread_prepares_the_next(serve, make_project) -> None:
+    """A thread takes one batch of requests from the queue at a time and hands it to the model before
+    preparing more, and the model runs whole batches: 7 requests behind a blocked one, batches of 2."""
+    project = echo_project(make_project, 2)
+    (project / "h.py").write_text(PIPELINED_HANDLER)
+    rows = [[[float(i), 0.0, 0.0, 0.0]] for i in range(1, 8)]
+    with serve(project) as client:
+        import h
+
+        batcher = client.app.apis["echo"].pipeline.batcher
+        observe = batcher.observe
+        sizes: list[int] = []
+
+        def seen(rows: int) -> None:
+            sizes.append(rows)
+            h.model_ran.set()
+            if observe is not None:
+                observe(rows)
+
+        batcher.observe = seen
+        pool = concurrent.futures.ThreadPoolExecutor(8)
+        first = pool.submit(client.post, "/echo", json={"block": True, "x": [[0.0] * 4]})
+        assert h.started.wait(60)
+        others = []
+        for i, x in enumerate(rows, 1):  # one by one: the "last" request must be queued last (a busy machine reorders)
+            others.append(pool.submit(client.post, "/echo", json={"x": x, "last": i == 7}))
+            wait_for(lambda i=i: client.app.apis["echo"].pipeline.depth == i, f"{i} requests queued")
+        h.release.set()
+        responses = [first.result(30), *(f.result(30) for f in others)]
+        pool.shutdown()
+    assert [seen_batch(r, x) for r, x in zip(responses, [[[0.0] * 4], *rows], strict=True)] == [2] * 8
+    assert sizes == [2, 2, 2, 2]
+
+
+def test_a_lone_request_runs_at_once_at_its_own_bucket(serve, make_project) -> None:
+    project = echo_project(make_project, 8)
+    with serve(project) as client:
+        sizes = [seen_batch(client.post("/echo", json={"x": [[1.0, 2.0, 3.0, 4.0]]}), [[1.0, 2.0, 3.0, 4.0]])]
+        sizes.append(seen_batch(client.post("/echo", json={"x": [[0.0] * 4] * 3}), [[0.0] * 4] * 3))
+    assert sizes == [1, 4]
+
+
+def test_a_stream_holds_the_thread_until_its_last_chunk(serve, make_project) -> None:
+    project = make_project(
+        {
+            "main.py": """
+            import threading
+            log = []
+            streaming = threading.Event()
+            go_on = threading.Event()
+
+            def chunks():
+                log.append("A0")
+                streaming.set()
+                yield "a0 "
+                go_on.wait(120)
+                for i in (1, 2):
+                    log.append(f"A{i}")
+                    yield f"a{i} "
+
+            def handler(request, context):
+                if request.read() == b"stream":
+                    return {"content": chunks()}
+                log.append("B")
+                return {"content": "b"}
+            """
+        }
+    )
+    with serve(project, handler="main:handler") as client:
+        import main
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            stream = pool.submit(client.post, "/", content=b"stream")
+            assert main.streaming.wait(60)
+            other = pool.submit(client.post, "/", content=b"other")
+            pipeline = client.app.apis["proj"].pipeline
+            wait_for(lambda: pipeline.depth == 1, "the other request queued behind the stream")
+            main.go_on.set()
+            assert stream.result(30).text == "a0 a1 a2 "
+            assert other.result(30).text == "b"
+    assert main.log == ["A0", "A1", "A2", "B"]
+
+
+def test_the_body_of_a_finished_request_is_freed_without_a_collection(serve, make_project) -> None:
+    project = make_project(
+        {
+            "main.py": """
+            import weakref
+            refs = []
+
+            def handler(request, context):
+                refs.append(weakref.ref(request))
+                if request.read() == b"fail":
+                    raise ValueError("failed on purpose")
+                return {"content": "ok"}
+            """
+        }
+    )
+    with serve(project, handler="main:handler") as client:
+        import main
+
+        gc.collect()
+        gc.disable()  # only reference counting may free the request
+        try:
+            assert client.post("/", content=b"x" * 1_000_000).text == "ok"
+            assert client.post("/", content=b"fail").status_code == 500
+            # The API's one thread resolves a request's future, then leaves its loop iteration; the
+            # next request is taken only after that, so once it is answered the first two are done.
+            assert client.post("/", content=b"y").text == "ok"
+            assert [ref() for ref in main.refs[:2]] == [None, None]
+        finally:
+            gc.enable()
+
+
+def test_a_request_that_waited_in_the_queue_is_freed_with_its_answer_without_a_collection(serve, make_project) -> None:
+    """A request queued long enough gets a task that listens for its client leaving; cancelling that
+    task once the request is answered must not tie the request (and its answer) into a reference cycle."""
+    project = make_project(
+        {
+            "main.py": """
+            import threading, weakref
+            refs, gate = [], threading.Event()
+
+            def handler(request, context):
+                refs.append(weakref.ref(request))
+                if request.read() == b"first":
+                    gate.wait(120)
+                return {"content": b"x" * 1_000_000}
+            """
+        }
+    )
+    with serve(project, handler="main:handler") as client:
+        import main
+
+        lifecycle = client.app.apis["proj"].lifecycle
+        gc.collect()
+        gc.disable()  # only reference counting may free the requests
+        try:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                first = pool.submit(client.post, "/", content=b"first")
+                wait_for(lambda: len(main.refs) == 1, "the first request holding the API's one thread")
+                second = pool.submit(client.post, "/", content=b"second")
+                wait_for(
+                    lambda: any(job.listener is not None for job in list(lifecycle.waiting)),
+                    "the queued request listening for its client",
+                )
+                main.gate.set()
+                assert [len(first.result(60).content), len(second.result(60).content)] == [1_000_000] * 2
+            assert client.post("/", content=b"y").status_code == 200  # the first two are done (see above)
+            assert [ref() for ref in main.refs[:2]] == [None, None]
+        finally:
+            gc.enable()
+
+
+@pytest.mark.slow
+def test_after_the_graceful_timeout_waiting_clients_get_503_and_queued_work_never_runs(make_project, tmp_path) -> None:
+    from tests.test_e2e import output_of, server
+
+    ran = tmp_path / "ran.log"
+    project = make_project(
+        {
+            "main.py": f"""
+            import threading, time
+
+            def forever():  # a non-daemon thread left by user code
+                while True:
+                    time.sleep(0.1)
+
+            threading.Thread(target=forever, name="user-thread", daemon=False).start()
+
+            def handler(request, context):
+                with open({str(ran)!r}, "a") as f:
+                    f.write(request.read().decode() + "\\n")
+                threading.Event().wait()  # never returns: the graceful timeout ends it
+                return {{"content": "finished"}}
+            """
+        }
+    )
+    with server("-p", str(project), "--handler", "main:handler", "--graceful-timeout", "1") as (url, proc):
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            first = pool.submit(httpx.post, url, content=b"r0", timeout=60)
+            wait_for(lambda: ran.exists(), "the first request running")
+            queued = [pool.submit(httpx.post, url, content=f"r{i}".encode(), timeout=60) for i in (1, 2)]
+            wait_for(lambda: 'localserve_queue_depth{api="proj"} 2.0' in httpx.get(f"{url}/metrics").text, "2 queued")
+            proc.send_signal(signal.SIGTERM)
+            answers = [first.result(60), *(q.result(60) for q in queued)]
+        assert proc.wait(30) == 0, output_of(proc)
+    assert [a.status_code for a in answers] == [503, 503, 503]
+    assert [a.headers["content-type"] for a in answers] == ["application/json"] * 3
+    assert json.loads(answers[0].text)["error"] == (
+        "The server is shutting down: the request was still running when the graceful timeout ran out; "
+        "retry on another replica or later."
+    )
+    assert json.loads(answers[1].text)["error"] == (
+        "The server is shutting down: the request had not started and never will; retry on another replica or later."
+    )
+    assert ran.read_text().split() == ["r0"]  # the queued requests never ran
+    assert "exiting although user code left threads running: user-thread" in output_of(proc)
+
+
+def test_a_request_whose_answer_a_thread_is_writing_gets_no_504() -> None:
+    """The deadline and a thread writing the answer itself (a ``ReplyWriter``) both want to answer: one
+    ``Job.claim`` decides. Once a thread holds it, the deadline passes without a 504 and the thread's
+    Reply is the answer; a request nobody claimed gets its 504."""
+    import asyncio
+
+    from localserve.config import ApiConfig
+    from localserve.engine import Lifecycle
+    from localserve.engine.pipeline import Pipeline
+    from localserve.errors import Timeout
+    from localserve.messages.request import Request
+    from localserve.messages.response import Reply
+
+    async def main() -> tuple[Reply, type[BaseException]]:
+        api = ApiConfig(name="claimed", timeout=0.01)
+        pipeline = Pipeline(api, endpoint=None)  # type: ignore[arg-type]  # no threads: jobs stay queued
+        lifecycle = Lifecycle(pipeline, status=lambda: ("ready", None))
+
+        def request() -> Request:
+            return Request("POST", [], b"{}", request_id="r")
+
+        sweeps = asyncio.Queue[None]()
+        sweep = lifecycle._sweep
+
+        def counted_sweep() -> None:  # each sweep told to the test: it waits for sweeps, not for time
+            sweep()
+            sweeps.put_nowait(None)
+
+        lifecycle._sweep = counted_sweep  # type: ignore[method-assign]
+        claimed = asyncio.ensure_future(lifecycle.run(request()))
+        unclaimed = asyncio.ensure_future(lifecycle.run(request()))
+        await asyncio.sleep(0)
+        first = next(iter(lifecycle.waiting))  # admission order: the claimed request came first
+        assert first.claim()  # what an API thread does before it writes the answer
+        with pytest.raises(Timeout) as timed_out:
+            await asyncio.wait_for(unclaimed, 5)
+        for _ in range(5):  # five more sweeps, each past the claimed request's deadline
+            await asyncio.wait_for(sweeps.get(), 5)
+        assert not claimed.done()
+        reply = Reply(status=200, body=b"written by the thread")
+        first.future.set_result(reply)  # the thread's settle
+        return await claimed, timed_out.type
+
+    reply, error = asyncio.run(main())
+    assert reply.body == b"written by the thread" and error is Timeout
