@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from localserve.config import ApiConfig
+from localserve.config.options import ApiOptions
 from localserve.errors import HandlerLoadError, RequestError
-from localserve.handlers import EndpointOptions
+from localserve.handlers import Observers
 from localserve.handlers.abeja import AbejaHandler, inspect_handler
 from localserve.messages.request import Request
 
@@ -50,7 +51,7 @@ def test_what_serve_can_call_as_handler_request_context() -> None:
 
 def test_the_handler_gets_the_request_and_a_copy_of_the_context(project: Path) -> None:
     api = ApiConfig("echo", handler="lsabeja_main:handler", context={"who": "local"})
-    endpoint = AbejaHandler(api, EndpointOptions(project=project))
+    endpoint = AbejaHandler(api, ApiOptions(project=project), Observers())
     endpoint.load()
     assert endpoint.describe() == {
         "name": "echo",
@@ -66,7 +67,7 @@ def test_the_handler_gets_the_request_and_a_copy_of_the_context(project: Path) -
 
 
 def test_a_malformed_multipart_body_is_a_400_before_user_code_runs(project: Path) -> None:
-    endpoint = AbejaHandler(ApiConfig("echo", handler="lsabeja_main:handler"), EndpointOptions(project=project))
+    endpoint = AbejaHandler(ApiConfig("echo", handler="lsabeja_main:handler"), ApiOptions(project=project), Observers())
     endpoint.load()
     with pytest.raises(RequestError, match=r"^Malformed multipart body: "):
         endpoint.prepare(Request("POST", [(b"content-type", b"multipart/form-data; boundary=b")], b"--b\r\nbroken"))
