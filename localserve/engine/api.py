@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
+from localserve.engine.jobqueue import Arrivals
 from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Hooks
@@ -61,8 +62,10 @@ class ApiRuntime:
         metrics: Metrics | None,
         extras: ExtraMetrics | None = None,
         tracer: Tracing | None = None,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self.project = config.project
+        self.arrivals = arrivals or Arrivals()  # the replica's requests read before their API is known
         self.options = options
         self.metrics = metrics
         self.state = "loading"
@@ -119,7 +122,7 @@ class ApiRuntime:
             s3_endpoint=options.s3_endpoint,
         )
         endpoint = create_endpoint(api, endpoint_options)
-        pipeline = Pipeline(api, endpoint, self.hooks)
+        pipeline = Pipeline(api, endpoint, self.hooks, self.arrivals)
         return Runtime(api, endpoint, pipeline, Lifecycle(pipeline, status=self._status))
 
     def _status(self) -> tuple[str, str | None]:

@@ -36,7 +36,7 @@ class GrpcDoor:
     def __init__(self, engine: Engine, options: ServeOptions) -> None:
         assert options.grpc_port is not None
         self.servicer = Servicer(engine, options)
-        self.guard = Guard(options, engine.extras)
+        self.guard = Guard(options, engine.extras, engine.arrivals)
         self.options = options
         host = f"[{options.host}]" if ":" in options.host else options.host
         self.address = f"{host}:{options.grpc_port}"
