@@ -66,9 +66,7 @@ class Engine:
         self.extras = ExtraMetrics(self.figures.registry) if options.metrics else None
         # OTEL_* asked for spans (cli/otel.py): the SDK is imported and set up here, else never.
         self.tracer: Tracing | None = None if options.tracing is None else start_tracing(options.tracing)
-        # Requests a door reads before it knows their API (a gRPC call's message names its model): ``with
-        # engine.arrivals:`` while reading one, so that every API's batcher knows it is on its way.
-        self.arrivals = Arrivals()
+        self.arrivals = Arrivals()  # requests a door reads before their API is known: every API counts them upstream
         self.apis = {
             api.name: ApiRuntime(api, config, options, self.metrics, self.extras, self.tracer, self.arrivals)
             for api in config.apis
