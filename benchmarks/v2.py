@@ -7,7 +7,9 @@ One localserve server (one replica, the MLP as a raw model with dynamic batching
 port) answers all four routes; each is loaded in turn at the same concurrency (rounds alternate the
 order), after a warm-up: the HTTP routes with the same load generator, gRPC with its own
 (``grpc_load.py``: grpc.aio, the message serialized once). One sample a request: 256 FP32 features
-in, 10 out. Prints req/s, p50/p99 per route and the ratios to V2 JSON; asserts no time.
+in, 10 out. Prints req/s, p50/p99, the server's CPU a request and the mean batch (rows per model call, from
+``localserve_batch_size``) per route, and the ratios to V2 JSON; ``--threads`` adds each server thread's CPU a
+request. Asserts no time.
 
 A fifth row, ``grpc-floor``, is a bare ``grpc.aio`` server on uvloop answering a constant message
 (``apps/grpc_floor.py``), loaded the same way: what ``grpcio`` itself costs a call, the ceiling of a
@@ -104,6 +106,35 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def thread_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """Thread id -> (its name, user + system CPU seconds so far) of process ``pid`` (Linux /proc)."""
+    threads = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except OSError:
+            continue
+        threads[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return threads
+
+
+def batch_figures(port: int) -> tuple[float, float]:
+    """The sum and count of ``localserve_batch_size`` (rows per model call) so far, from /metrics."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        page = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    figures = {"sum": 0.0, "count": 0.0}
+    for line in page.splitlines():
+        for key in figures:
+            if line.startswith(f"localserve_batch_size_{key}{{"):
+                figures[key] += float(line.rsplit(" ", 1)[1])
+    return figures["sum"], figures["count"]
+
+
 def check(port: int, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
@@ -143,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         "--serve-args", default="", help="more `localserve serve` flags, e.g. --serve-args=--pin-threads"
     )
     parser.add_argument("--perf-analyzer", action="store_true", help="add rows loaded by perf_analyzer (pa_load.py)")
+    parser.add_argument("--threads", action="store_true", help="print each server thread's CPU a request, per route")
     args = parser.parse_args(argv)
     args.pa = launcher() if args.perf_analyzer else None
     if args.perf_analyzer and args.pa is None:
@@ -191,17 +223,34 @@ def main(argv: list[str] | None = None) -> None:
                         load(args, port, route, routes[route], args.warmup)
                     assert server.proc is not None
                     pid = floor.pid if route == FLOOR else server.proc.pid
-                    before = cpu_seconds(pid)
+                    before, rows_before, threads = cpu_seconds(pid), batch_figures(port), thread_seconds(pid)
                     result = load(args, port, route, routes[route], args.duration)
                     used = cpu_seconds(pid) - before
+                    if args.threads:
+                        print_threads(route, pid, threads, thread_seconds(pid), result.requests)
+                    rows, calls = (b - a for a, b in zip(rows_before, batch_figures(port), strict=True))
                     # perf_analyzer's own start and windows are not its requests: no CPU per request for it
                     per_request = None if route in ROWS else 1000 * used / max(1, result.requests)
-                    results[route].append((result, per_request))
+                    mean_batch = None if route == FLOOR or not calls else rows / calls
+                    results[route].append((result, per_request, mean_batch))
         finally:
             server.stop()
             floor.kill()
             floor.wait()
     report(args, results)
+
+
+def print_threads(
+    route: str, pid: int, before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], requests: int
+) -> None:
+    """Each thread's CPU a request (µs) over one load, busiest first; the process's own thread is the event loop."""
+    used = [(after[tid][1] - before.get(tid, ("", 0.0))[1], tid, after[tid][0]) for tid in after]
+    shown = [
+        f"{'loop' if tid == pid else f'{name}/{tid - pid}'} {1e6 * seconds / max(1, requests):.0f}"
+        for seconds, tid, name in sorted(used, reverse=True)
+        if seconds > 0
+    ]
+    print(f"{route} threads, µs a request: {', '.join(shown)}", flush=True)
 
 
 def other_ports(taken: int, count: int) -> list[int]:
@@ -221,17 +270,19 @@ def report(args: argparse.Namespace, results: dict[str, list]) -> None:
         "one replica"
     )
     print(
-        f"{'route':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7} {'server CPU ms/req':>18}"
+        f"{'route':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7} {'server CPU ms/req':>18} "
+        f"{'mean batch':>10}"
     )
     rps: dict[str, float] = {}
     cpus: dict[str, float | None] = {}
     for route, runs in results.items():
-        best, cpu = sorted(runs, key=lambda r: r[0].rps)[len(runs) // 2]  # the median round
+        best, cpu, batch = sorted(runs, key=lambda r: r[0].rps)[len(runs) // 2]  # the median round
         rps[route], cpus[route] = best.rps, cpu
         shown = "-" if cpu is None else f"{cpu:.3f}"
+        rows = "-" if batch is None else f"{batch:.1f}"
         print(
             f"{route:<10} {best.rps:>9.0f} {best.p50_ms:>8.2f} {best.p99_ms:>8.2f} {best.non2xx:>8} {best.errors:>7} "
-            f"{shown:>18}"
+            f"{shown:>18} {rows:>10}"
         )
     if rps["v2-json"]:
         print(f"V2 binary / V2 JSON throughput: {rps['v2-binary'] / rps['v2-json']:.2f}x")

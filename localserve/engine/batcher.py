@@ -72,6 +72,7 @@ class Batcher:
         self._cond = threading.Condition(self._mutex)
         self._pending: list[Entry] = []
         self._busy = False  # the model is running (on the batcher's thread or a caller's)
+        self._gathering = False  # the batcher's thread waits for companions of what is pending (up to ``interval``)
         self._closed = False
         self.thread: threading.Thread | None = None
         self._cold: set[int] = set()  # bucket sizes not warmed at load: the first run of each is logged
@@ -115,7 +116,9 @@ class Batcher:
                 return self.run(entries)
             if self._busy or self._pending or (self.thread is not None and self.upstream()):
                 self._pending.extend(entries)
-                self._cond.notify()
+                # The thread gathering a batch is woken only when it would end it: full, or nothing more on its way.
+                if not self._gathering or self._full() is not None or self.upstream() <= 0:
+                    self._cond.notify()
                 return None
             self._busy = True
         try:
@@ -143,11 +146,13 @@ class Batcher:
                 if self._closed and not self._pending:  # what was queued before the stop is still run
                     return
                 deadline = time.monotonic() + self.interval
+                self._gathering = True
                 while (full := self._full()) is None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or self.upstream() <= 0 or self._closed:
                         break
                     cond.wait(remaining)
+                self._gathering = False
                 if full is None or full == len(self._pending):
                     taken, self._pending = self._pending, []
                 else:  # one full batch; the rest waits for companions (or its own interval)

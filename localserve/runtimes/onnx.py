@@ -137,6 +137,7 @@ class OnnxModel:
         self._bucket_lock = threading.Lock()
         self._quiet = self._quiet_pool(options, spin)  # the stacked calls' session options, or None
         self._stacked: Any = None  # their session, made on the first stacked call
+        self._lone = True  # the last bucketed call was of one row: the next lone one may run on the spinning pool
         self._inputs = [_Input(arg) for arg in self.session.get_inputs()]
         self._shared = shared_dims(
             [(a.name, a.shape if isinstance(a.shape, list) else None) for a in self.session.get_inputs()]
@@ -190,16 +191,13 @@ class OnnxModel:
 
     def _quiet_pool(self, options: ApiOptions, spin: bool) -> Any:
         """On the CPU, for a batching API whose pool spins: the options of a second session, whose pool never
-        spins, for the stacked calls (more than one row). None otherwise.
+        spins, for the calls under load (stacked ones, and a lone one among them). None otherwise.
 
         A spinning pool saves a lone call its threads' wake-up (concurrency 1 runs only lone calls), but
-        under load, when the batcher runs stacked calls back to back, the pool spins through every gap
-        between them on a core that the event loop and the API's thread need: the 256->1024->1024->10
-        MLP batched at concurrency 64 on the 2-core machine ran 10,984-12,733 req/s spinning and
-        13,512-13,707 with spinning off, while its concurrency 1 lost 6-8% with spinning off
-        (benchmarks/README.md, "the spin"); with this second session it ran 12,128-12,757 against
-        11,325-12,835 (+9% in the median of four alternated rounds), concurrency 1 unchanged. The weights
-        are held twice, so a model whose weights (its file and the external data files it names) pass
+        under load, when the batcher runs stacked calls back to back, the pool would spin through every gap
+        between them on a core that the event loop and the API's thread need (benchmarks/README.md, "the
+        spin"); a lone call that follows a stacked one would start that spin again. The weights are held
+        twice, so a model whose weights (its file and the external data files it names) pass
         ``STACKED_COPY_LIMIT`` keeps the one session.
         """
         if not (spin and options.batching) or self.device != CPU or weights_size(self.path) > STACKED_COPY_LIMIT:
@@ -236,8 +234,9 @@ class OnnxModel:
             session = self.session
         elif self._per_bucket:
             session = self._session_for(bucket)
-        else:
-            session = self._stacked_session() if bucket > 1 and self._quiet is not None else self.session
+        else:  # the spinning pool for lone calls in a row (concurrency 1), the quiet one once calls are stacked
+            after_lone, self._lone = self._lone, bucket == 1
+            session = self.session if self._quiet is None or (after_lone and self._lone) else self._stacked_session()
         if self._shared:  # the inputs' agreement on a dimension they share: a 400, not the runtime's failure
             check_shared(feed, self._shared)
         try:

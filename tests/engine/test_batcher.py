@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +21,60 @@ def batcher_for(path: Path, buckets: tuple[int, ...]) -> tuple[Batcher, list[int
     model = OnnxModel(path, ApiOptions(threads=1))
     batcher = Batcher("t", model, buckets=buckets, interval=0.0, deliver=lambda _: None, observe=seen.append)
     return batcher, seen
+
+
+def test_the_thread_gathering_a_batch_is_woken_only_to_end_it(tmp_path: Path) -> None:
+    # Each wake-up of the batcher's thread takes the GIL from the event loop: while requests are still on their
+    # way and the batch is not full, a submit leaves it waiting; the last one on its way ends the batch.
+    upstream = [1]
+    seen: list[int] = []
+    outcomes: list[tuple[Any, Any]] = []
+    delivered = threading.Event()
+
+    def deliver(answers: list[tuple[Any, Any]]) -> None:
+        outcomes.extend(answers)
+        delivered.set()
+
+    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), LoadOptions(threads=1))
+    batcher = Batcher(
+        "t",
+        model,
+        buckets=(1, 2, 4, 8),
+        interval=60.0,
+        deliver=deliver,
+        upstream=lambda: upstream[0],
+        observe=seen.append,
+    )
+    woken: list[int] = []
+
+    class Counted(threading.Condition):
+        def notify(self, n: int = 1) -> None:
+            woken.append(n)
+            super().notify(n)
+
+    batcher._cond = Counted(batcher._mutex)
+    batcher.start()
+    try:
+        rows = {tag: {"x": np.full((1, 4), value, np.float32)} for tag, value in (("a", 1.0), ("b", 2.0), ("c", 3.0))}
+        assert batcher.submit([("a", rows["a"])]) is None  # another request is on its way: queued, not run
+        deadline = time.monotonic() + 10
+        while not batcher._gathering:  # the thread took it and waits for companions
+            assert time.monotonic() < deadline, "the batcher's thread never gathered"
+            time.sleep(0.001)
+        assert batcher.submit([("b", rows["b"])]) is None
+        upstream[0] = 0
+        assert batcher.submit([("c", rows["c"])]) is None  # nothing more on its way: the batch ends
+        assert delivered.wait(30)
+        wakes = list(woken)
+    finally:
+        batcher.stop()
+    assert [(tag, out[0].tolist()) for tag, out in outcomes] == [
+        (tag, (rows[tag]["x"] + 4).tolist())
+        for tag in "abc"  # 3 rows, one call padded to 4
+    ]
+    batcher.flush()
+    assert seen == [3]
+    assert wakes == [1, 1]  # a's submit woke the idle thread, c's ended the batch; b's left it waiting
 
 
 def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> None:

@@ -99,6 +99,28 @@ def test_a_batching_model_runs_its_stacked_calls_on_a_session_whose_pool_never_s
     assert load(Path(linear.path), batching=True, replicas=2)._quiet is None  # not spinning: nothing to spare
 
 
+def test_a_lone_call_among_stacked_ones_runs_on_the_quiet_pool(
+    linear: OnnxModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under load a lone call comes between stacked ones (a gap in the arrivals): on the spinning pool it would
+    # start the spin again, through the stacked calls that follow. Lone calls in a row (concurrency 1) spin.
+    model = load(Path(linear.path), batching=True, batch_interval=0.005)
+    ran: list[str] = []
+    call = model._call
+
+    def spied(session: Any, feed: Any) -> Any:  # the real call, and which of the two sessions made it
+        ran.append("spinning" if session is model.session else "quiet" if session is model._stacked else "?")
+        return call(session, feed)
+
+    monkeypatch.setattr(model, "_call", spied)
+    one, four = np.ones((1, 4), np.float32), np.ones((4, 4), np.float32)
+    for rows, bucket in [(one, 1), (one, 1), (four, 4), (one, 1), (one, 1), (one, 1), (four, 4), (four, 4), (one, 1)]:
+        model.run({"x": rows}, bucket)
+    assert ran == ["spinning", "spinning", "quiet", "quiet", "spinning", "spinning", "quiet", "quiet", "quiet"]
+    model.run({"x": four})  # no bucket: a call of any shape (onnx_client.predict) takes the model's own session
+    assert ran[-1] == "spinning"
+
+
 def test_a_model_whose_weights_pass_the_limit_keeps_one_session(
     linear: OnnxModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

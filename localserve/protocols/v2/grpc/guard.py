@@ -11,6 +11,10 @@ until it asks:
 - the message must arrive within ``--body-timeout`` of the call's start (DEADLINE_EXCEEDED, counted and
   logged); the call ends and grpc frees what it had buffered.
 
+An inference call is on its way to a model from its start, though its model is named in its message: it
+counts in the engine's ``arrivals`` until read, so that a batcher waits for it rather than run alone
+the call read before it (grpcio starts calls one at a time).
+
 Streams not yet read keep their initial window (``server.py`` turns grpc's window growing off).
 """
 
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import grpc
 
 from localserve.config.options import ServeOptions
+from localserve.engine.jobqueue import Arrivals
 from localserve.errors import LocalServeError, RequestError, Unauthorized
 from localserve.metrics.extras import ExtraMetrics
 from localserve.protocols.v2.grpc.call import REQUEST_ID, Context, request_id_of_call
@@ -33,6 +38,7 @@ from localserve.protocols.v2.grpc.status import GrpcWire
 log = logging.getLogger("localserve")
 
 OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
+INFERENCE_RPCS = frozenset({"ModelInfer"})  # the RPCs that run a model: in the engine's arrivals while read
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
     Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
@@ -60,7 +66,10 @@ class Refusal(LocalServeError):
 class Guard(grpc.aio.ServerInterceptor):
     """The interceptor of the gRPC server: every unary RPC read under the limits above."""
 
-    def __init__(self, options: ServeOptions, wire: GrpcWire, extras: ExtraMetrics | None) -> None:
+    def __init__(
+        self, options: ServeOptions, wire: GrpcWire, extras: ExtraMetrics | None, arrivals: Arrivals | None = None
+    ) -> None:
+        self.arrivals = arrivals or Arrivals()
         self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
         self.message_timeout = options.limits.body_timeout
         self.max_held = options.max_body_size
@@ -83,10 +92,16 @@ class Guard(grpc.aio.ServerInterceptor):
     def _guard(self, handler: Handler, rpc: str) -> Handler:
         behaviour, deserialize = handler.unary_unary, handler.request_deserializer
         assert behaviour is not None
+        arrivals = self.arrivals if rpc in INFERENCE_RPCS else None
 
         async def call(requests: Any, context: Context) -> Any:
-            await self.check_key(context, rpc)
-            data = await self._read(context, rpc)
+            if arrivals is None:
+                await self.check_key(context, rpc)
+                data = await self._read(context, rpc)
+            else:
+                with arrivals:
+                    await self.check_key(context, rpc)
+                    data = await self._read(context, rpc)
             peer = context.peer()
             try:
                 message = data if deserialize is None else deserialize(data)

@@ -6,6 +6,7 @@ so that the tests can see, as states of the server, what waits in its queue."""
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from tests.conftest import free_port
 from tests.models import ECHO_HANDLER, onnx_batch_echo
 from tests.protocols.v2.test_routes import sample, v2_echo_body
 
+INFER = "/inference.GRPCInferenceService/ModelInfer"
 CONFIG = """
 - kind: api
   name: echo
@@ -99,6 +101,49 @@ def test_grpc_rest_and_native_requests_run_in_one_batch(serve, make_project) -> 
     assert seen == {8.0}  # 7 rows padded to 8, all in one model call
     assert sample(metrics, "localserve_batch_size_count", api="echo") == 1
     assert sample(metrics, "localserve_requests_total", api="echo", code="200") == 7  # gRPC counted too
+
+
+def test_a_call_whose_message_is_still_read_is_waited_for_by_the_batcher(serve, make_project) -> None:
+    """grpcio starts calls one at a time: a call still being read is on its way to the model, as a REST body being
+    read is, so the model waits for it (up to batch_interval) instead of running the call before it alone."""
+    import grpc
+
+    from localserve.engine.job import RUNNING
+    from localserve.protocols.v2.grpc import inference_pb2 as pb
+
+    request = pb.ModelInferRequest(model_name="echo")
+    request.inputs.add(name="x", datatype="FP32", shape=[1, 4])
+    request.raw_input_contents.append(np.full((1, 4), 10.0, dtype=np.float32).tobytes())
+    release = threading.Event()
+
+    def held_message() -> Iterator[bytes]:  # the call starts at once; its message comes once released
+        release.wait(30)
+        yield request.SerializeToString()
+
+    extra = "  batching: {max_batch_size: 8, batch_interval: 60s}"
+    with (
+        grpc_app(serve, make_project, extra) as (client, _, target),
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+        grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel,  # its own connection
+    ):
+        held = channel.stream_unary(INFER).future(held_message(), timeout=30)
+        guard = client.app.grpc.guard
+        wait_for(lambda: sum(c.calls for c in guard.connections.values()) == 1, "the held call never started")
+        grpc_client = triton.InferenceServerClient(target)
+        sent = pool.submit(grpc_client.infer, "echo", [row_input([1.0] * 4)])
+        rt = client.app.apis["echo"]
+
+        def at_the_model() -> bool:  # prepared, and neither answered nor still on the API's thread
+            return [job.state for job in rt.lifecycle.waiting] == [RUNNING] and rt.pipeline.queue.preparing == 0
+
+        wait_for(lambda: sent.done() or at_the_model(), "the sent call never reached the model")
+        release.set()
+        answer = pb.ModelInferResponse.FromString(held.result(30))
+        assert sent.result(30).as_numpy("y").tolist() == [[3.0] * 4]  # x + the batch size it ran at (2, both calls)
+        assert np.frombuffer(answer.raw_output_contents[0], dtype=np.float32).tolist() == [12.0] * 4
+        metrics = client.get("/metrics").text
+        grpc_client.close()
+    assert sample(metrics, "localserve_batch_size_count", api="echo") == 1
 
 
 def triton_http_y(content: bytes, length: int) -> Any:
