@@ -84,7 +84,7 @@ class ServeOptions:
     graceful_timeout: float = 30.0  # seconds queued and running requests get once a shutdown begins
     hide_errors: bool = False  # 500 bodies say only "see the log" (--hide-errors)
     api_key: str | None = None  # every route but the health probes needs "Authorization: Bearer <key>"
-    # Once every API is loaded: collect, then gc.freeze() what the process holds (App.freeze_heap).
+    # Once every API is loaded: collect, then gc.freeze() what the process holds (engine/memory.py, freeze_heap).
     # `localserve serve` sets it; an App in a test process leaves the test's heap alone.
     freeze_heap: bool = False
     # glibc's malloc thresholds: held at their defaults while the APIs load, then raised so that what requests

@@ -26,7 +26,7 @@ from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime, Runtime
 from localserve.engine.jobqueue import Arrivals
 from localserve.engine.leftovers import Leftovers, join_all
-from localserve.engine.memory import hold_thresholds, keep_freed_memory, trim_heap
+from localserve.engine.memory import freeze_heap, hold_thresholds, keep_freed_memory
 from localserve.engine.pinner import Pinner
 from localserve.engine.pinning import thread_ids
 from localserve.engine.ports import Exchange, Stages
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     from localserve.tracing.spans import RequestSpan, Tracing
 
 log = logging.getLogger("localserve")
-
-GEN0_THRESHOLD = 10_000  # allocations between two collections of the youngest generation once serving (freeze_heap)
 
 
 class Engine:
@@ -212,7 +210,7 @@ class Engine:
     def _settle(self) -> None:
         """Once every API is loaded: the heap frozen, freed memory kept, the threads pinned (now or once measured)."""
         if self.options.freeze_heap:
-            self.freeze_heap()
+            freeze_heap()
         if self.options.tune_malloc:
             keep_freed_memory()
         pin = self.options.pin_threads
@@ -249,17 +247,6 @@ class Engine:
             old.pipeline.stop()
             self._ended.keep(old.pipeline.all_threads())  # a request past its timeout may still run there
             self.retiring.pop(old, None)
-
-    @staticmethod
-    def freeze_heap() -> None:
-        """Collect once, then leave what loading made out of later collections (``gc.freeze``), and collect the
-        youngest generation every ``GEN0_THRESHOLD`` allocations: with requests in flight the default 700 paused
-        the loop every few dozen requests (benchmarks/README.md, "sixth pass")."""
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
-        trim_heap()  # what loading freed goes back to the kernel (engine/memory.py)
-        log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())
 
     def begin_shutdown(self, graceful_timeout: float) -> None:
         """A stop was asked for (SIGTERM/SIGINT): once ``graceful_timeout`` runs out, cancel what still waits.

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import logging
 import platform
 from collections.abc import Mapping
@@ -58,7 +59,7 @@ def set_by_environment(environ: Mapping[str, str]) -> bool:
 def trim_heap() -> bool:
     """Hand back to the kernel the memory that loading freed (``malloc_trim``); False where the C library is not
     glibc. glibc keeps freed blocks in its heaps, and trims only their tops: what loading left in between
-    stays in the RSS. Once loaded (``Engine.freeze_heap``, after its collection), the 4.3 MB mlp's server
+    stays in the RSS. Once loaded (``freeze_heap``, after its collection), the 4.3 MB mlp's server
     went from 91 to 86 MiB (89 against 93-94 after traffic at c=64); batched, from 104 to 98-102, and after
     traffic 100-105 against 106: there what requests free is kept for the next ones (``keep_freed_memory``)."""
     libc = _glibc()
@@ -94,3 +95,17 @@ def _set_thresholds(mmap_threshold: int, trim_threshold: int) -> bool:
 def _glibc() -> Any:
     """The process's C library when it is glibc (loaded once); None elsewhere (musl, macOS: no such calls)."""
     return ctypes.CDLL(None) if platform.libc_ver()[0] == "glibc" else None
+
+
+GEN0_THRESHOLD = 10_000  # allocations between two collections of the youngest generation once serving
+
+
+def freeze_heap() -> None:
+    """Once every API is loaded: collect, leave what loading made out of later collections (``gc.freeze``),
+    collect the youngest generation every ``GEN0_THRESHOLD`` allocations (the default 700 paused the loop
+    every few dozen requests in flight), and hand what loading freed back to the kernel."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    trim_heap()
+    log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())

@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image
 
 import localserve.testing
-from localserve.engine.core import GEN0_THRESHOLD
+from localserve.engine.memory import GEN0_THRESHOLD
 from localserve.server import ServeOptions
 from tests.conftest import EXAMPLES
 
