@@ -35,7 +35,7 @@ def test_the_thread_gathering_a_batch_is_woken_only_to_end_it(tmp_path: Path) ->
         outcomes.extend(answers)
         delivered.set()
 
-    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), LoadOptions(threads=1))
+    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
     batcher = Batcher(
         "t",
         model,

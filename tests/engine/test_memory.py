@@ -127,11 +127,11 @@ def test_trim_heap_hands_back_what_was_freed_below_the_heaps_top() -> None:
 def test_freezing_the_heap_trims_it_once_loaded(serve, make_project, monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    import localserve.engine.core as core
+    import localserve.engine.memory as memory
     from localserve.config.options import ServeOptions
 
     trimmed: list[int] = []
-    monkeypatch.setattr(core, "trim_heap", lambda: trimmed.append(gc.get_freeze_count()) or True)
+    monkeypatch.setattr(memory, "trim_heap", lambda: trimmed.append(gc.get_freeze_count()) or True)
     project = make_project({"main.py": "def handler(request, context):\n    return {}\n"})
     thresholds = gc.get_threshold()
     try:
