@@ -158,8 +158,8 @@ class Engine:
             if rt.write_in_flight:
                 counted.in_flight.dec()
             self.figures.count(counted, status, seconds, exemplar)
-            if 200 <= status < 300:  # its rows right after its success: Triton's inference_count never leads
-                counted.rows.observe() if stages is None else counted.rows.observe(stages.rows, stages.ran)
+            if stages is not None and 200 <= status < 300:  # V2's rows right after its success (v2/stats.py)
+                counted.rows.observe(stages.rows, stages.ran)
         if self.access_log:
             access_log(exchange.method, exchange.path, rt.api.name, status, seconds, exchange.request_id, trace)
         if exchange.tracked and reply is not None and rt.api.tracker is not None and 200 <= status < 300:

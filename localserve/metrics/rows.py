@@ -1,4 +1,4 @@
-"""The rows of each request answered 2xx (``localserve_request_rows``): what V2's ``inference_count`` reads.
+"""The rows of each V2 request answered 2xx (``localserve_request_rows``): what V2's ``inference_count`` reads.
 
 Example::
 
@@ -24,7 +24,7 @@ from localserve.metrics.names import ROWS
 from localserve.metrics.tallies import TalliedHistograms, TallyHistogram
 
 HELP = (
-    "Rows (inferences) of each request answered 2xx: a V2 request's batch dimension, else 1; model and version "
+    "Rows (inferences) of each V2 request answered 2xx: its batch dimension, else 1; model and version "
     "name the model version of a multi-model API that ran it (empty for the API's own model)."
 )
 Family = Histogram | TalliedHistograms

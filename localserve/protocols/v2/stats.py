@@ -16,10 +16,10 @@ An API's entry (version 1):
   (``localserve_request_phase_seconds``: queue, prepare, model, finish). As in Triton, the four
   have one count; it is read from the phase observed last, so a scrape in the middle of a request's
   observations cannot show counts that differ (perf_analyzer stops on that);
-- ``inference_count``: the rows of the requests answered 2xx (``localserve_request_rows``' sum: a V2
-  request's batch dimension when the model takes a batch, else 1; a native request 1). The engine
-  records them with the success, on the event loop where these entries are read, so they move
-  together: no reading counts a request's rows before its success;
+- ``inference_count``: the rows of the requests answered 2xx: one for each success, plus what V2 requests
+  had beyond one (``localserve_request_rows``: a V2 request's batch dimension when the model takes a
+  batch, else 1; native requests are not observed there, each is one row). The engine records the rows
+  right after the success, on the event loop where these entries are read, so they move together;
 - ``execution_count``: model calls (the ``inference`` stage's count);
 - ``last_inference``, cache hits and misses: localserve keeps no such figures; 0.
 
@@ -99,7 +99,8 @@ def _api_entry(figures: ApiFigures, name: str, version: str) -> dict[str, Any]:
     executions = int(inference.count) if inference is not None else 0
     stats = {"success": share(success), "fail": share(total - success)}
     stats.update({key: phase(label) for key, label in COMPUTE.items()})
-    return _shaped(name, version, int(figures.rows.sum), executions, stats)
+    rows = success + int(figures.rows.sum - figures.rows.count)  # V2's rows beyond one a request
+    return _shaped(name, version, rows, executions, stats)
 
 
 def _version_entry(figures: VersionFigures, name: str, version: str) -> dict[str, Any]:
