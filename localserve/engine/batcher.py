@@ -10,8 +10,10 @@ batch dimension) run in separate groups, so a request never fails because of ano
 The batcher runs the model on its own thread, so the API's threads prepare batch k+1 while the
 model runs batch k. It takes whole batches: when more is pending than the largest bucket holds,
 the rest waits for companions (or its interval) instead of running as a small batch at once.
-When the model is idle and nothing else is on its way, the submitting thread runs the model
-itself: a lone request pays no thread hop and never waits for ``batch_interval``.
+When the model is idle and nothing else is on its way, or what is submitted already fills the
+largest bucket, the submitting thread runs the model itself: a lone request pays no thread hop and
+never waits for ``batch_interval``, and a full batch, which waiting could not make larger, pays no
+hop to the batcher's thread and back.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from localserve.engine.feeds import batch_key, lone_rows, rows_of, split, splittable, stack
+from localserve.engine.feeds import batch_key, chunks, lone_rows, rows_of, split, splittable, stack, whole_batch
 from localserve.errors import InternalError, LocalServeError, RequestError
 from localserve.runtimes import Feed, Model
 
@@ -114,10 +116,14 @@ class Batcher:
         with self._mutex:
             if self._closed:  # retired (its model version left memory): whoever still holds it runs inline
                 return self.run(entries)
-            if self._busy or self._pending or (self.thread is not None and self.upstream()):
+            if (
+                self._busy
+                or self._pending
+                or (self.thread is not None and self.upstream() and whole_batch(entries, self.max_rows) is None)
+            ):
                 self._pending.extend(entries)
                 # The thread gathering a batch is woken only when it would end it: full, or nothing more on its way.
-                if not self._gathering or self._full() is not None or self.upstream() <= 0:
+                if not self._gathering or whole_batch(self._pending, self.max_rows) is not None or self.upstream() <= 0:
                     self._cond.notify()
                 return None
             self._busy = True
@@ -147,7 +153,7 @@ class Batcher:
                     return
                 deadline = time.monotonic() + self.interval
                 self._gathering = True
-                while (full := self._full()) is None:
+                while (full := whole_batch(self._pending, self.max_rows)) is None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or self.upstream() <= 0 or self._closed:
                         break
@@ -170,15 +176,6 @@ class Batcher:
             self.flush()
             self.deliver(outcomes)
             del outcomes
-
-    def _full(self) -> int | None:
-        """How many pending entries make up the largest bucket's rows (at least one), or None if they do not yet."""
-        rows = 0
-        for count, (_, feed) in enumerate(self._pending, start=1):
-            rows += lone_rows(feed) or 1
-            if rows >= self.max_rows:
-                return count if rows == self.max_rows or count == 1 else count - 1
-        return None
 
     # -- running --------------------------------------------------------------------------------
     def run(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
@@ -212,29 +209,13 @@ class Batcher:
                 sizes[index] = rows_of(feed)
         outcomes: list[Outcome] = [None] * len(entries)
         for indexes in groups.values():
-            for chunk in self._chunks(indexes, sizes):
+            for chunk in chunks(indexes, sizes, self.max_rows):
                 stacked = self._run_stacked([entries[i][1] for i in chunk], [sizes[i] for i in chunk])
                 for index, outcome in zip(chunk, stacked, strict=True):
                     outcomes[index] = outcome
         for index in alone:
             outcomes[index] = self._call(entries[index][1], None)
         return [(tag, outcome) for (tag, _), outcome in zip(entries, outcomes, strict=True)]
-
-    def _chunks(self, indexes: list[int], rows: list[int]) -> list[list[int]]:
-        """Consecutive runs of feeds (their ``rows`` by index) whose rows add up to at most the largest bucket."""
-        chunks: list[list[int]] = []
-        current: list[int] = []
-        total = 0
-        for index in indexes:
-            n = rows[index]
-            if current and total + n > self.max_rows:
-                chunks.append(current)
-                current, total = [], 0
-            current.append(index)
-            total += n
-        if current:
-            chunks.append(current)
-        return chunks
 
     def _run_stacked(self, feeds: list[Feed], sizes: list[int]) -> list[Outcome]:
         """``feeds`` (of ``sizes`` rows) stacked and run as one call, padded to a bucket; one outcome per feed."""

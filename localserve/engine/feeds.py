@@ -83,3 +83,30 @@ def splittable(output: Any, total: int) -> bool:
     """Whether every output has the batch dimension ``total`` (else it cannot be shared out)."""
     values = output.values() if isinstance(output, dict) else output
     return all(isinstance(v, np.ndarray) and v.ndim > 0 and v.shape[0] == total for v in values)
+
+
+def whole_batch(entries: Sequence[tuple[Any, Feed]], max_rows: int) -> int | None:
+    """How many of the (tag, feed) ``entries`` make up ``max_rows`` rows (at least one), or None if they fall short."""
+    rows = 0
+    for count, (_, feed) in enumerate(entries, start=1):
+        rows += lone_rows(feed) or 1
+        if rows >= max_rows:
+            return count if rows == max_rows or count == 1 else count - 1
+    return None
+
+
+def chunks(indexes: list[int], rows: list[int], max_rows: int) -> list[list[int]]:
+    """Consecutive runs of feeds (their ``rows`` by index) whose rows add up to at most ``max_rows``."""
+    found: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for index in indexes:
+        n = rows[index]
+        if current and total + n > max_rows:
+            found.append(current)
+            current, total = [], 0
+        current.append(index)
+        total += n
+    if current:
+        found.append(current)
+    return found

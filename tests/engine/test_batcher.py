@@ -77,6 +77,26 @@ def test_the_thread_gathering_a_batch_is_woken_only_to_end_it(tmp_path: Path) ->
     assert wakes == [1, 1]  # a's submit woke the idle thread, c's ended the batch; b's left it waiting
 
 
+def test_a_submit_that_fills_the_largest_bucket_runs_at_once_on_its_own_thread(tmp_path: Path) -> None:
+    # More requests on their way, the model idle: a submit that already fills the largest bucket could not
+    # gain a row by waiting, so the submitting thread runs it (no hop to the batcher's thread and back).
+    delivered: list[tuple[Any, Any]] = []
+    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
+    batcher = Batcher(
+        "t", model, buckets=(1, 2, 4), interval=60.0, deliver=delivered.extend, upstream=lambda: 5, observe=None
+    )
+    batcher.start()
+    try:
+        four = [(i, {"x": np.full((1, 4), float(i), np.float32)}) for i in range(4)]
+        outcomes = batcher.submit(four)
+        assert outcomes is not None, "a full batch waited for companions it could not take"
+        assert [(tag, out[0].tolist()) for tag, out in outcomes] == [(i, [[i + 4.0] * 4]) for i in range(4)]
+        three = [(i, {"x": np.full((1, 4), float(i), np.float32)}) for i in range(3)]
+        assert batcher.submit(three) is None  # not full, more on its way: the batcher's thread gathers it
+    finally:
+        batcher.stop()
+
+
 def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> None:
     batcher, seen = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4, 8))
     feeds = [{"x": np.full((n, 4), float(i), np.float32)} for i, n in enumerate((1, 2, 2), start=1)]

@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from localserve.engine.feeds import batch_key, bucket_sizes, lone_rows, rows_of, split, splittable, stack
+from localserve.engine.feeds import (
+    batch_key,
+    bucket_sizes,
+    chunks,
+    lone_rows,
+    rows_of,
+    split,
+    splittable,
+    stack,
+    whole_batch,
+)
 
 
 @pytest.mark.parametrize(
@@ -69,3 +79,18 @@ def test_only_outputs_with_the_batch_dimension_can_be_shared_out() -> None:
     assert not splittable([np.zeros((4, 2)), np.zeros(3)], 4)  # one output of another length
     assert not splittable({"y": np.float32(1.0)}, 1)  # a scalar
     assert not splittable([[1, 2, 3, 4]], 4)  # not an array
+
+
+def test_whole_batch_counts_the_entries_that_make_up_the_largest_bucket() -> None:
+    def rows(n: int) -> tuple[str, dict[str, np.ndarray]]:
+        return ("tag", {"x": np.zeros((n, 4), np.float32)})
+
+    assert whole_batch([rows(1), rows(1)], 4) is None  # 2 rows of 4: more may come
+    assert whole_batch([rows(1), rows(3), rows(1)], 4) == 2  # exactly 4 rows
+    assert whole_batch([rows(3), rows(2)], 4) == 1  # 5 rows: the second waits for its own batch
+    assert whole_batch([rows(6)], 4) == 1  # one larger than the bucket runs alone
+
+
+def test_chunks_are_consecutive_runs_within_the_largest_bucket() -> None:
+    assert chunks([0, 1, 2, 3], [2, 2, 3, 1], 4) == [[0, 1], [2, 3]]
+    assert chunks([0, 2], [5, 9, 1], 4) == [[0], [2]]  # an index's rows, not its place, count
