@@ -3,6 +3,7 @@
     python benchmarks/hotpath.py [--model iris] [--concurrency 1] [--duration 4] [--localserve-path DIR]
     python benchmarks/hotpath.py --batched --concurrency 8      # the batcher's thread shows too
     python benchmarks/hotpath.py --timeline --no-stages         # one request's path in wall time (timeline.py)
+    python benchmarks/hotpath.py --grpc --batched --concurrency 64 --no-stages   # gRPC ModelInfer (grpc_load.py)
 
 Serves the model of ``benchmarks/run.py`` (same project, same handler) with ``localserve serve``
 *in this process*, loads it with wrk from another process, and reads ``time.thread_time()`` on
@@ -67,6 +68,7 @@ def main() -> int:
     parser.add_argument("--config-extra", default="", help="lines added to the API's config, e.g. '  model_threads: 1'")
     parser.add_argument("--serve-args", default="", help="extra flags for serve, e.g. '--no-access-log'")
     parser.add_argument("--v2", action="store_true", help="the model raw, on its V2 route (MLServer's body)")
+    parser.add_argument("--grpc", action="store_true", help="the model raw, over gRPC ModelInfer (grpc_load.py)")
     parser.add_argument("--connection-close", action="store_true", help="a new connection per request (no keep-alive)")
     parser.add_argument("--gc-threshold", type=int, help="gc.set_threshold(N) once serving (an experiment)")
     parser.add_argument("--no-stages", action="store_true", help="no timers around the stages: threads' totals only")
@@ -111,7 +113,9 @@ def main() -> int:
         (project / model.path.name).write_bytes(model.path.read_bytes())
         (project / "handler.py").write_text(HANDLER)
         config = LOCALSERVE_YAML.format(name=model.name, model=model.path.name)
-        if opts.v2:  # the model served raw, loaded on its V2 route with MLServer's body (run.py's localserve-v2)
+        if (
+            opts.v2 or opts.grpc
+        ):  # the model served raw, loaded on its V2 route with MLServer's body (run.py's localserve-v2)
             config = config.replace("  request_handler: handler.py\n", "")
         (project / "localserve.yaml").write_text(
             config + (LOCALSERVE_BATCHING if opts.batched else "") + opts.config_extra.replace("\\n", "\n") + "\n"
@@ -120,7 +124,14 @@ def main() -> int:
         body = v2_body(model) if opts.v2 else model.body
         lua.write_text(WRK_LUA % json.dumps(body.decode()) + (CLOSE_LUA if opts.connection_close else ""))
         port = 18000 + (hash(tmp) % 2000)
+        grpc_port = port + 2000
         result: dict[str, Any] = {}
+        message = work / "infer.msg"
+        if opts.grpc:
+            from grpc_load import model_infer_message
+
+            features = json.loads(model.body)["input"]
+            message.write_bytes(model_infer_message(model.name, "input", features))
 
         def drive() -> None:
             url = f"http://127.0.0.1:{port}" + (f"/v2/models/{model.name}/infer" if opts.v2 else f"/{model.name}")
@@ -134,7 +145,11 @@ def main() -> int:
 
                 gc.set_threshold(opts.gc_threshold, *gc.get_threshold()[1:])
             wrk = ["wrk", "-t1", f"-c{opts.concurrency}", "-s", str(lua)]
-            subprocess.run([*wrk, "-d1s", url], capture_output=True, check=True)  # warm-up
+            if opts.grpc:  # grpc_load.py prints what wrk would: its summary is read below
+                load = [sys.executable, str(HERE / "grpc_load.py"), "--port", str(grpc_port)]
+                wrk = [*load, "--message-file", str(message), "--concurrency", str(opts.concurrency), "--duration"]
+                url = "1"
+            subprocess.run([*wrk, "-d1s", url] if not opts.grpc else [*wrk, "1"], capture_output=True, check=True)
             profile = None
             if opts.profile:
                 import cProfile
@@ -153,7 +168,13 @@ def main() -> int:
             while opts.timeline and any(rt.in_flight for rt in app.apis.values()):
                 time.sleep(0.001)  # the warm-up's last requests: noted, they would pair with the wrong ones
             watch.on, timeline.ON[0] = True, opts.timeline
-            done = subprocess.run([*wrk, f"-d{opts.duration}s", url], capture_output=True, text=True, check=True)
+            cmd = [*wrk, f"-d{opts.duration}s", url] if not opts.grpc else [*wrk, str(opts.duration)]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            if opts.grpc:  # the generator's JSON line, read as wrk's summary
+                part = json.loads(done.stdout.strip().splitlines()[-1])
+                n = len(part["latencies_ms"])
+                done.stdout = f"{n} requests in\nRequests/sec: {n / part['duration_s']:.1f}\n"
+                result["grpc_failed"] = (part["non2xx"], part["errors"])  # errors: UNAVAILABLE (refused streams)
             after, spent_after = thread_times(threads), stages.snapshot()
             watch.on = timeline.ON[0] = False
             if profile is not None:
@@ -167,7 +188,7 @@ def main() -> int:
             result.update(requests=int(m.group(1)) if m else 0, rps=float(rps.group(1)) if rps else 0.0)
             result["cost"] = {k: (threads[k].name, after[k] - before[k]) for k in after}
             result["spent"] = (spent_before, spent_after)
-            result["cmd"] = " ".join([*wrk, f"-d{opts.duration}s", url])
+            result["cmd"] = " ".join(cmd)
             import os
             import signal
 
@@ -181,6 +202,8 @@ def main() -> int:
             gc.set_debug(gc.DEBUG_SAVEALL)
         threading.Thread(target=drive, daemon=True).start()
         args = ["serve", "--project", str(project), "--port", str(port), "--no-install", *opts.serve_args.split()]
+        if opts.grpc:
+            args += ["--grpc-port", str(grpc_port)]
         try:
             cli.main(args, standalone_mode=False)
         except SystemExit:
@@ -199,6 +222,9 @@ def show(opts: argparse.Namespace, result: dict[str, Any], watch: stages.GcWatch
         print("no requests were answered", file=sys.stderr)
         return 1
     print(f"$ {result['cmd']}")
+    if result.get("grpc_failed", (0, 0)) != (0, 0):
+        failed, unavailable = result["grpc_failed"]
+        print(f"gRPC calls failed (other status / UNAVAILABLE): {failed} / {unavailable}")
     print(
         f"{opts.model} c={opts.concurrency}{' batched' if opts.batched else ''}: {n} requests, {result['rps']:.0f} req/s"
     )
