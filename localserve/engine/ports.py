@@ -1,9 +1,8 @@
 """What the engine needs from a front door, as typed interfaces the engine owns and front doors implement.
 
-The engine knows no wire format. A front door hands ``Engine.submit`` one ``Exchange`` per
-request: how to read it (under admission), how to send its answer, how to render an error in its
-wire, and where its transport has them a ``Client`` (the client leaving, a stream's messages) and a
-``ReplyWriter`` (the API's thread writes the answer itself). Nothing here imports a door.
+The engine knows no wire format. A front door hands ``Engine.submit`` one ``Exchange`` per request: how to read it
+(under admission), send its answer and render an error in its wire, and, where its transport has them, a ``Client`` (the
+client leaving, a stream's messages) and a ``ReplyWriter`` (the API's thread writes the answer).
 """
 
 from __future__ import annotations
