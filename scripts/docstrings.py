@@ -31,8 +31,21 @@ FIGURE = re.compile(
 )
 
 
-def _lines(text: str) -> int:
-    return len(text.strip().splitlines())
+def prose(doc: str) -> list[str]:
+    """A docstring's lines of text: not blank, not an example (an indented block after ``::``, or click's ``\\b``)."""
+    lines: list[str] = []
+    block = ""  # "indented" after a line ending in "::", "click" after a "\b" line, until the block ends
+    for line in doc.splitlines():
+        if block == "click" or (block == "indented" and (not line.strip() or line.startswith(" "))):
+            block = "" if block == "click" and not line.strip() else block
+            continue
+        block = ""
+        if line.strip() == "\\b":
+            block = "click"
+        elif line.strip():
+            lines.append(line)
+            block = "indented" if line.rstrip().endswith("::") else ""
+    return lines
 
 
 def _docstrings(tree: ast.Module) -> list[tuple[str, int, str, str]]:
@@ -74,7 +87,7 @@ def long_docstrings(root: Path = ROOT, limit: int = MAX_DOCSTRING, module_limit:
     for name, text in _sources(root):
         for kind, line, what, doc in _docstrings(ast.parse(text)):
             most = module_limit if kind == "module" else limit
-            if (size := _lines(doc)) > most:
+            if (size := len(prose(doc))) > most:
                 found.append(
                     f"{name}:{line}: {kind} {what} docstring: {size} lines (at most {most})".replace("  ", " ")
                 )
@@ -85,7 +98,7 @@ def figures(root: Path = ROOT) -> list[str]:
     """Every docstring and comment that carries a measured figure, with the words that matched."""
     found = []
     for name, text in _sources(root):
-        places = [(line, doc) for _, line, _, doc in _docstrings(ast.parse(text))] + _comments(text)
+        places = [(line, "\n".join(prose(doc))) for _, line, _, doc in _docstrings(ast.parse(text))] + _comments(text)
         for line, words in sorted(places):
             if hits := FIGURE.findall(words):
                 found.append(
