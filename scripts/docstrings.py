@@ -34,13 +34,13 @@ FIGURE = re.compile(
 def prose(doc: str) -> list[str]:
     """A docstring's lines of text: not blank, not an example (an indented block after ``::``, or click's ``\\b``)."""
     lines: list[str] = []
-    block = ""  # "indented" after a line ending in "::", "click" after a "\b" line, until the block ends
+    block = ""  # "indented" after a line ending in "::", "click" after click's mark, until the block ends
     for line in doc.splitlines():
         if block == "click" or (block == "indented" and (not line.strip() or line.startswith(" "))):
             block = "" if block == "click" and not line.strip() else block
             continue
         block = ""
-        if line.strip() == "\\b":
+        if line.strip() == "\b":  # click's mark (a backspace) before a paragraph it must not rewrap
             block = "click"
         elif line.strip():
             lines.append(line)
