@@ -100,7 +100,7 @@ def figures(root: Path = ROOT) -> list[str]:
     for name, text in _sources(root):
         places = [(line, "\n".join(prose(doc))) for _, line, _, doc in _docstrings(ast.parse(text))] + _comments(text)
         for line, words in sorted(places):
-            if hits := FIGURE.findall(words):
+            if hits := [" ".join(hit.split()) for hit in FIGURE.findall(words)]:
                 found.append(
                     f"{name}:{line}: a measured figure ({', '.join(hits)}): it belongs in benchmarks/README.md"
                 )
