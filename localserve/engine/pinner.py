@@ -31,10 +31,9 @@ class Pinner:
     def by_default(self) -> bool:
         """Whether pinning may be the default (done once requests prove short): every API a CPU model, one thread.
 
-        Those threads run only our runtimes and the user's pre/post_inference, and the runtimes' pools, made while
-        loading, can be moved off. A handler's own later pools (torch's) would inherit the one core, several threads per
-        API are there to use more cores, and a Kubernetes pod's node has other pods on that core: those pin only with
-        ``--pin-threads``.
+        Those threads run only our runtimes and pre/post_inference, whose pools (made while loading) can be moved off. A
+        handler's later pools (torch's) would inherit the one core, more threads per API are there to use more cores,
+        and a Kubernetes pod's node has other pods on that core: those pin only with ``--pin-threads``.
         """
         if self.options.on_kubernetes:
             return False
