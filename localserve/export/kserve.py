@@ -50,10 +50,9 @@ def kserve_manifests(
 ) -> str:
     """Multi-document YAML for KServe: the config as a ConfigMap, a ServingRuntime, an InferenceService per API.
 
-    A V2 model's InferenceService names the ``localserve`` ServingRuntime (``protocolVersion: v2``; ``protocol="grpc"``:
-    ``grpc-v2`` on port 8081, as Knative routes one port) and an ``s3://`` model is its ``storageUri``; other APIs run
-    the image as a custom container. ``name`` names the runtime and ConfigMap, ``namespace`` goes into each object
-    (docs/reference/deployment.md).
+    A V2 model's InferenceService names the ``localserve`` ServingRuntime (``protocol="grpc"``: ``grpc-v2`` on port
+    8081, as Knative routes one port), an ``s3://`` model its ``storageUri``; other APIs run the image as a custom
+    container. ``name`` names the runtime and ConfigMap, ``namespace`` goes into each object.
     """
     import yaml
 

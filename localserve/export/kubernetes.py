@@ -56,10 +56,9 @@ def kubernetes_manifests(
 ) -> str:
     """Multi-document YAML: the config as a ConfigMap, then a Deployment, a Service and an autoscaler per API.
 
-    The autoscaler is an HPA on CPU, or with ``keda_prometheus`` (the Prometheus that scrapes the pods) a KEDA
-    ScaledObject holding requests in flight per replica at ``target_replica_concurrency``, as Cortex scaled; an AsyncAPI
-    is a front and workers (``export/asyncapi.py``). ``config_file``: where ``config`` was read from; ``name`` labels
-    every object, ``namespace`` goes into each.
+    The autoscaler is an HPA on CPU, or with ``keda_prometheus`` a KEDA ScaledObject holding requests in flight per
+    replica at ``target_replica_concurrency``, as Cortex scaled; an AsyncAPI is a front and workers (``asyncapi.py``).
+    ``config_file``: where ``config`` was read from; ``name`` labels every object, ``namespace`` goes into each.
     """
     check_image(image)
     path = config_file if config_file is not None else config.project / config.source
