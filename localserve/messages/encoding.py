@@ -76,10 +76,9 @@ def dump_json(value: Any) -> bytes:
 def _dumps(value: Any) -> bytes:
     """orjson's bytes when they are the standard library's, else the standard library's.
 
-    orjson writes some floats differently (``0.00001`` for ``1e-05``, ``1e16`` for ``1e+16``), NaN as null where the
-    standard library refuses it, and refuses big integers and keys that are not strings. Any output where one of these
-    could hide is written again by the standard library, so the bytes are always its own
-    (tests/messages/test_response.py compares them over many values).
+    orjson writes some floats differently (``0.00001`` for ``1e-05``), NaN as null where the standard library refuses
+    it, and refuses big integers and non-string keys. Output where one of these could hide is written again by the
+    standard library, so the bytes are always its own (tests/messages/test_response.py compares them).
     """
     try:
         out: bytes = orjson.dumps(value, default=json_default, option=_ORJSON_OPTIONS)
