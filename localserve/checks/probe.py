@@ -1,10 +1,9 @@
 """``localserve check``: import each API's user modules in a fresh Python, and name what is missing.
 
-Cortex's images came with boto3, msgpack, numpy, requests and dill (Cortex 0.8-0.11 docs, *Request handlers*); code that
-relied on them fails locally unless they are installed. The probe runs in a subprocess, so
-nothing the user's modules do at import time touches the ``check`` process; it enters the
-project as ``run`` would (working directory, sys.path, .env, the cached requirements, the
-/mnt/project redirection) and imports each module.
+Cortex's images came with boto3, msgpack, numpy, requests and dill (Cortex 0.8-0.11 docs, *Request handlers*), and code
+that relied on them fails locally unless they are installed. The probe enters the project as ``run`` would (working
+directory, sys.path, .env, the cached requirements, the /mnt/project redirection) in a subprocess, so nothing the
+modules do at import touches ``check``.
 
 Run as ``python -m localserve.checks.probe SPEC_JSON``; prints one JSON result per module.
 """

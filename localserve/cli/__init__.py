@@ -1,9 +1,7 @@
 """The ``localserve`` command: flags in, calls out. Errors become click exceptions here only.
 
-Every flag can also come from the environment: ``--port`` from ``LOCALSERVE_PORT``,
-``--max-body-size`` from ``LOCALSERVE_MAX_BODY_SIZE`` (the flag's long name, upper-cased, after
-``LOCALSERVE_``; a flag given on the command line wins). ``--help`` names each variable
-(``conventions``: the one place that sets them, and ``-h``).
+Every flag can also come from the environment (``--port`` from ``LOCALSERVE_PORT``; the command line wins), and
+``--help`` names each variable: ``conventions``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The conventions every command follows: each flag also a ``LOCALSERVE_*`` variable, and ``-h``.
 
-Every flag can come from the environment: ``--port`` from ``LOCALSERVE_PORT``, ``--max-body-size``
-from ``LOCALSERVE_MAX_BODY_SIZE`` (the flag's long name, upper-cased, after ``LOCALSERVE_``; a flag
-given on the command line wins; a repeatable flag takes several values separated by spaces). It is
-set in one place, ``read_flags_from_environment``, for every option of every command (uvicorn's
-``auto_envvar_prefix``, named after the flag rather than the parameter); ``--help`` names each one.
-Only ``--help`` and ``--version`` have none (``env_exempt``).
+``--max-body-size`` comes from ``LOCALSERVE_MAX_BODY_SIZE`` (the long name, upper-cased, after ``LOCALSERVE_``; the
+command line wins; a repeatable flag takes values separated by spaces), set in one place,
+``read_flags_from_environment``, for every option of every command (uvicorn's ``auto_envvar_prefix``, named after the
+flag); ``--help`` names each. Only ``--help`` and ``--version`` have none (``env_exempt``).
 
-``-h``: in the commands with ``--handler`` (``run``, ``serve``, ``check``) it is ``--handler``, as in
-ABEJA's ``abeja model run-local -h main:handler``; help is ``--help`` there (``handler_command``). In
-the other commands ``-h`` is help too.
+``-h`` is ``--handler`` in the commands that take one (``run``, ``serve``, ``check``), as in ABEJA's ``abeja model
+run-local -h main:handler``, with help at ``--help`` (``handler_command``); elsewhere ``-h`` is help.
 """
 
 from __future__ import annotations

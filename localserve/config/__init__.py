@@ -136,9 +136,8 @@ def load_config(project: Path, config_file: Path | None = None, **flags: Any) ->
         load_config(Path("."))                                  # localserve.yaml or cortex.yaml
         load_config(Path("."), handler="main:handler")          # one ABEJA API from flags
 
-    ``flags`` are API keys given on the command line (``handler``, ``batching`` ...); with a
-    config file they override the keys of every API, without one they must name a handler,
-    a model or a predictor.
+    ``flags`` are API keys from the command line (``handler``, ``batching`` ...): with a config file they override every
+    API's keys; without one they must name a handler, a model or a predictor.
     """
     flags = {k: v for k, v in flags.items() if v is not None}
     project = project.resolve()

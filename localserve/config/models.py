@@ -1,9 +1,9 @@
-"""``predictor.models`` (onnx, tensorflow) and ``predictor.multi_model_reloading`` (python) of Cortex 0.25-0.33:
-one model (``path``), a list (``paths``) or a folder of models (``dir``), and the model cache.
+"""``predictor.models`` (onnx, tensorflow) and ``predictor.multi_model_reloading`` (python) of Cortex 0.25-0.33: one
+model (``path``), a list (``paths``) or a folder of models (``dir``), and the model cache.
 
-Cortex's rules (``pkg/types/spec/validations.go``) apply, worded like every other config error: exactly one
-of ``path``, ``paths``, ``dir``; ``cache_size`` and ``disk_cache_size`` together, the first not above the
-second, only on ``kind: RealtimeAPI`` and only with ``processes_per_replica: 1``.
+Cortex's rules (``pkg/types/spec/validations.go``), worded like every config error: exactly one of ``path``, ``paths``,
+``dir``; ``cache_size`` and ``disk_cache_size`` together, the first not above the second, only on ``kind: RealtimeAPI``
+with ``processes_per_replica: 1``.
 """
 
 from __future__ import annotations

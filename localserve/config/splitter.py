@@ -9,11 +9,10 @@ Example::
         - {name: iris-tf, weight: 70}
         - {name: iris-recorder, weight: 100, shadow: true}   # a copy of 100% of the requests
 
-Cortex's rules (``pkg/types/spec/validations.go``, ``utils.go``, ``operator/resources/validations.go``):
-``weight`` is required, an integer from 0 to 100; the weights of the APIs that are not shadows add up to
-100; an API appears once; at most one shadow (Cortex 0.31+); every API named is a realtime API of the
-deployment (not an AsyncAPI, not another TrafficSplitter). A shadow's ``weight`` is the percentage of
-requests it gets a copy of: Cortex made it Istio's ``mirrorPercentage``.
+Cortex's rules (``pkg/types/spec/validations.go``, ``utils.go``, ``operator/resources/validations.go``): ``weight`` is
+required, an integer from 0 to 100; the non-shadow weights add up to 100; an API appears once; at most one shadow
+(Cortex 0.31+); every API named is a realtime API of the deployment. A shadow's ``weight`` is the percentage of requests
+it gets a copy of (Istio's ``mirrorPercentage``, as Cortex set it).
 """
 
 from __future__ import annotations

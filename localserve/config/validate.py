@@ -1,9 +1,7 @@
-"""Validation of one ``- kind: api`` mapping into an ApiConfig: its name and kind, what it serves (an ABEJA
-handler, a predictor, or a model with a request handler) and the model's format; the sections are parsed
-in ``sections`` and ``predictor``, the later Cortex generation is rewritten in ``realtime``.
-
-Every problem is a ConfigError naming the file, the API, the key, the bad value and what
-was expected (with the nearest valid key for a typo).
+"""Validation of one ``- kind: api`` mapping into an ApiConfig: its name and kind, what it serves (an ABEJA handler, a
+predictor, or a model with a request handler) and the model's format; the sections are parsed in ``sections`` and
+``predictor``, the later Cortex generation rewritten in ``realtime``. Every problem is a ConfigError naming the file,
+the API, the key, the bad value and what was expected.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Answering finished jobs from the API's thread: written by the thread where it can, else settled on the loop.
 
-One wake-up of the event loop answers every job a thread finished (``settle``). Before it, a job
-whose front door gave a ``ReplyWriter`` has its answer written by this thread, so the client has
-it before the loop wakes up to end the response; a stream then holds this thread until its last
-chunk (``streams.pump``).
+One wake-up of the event loop answers every job a thread finished (``settle``). A job whose front door gave a
+``ReplyWriter`` is written by the thread first, so the client has its answer before the loop wakes up to end the
+response; a stream holds the thread until its last chunk (``streams.pump``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
 """The batcher of one model: stack concurrent feeds, pad to a bucket size, run once, split.
 
-A GPU model must never meet a new input shape under load: onnxruntime's CUDA provider re-plans
-every convolution when the batch dimension changes (160-200 ms a change, measured). So the model
-only ever sees batch sizes from a fixed set (``buckets``, powers of two up to ``max_batch_size``
-by default); a batch of 5 rows runs as 8, the 3 padding rows being zeros whose outputs are
-dropped before the split. Feeds that cannot be stacked together (other shapes, other dtypes, no
-batch dimension) run in separate groups, so a request never fails because of another.
+A GPU model must never meet a new input shape under load: onnxruntime's CUDA provider re-plans every convolution when
+the batch dimension changes, slowly. So the model only ever sees batch sizes from a fixed set (``buckets``, powers of
+two up to ``max_batch_size`` by default); a batch of 5 rows runs as 8, the padding's outputs dropped before the split.
+Feeds that cannot be stacked together run in separate groups, so a request never fails because of another.
 
-The batcher runs the model on its own thread, so the API's threads prepare batch k+1 while the
-model runs batch k. It takes whole batches: when more is pending than the largest bucket holds,
-the rest waits for companions (or its interval) instead of running as a small batch at once.
-When the model is idle and nothing else is on its way, or what is submitted already fills the
-largest bucket, the submitting thread runs the model itself: a lone request pays no thread hop and
-never waits for ``batch_interval``, and a full batch, which waiting could not make larger, pays no
-hop to the batcher's thread and back.
+The batcher runs the model on its own thread, so the API's threads prepare batch k+1 while the model runs batch k. It
+takes whole batches: past the largest bucket, the rest waits for companions (or its interval). When the model is idle
+and nothing else is on its way, or what is submitted already fills the largest bucket, the submitting thread runs the
+model itself: a lone request pays no thread hop and never waits for ``batch_interval``, and a full batch, which
+waiting could not make larger, pays no hop to the batcher's thread and back.
 """
 
 from __future__ import annotations
@@ -263,10 +259,9 @@ class Batcher:
     def flush(self) -> None:
         """Report the model calls made since the last flush to ``observe`` and ``observe_run``.
 
-        A call is recorded as it ends and reported later, off the request's path: by the batcher's
-        thread before it hands the outputs back, by an API thread that ran the model itself once
-        its answers are written (``Pipeline._settle``), before the event loop hears of them. A
-        histogram's ``observe`` is about 1 µs each, 2-4 µs with a model that evicts the caches.
+        A call is recorded as it ends and reported off the request's path, where a histogram's ``observe`` costs nothing
+        a client waits for: by the batcher's thread before it hands the outputs back, by an API thread that ran the
+        model once its answers are written (``Pipeline._settle``).
         """
         records, observe, observe_run = self._records, self.observe, self.observe_run
         while records:

@@ -191,7 +191,7 @@ class Engine:
         if self.options.tune_malloc:
             hold_thresholds()  # what loading frees leaves the RSS (engine/memory.py)
         if self.options.freeze_heap:  # start-up's imports (no garbage: a collection here finds none), so that
-            gc.freeze()  # freeze_heap's collection walks only what loading made (1 ms, not 15, on the mlp's start)
+            gc.freeze()  # freeze_heap's collection walks only what loading made
         before = thread_ids()
         for rt in self.apis.values():
             try:

@@ -11,9 +11,8 @@ from localserve.engine.jobqueue import Item
 class CpuMeter:
     """Calls ``report`` once, on the API's thread, with the CPU seconds a request takes on it.
 
-    Measured with ``time.thread_time`` over ``count`` requests after ``after`` (the first calls warm
-    caches and code paths); it counts what runs on the thread with or without the GIL (decoding,
-    the model when it runs inline), not the waits.
+    ``time.thread_time`` over ``count`` requests after the first ``after`` (which warm caches and code paths): it counts
+    what runs on the thread, GIL held or not (decoding, an inline model), not the waits.
     """
 
     __slots__ = ("after", "count", "counted", "cpu", "jobs", "report")

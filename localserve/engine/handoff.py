@@ -1,13 +1,9 @@
-"""The work items of an API's threads when it has several: first in, first out, and the thread woken for an
-item is the one that went idle last.
+"""The work items of an API's threads when it has several: first in, first out, and the thread woken for an item is the
+one that went idle last.
 
-``queue.SimpleQueue`` wakes its waiting threads in turn, the one idle longest first: with
-``threads_per_process: 4`` and one client, the requests went to the four threads round the clock.
-Each then starts on a thread whose core and caches have gone cold (on a machine with idle cores,
-a core in a deeper sleep state), and crosses to it. A JPEG classifier at c=1 on the 2-core machine
-(tinynet, the intra-op pool off) answered 1,220 req/s with 4 threads against 1,414-1,461 with one: the
-request's queue phase 34 µs against 11, its decode 533 µs against 478. Woken last-idle-first, a light
-load stays on the threads that just worked, and a heavier one still finds every thread.
+``queue.SimpleQueue`` wakes the thread idle longest, so one client's requests went round every thread, each starting on
+a core whose caches had gone cold (or that slept deeper) and crossing to it. Woken last-idle-first, a light load stays
+on the threads that just worked, and a heavier one still finds every thread.
 """
 
 from __future__ import annotations

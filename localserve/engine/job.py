@@ -37,10 +37,9 @@ QUEUED, RUNNING, DROPPED = 0, 1, 2
 class Job:
     """One request of an API: queued, then claimed by one of the API's threads, or dropped.
 
-    ``future`` is resolved on the event loop with a Reply or an exception. ``finish`` turns the
-    model's output into the Reply (post_inference, or a protocol's own encoding); it runs on the
-    API's threads like every other stage of user code. ``prepare``, when set, turns the request
-    into the model's feed in place of the endpoint's ``prepare`` (see ``Stages``).
+    ``future`` is resolved on the event loop with a Reply or an exception. ``finish`` turns the model's output into the
+    Reply on the API's threads, like every stage of user code; ``prepare``, when set, turns the request into the model's
+    feed in place of the endpoint's ``prepare`` (see ``Stages``).
     """
 
     __slots__ = (

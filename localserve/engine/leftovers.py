@@ -1,12 +1,9 @@
 """Threads that may still run an API's code after they stopped serving, and joining them at shutdown.
 
-A runtime replaced by ``serve --reload`` may still have a request past its timeout in the model; one
-whose reload was cancelled may still be loading; a model version's batcher may still run a batch
-after the version left memory. None of them counts as a waiting client anywhere, yet the process
-must not exit normally under them: the interpreter's exit would unload the library they run in
-(onnxruntime aborts: "terminate called without an active exception", exit 134). So their threads
-are kept here until they end (the threads only: a runtime's model leaves memory once they do), and
-``join_all`` waits for them with the API's own.
+A runtime replaced by ``serve --reload`` may still run a request past its timeout, a cancelled reload may still be
+loading, and a model version's batcher may still run a batch after the version left memory. No client waits on them, yet
+the process must not exit under them: the interpreter's exit unloads the library they run in (onnxruntime aborts, exit
+134). Their threads are kept here until they end, and ``join_all`` waits for them with the API's own.
 """
 
 from __future__ import annotations

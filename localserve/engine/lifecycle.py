@@ -119,12 +119,11 @@ class Lifecycle:
     ) -> Reply:
         """Queue ``request`` on the API's threads and wait for its Reply; errors are raised, typed.
 
-        ``stages`` replace the endpoint's own for this request (a protocol that feeds the model directly, see
-        ``Stages``). With a ``writer`` the thread that finishes the request writes the answer itself; the Reply
-        then says so (``sent``) and the caller ends it. A streamed Reply is sent through ``client`` from the API's
-        thread before this returns; its ``status`` is then what happened (200, 500 cut short, 499 the client left).
-        A ``deadline`` (seconds) shorter than the API's timeout is the client's own: a ClientDeadline when it
-        passes. ``span``: the request's span (tracing on), told the job's stamps and its batch."""
+        ``stages`` replace the endpoint's (see ``Stages``). With a ``writer`` the finishing thread writes the answer
+        (the Reply says ``sent``); a stream is sent through ``client`` before this returns, ``status`` saying how it
+        ended. A ``deadline`` under the API's timeout is the client's (ClientDeadline). ``span``: told the job's stamps
+        and batch.
+        """
         if deadline is not None and deadline <= 0:
             raise ClientDeadline(self.name, 0.0)
         loop = asyncio.get_running_loop()

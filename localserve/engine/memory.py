@@ -1,30 +1,19 @@
-"""glibc's malloc in ``serve``: its thresholds held at their defaults while the models load
-(``hold_thresholds``), what loading freed handed back (``trim_heap``), and what a request frees kept
-for the next request (``keep_freed_memory``).
+"""glibc's malloc in ``serve``: its thresholds held at their defaults while the models load (``hold_thresholds``), what
+loading freed handed back (``trim_heap``), and what a request frees kept for the next request (``keep_freed_memory``).
 
-Loading first: glibc raises its mmap threshold to the size of any mapped block that is freed (and its
-trim threshold to twice that). Loading frees such blocks early (onnxruntime's copy of a model file,
-5.3 MB for the benchmarks' 256->1024->1024->10 MLP), so the blocks that come after it, up to that
-size (weights, their prepacked copies, a second session's), are carved from the loading thread's
-malloc arena instead of mapped, and what of them is freed stays in the RSS, ``malloc_trim`` or not.
-A batching API's second session of that MLP (``runtimes/onnx.py``, ``_quiet_pool``) grew the RSS by
-13.6 MiB when made on a thread, against 6.3 on the main thread or with the thresholds set: setting a
-threshold turns glibc's raising off. The batched MLP's server: 103.5 MiB after traffic, now 95.
+Loading: glibc raises its mmap threshold (and the trim threshold, to twice that) to the size of any mapped block that is
+freed. Loading frees such blocks early (onnxruntime's copy of a model file), so the weights and copies that follow are
+carved from the loading thread's arena, and what of them is freed stays in the RSS, ``malloc_trim`` or not. Setting a
+threshold turns glibc's raising off.
 
-Then serving: a request that handles tensors of hundreds of kilobytes (a decoded 224x224 image is 602 KB as
-float32) allocates and frees them every time. glibc's defaults hand such blocks back to the
-kernel: blocks over 128 KB are mapped and unmapped each time (``M_MMAP_THRESHOLD``) and the
-heap's free top is trimmed past 128 KB (``M_TRIM_THRESHOLD``), so the next request faults every
-page in again. glibc raises both by itself when a large mapped block is freed, which the batched
-warm-up's 19 MB batches did and an unbatched API never does: serving a JPEG classifier at
-concurrency 1 on the 2-core machine (``benchmarks/images.py gpu --device cpu --model tinynet``),
-the API's thread spent 732 µs of system time a request unbatched against 24 batched, and
-answered 620 against 1,340-1,425 requests/s. With the thresholds set to what glibc's own adjustment
-reaches at most (32 MB, and twice that for the trim), the unbatched server answers 1,415-1,435.
+Serving: a request that allocates and frees tensors of hundreds of kilobytes (a decoded 224x224 image) would, under
+glibc's 128 KB defaults, have them mapped and unmapped and the heap's top trimmed every time, so the next request faults
+every page in again. An unbatched API never frees the large block that makes glibc raise them itself, so the thresholds
+are set to what that raising reaches at most (32 MB, and twice that for the trim).
 
-The cost is memory the process keeps instead of returning: up to ``TRIM_THRESHOLD`` of free heap
-per malloc arena (one per thread that allocates, up to 8 per core), and freed blocks under
-``MMAP_THRESHOLD`` reused rather than unmapped. Blocks over 32 MB are still mapped and unmapped.
+The cost is memory kept instead of returned: up to ``TRIM_THRESHOLD`` of free heap per malloc arena (one per thread that
+allocates, up to 8 per core), and freed blocks under ``MMAP_THRESHOLD`` reused rather than unmapped. The figures:
+benchmarks/README.md, "malloc's thresholds".
 """
 
 from __future__ import annotations

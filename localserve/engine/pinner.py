@@ -31,12 +31,9 @@ class Pinner:
     def by_default(self) -> bool:
         """Whether pinning may be the default (done once requests prove short): every API a CPU model, one thread.
 
-        Those APIs run only our runtimes' code and the user's pre/post_inference on their thread, and the
-        runtimes' thread pools are made while loading, so pinning can move them off. Handlers and predictors may
-        start thread pools of their own later (torch does at its first call), which would inherit the one core,
-        and several threads per API are there to use more cores: those are pinned only if ``--pin-threads`` asks.
-        Nor is a Kubernetes pod (``on_kubernetes``: the CLI saw ``KUBERNETES_SERVICE_HOST``), whose node's other
-        pods would pin to the same core. ``decide`` decides from the measured requests.
+        Those threads run only our runtimes and pre/post_inference, whose pools (made while loading) can be moved off. A
+        handler's later pools (torch's) would inherit the one core, more threads per API are there to use more cores,
+        and a Kubernetes pod's node has other pods on that core: those pin only with ``--pin-threads``.
         """
         if self.options.on_kubernetes:
             return False

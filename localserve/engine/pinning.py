@@ -1,25 +1,17 @@
 """Pinning a replica's request threads to one core: the event loop and the API threads it hands requests to.
 
-A request crosses from the loop to an API's thread and back; on one core each crossing is a direct
-switch instead of a wake-up on another core (measured: a 52 µs round trip became 22 µs), and the two
-threads do not pass the GIL between cores. Two more things make the crossings cheap:
+A request crosses from the loop to an API's thread and back; on one core each crossing is a direct switch instead of a
+wake-up on another core, and the two threads do not pass the GIL between cores. Two more things make the crossings
+cheap:
 
-- The pinned threads are scheduled ``SCHED_BATCH``: a woken thread of that policy does not preempt the
-  thread running on its core. The loop wakes an API's thread while it still holds the GIL (it goes
-  on to finish its turn), and the API's thread wakes the loop while it does (it goes on to take its
-  next job): with preemption, each wake-up switched to a thread that only blocked on the GIL and
-  switched back. Serving an MLP at concurrency 1 on 2 cores, the loop and the API's thread made 4.2
-  and 4.1 context switches a request; as ``SCHED_BATCH``, 2.0 and 2.0 (``/proc/PID/task/*/status``).
-- The threads the runtimes made while loading (onnxruntime's intra-op pool, which spins between calls)
-  move to the other cores. A woken ``SCHED_BATCH`` thread waits for a busy thread on its core to use up
-  its time slice, and a pool spinning there would have made every crossing wait for it.
+- The pinned threads are scheduled ``SCHED_BATCH``: a woken thread of that policy does not preempt the thread running on
+  its core. Each side wakes the other while it still holds the GIL; with preemption, each wake-up switched to a thread
+  that only blocked on the GIL, and back.
+- The threads the runtimes made while loading (onnxruntime's intra-op pool, which spins between calls) move to the other
+  cores: a woken ``SCHED_BATCH`` thread waits for a busy thread on its core to use up its time slice.
 
-Measured together (``benchmarks/README.md``, "fourteenth pass"; run.py on 2 cores, medians of five
-alternated rounds): iris at concurrency 1 / 8 / 64 +1% / +5% / +10%, the mlp +4% / +12% / +2%, batched
-iris +3% / +11% / -7%, batched mlp +3% / +6% / +1%; the mlp's concurrency 1 steady across server starts
-(3,297-3,384 req/s, against 2,525-3,278).
-
-The threads stay as they are where the platform has no such calls (``sched_setaffinity`` is Linux's).
+The threads stay as they are where the platform has no such calls (``sched_setaffinity`` is Linux's). The figures:
+benchmarks/README.md, "Handing requests over without preemption".
 """
 
 from __future__ import annotations

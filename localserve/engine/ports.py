@@ -1,9 +1,8 @@
 """What the engine needs from a front door, as typed interfaces the engine owns and front doors implement.
 
-The engine knows no wire format. A front door hands ``Engine.submit`` one ``Exchange`` per
-request: how to read it (under admission), how to send its answer, how to render an error in its
-wire, and where its transport has them a ``Client`` (the client leaving, a stream's messages) and a
-``ReplyWriter`` (the API's thread writes the answer itself). Nothing here imports a door.
+The engine knows no wire format. A front door hands ``Engine.submit`` one ``Exchange`` per request: how to read it
+(under admission), send its answer and render an error in its wire, and, where its transport has them, a ``Client`` (the
+client leaving, a stream's messages) and a ``ReplyWriter`` (the API's thread writes the answer).
 """
 
 from __future__ import annotations
@@ -22,11 +21,9 @@ Headers = list[tuple[bytes, bytes]]
 class Stages(Protocol):
     """A request's own first and last stages, in place of the endpoint's, run on the API's threads.
 
-    For a protocol that feeds the model directly (the Open Inference Protocol: no pre_inference),
-    ``prepare`` turns the request into the model's feed and ``finish`` the model's output into the Reply.
-    Once prepared, ``rows`` and ``ran`` say what the engine counts when it is answered 2xx: its inferences
-    (the batch dimension of its tensors, else 1) and the model version of a multi-model API that ran it
-    (``(model, version)``, else None).
+    For a protocol that feeds the model directly (V2: no pre_inference): ``prepare`` makes the model's feed,
+    ``finish`` the Reply. Once prepared, ``rows`` (the batch dimension, else 1) and ``ran`` (the multi-model
+    API's ``(model, version)`` that ran it, else None) are what the engine records when it answers 2xx.
     """
 
     rows: int

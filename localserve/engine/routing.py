@@ -1,10 +1,9 @@
 """Requests that name one model of a multi-model API (the Open Inference Protocol's ``<api>.<model>``).
 
-Their own first stage (``Job.prepare``) returns a ``ModelFeed``: the feed and the very model
-version it is for. Each model version has its own batcher (with ``batching`` on), so requests for
-different models never share a batch and each model keeps its own bucket sizes, warmed when its
-batcher is made; without batching the API's thread runs the model itself. A request keeps the
-model object it started with: a version evicted or replaced meanwhile finishes its calls.
+Their first stage (``Job.prepare``) returns a ``ModelFeed``: the feed and the very model version it is for. With
+``batching``, each version has its own batcher (its bucket sizes warmed when it is made), so models never share a batch;
+without, the API's thread runs the model. A request keeps the model it started with: a version evicted or replaced
+meanwhile finishes its calls.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Streamed responses: a generator's chunks, made and sent from the API's thread that ran the handler.
 
-The thread stays with the stream until its last chunk, so the one-request-at-a-time promise
-(Cortex 0.10-0.11 docs, *Request handlers*) holds for streams too: no other request's user code runs between two chunks. Each
-chunk waits until the event loop has handed it to the client (backpressure). A client that goes
-away stops the generator (it is closed, so its ``finally`` runs); a generator that raises ends
-the response without its last chunk, so the client sees it cut short rather than complete.
-Either way the request is recorded with the status of how the stream ended (``pump``'s outcome),
-not the 200 its head said: 499 for a client that left, 500 for a generator that raised.
+The thread stays with the stream until its last chunk, so no other request's user code runs between two chunks (one
+request at a time: Cortex 0.10-0.11 docs, *Request handlers*). Each chunk waits until the event loop has handed it to
+the client (backpressure). A client that leaves closes the generator (its ``finally`` runs); a generator that raises
+ends the response without its last chunk, so the client sees it cut short. The request is recorded with how the stream
+ended (``pump``'s outcome): 499 for a client that left, 500 for a generator that raised.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """An AsyncAPI in ``export kubernetes``: a front that takes submits and polls, and workers scaled on the queue.
 
-Cortex ran an AsyncAPI as a gateway (submit, poll) in front of workers that its autoscaler sized on
-the queue's length, down to zero when idle. The same here, with the same image:
+As Cortex ran it (a gateway before workers sized on the queue), with the same image:
 
-- ``api-<name>`` (Deployment, Service, HPA on CPU): ``serve --no-async-workers``, which loads no
-  user code and no model, so it needs no GPU; it writes jobs into the shared Redis store and reads
-  their results from it.
-- ``api-<name>-worker`` (Deployment, no Service): ``serve`` as for any API, which runs the jobs it
-  claims. With ``--keda``, a KEDA ScaledObject with the Redis list trigger on the store's queue
-  (``localserve:<name>:<api>:queue``, ``<name>`` the export's ``--name``) sizes it: ``ceil(queued jobs / target_replica_concurrency)``
-  replicas, none while nothing is queued (``idleReplicaCount: 0``). Without KEDA, an HPA on CPU
-  between ``min_replicas`` and ``max_replicas``; GPU workers none (their load does not show in CPU):
-  they keep ``init_replicas``.
+- ``api-<name>`` (Deployment, Service, HPA on CPU): ``serve --no-async-workers``, which loads no user code and no model
+  (so no GPU) and writes jobs into the shared Redis store and reads their results.
+- ``api-<name>-worker`` (Deployment, no Service): ``serve``, running the jobs it claims. With ``--keda``, a KEDA
+  ScaledObject on the store's queue (``localserve:<name>:<api>:queue``) sizes it to ``ceil(queued jobs /
+  target_replica_concurrency)``, none while nothing is queued; without, an HPA on CPU (GPU workers keep
+  ``init_replicas``: their load does not show in CPU).
 
-A worker scaled down mid-job loses nothing: the job's lease runs out and another worker runs it
-again (``docs/reference/asyncapi.md``).
+A worker scaled down mid-job loses nothing: its lease runs out and another worker runs the job again.
 """
 
 from __future__ import annotations

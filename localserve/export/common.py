@@ -227,7 +227,7 @@ def api_resources(api: ApiConfig) -> dict[str, Any]:
 def dump_all(documents: list[dict[str, Any]]) -> str:
     """The documents as YAML, each object written out in full: no anchors and aliases for shared dicts
     (``&id001``/``*id001``), which some tools of the cluster's (kustomize, older kubectl diffs) refuse."""
-    import yaml  # pyyaml costs ~20 ms; only export needs it
+    import yaml  # pyyaml is slow to import; only export needs it
 
     class Plain(yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:

@@ -50,18 +50,9 @@ def kserve_manifests(
 ) -> str:
     """Multi-document YAML for KServe: the config as a ConfigMap, a ServingRuntime, an InferenceService per API.
 
-    An API whose model localserve runs itself (a Cortex API with an ONNX or TensorFlow model) is a
-    V2 model: its InferenceService names the ``localserve`` ServingRuntime with ``protocolVersion:
-    v2``, and an ``s3://`` model becomes its ``storageUri``, which KServe downloads to /mnt/models
-    (the config in the ConfigMap points there). Other APIs (ABEJA handlers, predictors) have no
-    tensor interface: their InferenceService runs the same image as a custom container and answers
-    at the API's own route; without a V2 API there is no ServingRuntime. An AsyncAPI's replicas share
-    its ``async_store`` (Redis), as under ``export kubernetes``. ``name`` (default: the project
-    folder's) names the ServingRuntime and the ConfigMap, ``namespace`` is written into each object.
-
-    ``protocol="grpc"`` makes the V2 APIs speak the protocol's gRPC transport instead (``grpc-v2``):
-    KServe's serverless mode routes one port per container (Knative's rule), so the runtime's one
-    port is 8081, named ``h2c``, and its probes ask the HTTP health routes from inside the pod.
+    A V2 model's InferenceService names the ``localserve`` ServingRuntime (``protocol="grpc"``: ``grpc-v2`` on port
+    8081, as Knative routes one port), an ``s3://`` model its ``storageUri``; other APIs run the image as a custom
+    container. ``name`` names the runtime and ConfigMap, ``namespace`` goes into each object.
     """
     import yaml
 

@@ -1,11 +1,8 @@
 """``localserve export kubernetes``: a Deployment, a Service ``api-<name>`` and an autoscaler per API.
 
-Each API becomes its own Deployment (serving only that API), a Service named ``api-<name>`` on
-port 8888, so Cortex-style calls between APIs (``http://api-<name>:8888/predict``) work unchanged
-in the cluster, and a HorizontalPodAutoscaler on CPU utilisation (a GPU API's on requests in flight
-per pod, since GPU work does not show in CPU), or a KEDA ScaledObject on requests in flight. The API config file is not packaged into the image (Cortex 0.25-0.33 docs, *Predictors*), so it travels
-as a ConfigMap mounted at /etc/localserve, as Cortex kept the config apart from the project files;
-a change to it rolls the pods.
+Each API gets its own Deployment and a Service ``api-<name>`` on port 8888, so Cortex-style calls between APIs
+(``http://api-<name>:8888/predict``) work unchanged. The config file is not in the image (Cortex 0.25-0.33 docs,
+*Predictors*): it travels as a ConfigMap mounted at /etc/localserve, and a change to it rolls the pods.
 """
 
 from __future__ import annotations
@@ -59,15 +56,9 @@ def kubernetes_manifests(
 ) -> str:
     """Multi-document YAML: the config as a ConfigMap, then a Deployment, a Service and an autoscaler per API.
 
-    The autoscaler is a HorizontalPodAutoscaler on CPU, or, given ``keda_prometheus`` (the URL of
-    the Prometheus server that scrapes the pods), a KEDA ScaledObject that keeps the requests in
-    flight per replica at ``target_replica_concurrency``, as Cortex scaled. An AsyncAPI is a front and
-    workers (``export/asyncapi.py``); with ``keda`` (or ``keda_prometheus``) its workers scale on the
-    length of its queue in the shared Redis store.
-
-    ``config_file`` is the file ``config`` was read from (default: ``config.source`` in the project);
-    ``name`` (default: the project folder's) names the ConfigMap and labels every object,
-    ``namespace`` is written into each.
+    The autoscaler is an HPA on CPU, or with ``keda_prometheus`` a KEDA ScaledObject holding requests in flight per
+    replica at ``target_replica_concurrency``, as Cortex scaled; an AsyncAPI is a front and workers (``asyncapi.py``).
+    ``config_file``: where ``config`` was read from; ``name`` labels every object, ``namespace`` goes into each.
     """
     check_image(image)
     path = config_file if config_file is not None else config.project / config.source

@@ -1,12 +1,9 @@
 """TrafficSplitters in the exports: an Istio VirtualService for ``export kubernetes``, a note for ``export kserve``.
 
-Cortex ran a TrafficSplitter as an Istio VirtualService (``pkg/lib/k8s/virtual_service.go``): one weighted
-route per API, the shadow as ``mirror`` with ``mirrorPercentage`` set to its weight, the request rewritten to
-``/predict``. ``export kubernetes`` writes the same for the mesh: a Service ``api-<splitter>`` without pods
-(its name resolves, Istio's sidecars route it) and a VirtualService for that host, whose routes go to the
-APIs' Services ``api-<name>`` on their port and add ``x-localserve-api`` to the answer, as localserve does.
-KServe has no routing between InferenceServices (``canaryTrafficPercent`` splits the revisions of one), so
-``export kserve`` says so in the manifests' header.
+As Cortex did (``pkg/lib/k8s/virtual_service.go``): a Service ``api-<splitter>`` without pods and a VirtualService for
+it, one weighted route per API's Service, the shadow as ``mirror`` with ``mirrorPercentage``, the request rewritten to
+``/predict`` and ``x-localserve-api`` added to the answer. KServe has no routing between InferenceServices
+(``canaryTrafficPercent`` splits one's revisions), so ``export kserve`` says so in its header.
 """
 
 from __future__ import annotations

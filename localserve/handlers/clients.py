@@ -1,11 +1,10 @@
 """The clients a Cortex predictor gets: ``onnx_client`` / ``tensorflow_client`` and ``python_client``.
 
 ``predict(model_input, model_name=None, model_version="highest")`` as Cortex's ``lib/client/onnx.py`` and
-``tensorflow.py`` take it, positionally too (``"latest"`` is the same as ``"highest"``); ``signature_key``
-is keyword-only (Cortex set it per model in the config). With one model the name and version are
-not needed; with several (``models: {paths | dir}``) an unknown name or version is a 404 naming what
-there is. ``python_client.get_model(model_name, model_version)`` calls the predictor's own
-``load_model(model_path)`` on first use, through the same model cache.
+``tensorflow.py`` take it, positionally too (``"latest"`` means ``"highest"``); ``signature_key`` is keyword-only. With
+several models (``models: {paths | dir}``) an unknown name or version is a 404 naming what there is.
+``python_client.get_model(model_name, model_version)`` calls the predictor's ``load_model(model_path)`` on first use,
+through the same model cache.
 """
 
 from __future__ import annotations

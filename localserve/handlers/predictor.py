@@ -38,7 +38,7 @@ from localserve.runtimes.versions import Source
 
 CLIENT_PARAMS = {"onnx": "onnx_client", "tensorflow": "tensorflow_client", "python": "python_client"}
 PREDICT_PARAMS = ("payload", "request_id", "query_params", "headers")
-POST_PREDICT_PARAMS = ("response", "payload", "query_params", "headers")  # Cortex 0.2x: what it passed by name
+POST_PREDICT_PARAMS = ("response", "payload", "query_params", "headers")  # Cortex 0.20-0.29: what it passed by name
 
 
 def inspect_predictor(module: Any, spec: PredictorConfig) -> tuple[type, list[str], list[str], list[str] | None]:

@@ -1,9 +1,8 @@
 """Cortex request handlers: ``pre_inference`` -> model -> ``post_inference`` (both optional).
 
-Two forms, told apart by their parameter count: ``pre_inference(sample, metadata)`` (Cortex 0.8-0.9 docs, *Request handlers*)
-where ``metadata`` is the model's signature, and (Cortex 0.10-0.11 docs, *Request handlers*) ``pre_inference(sample, signature,
-metadata)`` where ``metadata`` is the API config's ``metadata``. Without a request handler the
-API serves the raw model.
+Two forms, told apart by their parameter count: ``pre_inference(sample, metadata)`` with the model's signature as
+``metadata`` (Cortex 0.8-0.9 docs, *Request handlers*), and ``pre_inference(sample, signature, metadata)`` with the API
+config's ``metadata`` (Cortex 0.10-0.11 docs). Without a request handler the API serves the raw model.
 """
 
 from __future__ import annotations

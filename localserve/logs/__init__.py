@@ -8,18 +8,13 @@ Example::
         logger.info("received payload", extra={"payload": {"x": 1}})
         stdout.write(body)               # the real stdout, for the response body only
 
-gives ``{"asctime": "2026-11-21 10:00:00,123", "levelname": "INFO", "message": "received payload",
-"process": 235, "request_id": "a1b2c3", "payload": {"x": 1}}``.
+gives ``{"asctime": "2026-11-21 10:00:00,123", "levelname": "INFO", "message": "received payload", "process": 235,
+"request_id": "a1b2c3", "payload": {"x": 1}}``.
 
-``extra`` is flattened by one level, as Cortex did. Its keys may not replace a line's own fields:
-``asctime``, ``levelname``, ``message``, ``labels``, ``process`` and ``exception`` in ``extra`` are
-written as ``extra_<key>`` (``logger`` below accepts them; a plain ``logging.Logger`` raises for some).
-A line over 5 MB is dropped and replaced by a warning that gives its size; a line of localserve's
-own is first shortened (each line of its message and traceback cut at 10,000 characters).
-
-The package: ``formatters`` (the two line formats, the 5 MB limit), ``user`` (the user logger, print
-capture), ``access`` (the access log and its buffer), ``context`` (the per-request context, the installed
-handler); ``configure_logging`` lives here.
+``extra`` is flattened by one level, as Cortex did; a key that would replace a line's own field (``asctime``,
+``levelname``, ``message``, ``labels``, ``process``, ``exception``) is written as ``extra_<key>``. A line over 5 MB is
+replaced by a warning giving its size (localserve's own are shortened first). The package: ``formatters``, ``user`` (the
+user logger, print capture), ``access`` (the access log), ``context`` (the per-request context).
 """
 
 from __future__ import annotations

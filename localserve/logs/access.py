@@ -48,12 +48,11 @@ def access_log(
     request_id: str | None,
     trace: tuple[str, str] | None = None,
 ) -> None:
-    """One INFO line per request on ``localserve.access``; nothing is built when that level is off.
-    ``trace``: the (trace_id, span_id) of a traced request.
+    """One INFO line per request on ``localserve.access``; nothing is built when that level is off. ``trace``: the
+    (trace_id, span_id) of a traced request.
 
-    On the event loop, with the handler of ``configure_logging``, lines are formatted at once
-    but written together at most ``_AccessBuffer.FLUSH_AFTER`` seconds later: one write per
-    batch instead of one per request (a write per line cost a quarter of the throughput).
+    On the event loop, with ``configure_logging``'s handler, the lines are written together at most
+    ``_AccessBuffer.FLUSH_AFTER`` seconds later: one write per batch, since a write per line cost much throughput.
     """
     if not _access_logger.isEnabledFor(logging.INFO):
         return
@@ -65,7 +64,7 @@ def access_log(
         and isinstance(handler, logging.StreamHandler)
     ):
         # Formatted when the batch is written: one warm loop over the batch costs less than a line
-        # made between two requests (measured: the access line was a sixth of the loop's work).
+        # made between two requests, on the busiest thread.
         _access_buffer.add(handler, (time.time(), method, path, api, status, seconds, request_id, trace))
         return
     latency_ms = round(seconds * 1000, 3)
@@ -109,8 +108,8 @@ def _json_line(
 ) -> str:
     """The very line ``JsonFormatter`` writes for an access record made at ``now``, without a LogRecord.
 
-    One %-operation on a template made once per (method, path, api, status): a served API has few
-    of them (1.4 µs a line, against 3.7 for an f-string of every piece).
+    One %-operation on a template made once per (method, path, api, status), of which a served API has few: cheaper than
+    an f-string of every piece.
     """
     global _second, _second_text
     latency_ms = round(seconds * 1000, 3)
@@ -156,15 +155,11 @@ Line = str | tuple[float, str, str, str | None, int, float, str | None, tuple[st
 
 
 class _AccessBuffer:
-    """Access lines of the event-loop thread, written in one go: every ``CHUNK`` lines, or ``FLUSH_AFTER`` seconds
-    after the first one waiting.
+    """Access lines of the event-loop thread, written in one go: every ``CHUNK`` lines, or ``FLUSH_AFTER`` seconds after
+    the first one waiting.
 
-    A chunk is made and written on the loop's next turn once it is full, not with the 50 ms of lines
-    that came after it: 400 lines (50 ms at 8,000 req/s) made in 64-line turns held the loop for
-    7 turns of ~0.1 ms each, and a request, which needs several turns, waited for most of them: 1%
-    of the requests at c=1 took 0.8-0.9 ms instead of 0.12 (the p99; 0.23 ms with the log off). A
-    32-line chunk costs its turn ~60 µs (iris at c=1: p99 0.27-0.49 ms, req/s unchanged;
-    ``python benchmarks/run.py --only iris --servers localserve --concurrency 1``).
+    A full chunk is made and written on the loop's next turn, not with the lines that came after it: a whole interval's
+    lines made at once held the loop for turns a request waited on, which made the p99 (benchmarks/README.md).
     """
 
     FLUSH_AFTER = 0.05
@@ -186,7 +181,7 @@ class _AccessBuffer:
                 return
         self.handler = handler
         lines.append(line)
-        if len(lines) == self.CHUNK:  # a chunk's worth: written on the next turn, not with 50 ms of others
+        if len(lines) == self.CHUNK:  # a chunk's worth: written on the next turn, not with the interval's others
             try:
                 asyncio.get_running_loop().call_soon(self.flush)
             except RuntimeError:  # a line from off the loop: write now
@@ -195,8 +190,7 @@ class _AccessBuffer:
     def flush(self, whole: bool = False) -> None:
         """Write the buffered lines: at most ``CHUNK`` on this turn of the event loop, the rest on the next ones.
 
-        Making a line costs 1.5-2 µs, so a turn never makes more than ``CHUNK``. ``whole`` writes every
-        line now (at shutdown, or off the loop).
+        ``whole`` writes every line now (at shutdown, or off the loop).
         """
         handler, lines = self.handler, self.lines
         if handler is None or not lines:

@@ -62,11 +62,9 @@ def to_array(
 ) -> np.ndarray[Any, Any]:
     """Cast ``value`` to ``dtype`` and fit it to ``shape`` (None = free dimension).
 
-    The array is reshaped to ``shape`` when at most one dimension is free (so a flat list of
-    4 features fits ``[-1, 4]``); otherwise its shape must already match, or, with
-    ``check_shape=False``, is left for the runtime to judge. Every failure is a RequestError
-    naming the input, the expected dtype and shape, and what came; ``described`` words that first part
-    instead (V2's "Input 'x' is FP32 of shape [1, 4]"), called only where the value takes the checked way.
+    Reshaped to ``shape`` when at most one dimension is free (4 features fit ``[-1, 4]``); else the shape must match, or
+    with ``check_shape=False`` is the runtime's to judge. A failure is a RequestError naming the input, the expected
+    dtype and shape, and what came; ``described`` words the first part (V2's "Input 'x' is FP32 of shape [1, 4]").
     """
     array = float_list(value, dtype) if dtype.kind == "f" and type(value) is list else None
     if array is None:  # anything but a list of numbers for a float input: checked, and its error worded, here

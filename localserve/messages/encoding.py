@@ -76,12 +76,9 @@ def dump_json(value: Any) -> bytes:
 def _dumps(value: Any) -> bytes:
     """orjson's bytes when they are the standard library's, else the standard library's.
 
-    orjson writes floats below 1e-4 and from 1e16 differently (``0.00001`` for ``1e-05``,
-    ``1e16`` for ``1e+16``), writes NaN as null where the standard library refuses it (and
-    ``dump_json`` then warns), and refuses what the standard library may still write (big
-    integers, keys that are not strings). Any output where one of these could hide (a digit
-    before an ``e``, ``.0000``, ``null``) is written again by the standard library, so the bytes
-    are always the standard library's (tests/messages/test_response.py compares them over many values).
+    orjson writes some floats differently (``0.00001`` for ``1e-05``), NaN as null where the standard library refuses
+    it, and refuses big integers and non-string keys. Output where one of these could hide is written again by the
+    standard library, so the bytes are always its own (tests/messages/test_response.py compares them).
     """
     try:
         out: bytes = orjson.dumps(value, default=json_default, option=_ORJSON_OPTIONS)
@@ -94,12 +91,11 @@ def _dumps(value: Any) -> bytes:
 
 
 def _as_the_standard_library(out: bytes) -> bool:
-    """Whether orjson's ``out`` holds none of the places where its bytes may differ from the standard library's:
-    a digit before an ``e``, ``.0000``, ``null``.
+    """Whether orjson's ``out`` holds none of the places where its bytes may differ from the standard library's: a digit
+    before an ``e``, ``.0000``, ``null``.
 
-    Three searches, each led by a byte that memchr finds: one regular expression with the three
-    alternatives tried at every byte cost 3.3 µs for a 205-byte answer and 422 µs for 1,000 floats
-    (19 KB); this costs 1.0 and 13 µs.
+    Three searches, each led by a byte that memchr finds, many times faster than one regular expression with the three
+    alternatives tried at every byte.
     """
     return (
         b".0000" not in out

@@ -14,10 +14,9 @@ import numpy as np
 def float_list(value: list[Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
     """The common case, a JSON list (of lists) of numbers for a float input, in one numpy call; else None.
 
-    Every level is checked in C (map, set, chain) before numpy sees it: only ints and floats at
-    the leaves, only lists and tuples above them, and (for a short list going to a narrower
-    float) no finite value that would become infinite. Anything else, ragged rows included, is
-    None: the general path decides it and words the error.
+    Every level is checked in C (map, set, chain) before numpy sees it: ints and floats at the leaves, lists and tuples
+    above, and (for a short list to a narrower float) no finite value that would become infinite. Anything else, ragged
+    rows included, is None: the general path decides it and words the error.
     """
     leaves: Any = value
     while True:

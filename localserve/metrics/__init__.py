@@ -7,15 +7,12 @@ Example::
     metrics.request_finished("iris", 200, 0.0012)
     body, headers = metrics.render(accept="application/openmetrics-text", accept_encoding="gzip")
 
-Every figure is a prometheus_client ``Counter``, ``Gauge`` or ``Histogram`` (public API only), but for
-those every request adds to in a lone process: the request counter, the duration, stage, batch-size and
-rows histograms and the phases are added up in plain numbers and collected at scrape time (``tallies.py``,
-``phases.py``) as the same families. With replicas, prometheus_client's multiprocess mode adds them up:
-the supervisor makes one fresh folder per serve and sets ``PROMETHEUS_MULTIPROC_DIR`` in each replica's
-environment as it spawns it (prometheus_client reads it on import); ``Metrics(directory=...)`` then reads
-every replica's files on ``render()``.
-``/stats``, ``localserve get``, the dashboard and V2's statistics derive from these figures by one reader
-(``localserve.metrics.figures``); the tracker's (``tracker``) and the models' (``metrics.models``) too.
+Every figure is a prometheus_client metric (public API only), but those every request adds to in a lone process, which
+are plain numbers collected at scrape time as the same families (``tallies.py``, ``phases.py``; the request counter,
+the duration, stage, batch-size and rows histograms, the phases). With replicas, prometheus_client's multiprocess mode
+adds them up: the supervisor gives each serve a fresh ``PROMETHEUS_MULTIPROC_DIR``, and ``Metrics(directory=...)``
+reads every replica's files on ``render()``. ``/stats``, ``localserve get``, the dashboard and V2's statistics derive
+from these figures through one reader (``localserve.metrics.figures``).
 """
 
 from __future__ import annotations

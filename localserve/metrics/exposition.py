@@ -4,12 +4,9 @@ Example::
 
     body, headers = expose(metrics.families(), accept="application/openmetrics-text", accept_encoding="gzip")
 
-prometheus_client's own negotiation (``choose_encoder``, ``gzip_accepted``) decides, as its HTTP server
-does; the families of every source (the metrics, the process, the AsyncAPI job stores) go out as one
-exposition, which OpenMetrics needs (one ``# EOF``).
-
-With replicas, each replica's process figures (``process_*``, read from ``/proc`` by prometheus_client's
-``ProcessCollector``) carry a ``pid`` label: whichever replica answers the scrape, every live one is shown.
+prometheus_client's own negotiation decides, as its HTTP server does; every source's families (the metrics, the process,
+the AsyncAPI job stores) go out as one exposition, as OpenMetrics needs (one ``# EOF``). With replicas, each replica's
+``process_*`` figures carry a ``pid`` label, so whichever replica answers shows every live one.
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ Example::
     iris = figures.get("iris") or ApiFigures()
     iris.requests("2xx"), iris.latency.count, iris.stages["inference"].sum
 
-``GET /stats`` and ``GET /<api>/stats`` (``summary``), so ``localserve get``, the dashboard's data
-(``server/pages.py``) and the Open Inference Protocol's statistics (``protocols/v2/stats.py``) all
-derive from this one function over ``Metrics.collect()``; nothing reads the ``/metrics`` text back.
+``GET /stats`` (so ``localserve get``), the dashboard and V2's statistics all derive from this one function over
+``Metrics.collect()``; nothing reads the ``/metrics`` text back.
 """
 
 from __future__ import annotations

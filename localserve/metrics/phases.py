@@ -5,19 +5,17 @@ Example::
     observe = phases.observer("iris")
     observe([queued, started, prepared, model_done, finished])   # time.perf_counter() marks
 
-The engine calls the observer once per request its API's threads answer 2xx, native and V2 alike
-(``Hooks.phases``). The four phases share one count, as Triton's queue and compute statistics do:
+The engine calls the observer once per 2xx its API's threads answer (``Hooks.phases``). The four phases share one count,
+as Triton's queue and compute statistics do:
 
 - ``queue``: admitted until one of the API's threads starts it;
-- ``prepare``: decoding (V2 tensors, or the payload and ``pre_inference``); an ABEJA handler or a
-  predictor answers here;
+- ``prepare``: decoding (V2 tensors, or the payload and ``pre_inference``); an ABEJA handler or a predictor answers
+  here;
 - ``model``: waiting for its batch, running the model, and its output's way back to a thread;
 - ``finish``: ``post_inference`` or V2's encoding.
 
-It is one of a request's hottest paths, so a lone process adds the phases up in plain floats
-under one lock (about a microsecond) and a collector reads them at scrape time, as the in-flight
-gauge is read; replicas write a prometheus_client ``Summary`` (prometheus_client's multiprocess
-files add them up), observing the four phases in order so the last one's count is never ahead.
+On a hot path, a lone process adds them up in plain floats under one lock, read at scrape time; replicas observe a
+prometheus_client ``Summary`` in phase order, so the last phase's count is never ahead.
 """
 
 from __future__ import annotations

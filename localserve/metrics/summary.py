@@ -6,11 +6,9 @@ Example::
     summary.record_prediction("iris", {"class_label": "setosa"})  # 2xx, after post_inference
     summary.api_json("iris")   # the body of GET /iris/stats; stats_json() for GET /stats
 
-There is one source of figures: the prometheus_client metrics that ``GET /metrics`` serves (all
-replicas' in multiprocess mode), read by ``Metrics.figures()``. The counts are those of
-``localserve_requests_total`` by status class, the latency's mean is sum / count of ``localserve_request_duration_seconds`` and its p50 and
-p99 are interpolated in its buckets as Prometheus's ``histogram_quantile`` does; the tracker's
-figures are its ``localserve_tracker_*`` metrics.
+One source, ``Metrics.figures()``: the counts are ``localserve_requests_total`` by status class, the mean latency sum /
+count of ``localserve_request_duration_seconds``, its p50 and p99 interpolated in its buckets as Prometheus's
+``histogram_quantile`` does, the tracker's figures its ``localserve_tracker_*`` metrics.
 """
 
 from __future__ import annotations

@@ -6,13 +6,10 @@ Example::
     registry.register(duration)
     duration.labels("iris").observe(0.0012)    # what prometheus_client's Histogram child offers
 
-prometheus_client's ``Histogram.observe`` takes two locks and makes half a dozen calls, about a
-microsecond; every request observes its duration and its stages, and a batched model call its batch
-size, on the event loop's and the API's threads, whose Python runs one at a time. Alone (no replicas),
-these figures are added up here in a third of that, and the families are made when scraped: the same
-names, labels, buckets and samples as prometheus_client's (``tests/metrics/test_tallies.py`` compares
-the two texts), as ``phases.py`` does for the phases. Replicas keep prometheus_client's classes, whose
-multiprocess files add every replica's figures up.
+prometheus_client's ``Histogram.observe`` takes two locks and makes half a dozen calls, and every request observes
+several; alone, these are added up here for a fraction of that, and the families are made when scraped with the same
+names, labels, buckets and samples (``tests/metrics/test_tallies.py`` compares the texts). Replicas keep
+prometheus_client's classes, whose multiprocess files add every replica's figures up.
 """
 
 from __future__ import annotations

@@ -160,11 +160,9 @@ def _recorder(method: str, doc: str, default: float | None = None) -> Callable[.
 class MetricsClient:
     """Cortex's ``metrics_client`` for predictors; a metric ``name`` is exported as ``localserve_user_<name>``.
 
-    Cortex's calls (v0.30+): ``gauge(metric, value, tags)``, ``increment(metric, value=1, tags)``,
-    ``histogram(metric, value, tags)``; ``put`` and the keyword ``metric_name`` of earlier localserve versions
-    still work. Tags become labels, beside ``api``. A name starting with ``cortex_`` or ``istio_`` raises
-    Cortex's ``ValueError``; other mistakes (bad name, value or tags; one name used as two kinds, or with another
-    set of tag names) are logged as errors and never raised into the predictor.
+    Cortex's calls (v0.30+): ``gauge``, ``increment`` and ``histogram`` (``metric, value, tags``), tags as labels beside
+    ``api``; ``put`` and the keyword ``metric_name`` still work. A name starting with ``cortex_`` or ``istio_`` raises
+    Cortex's ``ValueError``; other mistakes are logged as errors, never raised into the predictor.
     """
 
     def __init__(self, user_metrics: UserMetrics, api: str) -> None:

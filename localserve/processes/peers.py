@@ -1,10 +1,8 @@
 """``localserve run --api X``: the other APIs of the config, started only when X's code calls them.
 
-``run`` loads only the API it sends the request to, so a broken API elsewhere in the config
-cannot stop it. When that API's code calls ``http://api-<other>:8888/...``, the resolver
-(``compat.hosts``) asks here for ``<other>``'s port: the first time, ``start`` serves that one
-API on a loopback port (the server's Runner, from a background thread) and the call waits until
-it has loaded (or failed to load, in which case it answers 503 with the reason).
+``run`` loads only its API, so a broken API elsewhere cannot stop it. When that API calls
+``http://api-<other>:8888/...``, the resolver (``compat.hosts``) asks here for ``<other>``'s port: the first time,
+``start`` serves that API on a loopback port, and the call waits until it loaded (or answers 503 with the reason).
 """
 
 from __future__ import annotations

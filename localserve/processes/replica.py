@@ -1,9 +1,8 @@
 """``ReplicaProcess``, the supervisor's handle on one replica process.
 
-The supervisor spawns it (``localserve.processes.replicas``) as ``python -m localserve.cli.replica
-SETTINGS_FD SOCKET_FD READY_FD``: it reads ``sys.path`` and then a ``ReplicaStart`` from the settings
-pipe, serves on the inherited listening socket, and writes one byte to the ready pipe once every API
-is loaded.
+Spawned (``localserve.processes.replicas``) as ``python -m localserve.cli.replica SETTINGS_FD SOCKET_FD READY_FD``, it
+reads ``sys.path`` and a ``ReplicaStart`` from the settings pipe, serves on the inherited socket, and writes one byte to
+the ready pipe once every API is loaded.
 """
 
 from __future__ import annotations

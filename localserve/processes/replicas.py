@@ -1,10 +1,9 @@
 """N replica processes on one port: started, watched, restarted with backoff, stopped together.
 
-The parent binds the port and hands each replica its listening socket (an ``SO_REUSEPORT`` group on
-Linux, so the kernel spreads connections). A replica is a fresh ``python -m
-localserve.cli.replica`` (never forked: no half-initialised runtime is inherited); its
-settings travel pickled through a pipe (``ReplicaStart``), its environment gains only
-``PROMETHEUS_MULTIPROC_DIR`` and, with GPUs, ``CUDA_VISIBLE_DEVICES``.
+The parent binds the port and hands each replica its listening socket (an ``SO_REUSEPORT`` group on Linux). A replica is
+a fresh ``python -m localserve.cli.replica``, never forked (no half-initialised runtime inherited); its settings travel
+pickled through a pipe, and its environment gains only ``PROMETHEUS_MULTIPROC_DIR`` and, with GPUs,
+``CUDA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations

@@ -63,10 +63,9 @@ GPU_MAX_REPLICAS = 4
 def default_replicas(config: ServeConfig) -> int:
     """Replicas when ``--replicas`` is not given: the config's, or for GPU APIs one per 4 cores (at most 4).
 
-    One process tops out near 850 req/s of a JPEG pipeline on an H100 (its decoding binds on the
-    GIL); 4 processes with fixed batch sizes fed the same GPU at 2,850 req/s (ResNet-50, one H100 with
-    16 cores, 2026-11-23; ``benchmarks/image_servers.py`` measures it). Each
-    replica still runs one request's user code at a time unless ``threads_per_process`` says otherwise.
+    One process cannot feed a GPU (its JPEG decoding binds on the GIL), while a few with fixed batch sizes can
+    (benchmarks/README.md). Each replica still runs one request's user code at a time unless ``threads_per_process``
+    says otherwise.
     """
     configured = max(api.processes for api in config.apis)
     explicit = any(api.compute.init_replicas is not None or api.compute.min_replicas != 1 for api in config.apis)

@@ -1,15 +1,14 @@
-"""Which project files are packaged: what Cortex packaged (Cortex 0.25-0.33 docs, *Predictors*) plus ``.cortexignore`` / ``.localserveignore``.
+"""Which project files are packaged: what Cortex packaged plus ``.cortexignore`` / ``.localserveignore``.
 
 Example::
 
     is_ignored = ignored(Path("iris-classifier"), Path("iris-classifier/cortex.yaml"))
     is_ignored(Path("iris-classifier/__pycache__/handler.cpython-311.pyc"))   # True
 
-Not packaged (Cortex 0.25-0.33 docs, *Predictors*): the API config file, files and folders whose name starts with
-``.`` (except the project's ``.env``, which must reach the container to be exported),
-``*.pyc``, ``*.pyo``, ``*.pyd``, ``__pycache__``, and what the ignore files list, read with
-gitignore semantics by pathspec. As in git, nothing inside an ignored folder can be
-re-included. A pattern git would refuse is a ConfigError naming the file and line.
+Not packaged (Cortex 0.25-0.33 docs, *Predictors*): the API config file, names starting with ``.`` (but the project's
+``.env``, which must reach the container), ``*.pyc``, ``*.pyo``, ``*.pyd``, ``__pycache__``, and what the ignore files
+list, with gitignore semantics (pathspec): nothing inside an ignored folder can be re-included, and a pattern git would
+refuse is a ConfigError naming the file and line.
 """
 
 from __future__ import annotations

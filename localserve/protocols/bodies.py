@@ -72,18 +72,16 @@ def too_large(size: int, limit: int, *, at_least: bool = False) -> PayloadTooLar
 _CODINGS = {b"gzip": 16 + zlib.MAX_WBITS, b"x-gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
 
 
-FIRST_STEP = 64 * 1024  # decompressed on the loop: a small body costs no thread hop (about 50 µs at most)
+FIRST_STEP = 64 * 1024  # decompressed on the loop: cheaper than the thread hop it saves a small body
 STEP = 1024 * 1024  # decompressed per step off the loop: between two steps the loop serves others
 
 
 async def decode_content(body: bytes, coding: bytes, limit: int) -> bytes:
     """A body sent with ``Content-Encoding: coding`` (gzip or deflate), decompressed to at most ``limit`` bytes.
 
-    Triton's HTTP endpoint takes both (``tritonclient``'s ``request_compression_algorithm``); any
-    other coding is a 415, a body that decompresses past ``limit`` a 413 (a small bomb cannot
-    expand in memory: at most ``limit`` + 1 bytes are made), data after the end of the compressed
-    stream (a second gzip member) a 400. The first 64 KiB are made on the event loop; the rest,
-    1 MiB a step, on a worker thread, so a bomb never holds the loop (docs/reference/limits.md).
+    Another coding is a 415, a body past ``limit`` a 413 (at most ``limit`` + 1 bytes are ever made), data after the
+    compressed stream a 400. The first ``FIRST_STEP`` bytes are made on the event loop, the rest a ``STEP`` at a time on
+    a worker thread, so a bomb never holds the loop (docs/reference/limits.md).
     """
     name = coding.strip().lower()
     if name in (b"", b"identity"):

@@ -1,14 +1,11 @@
 """The HTTP wire shared by every HTTP front door: the native routes (``server/``), V2 REST, AsyncAPI and the
 TrafficSplitter (one request of an API on it is ``door.HttpExchange``).
 
-One request's body is read here (413 past the limit, ``read_body``; ``decode_content`` for a
-compressed one: ``bodies.py``), every answer leaves through ``send_reply``, and every error becomes a response
-in ONE renderer, ``render_error`` (statuses and extra headers come from the error classes; 503s
-carry ``Retry-After``). ``HttpClient`` is the engine's ``Client`` over ASGI, and ``fast_path``
-reads the typed extension our own HTTP/1.1 connection (``server/connection/``) puts in the scope.
-
-It sits in ``protocols/``, not ``server/``, because the layer contract puts ``protocols`` below
-``server``: the V2 and AsyncAPI front doors use it without importing the server.
+A request's body is read here (``read_body``: 413 past the limit; ``decode_content`` in ``bodies.py``), every answer
+leaves through ``send_reply``, and every error becomes a response in one renderer, ``render_error``. ``HttpClient`` is
+the engine's ``Client`` over ASGI; ``fast_path`` reads the extension our own HTTP/1.1 connection
+(``server/connection/``) puts in the scope. It sits below ``server/`` so the V2 and AsyncAPI doors use it without
+importing the server.
 """
 
 from __future__ import annotations
@@ -112,10 +109,9 @@ def render_error(
 ) -> Reply:
     """THE renderer of an error as an HTTP answer: its status, its headers, a JSON body.
 
-    The body is ``{"error": ..., "request_id": ...}``, or ``{"error": ...}`` on the Open Inference
-    Protocol's routes (``v2``, as Triton and KServe answer). A 503 carries ``Retry-After``. Server
-    errors (500s, not 503/504) are logged with user code's traceback (unless ``logged`` already); with ``hide_errors``
-    (``--hide-errors``) a 500 tells the client only to look in the log.
+    ``{"error": ..., "request_id": ...}``, or ``{"error": ...}`` on the Open Inference Protocol's routes (as Triton and
+    KServe answer); a 503 carries ``Retry-After``. Server errors (500s) are logged with user code's traceback unless
+    ``logged``; with ``hide_errors`` a 500 tells the client only to look in the log.
     """
     status = exc.status_code
     if status >= 500 and status not in (503, 504) and not logged:

@@ -1,15 +1,13 @@
 """``kind: TrafficSplitter``: a front door that picks one of its APIs by weight and hands the request to the engine.
 
-A request to ``/<splitter>`` (or ``/<splitter>/predict``) goes to one API of the splitter, chosen at random
-with the probabilities of the weights (percent), as a request of that API: one ``Engine.submit``, counted as that API's request. The answer says
-which API served it (``X-Localserve-Api``). With a shadow, a copy of ``weight`` percent of the requests
-(Istio's ``mirrorPercentage``, as Cortex set it) is submitted to the shadow API once the chosen API has read
-the body: a second ``Engine.submit`` nobody waits for. Its answer and failure never reach the client, and it
-never holds the client's answer: when the shadow cannot admit it (not ready, queue full) the copy is dropped,
-never the client's request. Figures: ``ExtraMetrics`` (requests per target, shadow copies by outcome).
+A request to ``/<splitter>`` (or ``/<splitter>/predict``) goes to one of its APIs, chosen at random with the weights'
+probabilities, as that API's request (one ``Engine.submit``); ``X-Localserve-Api`` names it. A shadow gets a copy of
+``weight`` percent of the requests (Istio's ``mirrorPercentage``, as Cortex set it) once the chosen API has read the
+body: a second submit nobody waits for, dropped when the shadow cannot admit it, never reaching the client.
+``ExtraMetrics`` counts requests per target and shadow copies by outcome.
 
-Splitter requests go through ASGI's sends (not the connection's fast path), so the header can be added to
-every kind of answer: a Reply, a stream, a Starlette Response of user code, an error.
+Splitter requests go through ASGI's sends (not the connection's fast path), so the header is added to every kind of
+answer: a Reply, a stream, a Starlette Response of user code, an error.
 """
 
 from __future__ import annotations

@@ -136,15 +136,9 @@ def default_threads(replicas: int = 1) -> int:
 def spinning(replicas: int = 1, api_threads: int = 1) -> bool:
     """Whether intra-op threads may spin-wait between calls: only when one replica and one API thread own the cores.
 
-    Spinning cuts a small model's call time by about a third (no wake-up of the pool threads),
-    but it burns the cores that other busy threads need:
-
-    - with several replicas on the same cores the spinning threads starve each other (two
-      replicas of a 256->1024->1024->10 ONNX model on the 2-core development machine, wrk at
-      c=64: 1,297 req/s with one spinning thread per core against 2,661 with one quiet thread each);
-    - with ``threads_per_process`` > 1 the API's threads decode while the model runs, and the
-      spinning pool takes their core (``benchmarks/images.py pipeline``, JPEG decoding in
-      ``pre_inference``, 2 threads, c=8 / c=32: 438 / 477 req/s spinning against 644 / 748).
+    Spinning spares a small model's call the pool's wake-up, but burns cores other busy threads need: several replicas'
+    spinning pools starve each other, and with ``threads_per_process`` > 1 the pool takes the core the API's other
+    threads decode on (benchmarks/README.md).
     """
     return replicas <= 1 and api_threads <= 1
 
@@ -156,17 +150,9 @@ SPIN_LIMIT = 0.02
 def spin_duration_us(batch_interval: float = 0.0) -> int:
     """How long a spinning intra-op thread spins after its work before it sleeps, in microseconds.
 
-    onnxruntime's own default is a count of pause instructions, tens of milliseconds on current
-    CPUs: a server answering one request every 10 ms keeps a whole core busy (an MLP of 256->1024->
-    1024->10 on the 2-core development machine, ~90 requests/s: 105% of a core; bounded at 2 ms:
-    42%, at 0.3 ms: 14%). The bound must still cover the gaps between calls under load, or each
-    call pays the pool's wake-up: 0.1 ms cut that MLP's concurrency-1 rate from 2,600 to 2,200
-    req/s, while 2 ms kept it at concurrency 1, 8 and 64. With batching the batcher may wait up to
-    ``batch_interval`` for a full batch between calls: 2 ms alone cost 10% at concurrency 64
-    (max_batch_size 32, 2 ms interval: 8,800 against 9,700-10,100 req/s); 2 ms + the interval
-    matched the default. It stops at ``SPIN_LIMIT`` seconds: against gaps that long a wake-up
-    (tens of microseconds) costs nothing worth a busy core. onnxruntime versions without the
-    setting ignore it and spin their own time.
+    onnxruntime's own spin keeps a core busy at light load. The bound covers the gaps between calls under load
+    (``SPIN_SECONDS``, plus the ``batch_interval`` a batcher waits) up to ``SPIN_LIMIT``, past which a wake-up costs
+    less than a busy core (benchmarks/README.md, "a bounded spin"); an older onnxruntime ignores it.
     """
     return round(min(SPIN_SECONDS + max(0.0, batch_interval), SPIN_LIMIT) * 1_000_000)
 

@@ -1,13 +1,11 @@
 """The disk side of the model cache (``disk_cache_size``): the local copies of remote models.
 
-A remote model (``s3://``, ``https://``) is fetched once into the download cache (``sources.py``) and
-its copy is used until a remote poll fetches it again: a changed model's new copy replaces the old one
-only once the whole poll succeeded (``adopt``); a failed poll deletes what it fetched and keeps the rest
-(``discard``). With ``disk_cache_size`` at most that many remote models keep a copy; past it, the copy
-least recently used whose model has no version in memory and is not being loaded or polled (``using``)
-is deleted (``cache_size`` <= ``disk_cache_size``, so a model in memory always keeps its copy), and is
-fetched again on its next use. Local models are on disk already: they count for nothing.
-A remote ``dir`` is fetched whole (one copy for all its models).
+A remote model (``s3://``, ``https://``; a ``dir`` whole) is fetched once into the download cache (``sources.py``) and
+its copy used until a poll fetches it again: a changed model's new copy replaces the old only once the whole poll
+succeeded (``adopt``), and a failed poll deletes what it fetched (``discard``). Past ``disk_cache_size`` copies, the
+least recently used whose model has no version in memory and is not in use (``using``) is deleted, and fetched again on
+its next use (``cache_size`` <= ``disk_cache_size``, so a model in memory keeps its copy). Local models count for
+nothing.
 """
 
 from __future__ import annotations

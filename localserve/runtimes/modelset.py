@@ -1,10 +1,9 @@
 """Several models of one API (Cortex's ``models: {paths | dir}``), their versions and the model cache.
 
-A model's versions are its sub-folders named by whole numbers (the highest is ``latest``; none: the
-one version 1). With ``cache_size`` at most that many versions stay in memory: one is loaded on first
-use, and the least recently used leaves as soon as a load passes the limit (Cortex checked every 10 s).
-A load holds only its version's lock; a request keeps the model it started with. Without
-``cache_size`` every version is loaded at start, as Cortex did.
+A model's versions are its sub-folders named by whole numbers (the highest is ``latest``; none: the one version 1). With
+``cache_size`` at most that many versions stay in memory: one loads on first use, and the least recently used leaves as
+soon as a load passes the limit. A load holds only its version's lock; a request keeps the model it started with.
+Without ``cache_size`` every version loads at start, as Cortex did.
 """
 
 from __future__ import annotations

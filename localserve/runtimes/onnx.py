@@ -129,9 +129,9 @@ class OnnxModel:
                 options,
             )
         self.device: str = used[0]
-        # onnxruntime's CUDA provider re-plans every convolution when the input shape changes
-        # (160-200 ms, even back to a shape it has seen): on a GPU each batch size the engine
-        # uses gets a session of its own, made and warmed before traffic.
+        # onnxruntime's CUDA provider re-plans every convolution when the input shape changes, even back
+        # to a shape it has seen, and that pause outlasts many batches: on a GPU each batch size the
+        # engine uses gets a session of its own, made and warmed before traffic.
         self._per_bucket = self.device == CUDA
         self._buckets: dict[int, Any] = {}
         self._bucket_lock = threading.Lock()
@@ -190,15 +190,12 @@ class OnnxModel:
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
 
     def _quiet_pool(self, options: ApiOptions, spin: bool) -> Any:
-        """On the CPU, for a batching API whose pool spins: the options of a second session, whose pool never
-        spins, for the calls under load (stacked ones, and a lone one among them). None otherwise.
+        """The options of a second, never-spinning session for a batching CPU API's calls under load; None if not needed.
 
-        A spinning pool saves a lone call its threads' wake-up (concurrency 1 runs only lone calls), but
-        under load, when the batcher runs stacked calls back to back, the pool would spin through every gap
-        between them on a core that the event loop and the API's thread need (benchmarks/README.md, "the
-        spin"); a lone call that follows a stacked one would start that spin again. The weights are held
-        twice, so a model whose weights (its file and the external data files it names) pass
-        ``STACKED_COPY_LIMIT`` keeps the one session.
+        A spinning pool saves a lone call its threads' wake-up, but under load it spins through every gap between
+        stacked calls on a core the event loop and the API's thread need (benchmarks/README.md, "the spin"), and a
+        lone call among stacked ones would start that spin again. The weights are held twice, so a model whose
+        weights pass ``STACKED_COPY_LIMIT`` keeps the one session.
         """
         if not (spin and options.batching) or self.device != CPU or weights_size(self.path) > STACKED_COPY_LIMIT:
             return None
@@ -255,11 +252,10 @@ class OnnxModel:
     def _call(self, session: Any, feed: Feed) -> list[Any]:
         """``session.run(None, feed)``, past the checks of onnxruntime's Python wrapper where they cannot fail.
 
-        On every call the wrapper checks that no input is missing, that no ``OrtValue`` is another
-        session's and that WebGPU's graph capture is off, and lists the outputs: 1.5 µs of the iris's 5.8,
-        2.6 of the mlp's 46 (benchmarks/README.md, sixteenth pass). Our feeds hold every input as numpy
-        arrays (``coerce``, V2's decoding): they go to the compiled session the wrapper calls last (its
-        ``_sess``, named by ``tests/runtimes/test_onnx.py``), any other feed through the wrapper."""
+        The wrapper checks every call's inputs, a share of a small model's call (benchmarks/README.md). Our feeds hold
+        every input as numpy arrays (``coerce``, V2's decoding): they go to the compiled session the wrapper calls last
+        (its ``_sess``, named by ``tests/runtimes/test_onnx.py``), other feeds through the wrapper.
+        """
         compiled = getattr(session, "_sess", None)
         if compiled is None or len(feed) != len(self._inputs) or any(type(v) is not np.ndarray for v in feed.values()):
             return session.run(None, feed)  # type: ignore[no-any-return]

@@ -21,11 +21,10 @@ CPU = "CPUExecutionProvider"
 STACKED_COPY_LIMIT = 32 * 1024 * 1024
 """The largest weights (``weights_size``) a batching CPU API holds twice (a second session, whose pool never
 spins, for its stacked calls). The spin's cost is the gaps between short calls, so it is small models that
-gain; a model larger than this keeps one session and its memory (the 4.3 MB MLP's second costs 10 MiB of RSS)."""
+gain; a model larger than this keeps one session and its memory."""
 CUDA_DEFAULTS = {"cudnn_conv_algo_search": "HEURISTIC"}
-"""Measured on one H100 with 16 cores (2026-11-23, onnxruntime-gpu 1.31): with one session per batch
-size, HEURISTIC runs ResNet-50 at 4.9-5.2 ms against EXHAUSTIVE's 6.1-7.1 ms, and warms a new size in
-0.15 s against 0.6-0.9 s."""
+"""cuDNN's algorithm search: with one session per batch size, HEURISTIC runs convolutions as fast as onnxruntime's
+default EXHAUSTIVE or faster, and warms a new batch size several times sooner (benchmarks/README.md)."""
 
 
 def session_options(options: ApiOptions, spin: bool) -> Any:

@@ -5,11 +5,9 @@ Example::
     with tf_preinit_lines(os.environ.get("TF_CPP_MIN_LOG_LEVEL")):
         importlib.import_module("localserve.runtimes.tensorflow")    # imports tensorflow
 
-Recent TensorFlow (2.16+) writes two lines to file descriptor 2 while it is imported, through absl
-before ``absl::InitializeLog()``, which ignores ``TF_CPP_MIN_LOG_LEVEL``: absl's warning that
-early messages go to stderr, and the oneDNN notice (an INFO line). ``run --quiet`` and serve
-set that variable to 2 (errors only), so they are dropped here when it says so; everything else
-written to descriptor 2 during the import (other threads' log lines included) is written back
+TensorFlow 2.16+ writes two lines to descriptor 2 while imported, through absl before ``absl::InitializeLog()``,
+whatever ``TF_CPP_MIN_LOG_LEVEL`` says: absl's early-messages warning and the oneDNN notice. They are dropped here when
+that variable asks (``run --quiet`` and serve set 2); everything else written to descriptor 2 meanwhile is written back
 unchanged, in order, once the import is over.
 """
 

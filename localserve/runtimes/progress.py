@@ -6,9 +6,8 @@ Example::
     progress.update(done)      # bytes so far (a resumed download goes on from where it was)
     progress.close()
 
-Without a terminal (Docker, Kubernetes logs) it logs ``Downloading URL (120.0 MiB)``, then a line at
-each further tenth of the size, or after ``LOG_EVERY`` seconds without one (a size the server did not
-give): ``Downloading URL: 30% (36.0 MiB of 120.0 MiB), 5.1 MiB/s, ETA 17 s``. The last line,
+Without a terminal (Docker, Kubernetes logs): ``Downloading URL (120.0 MiB)``, then a line each further tenth, or after
+``LOG_EVERY`` seconds without one: ``Downloading URL: 30% (36.0 MiB of 120.0 MiB), 5.1 MiB/s, ETA 17 s``. The last line,
 ``Downloaded ...``, is the caller's. tqdm is imported only when a bar is drawn.
 """
 

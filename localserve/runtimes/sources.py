@@ -5,11 +5,9 @@ Example::
     path = resolve_model("s3://my-bucket/iris.onnx", Path("iris-classifier"))
     # ~/.cache/localserve/models/s3-1f0c.../iris.onnx, downloaded once per ETag
 
-Remote models are cached under ``<cache>/models/``, keyed by location and ETag (or
-Last-Modified), so a restart reuses what it has. Nothing half-written is ever left where it
-would be used: files are downloaded to a temporary name in the same folder, fsynced and
-renamed; folders are built in a temporary folder and renamed (``cache``). S3 is in ``s3``, HTTP(S) in
-``web`` (resumed after a dropped connection, checked against the checksums given), progress in ``progress``.
+Remote models are cached under ``<cache>/models/``, keyed by location and ETag (or Last-Modified), so a restart reuses
+them. Nothing half-written is left where it would be used: files are downloaded under a temporary name, fsynced and
+renamed, folders built aside and renamed (``cache``). S3 is in ``s3``, HTTP(S) in ``web``, progress in ``progress``.
 """
 
 from __future__ import annotations
@@ -41,10 +39,9 @@ def resolve_model(
 ) -> Path:
     """A local path to the model at ``location``, fetching and extracting it into the cache when needed.
 
-    ``progress``: True draws a progress bar on stderr, False logs the progress (``progress``), None
-    draws the bar only when stderr is a terminal. ``cache_root``: the cache folder (the CLI's decision; None: a
-    temporary one). ``s3_endpoint``: the S3 endpoint URL (None: botocore's own choice, ``AWS_ENDPOINT_URL_S3``
-    included).
+    ``progress``: True draws a bar on stderr, False logs the progress, None draws the bar only on a terminal.
+    ``cache_root``: the cache folder (None: a temporary one). ``s3_endpoint``: the S3 endpoint URL (None: botocore's own
+    choice, ``AWS_ENDPOINT_URL_S3`` included).
     """
     models = (cache_root if cache_root is not None else scratch_dir()) / "models"
     show_bar = sys.stderr.isatty() if progress is None else progress

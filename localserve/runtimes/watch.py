@@ -1,11 +1,9 @@
-"""Live reloading of a multi-model API's models: a new version folder (or a changed model file) is picked
-up without a restart, a version removed leaves memory.
+"""Live reloading of a multi-model API's models: a new version folder (or a changed model file) is picked up without a
+restart, a version removed leaves memory.
 
-Local folders are watched (watchfiles: inotify on Linux, FSEvents on macOS) and the models are read
-again ``DEBOUNCE_MS`` after the last change of a burst; remote locations (``s3://``, ``https://``)
-are fetched again every ``POLL_SECONDS`` (Cortex polled every 10 s for everything). A version must
-appear whole: copy it in under another name and rename it (as TensorFlow Serving asks); a version
-whose files do not load yet is logged and tried again at the next change.
+Local folders are watched (watchfiles) and read again ``DEBOUNCE_MS`` after a burst of changes; remote locations are
+fetched again every ``POLL_SECONDS``. A version must appear whole: copy it in under another name and rename it (as
+TensorFlow Serving asks); a version that does not load yet is logged and tried again at the next change.
 """
 
 from __future__ import annotations

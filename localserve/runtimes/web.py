@@ -4,16 +4,14 @@ Example::
 
     path = fetch_http("https://host/models/iris.onnx#sha256=9f86d0...", models, show_bar=False)
 
-- **Cache**: keyed by the URL without its query (a re-signed URL reuses it) and the server's ETag or
-  Last-Modified, and the checksum the URL gives; a cached file is reused when one of those exists.
-- **Resume**: a connection that drops (or a 502/503/504) is retried ``ATTEMPTS`` times in a row without
-  progress, after ``RETRY_DELAYS``; the retry asks for the rest only (``Range: bytes=N-``, with
-  ``If-Range`` so a file changed meanwhile comes whole). A server that answers 200 to it sends the
-  file again from its first byte. The last failure is an error naming the URL.
-- **Checksums** (docs/reference/models.md, "Remote models and downloads"): pip's URL fragment ``#sha256=<hex>`` (any
-  of ``HASHES``), and what the server states of the whole file: ``Content-MD5``, ``x-goog-hash``'s
-  ``md5`` (Cloud Storage) and ``Repr-Digest``'s ``sha-256``/``sha-512`` (RFC 9530). An ETag is never
-  taken for an MD5: S3's often is one, but an ETag is opaque and many servers' look alike.
+- **Cache**: keyed by the URL without its query (a re-signed URL reuses it), and the ETag or Last-Modified or the
+  checksum the URL gives.
+- **Resume**: a dropped connection (or a 502/503/504) is retried ``ATTEMPTS`` times without progress, after
+  ``RETRY_DELAYS``, asking for the rest only (``Range`` with ``If-Range``, so a changed file comes whole); a 200 sends
+  the file again from the start. The last failure is an error naming the URL.
+- **Checksums** (docs/reference/models.md): pip's URL fragment ``#sha256=<hex>`` (any of ``HASHES``), and the server's
+  ``Content-MD5``, ``x-goog-hash``'s ``md5`` and ``Repr-Digest``'s ``sha-256``/``sha-512`` (RFC 9530). An ETag is never
+  taken for an MD5: it is opaque, and many servers' look alike.
 """
 
 from __future__ import annotations

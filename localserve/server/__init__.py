@@ -5,11 +5,9 @@ Example::
     app = create_app(load_config(Path("iris-classifier")))
     uvicorn.run(app, port=8888)
 
-Prediction routes are dispatched from a dict straight to the engine (``server/routes.py``), with
-no per-request Starlette objects: on small models the server's own work is most of a request's
-cost (95% of it for a 4->3 ONNX model, measured with wrk on the 2-core development machine;
-``benchmarks/`` measures it again). Everything else (health, stats, metrics, 404s) is a plain
-Starlette app.
+Prediction routes are dispatched from a dict straight to the engine (``server/routes.py``), with no per-request
+Starlette objects: on small models the server's own work is most of a request's cost. Everything else (health, stats,
+metrics, 404s) is a plain Starlette app.
 """
 
 from __future__ import annotations

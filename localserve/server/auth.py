@@ -1,8 +1,7 @@
 """The optional API key (``serve --api-key`` / ``LOCALSERVE_API_KEY``): an ASGI middleware around the app.
 
-Every HTTP request except the health probes (``/healthz``, ``/readyz`` and their aliases) and
-the pages' own files (``/docs``, ``/dashboard``, their scripts and styles: they ask for the key)
-must carry ``Authorization: Bearer <key>``; anything else is a 401 with
+Every HTTP request but the health probes (``/healthz``, ``/readyz``, their aliases) and the pages' own files (``/docs``,
+``/dashboard`` and their assets, which ask for the key) must carry ``Authorization: Bearer <key>``, else a 401 with
 ``WWW-Authenticate: Bearer``. The key is compared in constant time.
 """
 

@@ -5,10 +5,9 @@ Example::
     for line in banner_lines("cortex.yaml", ["iris"], options, port=54321, grpc_port=None):
         log.info("%s", line)
 
-``serving cortex.yaml at http://127.0.0.1:54321 (/iris)``, then one line per URL: each API, ``/docs``,
-``/dashboard``, ``/metrics`` (unless ``--no-metrics``), the gRPC address with ``--grpc-port`` and where spans go
-(with tracing on). The URLs carry ``--root-path`` (what a browser behind the proxy opens) and ``https`` with ``--ssl-certfile``;
-a wildcard address (``0.0.0.0``, ``::``) is shown as the loopback address a browser on this machine reaches.
+``serving cortex.yaml at http://127.0.0.1:54321 (/iris)``, then a line per URL (each API, ``/docs``, ``/dashboard``,
+``/metrics``, the gRPC address, where spans go), with ``--root-path`` and ``https`` as a browser opens them, and a
+wildcard address (``0.0.0.0``, ``::``) shown as the loopback address.
 """
 
 from __future__ import annotations

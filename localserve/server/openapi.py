@@ -6,8 +6,7 @@ Example::
     document = openapi_document(apis, title="localserve", example=sample)
     add_v2_paths(document, [api for api in apis if api.model_format])  # openapi_v2: once the V2 routes exist
 
-Pure functions of plain data: the server gathers what it knows about each API (``ApiDoc``) and
-this module only shapes it, so the document can be checked without a server.
+Pure functions of plain data (``ApiDoc``), so the document can be checked without a server.
 """
 
 from __future__ import annotations

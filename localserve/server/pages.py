@@ -1,9 +1,8 @@
 """Pages for people: ``/openapi.json``, ``/docs`` (Swagger UI, offline) and ``/dashboard`` (live figures).
-``Pages(app).routes()`` joins the app's own routes (``app`` is anything with a ``Site``'s attributes).
 
-The dashboard's figures come from the metrics ``GET /metrics`` serves, through their one reader
-(``Metrics.figures()``), so the page and a Prometheus scrape cannot disagree; the tracker and each
-TrafficSplitter's entry come from ``/stats``.
+``Pages(app).routes()`` joins the app's routes (``app``: anything with a ``Site``'s attributes). The dashboard reads the
+metrics ``GET /metrics`` serves through their one reader (``Metrics.figures()``), so the page and a scrape cannot
+disagree; the tracker and each TrafficSplitter's entry come from ``/stats``.
 """
 
 from __future__ import annotations

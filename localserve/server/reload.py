@@ -6,23 +6,12 @@ Example::
     reloader.start()                                     # on the serving loop, once the APIs load
     reloader.status()    # {"generation": 2, "error": None, "changed": ["handler.py"]} for /readyz
 
-``watchfiles`` (the library uvicorn's reloader uses) watches the project folder and the config
-file from a thread of its own; the ignore rules of the packaged project (``localserve.project.ignore``)
-say which files count, and the config file, ``.env``, ``requirements.txt``/``Pipfile``, the
-ignore files and the APIs' model files always do. Each batch of changes is one reload, one at a
-time, on the event loop:
-
-1. the project is entered again off the loop (``ProjectReload.reload``): the config read again with
-   the command's flags, ``.env`` and the environment, the requirements installed when they
-   changed, the packaged view, the modules of user code let go;
-2. the APIs to reload are picked: every API after an edit of code, ``.env`` or the requirements;
-   else the APIs whose config entry changed, whose model files changed, or that failed to load;
-3. each is loaded and warmed up beside the version serving (``Engine.replace_api``), then swapped
-   in: new requests get it, the requests in flight finish on the old one.
-
-Any failure (a syntax error, an exception at import or in ``__init__``, an invalid config, a
-failed install) keeps the last good version serving: it is logged once with its traceback and
-shown on ``/readyz`` and the dashboard until the next good save clears it.
+``watchfiles`` watches the project and the config file from its own thread; the packaged project's ignore rules say
+which files count (the config, ``.env``, requirements, ignore files and model files always do). Each batch of changes is
+one reload, on the event loop: the project entered again off the loop (``ProjectReload.reload``), the APIs to reload
+picked (all after an edit of code, ``.env`` or requirements; else those whose entry or model files changed, or that
+failed), each loaded and warmed beside the serving one (``Engine.replace_api``) and swapped in. Any failure keeps the
+last good version serving, logged once and shown on ``/readyz`` and the dashboard until the next good save.
 """
 
 from __future__ import annotations

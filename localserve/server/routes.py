@@ -1,16 +1,12 @@
 """The native routes (ABEJA, Cortex): ``/<api>``, ``/<api>/predict``, and ``/`` and ``/predict`` with one API.
 
-A thin front door onto the engine: the route table is a dict (no per-request Starlette objects:
-on small models the server's own work is most of a request's cost), each request is one
+A thin front door onto the engine: the route table is a dict (no per-request Starlette objects), each request one
 ``Engine.submit`` of an ``HttpExchange`` (``protocols/door.py``).
 
-Which methods a route takes: a Cortex API answers ``POST`` (predict) on every route, and
-``GET``/``HEAD`` (describe) on ``/<api>`` and ``/``; ``/<api>/predict`` and ``/predict`` take
-``POST`` only, as Cortex's own server did. An ABEJA handler also receives ``GET``, ``PUT``, ``PATCH`` and
-``DELETE`` (the platform passed ``http_method`` through), and ``HEAD`` wherever it receives ``GET`` (the answer's
-body is not sent), on every route but ``GET /<api>``, which describes it. ``OPTIONS`` answers 204 with ``Allow``;
-any other method (``TRACE``, ``CONNECT``, ...) is 405 with ``Allow``, before the body is read or user code runs.
-The OpenAPI document lists the same methods (HEAD implied by GET).
+Methods, as the platforms took them: a Cortex API answers ``POST`` on every route and ``GET``/``HEAD`` (describe) on
+``/<api>`` and ``/``. An ABEJA handler also receives ``GET``, ``PUT``, ``PATCH``, ``DELETE`` (its ``http_method``) and
+``HEAD`` wherever it receives ``GET``, on every route but ``GET /<api>``. ``OPTIONS`` is a 204 with ``Allow``; any other
+method a 405 with ``Allow``, before the body is read. The OpenAPI document lists the same.
 """
 
 from __future__ import annotations

@@ -9,20 +9,14 @@ Example::
             response = client.post("/", json={"total_without_tax": 100})
         assert response.json() == {"total": 108.0}
 
-``client`` enters the project exactly as ``serve`` does (the one ``Project`` context: working
-directory, ``sys.path``, ``.env``, ``environment``, the packaged view, ``/mnt/project``, the
-``api-<name>`` hosts, requirements installed), builds the same settings tree and the same app, runs
-its lifespan (every API is loaded before the client is yielded; a load failure is raised) and yields
-an ``httpx.Client`` that calls it without a socket (``testing.transport``). On exit the app is shut
-down and everything the project changed in the process is undone, so the next client, on another
-project with a ``main.py`` of its own, starts clean. ``run`` is ``localserve run``: one request to
-one API, and what the command prints.
+``client`` enters the project exactly as ``serve`` does (the one ``Project`` context), builds the same app, runs its
+lifespan (a load failure is raised) and yields an ``httpx.Client`` that calls it without a socket
+(``testing.transport``). On exit the app is shut down and the project's changes to the process undone, so the next
+client starts clean. ``run`` is ``localserve run``: one request to one API, and what the command prints.
 
-Settings are keyword arguments named as ``serve``'s flags and ``ServeOptions``' fields
-(``timeout=5``, ``max_batch_size=8``, ``hide_errors=True``, ``api_key="k"``, ``max_headers=50`` ...),
-plus ``context`` (the ABEJA handler's context dict), ``environment`` (a dict for user code) and
-``install`` (``False`` skips requirements.txt). ``LOCALSERVE_*`` variables are the CLI's; here
-settings are passed, never read from the environment.
+Settings are keyword arguments named as ``serve``'s flags (``timeout=5``, ``max_batch_size=8``, ``hide_errors=True``
+...), plus ``context`` (the ABEJA handler's context dict), ``environment`` (for user code) and ``install`` (``False``
+skips requirements.txt); nothing is read from ``LOCALSERVE_*`` variables.
 """
 
 from __future__ import annotations

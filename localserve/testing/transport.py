@@ -6,9 +6,8 @@ Example::
         with httpx.Client(transport=InProcessTransport(loop), base_url="http://testserver") as client:
             client.get("/readyz")
 
-Each request goes through ``localserve.server.inprocess.call``, the ASGI exchange ``localserve run`` sends
-its one request with: the whole body in, the whole response out, no socket. Requests from several
-threads run concurrently on the app's loop, as they would on a server's.
+Each request goes through ``localserve.server.inprocess.call`` (``localserve run``'s exchange): the whole body in, the
+whole response out, no socket. Requests from several threads run concurrently on the app's loop.
 """
 
 from __future__ import annotations

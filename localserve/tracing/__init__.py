@@ -7,10 +7,8 @@ Example::
     ...
     span.end(200, None, end)
 
-The engine opens and ends the span (``Engine.submit``); a front door only says what it received
-(``Traced``: the client's ``traceparent``/``tracestate``/``baggage``, the route, its wire's attributes).
-This module imports no OpenTelemetry module: ``start_tracing`` does, once tracing is on, so a server
-that does not trace never loads the SDK.
+The engine opens and ends the span (``Engine.submit``); a front door only says what it received (``Traced``). No
+OpenTelemetry module is imported until ``start_tracing``, so a server that does not trace never loads the SDK.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The OpenTelemetry SDK set up the standard way: its resource, sampler, batch processor and exporters read their
-own ``OTEL_*`` variables; localserve picks only the exporter (``TraceExport``) and the default service name.
+"""The OpenTelemetry SDK set up the standard way: its resource, sampler, batch processor and exporters read their own
+``OTEL_*`` variables; localserve picks only the exporter (``TraceExport``) and the default service name.
 
-A collector that is down costs requests nothing: spans wait in the ``BatchSpanProcessor``'s queue (dropped
-when it is full) and its thread exports them. Its failures are told once, then at most every
-``WARN_EVERY`` seconds, never once per batch.
+A collector that is down costs requests nothing: spans wait in the ``BatchSpanProcessor``'s queue (dropped when full)
+and its thread exports them; failures are told once, then at most every ``WARN_EVERY`` seconds.
 """
 
 from __future__ import annotations

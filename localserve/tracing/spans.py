@@ -1,11 +1,9 @@
 """A request's spans: the SERVER span the engine opens and ends, its stages as child spans made after the fact.
 
-The API's threads only stamp ``time.perf_counter()`` as each phase ends (``Job.times``, which the
-metrics read too); the child spans are made from those stamps once the request is answered, with
-explicit start and end times, so tracing costs the API's threads nothing. They are finished spans
-from the start (the SDK's ``ReadableSpan``, handed to the batch processor): 2 µs each where a span
-started and ended through the tracer costs 20-40. A batched model run is a span of its own,
-linking every request it served; each request's ``model`` span links back to it.
+The API's threads only stamp ``time.perf_counter()`` as each phase ends (``Job.times``, which the metrics read too); the
+child spans are made from those stamps once the request is answered, as finished spans (the SDK's ``ReadableSpan``,
+handed to the batch processor), far cheaper than spans started and ended through the tracer. A batched model run is a
+span of its own, linking every request it served, and each ``model`` span links back.
 """
 
 from __future__ import annotations

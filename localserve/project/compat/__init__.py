@@ -1,12 +1,12 @@
 """The platforms' surroundings that seed code relies on, recreated on one machine.
 
-- ``context``: ``Project``, the one context that makes all of them for the process that serves
-  (``run``, ``serve``) and undoes them on exit; ``enter_replica`` below is a replica's share.
-- ``mnt``: the project at ``/mnt/project`` (Cortex 0.8-0.9 docs, *Request handlers*), by a private mount namespace when the
-  OS allows it, else by a narrow redirection of Python's file functions.
-- ``view``: the project as the platform packaged it (ignore rules applied, Cortex 0.25-0.33 docs, *Predictors*).
-- ``hosts``: ``http://api-<name>:8888`` reaches API ``<name>`` of this server (Cortex 0.25-0.33 docs, *Predictors*).
-- ``platform``: the ABEJA environment variables with local values (ABEJA Platform docs, *Model handler function for 19.04+*), ``dependencies.sh``.
+- ``context``: ``Project``, the one context that makes all of them for the process that serves (``run``, ``serve``) and
+  undoes them on exit; ``enter_replica`` is a replica's share.
+- ``mnt``: the project at ``/mnt/project`` (Cortex 0.8-0.9 docs, *Request handlers*).
+- ``view``: the project as the platform packaged it (Cortex 0.25-0.33 docs, *Predictors*).
+- ``hosts``: ``http://api-<name>:8888`` reaches API ``<name>`` of this server.
+- ``platform``: the ABEJA environment variables with local values (ABEJA Platform docs, *Model handler function for
+  19.04+*), ``dependencies.sh``.
 - ``imports``: ``check``'s probe of each API's imports, in a subprocess.
 
 ``cortex_internal.lib.log.logger`` (Cortex 0.25-0.33 docs, *Predictors*) is a top-level package of this distribution.

@@ -5,18 +5,12 @@ Example::
     with Project(config, ProjectSettings(environment={"K": "v"}), cache_dir) as config:
         app = create_app(config, options)       # user code runs in the project, as on the platform
 
-On entry, in this order: the packaged view of the project; ``/mnt/project`` (a private mount
-namespace needs a single-threaded process, so this comes before anything starts a thread, else
-Python's file functions are redirected); the project entered (cwd, ``sys.path``, ``.env``,
-``--environment``, the platform's defaults); each predictor's ``python_path``, ``env`` and
-``log_level``; ``dependencies.sh`` (``--system-deps``); the requirements installed. While inside,
-``compat.hosts`` may make ``api-<name>`` resolve to this machine. On exit the working directory,
-``sys.path``, the environment, the resolver, Python's file functions and the logger's level are
-what they were, so a command can run twice in one process (click's ``CliRunner``, ``localserve.testing``).
-What cannot be undone in a process stays: a mount namespace once entered, the packaged view
-(removed when the process exits). Modules imported from the project and the folders it put on
-``sys.path`` are let go, and modules of the same names imported before are set aside meanwhile
-(``compat.modules``): two projects that both have ``main.py`` each import their own.
+On entry, in order: the packaged view; ``/mnt/project`` (a mount namespace needs a single-threaded process, so before
+any thread starts); the project entered (cwd, ``sys.path``, ``.env``, ``--environment``, the platform's defaults); each
+predictor's ``python_path``, ``env`` and ``log_level``; ``dependencies.sh``; the requirements. On exit everything is as
+it was, so a command can run twice in one process (``CliRunner``, ``localserve.testing``), but what a process cannot
+undo (a mount namespace entered, the packaged view until exit). User modules are let go, and same-named ones imported
+before are set aside meanwhile (``compat.modules``).
 """
 
 from __future__ import annotations
@@ -201,13 +195,9 @@ class Project:
     def reload(self, *, requirements: bool) -> ServeConfig:
         """While inside (``serve --reload``): the config read again and the surroundings of user code made again.
 
-        The packaged view takes the files added and removed; the environment is made again from
-        ``.env``, ``--environment`` and the predictors' ``env``; with ``requirements`` they are
-        installed (their cached folder replaces the old one on sys.path); the modules of user code
-        are let go with their bytecode, so the next import reads the files afresh, and modules imported from
-        elsewhere that files added since shadow are set aside, as on entry. An invalid config
-        or ``.env``, or a failed install, is raised with the environment and sys.path as they were.
-        ``dependencies.sh`` is not run again. Returns the config as ``__enter__`` returns it.
+        The packaged view, the environment and (with ``requirements``) the installed requirements are made again; user
+        modules are let go with their bytecode, and newly shadowed ones set aside. An invalid config or ``.env``, or a
+        failed install, is raised with the environment and sys.path as they were; ``dependencies.sh`` is not run again.
         """
         entered = self._entered
         if entered is None:

@@ -1,10 +1,9 @@
-"""``http://api-<name>:8888/...`` from user code reaches API ``<name>`` (Cortex 0.25-0.33 docs, *Predictors*), whatever port we listen on.
+"""``http://api-<name>:8888/...`` from user code reaches API ``<name>`` (Cortex 0.25-0.33 docs, *Predictors*), whatever
+port we listen on.
 
-Cortex gave every API a cluster DNS name ``api-<name>`` on port 8888. Locally the resolver
-(``socket.getaddrinfo``, which ``requests``, ``urllib``, ``http.client``, ``httpx`` and asyncio all
-use) answers ``api-<known api>`` with 127.0.0.1 and, for port 8888, the port of the server that
-serves that API. Every other host name resolves as usual. The server then routes a request whose
-``Host`` is ``api-<name>`` and whose path is ``/`` or ``/predict`` to ``/<name>/predict``.
+Cortex gave every API a cluster DNS name ``api-<name>`` on port 8888. Here the resolver (``socket.getaddrinfo``, which
+every HTTP client uses) answers ``api-<known api>`` with 127.0.0.1 and, for port 8888, that API's server's port; the
+server routes a request whose ``Host`` is ``api-<name>`` to ``/<name>/predict``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
-"""``/mnt/project`` for user code (Cortex 0.8-0.9 docs, *Request handlers*: ``open('/mnt/project/config.json')``), without root.
+"""``/mnt/project`` for user code (Cortex 0.8-0.9 docs, *Request handlers*: ``open('/mnt/project/config.json')``),
+without root.
 
-Cortex mounted the project at ``/mnt/project`` in every API container. Locally, in this order:
+Cortex mounted the project at ``/mnt/project`` in every API container. Locally, the first that works:
 
-1. ``native``: ``/mnt/project`` already is the project (the Docker image mounts it there). The
-   packaged view, a mirror of links to ``/mnt/project/<file>``, is then never put over it (each
-   link would point at itself): user code runs in the mirror and finds the whole project at
-   ``/mnt/project``.
-2. ``mount``: a private mount namespace, made before any thread starts (``unshare(2)`` refuses a
-   multi-threaded process): as root a mount namespace alone, otherwise a user namespace that
-   maps only the caller's own uid and gid onto themselves (so ``os.getuid()`` is unchanged), plus
-   a mount namespace. Mounts are made private first, so nothing leaks to the rest of the system.
-   The project is bind-mounted on ``/mnt/project``; when that folder does not exist, ``/mnt``
-   becomes a small tmpfs in which the original entries of ``/mnt`` are bind-mounted back. Every
-   file API sees it, C extensions included (onnxruntime, TensorFlow, OpenCV).
-3. ``redirect``: where the OS refuses namespaces (a container without the privilege, a
-   platform other than Linux), Python-level file functions rewrite paths under
-   ``/mnt/project`` to the project: ``open``/``io.open``, ``os.open``, ``os.stat``, ``os.lstat``,
-   ``os.access``, ``os.listdir``, ``os.scandir``, ``os.readlink``, ``os.chdir`` and
-   ``os.path.realpath`` (and through them ``os.path.exists`` & co. and ``pathlib``). They all see
-   one view: where ``lstat`` finds a link of the packaged view, ``readlink`` and ``realpath``
-   follow that link, and the entries of ``os.scandir('/mnt/project')`` keep ``/mnt/project`` in
-   their ``path``. Code in C that opens files itself does not see it. ``uninstall_redirect``
-   puts every original back (``Project`` calls it on exit, so an in-process client leaves none).
+1. ``native``: ``/mnt/project`` already is the project (the Docker image mounts it there); the packaged view, a mirror
+of links to it, is never put over it. 2. ``mount``: a private mount namespace, made before any thread starts
+(``unshare(2)`` refuses a multi-threaded process), in a user namespace mapping only the caller's uid and gid unless
+root. Mounts are made private first; the project is bind-mounted on ``/mnt/project`` (``/mnt`` becoming a tmpfs with its
+entries bound back when the folder is missing). Every file API sees it, C extensions included. 3. ``redirect``: where
+the OS refuses namespaces, Python's file functions (``open``, ``os.open``, ``os.stat``, ``os.lstat``, ``os.access``,
+``os.listdir``, ``os.scandir``, ``os.readlink``, ``os.chdir``, ``os.path.realpath``, and through them ``pathlib``)
+rewrite paths under ``/mnt/project``, all one view of the packaged links. C code that opens files itself does not see
+it. ``uninstall_redirect`` puts every original back.
 """
 
 from __future__ import annotations

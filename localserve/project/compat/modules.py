@@ -6,13 +6,10 @@ Example::
     forget_modules(before, ["/tmp/localserve-project-x/", "/home/me/proj/"], bytecode=True)
     put_back(aside)                                      # on exit
 
-Two projects of one test session may both have ``main.py``. Python caches a module by its name,
-so the second project's ``import main`` would get the first one's: on entry, the modules that the
-project's own files shadow (same top-level name, a file elsewhere) are set aside, and put back on
-exit; each reload of ``serve --reload`` does it again for the files added since. A module belongs to the ``sys.path`` folder nearest its file, so a virtualenv inside the
-project keeps its packages. ``Project`` lets go of user code on exit (a second ``run`` in one
-process imports it again) and on each reload of ``serve --reload``; localserve's own modules are
-never let go nor set aside, even when the project is localserve's checkout.
+Python caches a module by name, so a second project's ``import main`` would get the first's: on entry (and each reload)
+the modules the project's files shadow are set aside, and put back on exit. A module belongs to the ``sys.path`` folder
+nearest its file (a virtualenv inside the project keeps its packages). User code is let go on exit and on each reload;
+localserve's own modules never are, even from a checkout.
 """
 
 from __future__ import annotations

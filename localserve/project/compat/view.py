@@ -1,10 +1,8 @@
-"""The project as the platform packaged it (Cortex 0.25-0.33 docs, *Predictors*): what user code sees as its working directory.
+"""The project as the platform packaged it (Cortex 0.25-0.33 docs, *Predictors*): user code's working directory.
 
-Cortex built each API's image from the project folder minus the config file, files and folders
-starting with ``.`` (``.env`` aside), ``*.pyc``/``*.pyo``/``*.pyd``, ``__pycache__`` and what
-``.cortexignore`` lists; code that reads an excluded file worked locally and broke once deployed.
-localserve mirrors the packaged files into a temporary folder (real folders, a symbolic link per
-file, so nothing large is copied) and runs user code there; ``--raw-project`` turns it off.
+Code that reads a file the packaging left out (``project.ignore``) works locally and breaks once deployed, so user code
+runs in a temporary mirror of the packaged files (real folders, a symbolic link per file, nothing large copied);
+``--raw-project`` turns it off.
 """
 
 from __future__ import annotations

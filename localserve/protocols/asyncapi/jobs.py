@@ -1,9 +1,8 @@
 """An AsyncAPI's jobs: what a job store does (JobStore), the records it keeps, the workers' ids.
 
-A job moves ``in_queue`` → ``in_progress`` (claimed by one worker, under a lease) → ``completed`` or
-``failed``. A worker renews the leases of the jobs it runs; a job whose lease ran out, or whose worker
-is a process of this machine that no longer exists, goes back to ``in_queue`` and runs again
-(at-least-once, as SQS gave Cortex). Finished jobs are purged once ``retention`` has passed.
+A job moves ``in_queue`` → ``in_progress`` (claimed by one worker, under a lease that it renews) → ``completed`` or
+``failed``. A job whose lease ran out, or whose worker is a process of this machine that is gone, goes back to
+``in_queue`` (at-least-once, as SQS gave Cortex). Finished jobs are purged once ``retention`` has passed.
 """
 
 from __future__ import annotations

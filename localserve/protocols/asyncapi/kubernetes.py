@@ -14,10 +14,9 @@ STORE_ENV = "LOCALSERVE_ASYNC_STORE"
 def async_container_settings(api: ApiConfig, project: str) -> tuple[list[str], list[dict[str, Any]]]:
     """Extra ``args`` and ``env`` of the container: ``--async-store $(LOCALSERVE_ASYNC_STORE)`` and its value.
 
-    Pods come and go and each has its own disk, so an AsyncAPI in a cluster needs a store they share
-    (Redis); the URL is an environment setting of the pod, easy to point at a Secret instead. It names
-    ``project`` (the export's ``--name``) as the project in the store's keys, since every pod's
-    project folder is /mnt/project.
+    Pods come and go, each with its own disk, so a cluster's AsyncAPI needs a store they share (Redis), its URL an
+    environment setting easy to point at a Secret. ``project`` (the export's ``--name``) names the project in the
+    store's keys, since every pod's project folder is /mnt/project.
     """
     if not api.is_async:
         return [], []

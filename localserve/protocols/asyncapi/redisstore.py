@@ -1,9 +1,9 @@
 """The shared job store: Redis, for replicas on several machines (``--async-store redis://HOST:PORT/DB``).
 
-Keys under ``localserve:<project>:<api>:``: ``job:<id>`` (a hash), ``queue`` (a list of queued ids),
-``leases`` (a sorted set: running id -> lease end), ``finished`` (id -> finish time, for the purge),
-``latency`` (the histogram). Claim, finish and requeue are Lua scripts, so each is atomic on the
-server. Jobs are as durable as the server's persistence makes them (``appendonly yes``).
+Keys under ``localserve:<project>:<api>:``: ``job:<id>`` (a hash), ``queue`` (a list of queued ids), ``leases`` (a
+sorted set: running id -> lease end), ``finished`` (id -> finish time, for the purge), ``latency`` (the histogram).
+Claim, finish and requeue are Lua scripts, atomic on the server; jobs are as durable as its persistence (``appendonly
+yes``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
-"""One SQLite file used from many threads and processes: WAL switched on and the schema created while
-another replica does the same, one connection per thread, ``BEGIN IMMEDIATE`` transactions, and every
-sqlite error turned into a StoreError in words (a full store says so).
+"""One SQLite file used from many threads and processes: WAL switched on and the schema created while another replica
+does the same, one connection per thread, ``BEGIN IMMEDIATE`` transactions, and every sqlite error turned into a
+StoreError in words (a full store says so).
 
-Closing never pulls a connection from under its thread. Python's sqlite3 does not guard a connection
-that one thread closes while another runs a statement on it: the process dies with a segmentation
-fault (seen in CI: a job's outcome stored from an API thread while the server stopped and closed the
-store). So every use of the file is a step (``errors``) that counts its thread as busy; ``close``
-closes the connections of idle threads at once, and a busy thread closes its own as its step ends.
-A step begun after ``close`` is a StoreError saying the store is closed.
+Closing never pulls a connection from under its thread: Python's sqlite3 segfaults when one thread closes a connection
+another is using. So every use of the file is a step (``errors``) that counts its thread as busy; ``close`` closes idle
+threads' connections at once, a busy thread its own as its step ends, and a step begun after ``close`` is a StoreError.
 
-The files are watched from the outside too. SQLite maps the ``-shm`` file of a WAL database into
-memory: if it is truncated or its file system turns read-only, the next touch of that memory kills the
-process with SIGBUS, no exception, no log line. And a database file deleted while open still takes
-every write, into a file nobody will find again. So each step first looks (a few ``stat`` calls): the
-database is the one it opened, the ``-shm`` file neither shrank nor was replaced, and both can be
-written. When one is not, the store is *broken*: every later step is a StoreError (submits answer 503,
-``/readyz`` says why), its connections are never touched again (closing one reads the shared memory),
-and one error line says what became of the jobs. A change racing a step already running is not caught.
+Each step first checks (a few ``stat`` calls) that the database is the one it opened and its ``-shm`` file neither
+shrank nor was replaced, and that both can be written: a truncated or read-only ``-shm`` kills the process with SIGBUS
+on its next touch, and a deleted database swallows every write. Otherwise the store is *broken*: every later step is a
+StoreError (submits answer 503, ``/readyz`` says why), its connections are never touched again, and one error line says
+what became of the jobs. A change racing a running step is not caught.
 """
 
 from __future__ import annotations
@@ -195,10 +189,9 @@ class SqliteFile:
 def _create(db: sqlite3.Connection, schema: str) -> None:
     """Switch the file to WAL and create the tables, also while another replica does the same.
 
-    Two processes opening a new file at once can be refused at once, without the busy timeout
-    ("database is locked": the switch to WAL, or a read lock that cannot become a write lock), so
-    a refusal is tried again for up to 30 s; the tables are created under ``BEGIN IMMEDIATE``,
-    which takes the write lock first and so waits like any other write.
+    Two processes opening a new file at once can be refused without the busy timeout ("database is locked"), so a
+    refusal is tried again for up to 30 s; the tables are created under ``BEGIN IMMEDIATE``, which takes the write lock
+    first and so waits like any other write.
     """
     deadline = time.monotonic() + 30.0
     while True:

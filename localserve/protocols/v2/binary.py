@@ -1,9 +1,8 @@
 """The binary tensor data extension of the Open Inference Protocol: raw tensors after the JSON header.
 
-``Inference-Header-Content-Length`` says where the JSON ends (``read_json_header`` reads it), and each
-binary input says its byte count in ``parameters.binary_data_size``; the tensors follow in the order
-of the inputs, little-endian, BYTES elements each a 4-byte little-endian length then the bytes. An
-array is only ever made from bytes that came in the body, after their count was checked against its
+``Inference-Header-Content-Length`` says where the JSON ends (``read_json_header``); each binary input gives its byte
+count in ``parameters.binary_data_size``, and the tensors follow in the inputs' order, little-endian, a BYTES element as
+a 4-byte length then its bytes. An array is only made from bytes that came in the body, once their count matched its
 shape.
 """
 

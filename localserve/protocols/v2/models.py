@@ -1,10 +1,8 @@
 """Which APIs are V2 models, and what V2 says about them (metadata, Triton's model configuration).
 
-An API is a V2 model when the engine itself runs its ONNX or TensorFlow model (a Cortex API with a
-model and an optional request handler): V2 requests then feed that model directly, skipping
-``pre_inference``/``post_inference``. ABEJA handlers and predictors (which call their model
-themselves, if they have one) have no tensor interface, so V2 lists them nowhere and answers 404
-for them with the reason.
+An API is a V2 model when the engine itself runs its ONNX or TensorFlow model (a Cortex API with a model): V2 requests
+feed that model directly, skipping ``pre_inference``/``post_inference``. ABEJA handlers and predictors have no tensor
+interface: V2 lists them nowhere and answers 404 for them with the reason.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The models of a multi-model API (Cortex's ``models: {paths | dir}``) as V2 models of their own.
 
-Each model of API ``multi`` is the V2 model ``multi.<model>`` (an API name has no dot, so the name
-cannot clash with an API's), its version folders are its V2 versions, and a request without a
-version runs the highest. Reading a model's metadata, configuration or readiness loads it (off the
-event loop) like a request would: it is a use for the model cache. Each request looks its version
-up again, so an evicted version is loaded again and a new highest version is used at once.
+Model ``m`` of API ``multi`` is the V2 model ``multi.m`` (API names have no dot), its version folders its versions, and
+a request without a version runs the highest. Reading a model's metadata, configuration or readiness loads it off the
+loop, as a request would; each request looks its version up again, so an evicted version is loaded again and a new
+highest one is used at once.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The Open Inference Protocol's REST routes: a second front door onto the same engine as the native routes.
 
-``POST /v2/models/{m}/infer`` is one ``Engine.submit``, as a native request is (the API's admission,
-deadline, client leaving, shutdown, its queue, threads and batcher, its records); the request is decoded into the model's feed on the API's threads
-(its own ``Stages``), so V2 and native requests share batches, and the outputs are encoded there
-too. Errors are ``{"error": "..."}``, rendered by ``protocols.http.render_error``.
+``POST /v2/models/{m}/infer`` is one ``Engine.submit``, as a native request is (admission, deadline, queue, threads,
+batcher, records). It is decoded into the model's feed and its outputs encoded on the API's threads (its own
+``Stages``), so V2 and native requests share batches. Errors are ``{"error": "..."}`` (``protocols.http.render_error``).
 """
 
 from __future__ import annotations

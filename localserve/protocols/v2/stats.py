@@ -1,33 +1,21 @@
 """Triton's statistics extension (``GET /v2/models[/{m}[/versions/{v}]]/stats``) from the server's metrics.
 
-The figures are those ``GET /metrics`` and ``/stats`` show (every replica's), read by the one reader
-of the metrics (``Metrics.figures()``), so the views can never disagree. Triton's own words are in its
-documentation, *Statistics Extension* (``docs/protocol/extension_statistics.md``): an entry per model
-version; ``inference_count`` counts each inference of a batched request (a request of batch size 64 adds
-64), ``execution_count`` the model's executions (requests batched together execute once).
+Read through the one reader of the metrics (``Metrics.figures()``, every replica's), so no view disagrees.
+Triton's *Statistics Extension* (``docs/protocol/extension_statistics.md``): an entry per model version;
+``inference_count`` counts each row of a batched request, ``execution_count`` the model's executions.
 
 An API's entry (version 1):
 
-- ``inference_stats.success`` / ``fail``: requests answered 2xx / otherwise
-  (``localserve_requests_total``); their ``ns`` share out the summed request latency
-  (``localserve_request_duration_seconds``, which has no status label) by count;
-- ``queue``, ``compute_input``, ``compute_infer``, ``compute_output``: the phases the engine
-  observes together once per request its API's threads answer 2xx, native and V2 alike
-  (``localserve_request_phase_seconds``: queue, prepare, model, finish). As in Triton, the four
-  have one count; it is read from the phase observed last, so a scrape in the middle of a request's
-  observations cannot show counts that differ (perf_analyzer stops on that);
-- ``inference_count``: the rows of the requests answered 2xx: one for each success, plus what V2 requests
-  had beyond one (``localserve_request_rows``: a V2 request's batch dimension when the model takes a
-  batch, else 1; native requests are not observed there, each is one row). The engine records the rows
-  right after the success, on the event loop where these entries are read, so they move together;
-- ``execution_count``: model calls (the ``inference`` stage's count);
-- ``last_inference``, cache hits and misses: localserve keeps no such figures; 0.
+- ``success`` / ``fail``: requests answered 2xx / otherwise; their ``ns`` share the summed latency by count;
+- ``queue``, ``compute_input``, ``compute_infer``, ``compute_output``: the engine's phases (queue, prepare,
+  model, finish), one count read from the phase observed last, so a scrape never shows counts that differ;
+- ``inference_count``: one row per success plus what V2 requests had beyond one (``localserve_request_rows``,
+  recorded right after the success on the loop where these entries are read, so it never leads);
+- ``execution_count``: model calls; ``last_inference`` and the cache figures: 0 (not kept).
 
-A model of a multi-model API (``<api>.<model>``) has an entry per version it loaded, each with the
-figures of that version: ``success`` (and the queue and compute counts) and ``inference_count`` count
-the V2 requests answered 2xx that ran it and their rows, ``execution_count`` its model calls
-(``localserve_model_duration_seconds``). localserve keeps no times per version, nor the failures (a
-request may fail before its version is known): those are 0; the API's own figures count every request.
+A model of a multi-model API (``<api>.<model>``) has an entry per loaded version: ``success`` and
+``inference_count`` count the V2 requests answered 2xx that ran it and their rows, ``execution_count`` its
+model calls; no times or failures are kept per version (0), the API's own entry counts every request.
 """
 
 from __future__ import annotations

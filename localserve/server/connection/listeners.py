@@ -1,18 +1,13 @@
 """The listening sockets of ``serve``: one for a lone process, and for replicas one each, in a group.
 
-Replicas that share one listening socket do not share its connections: each replica's event loop
-accepts every connection waiting when it wakes (uvloop, like asyncio, accepts until none is left), so
-the first replica to wake takes a whole burst. 128 keep-alive clients connecting together to
-4 replicas on the 2-core machine all went to one of them, the other three serving nothing. On
-Linux, sockets bound to one port with ``SO_REUSEPORT`` form a group, and the kernel spreads new
-connections over the group's listening sockets by a hash of the client's address and port: each
-replica gets its own socket, and about its share of the clients.
+Replicas sharing one listening socket do not share its connections: the first event loop to wake accepts every
+connection waiting, a whole burst. On Linux, sockets bound to one port with ``SO_REUSEPORT`` form a group over which the
+kernel spreads new connections by a hash of the client's address, so each replica gets its own socket and about its
+share of the clients.
 
-A replica's socket is its own: when the replica dies, its socket is closed (the connections waiting
-in it, not yet accepted, are reset) and the kernel sends new connections to its siblings; its
-replacement gets a fresh socket, which joins the group when the replacement listens, once loaded.
-Elsewhere (macOS and Windows do not spread connections this way) and on a Unix socket, the replicas
-share one socket as before.
+When a replica dies its socket closes (connections not yet accepted are reset) and the kernel sends new ones to its
+siblings; its replacement's fresh socket joins the group once loaded and listening. Elsewhere (macOS, Windows) and on a
+Unix socket, the replicas share one socket.
 """
 
 from __future__ import annotations
@@ -33,12 +28,11 @@ BACKLOG = 2048  # connections waiting to be accepted, per listening socket (uvic
 def bind_socket(
     host: str, port: int, uds: str | None = None, *, group: bool = False, listen: bool = True
 ) -> socket.socket:
-    """A listening socket on ``host:port`` (``uds``: a Unix socket at that path, as uvicorn makes one);
-    a StartError names the address when it cannot bind.
+    """A listening socket on ``host:port`` (``uds``: a Unix socket at that path, as uvicorn makes one); a StartError
+    names the address when it cannot bind.
 
-    ``group``: a replica's socket in the ``SO_REUSEPORT`` group of the port. Without ``listen`` it is
-    bound only, and the group gives it no connection until its replica listens on it (uvicorn does
-    when it starts serving; a replacement, once loaded).
+    ``group``: a replica's socket in the port's ``SO_REUSEPORT`` group. Without ``listen`` it is only bound, and gets no
+    connection until its replica listens on it (uvicorn does when it starts serving).
     """
     if uds is not None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -1,16 +1,11 @@
 """The HTTP/1.1 connection: uvicorn's httptools protocol with limits on the request head and read timeouts.
 
-httptools (llhttp) is the fastest parser uvicorn offers, but it has no limit of its own: it
-hands header values over in pieces that are joined as they come, so one endless header costs
-quadratic time on the event loop and unbounded memory. This protocol counts the bytes of a
-request head *before* they reach the parser and refuses the request at the limit (431), so
-the parser never sees more than the limit plus one read, and counts headers as they are
-parsed. A head must arrive within ``header_timeout`` seconds of the connection opening or of
-its first byte, and a body within ``body_timeout`` seconds of the end of its head (408); a
-connection that sends nothing is closed after ``header_timeout``.
-
-The counting costs a comparison per read and no timer at all for a request that arrives in
-one read, so the hot path stays as fast as plain httptools (benchmarks/README.md).
+httptools (llhttp) has no limit of its own: it hands header values over in pieces joined as they come, so one endless
+header costs quadratic time on the loop and unbounded memory. This protocol counts a head's bytes *before* the parser
+sees them and refuses the request at the limit (431), and counts headers as they are parsed. A head must arrive within
+``header_timeout`` seconds of the connection opening or of its first byte, a body within ``body_timeout`` of its head's
+end (408); a silent connection is closed after ``header_timeout``. A request in one read costs a comparison and no
+timer, so the hot path stays as fast as plain httptools.
 """
 
 from __future__ import annotations
@@ -83,12 +78,9 @@ class LimitedHttpProtocol(GuardedProtocol):
     def eof_received(self) -> None:
         """The client closed the connection (or its writing side): a request it cut short is a 400 that says so.
 
-        An end of stream is the client leaving, as uvicorn, nginx and Go's net/http take it: the
-        connection closes (uvicorn's part) and a request not yet answered is dropped, never
-        started when still queued (``engine/lifecycle.py``). A close and a half-close look the
-        same from here, so a client that shuts down its writing side after a whole request is
-        taken as gone too (docs/reference/limits.md). A head or body cut short is answered
-        first, for a client that only half-closed; one that left loses nothing by it.
+        An end of stream is the client leaving, as uvicorn, nginx and Go's net/http take it: a request not yet answered
+        is dropped (``engine/lifecycle.py``). A half-close looks the same from here, so it counts as gone too
+        (docs/reference/limits.md); a head or body cut short is answered first, for a client that only half-closed.
         """
         if self.deferred is None and not self.transport.is_closing():
             cycle = self.cycle
@@ -207,15 +199,11 @@ class LimitedHttpProtocol(GuardedProtocol):
         super().on_message_complete()
 
     def _end_written_answer(self) -> None:
-        """A request came before the loop ended the one before it, whose answer an API's thread wrote whole:
-        end that one now, so this one starts at once.
+        """The next request came before the loop ended the answer an API's thread wrote whole: end that one now.
 
-        A keep-alive client sends its next request as soon as it has the answer, often before the
-        loop has woken up to end it (at c=8 and c=64, nearly always). uvicorn would take the new
-        request for a pipelined one: stop reading the socket, queue the request, and resume both
-        once the loop ends the answer. The answer is all out: it ends here (``FastReply.end_early``),
-        and the request's own ending later finds it done. Requests really pipelined behind it wait
-        their turn as before.
+        A keep-alive client sends its next request as soon as it has the answer, often before the loop woke to end it;
+        uvicorn would take it for a pipelined one and stop reading until then. The answer is all out, so it ends here
+        (``FastReply.end_early``) and this request starts at once; requests really pipelined wait their turn.
         """
         cycle = self.cycle
         if cycle is None or cycle.response_complete or self.pipeline:

@@ -48,7 +48,7 @@ def uvicorn_server(
             access_log=False,
             lifespan="on",
             http=protocol_class(options.limits),
-            # No WebSocket route anywhere: the websockets library is not imported (8 ms of every start), and an
+            # No WebSocket route anywhere: the websockets library is not imported (it slows every start), and an
             # upgrade request is answered as plain HTTP (LimitedHttpProtocol._unsupported_upgrade_warning).
             ws="none",
             # The app answers what still waits at graceful_timeout (JSON 503s); uvicorn's own cut-off,

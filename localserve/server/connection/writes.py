@@ -65,17 +65,9 @@ def response_bytes(
 class FastReply:
     """One request's fast path (``protocols.http.FastPath``) and, where the socket allows, its ``ReplyWriter``.
 
-    ``reply_now`` writes a whole answer from the loop in one write. As a writer, it lets the API's
-    thread that finished a request write its answer to the socket itself.
-
-    At concurrency 1 an answer written by the event loop costs a wake-up of the loop's thread
-    before the client sees a byte; written by the API's thread, the bytes leave at once and the
-    loop's bookkeeping (``complete``: the cycle, keep-alive, the next pipelined request, the
-    access line) runs while the client reads. The system call also leaves the loop's thread,
-    which under load is the busiest. The thread writes only when nothing else can: the response
-    not begun, the transport's buffer empty (so bytes stay in order), writing not paused, the
-    connection open (checked under ``thread_lock``, which ``connection_lost`` takes to close the
-    descriptor); whatever the socket does not take at once, the loop writes after it.
+    ``reply_now`` writes a whole answer from the loop in one write. As a writer, the API's thread writes its answer
+    itself: the bytes leave without waiting for the loop, whose bookkeeping (``complete``) runs while the client reads.
+    The thread writes only a response not begun on an empty, open, unpaused transport (``thread_lock``).
     """
 
     __slots__ = ("_cycle", "protocol", "whole")
@@ -84,8 +76,8 @@ class FastReply:
         self.protocol = protocol
         self.whole = False  # the API's thread wrote the whole answer: the loop may end it early (``end_early``)
         # Weak: the cycle's scope holds this object, and a strong reference back would make every
-        # request a reference cycle that only the collector frees (a gen-0 collection every ~70 requests,
-        # each a pause of 150 us at c=1: the p99, benchmarks/README.md). The protocol and the request's
+        # request a reference cycle that only the collector frees (a gen-0 collection every few dozen requests,
+        # each a pause that made the p99 at c=1: benchmarks/README.md). The protocol and the request's
         # task hold the cycle for as long as it can be answered.
         self._cycle = weakref.ref(cycle)
 
@@ -95,14 +87,11 @@ class FastReply:
         return self if self.protocol.thread_fd >= 0 else None
 
     def reply_now(self, status: int, headers: Headers, body: bytes) -> bool:
-        """Write a whole response (head and body, ``content-length`` among ``headers``) in one write, on the loop.
+        """Write a whole response (head and body, ``content-length`` in ``headers``) in one write, on the loop.
 
-        What uvicorn's ``send`` does for an ``http.response.start`` and a last ``http.response.body``,
-        in one call instead of two awaited ones: the same checks of names and values, its default
-        headers, ``connection: close`` when the connection ends, then the cycle is complete and the
-        connection ready for its next request. False when the response cannot go this way (the
-        client left, writing is paused, a response was begun, a header is invalid): the caller then
-        sends through ASGI as usual, which deals with each of these.
+        uvicorn's ``send`` of a start and a last body in one call: the same checks of names and values, its default
+        headers, ``connection: close`` when the connection ends; then the cycle is complete. False when the response
+        cannot go this way (client gone, writing paused, a response begun, a bad header): the caller sends through ASGI.
         """
         cycle = self._cycle()
         if (
@@ -180,11 +169,9 @@ class FastReply:
 class OneWrite:
     """The transport as one response's writer: the head waits for the body so both go in one write.
 
-    uvicorn writes a response's head and its body separately: two ``send`` system calls and two
-    TCP segments for every small answer. The first write of the response is held until the next
-    one (which comes in the same step of the app's task when the body follows at once) or, at the
-    latest, until the loop's next turn; either way the bytes go out in order. Everything but
-    ``write`` and ``close`` is the transport's own.
+    uvicorn writes a head and its body separately: two system calls and two TCP segments per small answer. The first
+    write is held until the next one (the same step, when the body follows at once) or the loop's next turn; the bytes
+    go out in order either way. Everything but ``write`` and ``close`` is the transport's own.
     """
 
     __slots__ = ("held", "loop", "state", "transport")
