@@ -1,4 +1,5 @@
-"""The threads of an API: one request at a time or more on request, pinned workers, the model's batches."""
+"""The threads of an API: one request at a time or more on request, pinned workers, the model's batches,
+and work handed to a stopped API failing at once instead of never running."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import threading
 import httpx
 import numpy as np
 
+from localserve.config import ApiConfig
+from localserve.engine.pipeline import Pipeline
+from localserve.errors import ShuttingDown
 from tests.conftest import wait_until as wait_for
 from tests.models import ECHO_HANDLER, onnx_batch_echo
 
@@ -243,3 +247,21 @@ def test_a_lone_request_runs_at_once_at_its_own_bucket(serve, make_project) -> N
         sizes = [seen_batch(client.post("/echo", json={"x": [[1.0, 2.0, 3.0, 4.0]]}), [[1.0, 2.0, 3.0, 4.0]])]
         sizes.append(seen_batch(client.post("/echo", json={"x": [[0.0] * 4] * 3}), [[0.0] * 4] * 3))
     assert sizes == [1, 4]
+
+
+class Endpoint:
+    models = None
+
+
+def test_a_call_handed_to_a_stopped_pipeline_fails_at_once() -> None:
+    """An AsyncAPI job dispatched to a runtime that serve --reload retired a moment before: queued after the
+    threads' ends it would never run, and the job would hold its worker's slot for ever."""
+    pipeline = Pipeline(ApiConfig(name="api"), Endpoint())  # type: ignore[arg-type]
+    pipeline.start()
+    assert pipeline.call(lambda: "ran").result(timeout=60) == "ran"
+    pipeline.stop()
+
+    refused = pipeline.call(lambda: "ran")
+
+    assert refused.done() and isinstance(refused.exception(), ShuttingDown)
+    assert pipeline.join(60) == []
