@@ -109,7 +109,7 @@ class QuietFiles(http.server.SimpleHTTPRequestHandler):
 def https_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str, Gate]]:
     """A real HTTPS server on loopback serving the folder it returns; its self-signed certificate trusted
     through SSL_CERT_FILE (which httpx, and so the download, reads)."""
-    from tests.cli.test_serving import _self_signed
+    from tests.cli.test_listen import _self_signed
 
     (tmp_path / "tls").mkdir()
     key, cert = _self_signed(tmp_path / "tls")

@@ -1,4 +1,4 @@
-"""The startup banner's lines for each way of listening (the real server's are in tests/cli/test_serving.py)."""
+"""The startup banner's lines for each way of listening (the real server's are in tests/cli/test_listen.py)."""
 
 from __future__ import annotations
 
