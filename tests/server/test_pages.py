@@ -228,25 +228,6 @@ def test_with_an_api_key_the_pages_are_open_and_their_data_is_not(make_project, 
     assert [api["name"] for api in keyed.json()["apis"]] == ["proj"]
 
 
-METHOD_ECHO = """
-import json
-
-
-def handler(request, context):
-    body = json.dumps({"method": request["http_method"], "path": request.get("path")})
-    return {"status_code": 200, "content_type": "application/json", "content": body}
-"""
-
-
-def test_an_abeja_handler_keeps_the_root_for_every_method_beside_the_pages(make_project, serve) -> None:
-    project = make_project({"main.py": METHOD_ECHO})
-    with serve(project, handler="main:handler") as client:
-        seen = {m: client.request(m, "/").json()["method"] for m in ("GET", "POST", "PUT", "PATCH", "DELETE")}
-        pages = [client.get(path).status_code for path in ("/docs", "/dashboard", "/openapi.json")]
-    assert seen == {m: m for m in ("GET", "POST", "PUT", "PATCH", "DELETE")}
-    assert pages == [200, 200, 200]
-
-
 def test_the_favicon_is_served(make_project, serve) -> None:
     project = make_project({"main.py": ECHO})
     with serve(project, handler="main:handler") as client:
