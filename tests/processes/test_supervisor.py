@@ -1,4 +1,4 @@
-"""Serving replicas: their default count, a port in use, a stop past a running request.
+"""Serving replicas: their default count, a stop past a running request.
 
 Replicas are processes: starting, stopping and exiting them is the behaviour, so those cases run real ones.
 """
@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
-import pytest
 
 from localserve.config import load_config
 from tests.conftest import cli_env, free_port, wait_ready, wait_until
@@ -31,36 +29,6 @@ def test_default_replicas_one_per_four_cores_for_gpu_apis_unless_configured(tmp_
         assert supervisor.default_replicas(config("  compute: {gpu: 1}\n")) == expected
     assert supervisor.default_replicas(config()) == 1  # CPU APIs: one process
     assert supervisor.default_replicas(config("  compute: {gpu: 1, min_replicas: 2}\n")) == 2  # the config wins
-
-
-@pytest.mark.parametrize("replicas", ["1", "2"])
-def test_a_port_in_use_ends_serve_naming_it_before_user_code_is_imported(tmp_path: Path, replicas: str) -> None:
-    """Not uvicorn's "[Errno 98] ... address already in use" and exit 3 once the APIs had loaded: the port, and
-    the way out, before the handler's module is imported (its import never ends)."""
-    marker = tmp_path / "importing"
-    (tmp_path / "main.py").write_text(
-        f"import pathlib, threading\n\npathlib.Path({str(marker)!r}).touch()\nthreading.Event().wait()  # never returns\n\n\n"
-        "def handler(request, context):\n    return {}\n"
-    )
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "-m", "localserve", "serve", "--handler", "main:handler", "--no-install"]
-            + ["--host", "127.0.0.1", "--port", str(port), "--replicas", replicas],
-            cwd=tmp_path,
-            capture_output=True,
-            env=cli_env(),
-            timeout=50,
-            check=False,
-        )
-    assert (done.returncode, done.stderr.decode().splitlines()[-1]) == (
-        1,
-        f"Error: Port {port} on 127.0.0.1 is already in use (another server listens there): stop it, or serve on "
-        "another port with --port (--port 0 picks a free one).",
-    )
-    assert not marker.exists()
 
 
 def test_a_request_still_running_when_the_stop_ends_leaves_through_os_exit_after_the_logs(tmp_path: Path) -> None:
