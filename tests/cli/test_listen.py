@@ -225,29 +225,3 @@ def test_a_unix_socket_and_a_log_config_file(tmp_path: Path) -> None:
             reply = client.post("http://localhost/json-tax", json={"total_without_tax": 100})
             assert (reply.status_code, reply.json()) == (200, {"total": 108.0})
         wait_until(lambda: "|localserve.access|" in log_file.read_text(), "the access line")  # through the file too
-
-
-@pytest.mark.parametrize("replicas", ["1", "2"])
-def test_localserve_url_carries_the_port_bound_for_port_0(make_project: Callable[..., Path], replicas: str) -> None:
-    """User code's LOCALSERVE_URL is the URL served, not port 0 (one process, and replicas on one socket)."""
-    project = make_project(
-        {
-            "main.py": """
-            import os
-
-            SEEN_AT_IMPORT = os.environ["LOCALSERVE_URL"]
-
-            def handler(request, context):
-                return {"content_type": "application/json", "content": [SEEN_AT_IMPORT, os.environ["LOCALSERVE_URL"]]}
-            """
-        }
-    )
-    with serving("-h", "main:handler", "--port", "0", "--replicas", replicas, project=project) as s:
-        banner = s.banner()
-        found = re.match(r"serving command line at (http://127\.0\.0\.1:\d+) \(", banner["serving"])
-        assert found is not None and not found[1].endswith(":0"), banner
-        url = found[1]
-        s.wait_for(lambda _: sum(m.startswith("api 'proj' loaded") for m in s.seen) == int(replicas))
-        for _ in range(4):  # new connections: with replicas, each may answer
-            reply = httpx.post(banner["API proj"], json={})
-            assert (reply.status_code, reply.json()) == (200, [url, url])

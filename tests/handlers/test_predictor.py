@@ -1,9 +1,8 @@
-"""Cortex predictors through the real app: parameters by name, clients, batching."""
+"""Cortex predictors through the real app: parameters by name, clients, return types (batching: test_lists.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,7 @@ import localserve.testing
 from localserve.config import load_config
 from localserve.errors import HandlerLoadError
 from localserve.server import create_app
-from tests.conftest import EXAMPLES, wait_until
+from tests.conftest import EXAMPLES
 from tests.models import linear_reference, onnx_linear
 
 PREDICTOR_YAML = """
@@ -204,57 +203,6 @@ def test_load_errors(make_project, monkeypatch, code: str, message: str) -> None
         asyncio.run(app.startup(wait=True))
     assert str(info.value) == message
     asyncio.run(app.shutdown.finish())
-
-
-def test_batched_predictor_gets_lists_and_must_return_one_per_payload(serve, make_project) -> None:
-    project = project_with(
-        make_project,
-        """
-        import threading
-        batches = []
-        started = threading.Event()
-        release = threading.Event()
-
-        class PythonPredictor:
-            def __init__(self, config):
-                pass
-
-            def predict(self, payload):
-                batches.append(list(payload))
-                if payload == ["block"]:
-                    started.set()
-                    release.wait(20)
-                    return ["released"]
-                if any(p == "short" for p in payload):
-                    return payload[:-1]
-                if "dict" in payload:
-                    return {}
-                return [p * 2 for p in payload]
-        """,
-        extra="batching: {max_batch_size: 4, batch_interval: 10s}",
-    )
-    with serve(project) as client:
-        import predictor
-
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            first = pool.submit(client.post, "/pred", json="block")
-            assert predictor.started.wait(10)
-            queued = [pool.submit(client.post, "/pred", json=v) for v in (1, 2, 3)]
-            pipeline = client.app.apis["pred"].pipeline
-            wait_until(lambda: pipeline.depth == 3, "the three requests queued")
-            predictor.release.set()
-            assert first.result(30).text == "released"
-            assert sorted(q.result(30).json() for q in queued) == [2, 4, 6]
-        assert predictor.batches[0] == ["block"] and sorted(predictor.batches[1]) == [1, 2, 3]
-        assert len(predictor.batches) == 2  # the three queued requests were one call
-        short = client.post("/pred", json="short")
-        assert short.status_code == 500
-        assert short.json()["error"] == (
-            "PythonPredictor.predict received a batch of 1 payloads (batching is on) and must return a list "
-            "of 1 predictions; it returned a list of 0."
-        )
-        not_a_list = client.post("/pred", json="dict")
-        assert not_a_list.json()["error"].endswith("it returned a dict.")
 
 
 @pytest.mark.parametrize(

@@ -319,7 +319,7 @@ def test_batching_merges_concurrent_requests(serve, make_project) -> None:
         assert response.status_code == 200, response.text
         assert np.allclose(response.json()["p"], linear_reference(x)[0], atol=1e-6)
         assert response.json()["n"] == 1
-    assert responses[8].status_code == 400  # exact batch sizes: tests/engine/test_core.py
+    assert responses[8].status_code == 400  # exact batch sizes: tests/engine/test_pipeline.py
 
 
 def test_load_errors_name_the_problem(make_project, monkeypatch) -> None:

@@ -211,7 +211,7 @@ def test_an_https_dir_is_a_zip_of_model_folders(serve, make_project, https_site,
 
 
 def test_v2_fetches_a_remote_model_off_the_event_loop(serve, make_project, https_site, tmp_path) -> None:
-    from tests.multimodel.test_v2 import logits_of, v2_body
+    from tests.protocols.v2.test_multi import logits_of, v2_body
 
     site, url, gate = https_site
     for model in "ab":

@@ -1,4 +1,4 @@
-"""The supervisor of replicas: GPUs spread over them, a port in use, a stop past a running request.
+"""Serving replicas: their default count, a stop past a running request.
 
 Replicas are processes: starting, stopping and exiting them is the behaviour, so those cases run real ones.
 """
@@ -7,40 +7,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
-import pytest
 
 from localserve.config import load_config
-from localserve.errors import StartError
-from localserve.processes.replicas import Supervisor, visible_gpus
-from localserve.server import ServeOptions
-from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
 from tests.conftest import cli_env, free_port, wait_ready, wait_until
-
-
-def test_replicas_are_spread_over_visible_gpus(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n  compute: {gpu: 1}\n")
-    assert visible_gpus("2,5") == ["2", "5"]
-    assert visible_gpus("-1") == []
-    supervisor = Supervisor(load_config(tmp_path), ServeOptions(cuda_visible_devices="2,5", replicas=3))
-    envs = [supervisor.replica_env(i) for i in range(3)]
-    assert envs == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "5"}, {"CUDA_VISIBLE_DEVICES": "2"}]
-    options = [supervisor.replica_options(i) for i in range(3)]
-    assert [(o.replica, o.replicas) for o in options] == [(0, 3), (1, 3), (2, 3)]
-    supervisor.metrics_dir = "/tmp/m"  # made by run(): prometheus_client's variable, and the same in the options
-    assert supervisor.replica_env(1) == {"PROMETHEUS_MULTIPROC_DIR": "/tmp/m", "CUDA_VISIBLE_DEVICES": "5"}
-    assert supervisor.replica_options(1).metrics_dir == "/tmp/m"
-
-
-def test_cpu_apis_get_no_device(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
-    supervisor = Supervisor(load_config(tmp_path), ServeOptions(cuda_visible_devices="0", replicas=2))
-    assert "CUDA_VISIBLE_DEVICES" not in supervisor.replica_env(1)
 
 
 def test_default_replicas_one_per_four_cores_for_gpu_apis_unless_configured(tmp_path: Path, monkeypatch) -> None:
@@ -55,54 +29,6 @@ def test_default_replicas_one_per_four_cores_for_gpu_apis_unless_configured(tmp_
         assert supervisor.default_replicas(config("  compute: {gpu: 1}\n")) == expected
     assert supervisor.default_replicas(config()) == 1  # CPU APIs: one process
     assert supervisor.default_replicas(config("  compute: {gpu: 1, min_replicas: 2}\n")) == 2  # the config wins
-
-
-def test_a_replacement_accepts_connections_only_once_loaded_while_a_sibling_serves(tmp_path: Path) -> None:
-    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
-
-    class Running:
-        def is_alive(self) -> bool:
-            return True
-
-    supervisor = Supervisor(load_config(tmp_path), ServeOptions(replicas=2, graceful_timeout=1))
-    assert not supervisor.replica_options(1).accept_when_loaded  # the first start answers probes while loading
-    supervisor.processes[0] = Running()  # type: ignore[assignment]
-    assert not supervisor.replica_options(1).accept_when_loaded  # replica 0 runs but is not ready yet
-    supervisor.ready_since[0] = 1.0
-    assert supervisor.replica_options(1).accept_when_loaded
-    assert not supervisor.replica_options(0).accept_when_loaded  # itself does not count
-    supervisor.processes[0] = None
-    assert not supervisor.replica_options(1).accept_when_loaded  # the ready one is gone
-
-
-@pytest.mark.parametrize("replicas", ["1", "2"])
-def test_a_port_in_use_ends_serve_naming_it_before_user_code_is_imported(tmp_path: Path, replicas: str) -> None:
-    """Not uvicorn's "[Errno 98] ... address already in use" and exit 3 once the APIs had loaded: the port, and
-    the way out, before the handler's module is imported (its import never ends)."""
-    marker = tmp_path / "importing"
-    (tmp_path / "main.py").write_text(
-        f"import pathlib, threading\n\npathlib.Path({str(marker)!r}).touch()\nthreading.Event().wait()  # never returns\n\n\n"
-        "def handler(request, context):\n    return {}\n"
-    )
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "-m", "localserve", "serve", "--handler", "main:handler", "--no-install"]
-            + ["--host", "127.0.0.1", "--port", str(port), "--replicas", replicas],
-            cwd=tmp_path,
-            capture_output=True,
-            env=cli_env(),
-            timeout=50,
-            check=False,
-        )
-    assert (done.returncode, done.stderr.decode().splitlines()[-1]) == (
-        1,
-        f"Error: Port {port} on 127.0.0.1 is already in use (another server listens there): stop it, or serve on "
-        "another port with --port (--port 0 picks a free one).",
-    )
-    assert not marker.exists()
 
 
 def test_a_request_still_running_when_the_stop_ends_leaves_through_os_exit_after_the_logs(tmp_path: Path) -> None:
@@ -138,42 +64,6 @@ def test_a_request_still_running_when_the_stop_ends_leaves_through_os_exit_after
     assert "terminate called" not in stderr
     # the client was answered before the exit, as every client is at a stop (503 past the graceful timeout)
     assert not isinstance(answer, BaseException) and answer.status_code == 503, (answer, stderr)
-
-
-@pytest.mark.skipif(not spreads_connections(None), reason="SO_REUSEPORT spreads connections on Linux only")
-def test_replicas_get_a_listening_socket_each_in_the_ports_reuseport_group(tmp_path: Path) -> None:
-    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
-    supervisor = Supervisor(load_config(tmp_path), ServeOptions(replicas=2))
-    first = bind_socket("127.0.0.1", 0)  # as serve --port 0 binds it: without SO_REUSEPORT, proving the port free
-    port = first.getsockname()[1]
-    sockets = supervisor.listening_sockets(first)
-    try:
-        assert first.fileno() == -1  # closed: the port is the group's now
-        assert len({id(s) for s in sockets}) == 2
-        for sock in sockets:
-            assert sock.getsockname() == ("127.0.0.1", port)
-            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 1
-            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1  # connections wait for the replica
-        with pytest.raises(StartError, match=f"Port {port} on 127.0.0.1 is already in use"):
-            bind_socket("127.0.0.1", port)  # another server, without SO_REUSEPORT, cannot take the port
-        replacement = bind_socket(*supervisor.address, group=True, listen=False)
-        assert replacement.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 0  # until its replica listens
-        replacement.close()
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def test_one_replica_and_unix_sockets_keep_one_socket(tmp_path: Path) -> None:
-    (tmp_path / "cortex.yaml").write_text("- kind: api\n  name: a\n  model: m.onnx\n")
-    alone = bind_socket("127.0.0.1", 0)
-    assert Supervisor(load_config(tmp_path), ServeOptions(replicas=1)).listening_sockets(alone) == [alone]
-    alone.close()
-    uds = str(tmp_path / "s.sock")
-    shared = bind_socket("127.0.0.1", 0, uds)
-    supervisor = Supervisor(load_config(tmp_path), ServeOptions(replicas=3, uds=uds))
-    assert supervisor.listening_sockets(shared) == [shared] * 3
-    close_socket(shared, uds)
 
 
 ANYIO_WORKER_LEFT = """

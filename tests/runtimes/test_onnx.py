@@ -61,15 +61,6 @@ def test_load_model_picks_onnx_runtime(models: Path) -> None:
     assert model.device == "CPUExecutionProvider"
 
 
-def test_session_options(linear: OnnxModel) -> None:
-    options = linear.session.get_session_options()
-    assert options.inter_op_num_threads == 1
-    assert options.intra_op_num_threads >= 1
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"  # one replica
-    assert options.graph_optimization_level == onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    assert load(Path(linear.path), threads=3).session.get_session_options().intra_op_num_threads == 3
-
-
 def test_the_pool_spins_for_a_bounded_time_covering_the_batch_interval(linear: OnnxModel) -> None:
     # onnxruntime's own default spins tens of milliseconds: a lightly loaded server would keep a core busy.
     options = linear.session.get_session_options()
@@ -138,19 +129,6 @@ def test_a_model_whose_weights_pass_the_limit_keeps_one_session(
     assert load(path, batching=True)._quiet is None
     monkeypatch.setattr(runtime, "STACKED_COPY_LIMIT", weights)
     assert load(path, batching=True)._quiet is not None
-
-
-def test_replicas_share_cores_and_do_not_spin(linear: OnnxModel) -> None:
-    import os
-
-    options = load(Path(linear.path), replicas=2).session.get_session_options()
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
-    assert options.intra_op_num_threads == max(1, len(os.sched_getaffinity(0)) // 2)
-
-
-def test_an_api_with_several_threads_does_not_spin(linear: OnnxModel) -> None:
-    options = load(Path(linear.path), api_threads=2).session.get_session_options()
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
 def test_signatures_are_real_node_args(linear: OnnxModel) -> None:
@@ -543,28 +521,6 @@ CUDA_RUNS = cuda_runs()
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has CUDA")
-def test_gpu_requested_with_the_cpu_package(models: Path) -> None:
-    with pytest.raises(ModelLoadError) as info:
-        load(models / "linear.onnx", gpu=True)
-    message = str(info.value)
-    assert message.startswith(
-        f"A GPU was requested (compute.gpu) but this onnxruntime {onnxruntime.__version__} has no CUDA support"
-    )
-    assert "the CPU package 'onnxruntime' is installed instead of 'onnxruntime-gpu'" in message
-    assert "pip uninstall onnxruntime && pip install onnxruntime-gpu" in message
-    assert message.endswith("; or pass --allow-cpu-fallback to run on CPU.")
-
-
-@pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has CUDA")
-def test_gpu_fallback_runs_on_cpu(models: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="localserve"):
-        model = load(models / "linear.onnx", gpu=True, allow_cpu_fallback=True)
-    assert model.device == "CPUExecutionProvider"
-    assert "has no CUDA support" in caplog.text
-    assert "running on CPU (--allow-cpu-fallback)" in caplog.text
-
-
-@pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has CUDA")
 @pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider' is not in available provider names")
 def test_gpu_package_without_cuda_libraries(models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # onnxruntime-gpu without a driver: CUDA is "available" but the session comes up on CPU only.
@@ -679,21 +635,6 @@ def test_gpu_batch_sizes_each_have_a_warmed_session(tmp_path: Path) -> None:
     for (_, out), feed in zip(batcher.run(list(enumerate(feeds))), feeds, strict=True):
         np.testing.assert_allclose(out[0], feed["x"] + 8)
     assert model._buckets == sessions
-
-
-def test_cuda_options_reach_the_cuda_provider_over_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    from localserve.runtimes.onnx_sessions import execution_providers as _providers
-
-    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: providers)
-    monkeypatch.setattr(onnxruntime, "preload_dlls", lambda: None, raising=False)
-    assert _providers(ApiOptions(gpu=True)) == [
-        ("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"}),
-        ("CPUExecutionProvider", {}),
-    ]
-    options = ApiOptions(gpu=True, cuda_options={"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
-    assert _providers(options)[0] == ("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"})
-    assert _providers(ApiOptions(gpu=False)) == [("CPUExecutionProvider", {})]
 
 
 def test_inputs_that_disagree_on_a_dimension_they_share_are_a_400(models: Path) -> None:

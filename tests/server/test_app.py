@@ -218,20 +218,6 @@ def test_health_answers_while_the_handler_is_busy(serve, make_project) -> None:
         assert result["r"].text == "done"
 
 
-def test_get_on_a_named_cortex_style_route_describes_the_api(serve, make_project) -> None:
-    project = make_project({"main.py": "def handler(request, context):\n    return {}\n"})
-    with serve(project, handler="main:handler") as client:
-        assert client.get("/proj").json() == {
-            "name": "proj",
-            "kind": "abeja",
-            "handler": "main:handler",
-            "model_format": None,
-            "status": "ready",
-        }
-        assert client.get("/v2/health/ready").status_code == 200
-        assert client.get("/health_check").status_code == 200
-
-
 def test_what_loading_made_is_frozen_out_of_later_collections(serve, make_project) -> None:
     project = make_project(
         {"main.py": "LOADED = [['made while loading']]\n\ndef handler(request, context):\n    return {}\n"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 import threading
 import time
@@ -78,54 +77,6 @@ def test_close_writes_what_is_held_first_and_a_closed_transport_gets_nothing() -
         return closing.writes, gone.writes, late.get_extra_info("peername")
 
     assert asyncio.run(main()) == ([b"head"], [], "info peername")
-
-
-def test_a_real_server_sends_a_head_before_a_body_that_waits(tmp_path: Any) -> None:
-    """The head of a streamed answer reaches the client while the body is not yet written (no timing: the
-    app writes its body only once the client has read the head), and a HEAD request is answered."""
-    head_read = threading.Event()
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        headers = [(b"content-type", b"text/plain")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        if scope["method"] == "GET":
-            await asyncio.get_running_loop().run_in_executor(None, head_read.wait, 30)
-            await send({"type": "http.response.body", "body": b"late", "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()  # connections wait in the backlog until the server runs
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, lifespan="off", http=protocol_class(HttpLimits()))
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
-            client.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += client.recv(4096)
-            assert head.startswith(b"HTTP/1.1 200 OK\r\n")
-            assert b"transfer-encoding: chunked\r\n" in head
-            assert head.endswith(b"\r\n\r\n")  # nothing of the body came: the app has not written it
-            head_read.set()
-            rest = b""
-            while not rest.endswith(b"0\r\n\r\n"):
-                rest += client.recv(4096)
-            assert rest == b"4\r\nlate\r\n0\r\n\r\n"
-            client.sendall(b"HEAD / HTTP/1.1\r\nhost: x\r\n\r\n")
-            answer = b""
-            while b"\r\n\r\n" not in answer:
-                answer += client.recv(4096)
-            assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
-            assert answer.endswith(b"\r\n\r\n")
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
@@ -445,45 +396,3 @@ def test_a_closed_connection_leaves_no_reference_cycle_for_the_collector(how: st
         gc.enable()
         server.should_exit = True
         thread.join(30)
-
-
-def test_a_websocket_upgrade_is_answered_as_plain_http_without_advice_to_install_a_library(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """localserve serves no WebSocket: uvicorn runs with ``ws="none"`` (its websockets library is never imported)
-    and the request is answered as the plain HTTP request it also is, quietly."""
-    from localserve.config.options import ServeOptions
-    from localserve.server.connection.server import uvicorn_server
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"7")]})
-        await send({"type": "http.response.body", "body": scope["type"].encode() + b"/" + scope["path"][1:].encode()})
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    started = threading.Event()
-    server = uvicorn_server(app, ServeOptions(), on_signal=lambda: None, on_started=started.set)
-    assert server.config.ws == "none"
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    with caplog.at_level(logging.DEBUG):
-        thread.start()
-        try:
-            assert started.wait(30)
-            with socket.create_connection(sock.getsockname(), timeout=30) as client:
-                client.sendall(
-                    b"GET /ws HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\n"
-                    b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n"
-                )
-                answer = client.recv(65536)
-        finally:
-            server.should_exit = True
-            thread.join(30)
-    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nhttp/ws"), answer
-    assert "asks to upgrade to b'websocket': answered as plain HTTP" in caplog.text
-    assert "WebSocket library" not in caplog.text and "Unsupported upgrade" not in caplog.text

@@ -1,5 +1,6 @@
-"""Engine.replace_api (serve --reload's engine surface): a new runtime loads beside the one serving, then serves;
-a failure changes nothing; the replaced one drains and its threads end."""
+"""An API's runtimes (``ApiRuntime.load_runtime`` and ``swap``, through ``Engine.replace_api``, serve --reload's
+engine surface): a new runtime loads beside the one serving, then serves; a failure changes nothing; the
+replaced one drains and its threads end."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chunked trailers from a hostile client, against a real ``localserve serve``.
+"""The guarded connection's limits on chunked trailers, from a hostile client against a real ``localserve serve``.
 
 Trailer fields count against the head's limit (431) and never become request headers.
 """

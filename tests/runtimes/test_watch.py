@@ -1,5 +1,6 @@
-"""Live reloading: a version folder dropped in, a model file replaced, a version removed, all while requests
-run; each step is awaited on the model set's own refresh event (never a sleep)."""
+"""Live reloading of a multi-model API's models (the watch of its folders): a version folder dropped in, a
+model file replaced, a version removed, all while requests run; each step is awaited on the model set's own
+refresh event (never a sleep)."""
 
 from __future__ import annotations
 
