@@ -34,7 +34,7 @@ def test_a_websocket_upgrade_is_answered_as_plain_http_without_advice_to_install
     server = uvicorn_server(app, ServeOptions(), on_signal=lambda: None, on_started=started.set)
     assert server.config.ws == "none"
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG, logger="localserve"):  # an earlier test may have set its level
         thread.start()
         try:
             assert started.wait(30)
