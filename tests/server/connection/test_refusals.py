@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from localserve.server.connection.refusals import cut_body_message, header_refusal, write_refusal
+from tests.server.connection.test_writes import Recorder
 
 
 def test_a_coding_before_chunked_and_two_content_types_that_disagree_are_refused() -> None:
@@ -25,21 +26,6 @@ def test_a_cut_body_is_told_by_what_was_announced() -> None:
         "Content-Length announced."
     )
     assert cut_body_message([], 7).endswith("after 7 bytes of its chunked body, before the last (zero-size) chunk.")
-
-
-class Recorder:
-    """A transport that keeps what is written (the socket boundary)."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        assert not self.closed, "written after close"
-        self.writes.append(bytes(data))
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def test_a_refusal_is_one_write_of_a_json_error_and_closes_the_connection() -> None:
