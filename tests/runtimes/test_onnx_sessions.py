@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import onnxruntime
 import pytest
@@ -12,25 +11,11 @@ import pytest
 from localserve.config.options import ApiOptions
 from localserve.errors import ModelLoadError
 from localserve.runtimes.onnx import OnnxModel
-from tests.models import onnx_linear
+from tests.runtimes.test_onnx import linear, load, models
+
+__all__ = ["linear", "models"]  # the fixtures, shared with test_onnx.py
 
 HAS_CUDA = "CUDAExecutionProvider" in onnxruntime.get_available_providers()  # the package is onnxruntime-gpu
-
-
-def load(path: Path, **options: Any) -> OnnxModel:
-    return OnnxModel(path, ApiOptions(**options))
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("onnx")
-    onnx_linear(d / "linear.onnx")
-    return d
-
-
-@pytest.fixture(scope="module")
-def linear(models: Path) -> OnnxModel:
-    return load(models / "linear.onnx")
 
 
 def test_session_options(linear: OnnxModel) -> None:
