@@ -98,7 +98,7 @@ def _serve(
         on_listening=(lambda: _log_lines(runner.banner())) if banner else None,
     )
     if options.uds is None:  # api-<name> hosts resolve to a TCP port
-        app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)  # seed 001
+        app.host_names = serve_api_hosts(config, options.port, sock, lambda: server)
     stopped: int | None = None
     try:
         with capture_prints():  # what handlers print becomes log lines with their request id
