@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -53,6 +54,20 @@ class _Connection:
         self.calls = 0
         self.held = 0
         self.reading = asyncio.Lock()
+
+
+if sys.version_info >= (3, 11):
+
+    async def _within(seconds: float, read: Awaitable[bytes]) -> bytes:
+        """``read`` awaited under a timer in the call's own task (``asyncio.wait_for`` makes a task a call)."""
+        async with asyncio.timeout(seconds):
+            return await read
+
+else:
+
+    async def _within(seconds: float, read: Awaitable[bytes]) -> bytes:
+        """``read`` awaited under a timer (Python 3.10 has no ``asyncio.timeout``)."""
+        return await asyncio.wait_for(read, seconds)
 
 
 class Refusal(LocalServeError):
@@ -95,14 +110,14 @@ class Guard(grpc.aio.ServerInterceptor):
         arrivals = self.arrivals if rpc in INFERENCE_RPCS else None
 
         async def call(requests: Any, context: Context) -> Any:
+            peer = context.peer()
             if arrivals is None:
                 await self.check_key(context, rpc)
-                data = await self._read(context, rpc)
+                data = await self._read(context, rpc, peer)
             else:
                 with arrivals:
                     await self.check_key(context, rpc)
-                    data = await self._read(context, rpc)
-            peer = context.peer()
+                    data = await self._read(context, rpc, peer)
             try:
                 message = data if deserialize is None else deserialize(data)
                 return await behaviour(message, context)  # type: ignore[arg-type]  # the stubs know the sync context only
@@ -111,32 +126,14 @@ class Guard(grpc.aio.ServerInterceptor):
 
         return grpc.stream_unary_rpc_method_handler(call, response_serializer=handler.response_serializer)
 
-    async def _read(self, context: Context, rpc: str) -> bytes:
+    async def _read(self, context: Context, rpc: str, peer: str) -> bytes:
         """The call's one message, read under its connection's limits; the bytes are held until ``_release``."""
-        peer = context.peer()
         connection = self.connections.get(peer)
         if connection is None:
             connection = self.connections[peer] = _Connection()
         connection.calls += 1
-
-        async def read() -> bytes:
-            async with connection.reading:
-                if connection.held >= self.max_held:
-                    raise Refusal(
-                        f"The connection holds {connection.held:,} bytes of messages not yet answered, the most "
-                        f"one connection may (--max-body-size {self.max_held:,}); send again once some are "
-                        "answered, or over another connection.",
-                        413,
-                        "connection_buffer",
-                    )
-                message = await context.read()
-                if message is grpc.aio.EOF:
-                    raise RequestError(f"The {rpc} call ended without a request message; send one.")
-                connection.held += len(message)  # before the next read of the connection checks it
-                return bytes(message)
-
         try:
-            data = await asyncio.wait_for(read(), self.message_timeout)
+            data = await _within(self.message_timeout, self._take(connection, context, rpc))
         except asyncio.TimeoutError:
             self._release(peer, 0)
             message = f"The request message did not arrive within {self.message_timeout:g} s (--body-timeout)."
@@ -145,6 +142,22 @@ class Guard(grpc.aio.ServerInterceptor):
             self._release(peer, 0)
             await self._refuse(context, rpc, exc)
         return data
+
+    async def _take(self, connection: _Connection, context: Context, rpc: str) -> bytes:
+        async with connection.reading:
+            if connection.held >= self.max_held:
+                raise Refusal(
+                    f"The connection holds {connection.held:,} bytes of messages not yet answered, the most "
+                    f"one connection may (--max-body-size {self.max_held:,}); send again once some are "
+                    "answered, or over another connection.",
+                    413,
+                    "connection_buffer",
+                )
+            message = await context.read()
+            if message is grpc.aio.EOF:
+                raise RequestError(f"The {rpc} call ended without a request message; send one.")
+            connection.held += len(message)  # before the next read of the connection checks it
+            return bytes(message)
 
     def _release(self, peer: str, size: int) -> None:
         connection = self.connections[peer]
