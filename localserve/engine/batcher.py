@@ -51,6 +51,7 @@ class Batcher:
         interval: float,
         deliver: Callable[[list[tuple[Any, Outcome]]], None],
         upstream: Callable[[], int] = lambda: 0,
+        concurrency: Callable[[], int] = lambda: 0,
         observe: Callable[[int], None] | None = None,
         observe_run: Callable[[float], None] | None = None,
         traced: Callable[[list[Any], float, float], None] | None = None,
@@ -63,6 +64,7 @@ class Batcher:
         self.interval = interval
         self.deliver = deliver
         self.upstream = upstream
+        self.concurrency = concurrency  # the most requests the API held at once lately: companions to expect
         self.observe = observe  # told the batch size the model saw, each run
         self.observe_run = observe_run  # told the seconds each model call took
         self.traced = traced  # told the tags, start and end of each run of several entries (tracing: one span)
@@ -115,11 +117,12 @@ class Batcher:
             if (
                 self._busy
                 or self._pending
-                or (self.thread is not None and self.upstream() and whole_batch(entries, self.max_rows) is None)
+                or (self.thread is not None and self._expects(entries) and whole_batch(entries, self.max_rows) is None)
             ):
                 self._pending.extend(entries)
-                # The thread gathering a batch is woken only when it would end it: full, or nothing more on its way.
-                if not self._gathering or whole_batch(self._pending, self.max_rows) is not None or self.upstream() <= 0:
+                # The thread gathering a batch is woken only when it would end it: full, or nothing more expected.
+                pending = self._pending
+                if not self._gathering or whole_batch(pending, self.max_rows) is not None or not self._expects(pending):
                     self._cond.notify()
                 return None
             self._busy = True
@@ -138,6 +141,11 @@ class Batcher:
                 with self._mutex:
                     self._cond.notify()
 
+    def _expects(self, entries: list[Entry]) -> bool:
+        """Whether companions of ``entries`` may come: requests on their way, or fewer here than the API held lately
+        (a gRPC door hands calls over one at a time, so its next one is often not on its way yet)."""
+        return self.upstream() > 0 or len(entries) < self.concurrency()
+
     # -- the batcher's thread -----------------------------------------------------------------------
     def _loop(self) -> None:
         cond = self._cond
@@ -151,7 +159,7 @@ class Batcher:
                 self._gathering = True
                 while (full := whole_batch(self._pending, self.max_rows)) is None:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or self.upstream() <= 0 or self._closed:
+                    if remaining <= 0 or not self._expects(self._pending) or self._closed:
                         break
                     cond.wait(remaining)
                 self._gathering = False

@@ -97,6 +97,48 @@ def test_a_submit_that_fills_the_largest_bucket_runs_at_once_on_its_own_thread(t
         batcher.stop()
 
 
+def test_a_lone_submit_waits_for_companions_when_the_api_held_more_requests_lately(tmp_path: Path) -> None:
+    # A gRPC door hands calls over one at a time: none is on its way (upstream 0) while the API held three at once a
+    # moment ago. The lone submit goes to the batcher's thread, which gathers until it holds that many.
+    delivered: list[tuple[Any, Any]] = []
+    done = threading.Event()
+
+    def deliver(answers: list[tuple[Any, Any]]) -> None:
+        delivered.extend(answers)
+        done.set()
+
+    seen: list[int] = []
+    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
+    batcher = Batcher(
+        "t", model, buckets=(1, 2, 4), interval=60.0, deliver=deliver, concurrency=lambda: 3, observe=seen.append
+    )
+    batcher.start()
+    try:
+        rows = [(i, {"x": np.full((1, 4), float(i), np.float32)}) for i in range(3)]
+        assert batcher.submit(rows[:1]) is None, "a lone request ran alone though companions were expected"
+        assert batcher.submit(rows[1:2]) is None
+        assert not done.is_set()
+        assert batcher.submit(rows[2:]) is None  # the third: as many as the API held, the batch ends
+        assert done.wait(30)
+    finally:
+        batcher.stop()
+    assert [(tag, out[0].tolist()) for tag, out in delivered] == [(i, [[i + 4.0] * 4]) for i in range(3)]
+    batcher.flush()
+    assert seen == [3]
+
+
+def test_a_lone_submit_runs_at_once_when_the_api_held_one_request_lately(tmp_path: Path) -> None:
+    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
+    batcher = Batcher("t", model, buckets=(1, 2, 4), interval=60.0, deliver=lambda _: None, concurrency=lambda: 1)
+    batcher.start()
+    try:
+        outcomes = batcher.submit([("a", {"x": np.ones((1, 4), np.float32)})])
+    finally:
+        batcher.stop()
+    assert outcomes is not None, "concurrency 1: the lone request waited for companions"
+    assert outcomes[0][1][0].tolist() == [[2.0] * 4]  # ran alone: bucket 1
+
+
 def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> None:
     batcher, seen = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4, 8))
     feeds = [{"x": np.full((n, 4), float(i), np.float32)} for i, n in enumerate((1, 2, 2), start=1)]
