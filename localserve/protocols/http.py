@@ -51,6 +51,11 @@ def request_id_of(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"x-request-id" and value and not _BAD_VALUE.search(value):  # it is sent back as a header
             return str(value.decode("latin-1")[:200])
+    return new_request_id()
+
+
+def new_request_id() -> str:
+    """A request id of this process: its prefix and a counter."""
     return f"{_ID_PREFIX}{next(_id_counter):016x}"
 
 

@@ -12,7 +12,7 @@ from localserve.engine.ports import Headers, Stages
 from localserve.errors import LocalServeError
 from localserve.messages.request import Request
 from localserve.messages.response import Reply
-from localserve.protocols.http import request_id_of
+from localserve.protocols.http import new_request_id, request_id_of
 from localserve.protocols.v2.grpc.status import CODES, code_of
 from localserve.tracing import Traced, carrier_of
 
@@ -122,4 +122,4 @@ def request_id_of_call(context: Context) -> str:
         if key == REQUEST_ID:
             raw = value.encode("utf-8") if isinstance(value, str) else value
             return request_id_of({"headers": [(REQUEST_ID.encode(), raw)]})
-    return request_id_of({"headers": ()})
+    return new_request_id()

@@ -108,15 +108,18 @@ class Guard(grpc.aio.ServerInterceptor):
         behaviour, deserialize = handler.unary_unary, handler.request_deserializer
         assert behaviour is not None
         arrivals = self.arrivals if rpc in INFERENCE_RPCS else None
+        keyed = self.expected_key is not None and rpc not in OPEN_RPCS
 
         async def call(requests: Any, context: Context) -> Any:
             peer = context.peer()
             if arrivals is None:
-                await self.check_key(context, rpc)
+                if keyed:
+                    await self.check_key(context, rpc)
                 data = await self._read(context, rpc, peer)
             else:
                 with arrivals:
-                    await self.check_key(context, rpc)
+                    if keyed:
+                        await self.check_key(context, rpc)
                     data = await self._read(context, rpc, peer)
             try:
                 message = data if deserialize is None else deserialize(data)
