@@ -95,7 +95,7 @@ class ApiRuntime:
         self.counted = None if metrics is None else metrics.api(api.name)  # this API's request metrics
         self.write_in_flight = metrics is not None and metrics.multiprocess  # else the gauge reads in_flight
         if metrics is not None and not metrics.multiprocess:
-            metrics.read_live(api.name, lambda: self.in_flight, lambda: self.pipeline.depth)
+            metrics.read_live(api.name, lambda: self.in_flight, lambda: self.pipeline.queue.depth)
 
     def build(self, api: ApiConfig) -> Runtime:
         """A Runtime of ``api`` (this API's name), not started and not loaded."""

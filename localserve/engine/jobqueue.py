@@ -40,6 +40,23 @@ class Arrivals:
         self.count -= 1
 
 
+class Admission:
+    """An admitted request whose body is being read: counted against the queue until it is queued."""
+
+    __slots__ = ("queue",)
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+
+    def __enter__(self) -> None:
+        self.queue.reading += 1
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.queue.reading -= 1
+
+
 class JobQueue:
     """The jobs of one API between admission and the model, and the work items of its threads."""
 

@@ -14,11 +14,10 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from localserve.engine.job import QUEUED, Job
-from localserve.engine.jobqueue import JobQueue
+from localserve.engine.jobqueue import Admission
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Client, Hooks, ReplyWriter, Stages
 from localserve.engine.traces import enter_span
@@ -37,23 +36,6 @@ CAPACITY_WARNING_EVERY = 60.0  # and told at most this often (each is in the acc
 _clock = time.monotonic  # the warnings' clock (a test's to set)
 
 WATCH_AFTER = 0.02  # seconds a request waits before a task listens for its client leaving
-
-
-class Admission:
-    """An admitted request whose body is being read: counted against the queue until it is queued."""
-
-    __slots__ = ("queue",)
-
-    def __init__(self, queue: JobQueue) -> None:
-        self.queue = queue
-
-    def __enter__(self) -> None:
-        self.queue.reading += 1
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.queue.reading -= 1
 
 
 class Lifecycle:
@@ -137,8 +119,7 @@ class Lifecycle:
         del request
         waiting = self.waiting
         waiting[job] = None
-        if len(waiting) > self._queue.concurrency:
-            self._queue.concurrency = len(waiting)
+        self._queue.concurrency = max(self._queue.concurrency, len(waiting))
         if self._sweeping is not loop:  # no sweep yet, or one on a loop that is gone
             loop.call_at(job.started + self.tick, self._sweep)
             self._sweeping = loop

@@ -72,8 +72,7 @@ class Pipeline:
         self._queue = jobs.items
         # The queue's own methods, bound once: the event loop calls them for every request.
         self.submit, self.drop, self.full = jobs.submit, jobs.drop, jobs.full
-        self._start, self._prepared = jobs.start, jobs.prepared
-        self._upstream, self._concurrency = jobs.upstream, jobs.concurrent
+        self._start, self._prepared, self._upstream = jobs.start, jobs.prepared, jobs.upstream
         self._workers: list[threading.Thread] = []
         self.drain_limit = DRAIN_LIMIT - 1  # items a thread takes from the queue besides the one it waited for
         self.affinity: set[int] | None = None  # the cores ``pin`` put the threads on
@@ -114,7 +113,7 @@ class Pipeline:
             interval=batching.batch_interval,
             deliver=self.deliver,
             upstream=self._upstream,
-            concurrency=self._concurrency,
+            concurrency=self.queue.concurrent,
             observe=self.hooks.batch,
             observe_run=None if self.hooks.stage is None else lambda s: self.hooks.stage("inference", s),  # type: ignore[misc]
             traced=self.hooks.batch_run,
@@ -151,12 +150,6 @@ class Pipeline:
     def join(self, timeout: float) -> list[str]:
         """After ``stop``: wait up to ``timeout`` s for the API's threads to end; those still running (see leftovers.py)."""
         return join_all(self.all_threads(), timeout)
-
-    # -- the event loop's side (the queue's) -------------------------------------------------
-    @property
-    def depth(self) -> int:
-        """How many requests are queued: admitted, neither started nor dropped."""
-        return self.queue.depth
 
     # -- the worker threads -------------------------------------------------------------------
     def _work(self) -> None:

@@ -44,7 +44,7 @@ def test_full_queue_answers_503_with_retry_after_at_once(serve, make_project, mo
         first = post_async(client, "block", results)
         assert main.entered.wait(60)
         second = post_async(client, "queued", results)
-        wait_for(lambda: client.app.apis["proj"].pipeline.depth == 1, "the second request queued")
+        wait_for(lambda: client.app.apis["proj"].pipeline.queue.depth == 1, "the second request queued")
         response = client.post("/", content=b"overflow", headers={"X-Request-ID": "o1"})
         assert results == {}  # answered at once: the worker still holds "block", "queued" still waits
         assert response.status_code == 503
@@ -80,7 +80,7 @@ def test_timeout_is_504_and_unstarted_work_is_dropped(serve, make_project) -> No
         first = post_async(client, "block", results)
         assert main.entered.wait(60)
         second = post_async(client, "never", results)
-        wait_for(lambda: client.app.apis["proj"].pipeline.depth == 1, "the second request queued")
+        wait_for(lambda: client.app.apis["proj"].pipeline.queue.depth == 1, "the second request queued")
         first.join(60)
         second.join(60)
         assert results["block"].status_code == 504
@@ -123,7 +123,7 @@ def queue_behind_a(client, main, results: dict, *bodies: str) -> list[threading.
     assert main.entered["a"].wait(60)
     for count, body in enumerate(bodies, start=1):  # one after the other: queued in this order
         posts.append(post_async(client, body, results))
-        wait_for(lambda count=count: client.app.apis["proj"].pipeline.depth == count, f"{body} queued")
+        wait_for(lambda count=count: client.app.apis["proj"].pipeline.queue.depth == count, f"{body} queued")
     return posts
 
 

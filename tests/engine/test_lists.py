@@ -43,7 +43,7 @@ def test_batched_predictor_gets_lists_and_must_return_one_per_payload(serve, mak
             assert predictor.started.wait(10)
             queued = [pool.submit(client.post, "/pred", json=v) for v in (1, 2, 3)]
             pipeline = client.app.apis["pred"].pipeline
-            wait_until(lambda: pipeline.depth == 3, "the three requests queued")
+            wait_until(lambda: pipeline.queue.depth == 3, "the three requests queued")
             predictor.release.set()
             assert first.result(30).text == "released"
             assert sorted(q.result(30).json() for q in queued) == [2, 4, 6]

@@ -63,9 +63,10 @@ def test_one_request_at_a_time_by_default_and_more_threads_on_request(serve, mak
                     wait_for(lambda: main.active == 1, "the first request running")
                 else:
                     wait_for(
-                        lambda i=i, pipeline=pipeline: pipeline.depth == i, f"{i} requests queued behind the first"
+                        lambda i=i, pipeline=pipeline: pipeline.queue.depth == i,
+                        f"{i} requests queued behind the first",
                     )
-            assert (main.active, pipeline.depth) == ((4, 0) if threads else (1, 3))
+            assert (main.active, pipeline.queue.depth) == ((4, 0) if threads else (1, 3))
             main.release.set()
             for worker in workers:
                 worker.join(60)
@@ -135,7 +136,7 @@ def burst(client, rows: list[list[list[float]]]) -> list[httpx.Response]:
     assert h.started.wait(60)
     others = [pool.submit(client.post, "/echo", json={"x": x}) for x in rows]
     pipeline = client.app.apis["echo"].pipeline
-    wait_for(lambda: pipeline.depth == len(rows), f"{len(rows)} requests queued")
+    wait_for(lambda: pipeline.queue.depth == len(rows), f"{len(rows)} requests queued")
     h.release.set()
     responses = [first.result(30), *(f.result(30) for f in others)]
     pool.shutdown()
@@ -233,7 +234,7 @@ def test_the_model_runs_a_full_batch_while_the_thread_prepares_the_next(serve, m
         others = []
         for i, x in enumerate(rows, 1):  # one by one: the "last" request must be queued last (a busy machine reorders)
             others.append(pool.submit(client.post, "/echo", json={"x": x, "last": i == 7}))
-            wait_for(lambda i=i: client.app.apis["echo"].pipeline.depth == i, f"{i} requests queued")
+            wait_for(lambda i=i: client.app.apis["echo"].pipeline.queue.depth == i, f"{i} requests queued")
         h.release.set()
         responses = [first.result(30), *(f.result(30) for f in others)]
         pool.shutdown()

@@ -41,7 +41,7 @@ def test_a_stream_holds_the_thread_until_its_last_chunk(serve, make_project) -> 
             assert main.streaming.wait(60)
             other = pool.submit(client.post, "/", content=b"other")
             pipeline = client.app.apis["proj"].pipeline
-            wait_for(lambda: pipeline.depth == 1, "the other request queued behind the stream")
+            wait_for(lambda: pipeline.queue.depth == 1, "the other request queued behind the stream")
             main.go_on.set()
             assert stream.result(30).text == "a0 a1 a2 "
             assert other.result(30).text == "b"

@@ -78,7 +78,7 @@ def test_a_batched_model_run_is_one_span_linking_every_request_it_served(
         first = pool.submit(post, parents[0][0])
         wait_until(lambda: "gate" in sys.modules and sys.modules["gate"].FIRST, "the first request running")
         rest = [pool.submit(post, header) for header, _ in parents[1:]]
-        wait_until(lambda: pipeline.depth == 7, "seven requests queued behind it")
+        wait_until(lambda: pipeline.queue.depth == 7, "seven requests queued behind it")
         sys.modules["gate"].OPEN.set()
         assert [f.result() for f in [first, *rest]] == [200] * 8
 
