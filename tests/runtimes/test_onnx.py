@@ -131,6 +131,22 @@ def test_a_model_whose_weights_pass_the_limit_keeps_one_session(
     assert load(path, batching=True)._quiet is not None
 
 
+def test_a_model_that_only_mentions_a_file_beside_it_weighs_its_own_size(linear: OnnxModel, tmp_path: Path) -> None:
+    # Only external data (a "location" entry) makes a file beside the model part of its weights: a name in the
+    # model's text (a doc string, a node's name) is not one.
+    import onnx
+
+    from localserve.runtimes.onnx_sessions import weights_size
+
+    model = onnx.load(linear.path)
+    model.doc_string = "trained on data.csv; see notes.txt"
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, path)
+    (tmp_path / "data.csv").write_bytes(b"\0" * 1000)
+    (tmp_path / "notes.txt").write_bytes(b"\0" * 10)
+    assert weights_size(path) == path.stat().st_size
+
+
 def test_signatures_are_real_node_args(linear: OnnxModel) -> None:
     (arg,) = linear.input_signature
     assert isinstance(arg, onnxruntime.NodeArg)
