@@ -6,6 +6,9 @@ import contextlib
 import io
 import logging
 import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,33 @@ def session_options(options: ApiOptions, spin: bool) -> Any:
         )
     sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     return sess_options
+
+
+def quiet_options(path: Path, options: ApiOptions, spin: bool, device: str) -> Any:
+    """The options of a second, never-spinning session for a batching CPU API's calls under load; None if not needed.
+
+    A spinning pool saves a lone call its threads' wake-up, but under load it spins through every gap between
+    stacked calls on a core the event loop and the API's thread need (benchmarks/README.md, "the spin"), and a
+    lone call among stacked ones would start that spin again. The weights are held twice, so a model whose
+    weights pass ``STACKED_COPY_LIMIT`` keeps the one session.
+    """
+    if not (spin and options.batching) or device != CPU or weights_size(path) > STACKED_COPY_LIMIT:
+        return None
+    return session_options(options, spin=False)
+
+
+def in_thread(make: Callable[[Any], Any], arg: Any, name: str) -> Future[Any]:
+    """``make(arg)`` on a thread of its own, from now: its result (or what it raised) in the future returned."""
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(make(arg))
+        except BaseException as exc:  # handed to whoever waits for the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def execution_providers(options: ApiOptions) -> list[tuple[str, dict[str, str]]]:
