@@ -331,6 +331,9 @@ DEFERRED = (
     "tensorflow",  # an ONNX model
     "httpx",  # localserve.testing's client only
     "importlib.metadata",  # no --grpc-port: the installed grpcio and protobuf are looked up only then
+    "zipfile",  # a model file, not a .zip
+    "csv",  # no text/csv answer
+    "decimal",  # no Decimal in an answer (which only code that imported decimal can make)
 )
 
 
