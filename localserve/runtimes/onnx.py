@@ -103,7 +103,7 @@ class OnnxModel:
         cpu_only = providers == [CPU]
         self._quiet = quiet_options(self.path, options, spin, CPU) if cpu_only else None
         self._stacked: Any = None  # the stacked calls' session
-        beside = in_thread(self._new_session, self._quiet, "localserve-onnx-session") if self._quiet else None
+        beside = None if self._quiet is None else in_thread(self._new_session, self._quiet, "localserve-onnx-session")
         try:
             self.session = self._open_first(options)
         except BaseException:
