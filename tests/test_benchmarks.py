@@ -251,6 +251,20 @@ def test_reload_benchmark_prints_the_reload_and_restart_times() -> None:
 
 
 @pytest.mark.slow
+def test_coldstart_benchmark_prints_each_servers_median_and_its_ratio_to_the_floor() -> None:
+    """benchmarks/coldstart.py: the floor and localserve started once each on the iris model."""
+    pytest.importorskip("onnxruntime")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "coldstart.py"), "--rounds", "1", "--only", "iris"]
+    proc = subprocess.run(
+        [*cmd, "--servers", "floor,localserve"], capture_output=True, text=True, timeout=180, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    for name in ("floor", "localserve"):
+        line = rf"^iris  {name} +median [\d.]+ s  [\d.]+x floor, CPU [\d.]+ s   \([\d.]+\)$"
+        assert re.search(line, proc.stdout, re.M), proc.stdout
+
+
+@pytest.mark.slow
 def test_multimodel_benchmark_prints_uncached_against_cached() -> None:
     """benchmarks/multimodel.py: the first request of a model not in memory against one in memory."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "multimodel.py"), "--rounds", "2", "--model", "iris"]

@@ -3,7 +3,6 @@ each refused with a ConfigError that names the place, the key, the bad value and
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -46,6 +45,8 @@ def check_keys(raw: Mapping[str, Any], valid: tuple[str, ...], where: str, secti
 
 def suggest(word: str, options: list[str] | tuple[str, ...]) -> str:
     """The hint " Did you mean 'option'?" for the option closest to ``word``; nothing when none is close."""
+    import difflib  # lazy: only for an error's suggestion; a few milliseconds of every start otherwise
+
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
 

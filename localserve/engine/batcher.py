@@ -80,7 +80,11 @@ class Batcher:
 
     # -- set-up -------------------------------------------------------------------------------------
     def warm(self) -> None:
-        """Run every bucket size once (before the API is ready) when the input shapes are known."""
+        """Run every bucket size once (before the API is ready) when the input shapes are known.
+
+        Needed on a GPU, where a new shape re-plans; on the CPU a first call costs only its session's first wake-up
+        and every size together a few milliseconds of the start, so it is kept there too: one rule, and no first
+        request pays it (docs/explanation/batching.md)."""
         specs = self.model.batch_inputs()
         if specs is None:
             self._cold = set(self.buckets)

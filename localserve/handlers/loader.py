@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import inspect
@@ -72,6 +71,8 @@ def _get_attr(module: ModuleType, attr_path: str, spec: str, what: str) -> Any:
     target: Any = module
     for part in attr_path.split("."):
         if not hasattr(target, part):
+            import difflib  # lazy: only for an error's suggestion; a few milliseconds of every start otherwise
+
             names = [n for n in dir(target) if not n.startswith("_")]
             close = difflib.get_close_matches(part, names, n=1)
             hint = f' Did you mean "{close[0]}"?' if close else ""

@@ -4,15 +4,14 @@ warning; and whether a client's Accept header asks for msgpack."""
 
 from __future__ import annotations
 
-import csv
 import datetime
-import decimal
 import enum
 import io
 import json
 import logging
 import math
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +33,8 @@ def json_default(value: Any) -> Any:
         return value.item()
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
-    if isinstance(value, decimal.Decimal):
+    decimal = sys.modules.get("decimal")  # not imported: no value can be a Decimal (and a start spares its import)
+    if decimal is not None and isinstance(value, decimal.Decimal):
         return float(value)
     if isinstance(value, set | frozenset | tuple):
         return list(value)
@@ -150,6 +150,8 @@ def _msgpack_default(value: Any) -> Any:
 
 def dump_csv(rows: list[Any]) -> bytes:
     """Rows as CSV (UTF-8): dicts under a header row of their keys in order of appearance, else one row each."""
+    import csv  # lazy: CSV answers only; a few milliseconds of every start otherwise
+
     out = io.StringIO()
     if rows and all(isinstance(r, Mapping) for r in rows):
         fieldnames: list[str] = []

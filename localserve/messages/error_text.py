@@ -3,7 +3,6 @@ server's paths left out, and the one JSON body of every error response."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -101,6 +100,8 @@ def install_hint(module: str) -> str:
         return f"pip install 'localserve[cortex]' (Cortex had {package} pre-installed)"
     if module in PACKAGES or top in PACKAGES:
         return f"pip install {package}, or add it to requirements.txt"
+    import difflib  # lazy: only for an error's suggestion; a few milliseconds of every start otherwise
+
     nearest = difflib.get_close_matches(top, sorted(installed), n=1, cutoff=0.8)
     guess = f"did you mean {nearest[0]!r} (installed)? If not, " if nearest else ""
     return f"{guess}add the package that provides {top!r} to requirements.txt (check its name on PyPI first)"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -166,6 +165,8 @@ def _warn_unknown_keys(result: Mapping[Any, Any]) -> None:
     _warned.add(unknown)
     hints = []
     for key in sorted(unknown):
+        import difflib  # lazy: only for an error's suggestion; a few milliseconds of every start otherwise
+
         close = difflib.get_close_matches(key, sorted(ABEJA_KEYS), n=1, cutoff=0.5)
         hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     log.warning(

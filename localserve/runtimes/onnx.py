@@ -25,14 +25,7 @@ from localserve.runtimes import (
     summarize_value,
 )
 from localserve.runtimes.feed import coerce_feed
-from localserve.runtimes.onnx_sessions import (
-    CPU,
-    CUDA,
-    STACKED_COPY_LIMIT,
-    execution_providers,
-    session_options,
-    weights_size,
-)
+from localserve.runtimes.onnx_sessions import CPU, CUDA, execution_providers, in_thread, quiet_options, session_options
 
 logger = logging.getLogger("localserve")
 
@@ -105,38 +98,29 @@ class OnnxModel:
         # Spin-waiting threads burn the cores that the HTTP side needs (see ``spinning``).
         spin = spinning(options.replicas, options.api_threads)
         self._sess_options = session_options(options, spin)
+        # A batching CPU API's second session (``quiet_options``) is made beside the first, on a thread of its own:
+        # onnxruntime builds a session mostly without the GIL, so with a core free the two take about the time of one.
+        cpu_only = providers == [CPU]
+        self._quiet = quiet_options(self.path, options, spin, CPU) if cpu_only else None
+        self._stacked: Any = None  # the stacked calls' session
+        beside = None if self._quiet is None else in_thread(self._new_session, self._quiet, "localserve-onnx-session")
         try:
-            self.session = self._open()
-        except Exception as exc:
-            if CUDA not in providers:
-                raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
-            # onnxruntime would have fallen back to the CPU on its own, printing why on stdout; here
-            # the CPU tells whether the model or the GPU failed, and the GPU's reason is kept.
-            self._providers, providers = [(CPU, {})], [CPU]
-            self.session = self._new_session()  # the model's own error, if it is the model
-            no_gpu(
-                f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name}: {_reason(exc)}",
-                options,
-            )
-        used = self.session.get_providers()
-        if options.gpu and CUDA in providers and CUDA not in used:
-            no_gpu(
-                f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name} (the session "
-                f"came up with {used}): the NVIDIA driver or the CUDA/cuDNN libraries it needs are missing or do not "
-                "match; onnxruntime's log above names the library that failed to load. Install the driver and the "
-                f"CUDA and cuDNN versions listed for onnxruntime-gpu {onnxruntime.__version__} "
-                "(e.g. pip install 'onnxruntime-gpu[cuda,cudnn]')",
-                options,
-            )
-        self.device: str = used[0]
+            self.session = self._open_first(options)
+        except BaseException:
+            if beside is not None:
+                beside.exception()  # waited for: the same model's error, of which the first session's is said
+            raise
+        self.device: str = self.session.get_providers()[0]
         # onnxruntime's CUDA provider re-plans every convolution when the input shape changes, even back
         # to a shape it has seen, and that pause outlasts many batches: on a GPU each batch size the
         # engine uses gets a session of its own, made and warmed before traffic.
         self._per_bucket = self.device == CUDA
         self._buckets: dict[int, Any] = {}
         self._bucket_lock = threading.Lock()
-        self._quiet = self._quiet_pool(options, spin)  # the stacked calls' session options, or None
-        self._stacked: Any = None  # their session, made on the first stacked call
+        if beside is not None:
+            self._stacked = beside.result()
+        elif not cpu_only:  # the GPU asked for, and the CPU serving: made on the first stacked call
+            self._quiet = quiet_options(self.path, options, spin, self.device)
         self._lone = True  # the last bucketed call was of one row: the next lone one may run on the spinning pool
         self._inputs = [_Input(arg) for arg in self.session.get_inputs()]
         self._shared = shared_dims(
@@ -173,6 +157,34 @@ class OnnxModel:
         """Input name -> (dtype, shape without the batch dimension) when the model can be batched; else None."""
         return fixed_rest([(i.name, i.dtype, i.shape) for i in self._inputs])
 
+    def _open_first(self, options: ApiOptions) -> Any:
+        """The model's own session: on CUDA when asked and it starts, else on the CPU (``no_gpu`` decides)."""
+        providers = [p for p, _ in self._providers]
+        try:
+            session = self._open()
+        except Exception as exc:
+            if CUDA not in providers:
+                raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
+            # onnxruntime would have fallen back to the CPU on its own, printing why on stdout; here
+            # the CPU tells whether the model or the GPU failed, and the GPU's reason is kept.
+            self._providers, providers = [(CPU, {})], [CPU]
+            session = self._new_session()  # the model's own error, if it is the model
+            no_gpu(
+                f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name}: {_reason(exc)}",
+                options,
+            )
+        used = session.get_providers()
+        if options.gpu and CUDA in providers and CUDA not in used:
+            no_gpu(
+                f"onnxruntime-gpu {onnxruntime.__version__} could not start CUDA for {self.path.name} (the session "
+                f"came up with {used}): the NVIDIA driver or the CUDA/cuDNN libraries it needs are missing or do not "
+                "match; onnxruntime's log above names the library that failed to load. Install the driver and the "
+                f"CUDA and cuDNN versions listed for onnxruntime-gpu {onnxruntime.__version__} "
+                "(e.g. pip install 'onnxruntime-gpu[cuda,cudnn]')",
+                options,
+            )
+        return session
+
     def _open(self, sess_options: Any = None) -> Any:
         """A session on ``_providers``, never onnxruntime's silent CPU fallback: ``enable_fallback=0``.
 
@@ -189,21 +201,10 @@ class OnnxModel:
         except Exception as exc:
             raise ModelLoadError(f"Cannot load ONNX model {self.path}: {_reason(exc)}") from None
 
-    def _quiet_pool(self, options: ApiOptions, spin: bool) -> Any:
-        """The options of a second, never-spinning session for a batching CPU API's calls under load; None if not needed.
-
-        A spinning pool saves a lone call its threads' wake-up, but under load it spins through every gap between
-        stacked calls on a core the event loop and the API's thread need (benchmarks/README.md, "the spin"), and a
-        lone call among stacked ones would start that spin again. The weights are held twice, so a model whose
-        weights pass ``STACKED_COPY_LIMIT`` keeps the one session.
-        """
-        if not (spin and options.batching) or self.device != CPU or weights_size(self.path) > STACKED_COPY_LIMIT:
-            return None
-        return session_options(options, spin=False)
-
     def _stacked_session(self) -> Any:
-        """The session of the stacked calls (see ``_quiet_pool``), made on the first one: the warm-up of the
-        batch sizes makes it at load when the input shapes are known; a model never batched never has it."""
+        """The session of the stacked calls (``quiet_options``): made at load beside the model's own, or, where
+        the CPU serves an API that asked for the GPU, on the first stacked call (the batch sizes' warm-up at load
+        when the input shapes are known)."""
         session = self._stacked
         if session is None:
             with self._bucket_lock:
@@ -226,7 +227,7 @@ class OnnxModel:
 
     def run(self, feed: Feed, bucket: int | None = None) -> list[Any]:
         """Run the session once (the bucket's own session on a GPU, the stacked calls' own on a batching CPU API:
-        ``_quiet_pool``); onnxruntime's input errors are 400s."""
+        ``quiet_options``); onnxruntime's input errors are 400s."""
         if bucket is None:
             session = self.session
         elif self._per_bucket:

@@ -6,6 +6,9 @@ import contextlib
 import io
 import logging
 import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,33 @@ def session_options(options: ApiOptions, spin: bool) -> Any:
     return sess_options
 
 
+def quiet_options(path: Path, options: ApiOptions, spin: bool, device: str) -> Any:
+    """The options of a second, never-spinning session for a batching CPU API's calls under load; None if not needed.
+
+    A spinning pool saves a lone call its threads' wake-up, but under load it spins through every gap between
+    stacked calls on a core the event loop and the API's thread need (benchmarks/README.md, "the spin"), and a
+    lone call among stacked ones would start that spin again. The weights are held twice, so a model whose
+    weights pass ``STACKED_COPY_LIMIT`` keeps the one session.
+    """
+    if not (spin and options.batching) or device != CPU or weights_size(path) > STACKED_COPY_LIMIT:
+        return None
+    return session_options(options, spin=False)
+
+
+def in_thread(make: Callable[[Any], Any], arg: Any, name: str) -> Future[Any]:
+    """``make(arg)`` on a thread of its own, from now: its result (or what it raised) in the future returned."""
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(make(arg))
+        except BaseException as exc:  # handed to whoever waits for the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
 def execution_providers(options: ApiOptions) -> list[tuple[str, dict[str, str]]]:
     """The execution providers of a session: CUDA (with its options over ``CUDA_DEFAULTS``) then the CPU,
     or the CPU alone; ``no_gpu`` decides what happens when a GPU was asked for and CUDA is not there."""
@@ -72,13 +102,19 @@ def execution_providers(options: ApiOptions) -> list[tuple[str, dict[str, str]]]
 def weights_size(path: Path) -> int:
     """The bytes of a model's weights: its file, and the files beside it that it names (ONNX external data,
     ``location`` in the model) when the file itself is within ``STACKED_COPY_LIMIT`` (else that is enough).
-    The file is searched once for all the names beside it."""
+
+    Part of every batching CPU API's start: a model that names no ``location`` (most) costs one plain search of its
+    bytes; only one that does is searched, once, for all the names beside it (a pattern of many alternatives, tens
+    of times slower over a model of megabytes)."""
     size = path.stat().st_size
     if size > STACKED_COPY_LIMIT:
         return size
     siblings = {s.name.encode(): s for s in path.parent.iterdir() if s != path and s.is_file()}
     if not siblings:
         return size
+    data = path.read_bytes()
+    if b"location" not in data:  # the key of every external data entry (TensorProto.external_data)
+        return size
     names = re.compile(b"|".join(re.escape(name) for name in sorted(siblings, key=len, reverse=True)))
-    named = set(names.findall(path.read_bytes()))
+    named = set(names.findall(data))
     return size + sum(siblings[name].stat().st_size for name in named)

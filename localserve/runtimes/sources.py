@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import sys
-import zipfile
 from pathlib import Path
 
 from localserve.errors import ModelLoadError
@@ -90,6 +89,8 @@ def extract_zip(archive: Path, models: Path) -> Path:
     if not target.is_dir():
         models.mkdir(parents=True, exist_ok=True)
         with staging_dir(models, target) as staging:
+            import zipfile  # lazy: zipped models only; a few milliseconds of every start otherwise
+
             try:
                 with zipfile.ZipFile(archive) as zf:
                     zf.extractall(staging)  # zipfile drops absolute paths and '..' parts of member names

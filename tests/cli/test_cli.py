@@ -322,14 +322,18 @@ def test_help_and_abeja_handlers_do_not_import_heavy_runtimes(make_project) -> N
     assert localserve("--help").returncode == 0
 
 
-# The heavy dependencies an API imports only when it uses them (localserve's own modules are imported at
-# start-up; tests/test_layers.py holds each in-function import to one of these).
+# The heavy dependencies (and slow imports) an API imports only when it uses them (localserve's own modules are
+# imported at start-up; tests/test_layers.py holds each in-function import to one of these).
 DEFERRED = (
     "boto3",  # a model on disk, not s3://
     "redis",  # no AsyncAPI with a Redis store
     "grpc",  # no --grpc-port
     "tensorflow",  # an ONNX model
     "httpx",  # localserve.testing's client only
+    "importlib.metadata",  # no --grpc-port: the installed grpcio and protobuf are looked up only then
+    "zipfile",  # a model file, not a .zip
+    "csv",  # no text/csv answer
+    "decimal",  # no Decimal in an answer (which only code that imported decimal can make)
 )
 
 

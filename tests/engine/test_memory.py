@@ -175,9 +175,10 @@ def mlp(path: Path) -> Path:
     return path
 
 
-# What the engine does when it loads a batching API, on a thread of its own: the model (its session for lone
-# calls), then the warm-up of every batch size, which makes the stacked calls' second session
-# (runtimes/onnx.py, _quiet_pool); then malloc_trim. Prints how much the warm-up grew the RSS, in MiB.
+# What the engine does when a thread that loaded a model goes on to load another (a second model, a new version, a
+# GPU's session per batch size): the first session frees its copy of the model file, which is what makes glibc raise
+# its thresholds; then the second model and the warm-up of every batch size; then malloc_trim. Prints how much the
+# second model and its warm-up grew the RSS, in MiB.
 LOAD = """
 import sys, threading
 from pathlib import Path
@@ -195,8 +196,9 @@ if sys.argv[2] == "held":
 grew, models = [], []
 
 def load():
-    model = OnnxModel(Path(sys.argv[1]), ApiOptions(batching=True, batch_interval=0.002))
+    models.append(OnnxModel(Path(sys.argv[1]), ApiOptions()))
     before = rss_mib()
+    model = OnnxModel(Path(sys.argv[1]), ApiOptions())
     for size in (1, 2, 4, 8, 16, 32):
         model.run({"x": np.zeros((size, 256), np.float32)}, bucket=size)
     grew.append(rss_mib() - before)
@@ -219,7 +221,7 @@ def rss_growth_of_loading(path: Path, thresholds: str) -> float:
 @glibc_only
 def test_held_thresholds_keep_what_loading_frees_out_of_the_rss(tmp_path: Path) -> None:
     path = mlp(tmp_path / "mlp.onnx")
-    weights = path.stat().st_size / 2**20  # what the second session holds
+    weights = path.stat().st_size / 2**20  # what the second model's session holds
     held = rss_growth_of_loading(path, "held")
     raised = rss_growth_of_loading(path, "glibc's")  # glibc raised its thresholds as the first session freed
     assert held < weights + 2, held

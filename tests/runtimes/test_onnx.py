@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -77,17 +78,38 @@ def test_a_batching_model_runs_its_stacked_calls_on_a_session_whose_pool_never_s
     assert linear._quiet is None  # no batching: one session
     model = load(Path(linear.path), batching=True, batch_interval=0.005)
     one, four = np.ones((1, 4), np.float32), np.ones((4, 4), np.float32)
+    stacked = model._stacked  # made at load, beside the model's own session
+    assert stacked is not None and stacked is not model.session
     lone = model.run({"x": one}, 1)
     model.run({"x": one})  # no bucket: a call of any shape (onnx_client.predict, a feed that cannot be stacked)
-    assert model._stacked is None  # made on the first stacked call only
     np.testing.assert_allclose(model.run({"x": four}, 4)[0][:1], lone[0])
-    stacked = model._stacked
-    assert stacked is not None and stacked is not model.session
     assert stacked.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert model.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "1"
     model.run({"x": four}, 4)
     assert model._stacked is stacked
     assert load(Path(linear.path), batching=True, replicas=2)._quiet is None  # not spinning: nothing to spare
+
+
+def test_a_batching_models_two_sessions_are_made_at_once_on_two_threads(
+    linear: OnnxModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # onnxruntime builds a session mostly without the GIL: the quiet one, made on a thread of its own while the
+    # loading thread makes the model's own, adds little to the API's start where a core is free.
+    opened: list[tuple[str, str]] = []
+    real = OnnxModel._open
+
+    def spied(self: OnnxModel, sess_options: Any = None) -> Any:  # the real open, and on which thread for which pool
+        spins = (sess_options or self._sess_options).get_session_config_entry("session.intra_op.allow_spinning")
+        opened.append(("spinning" if spins == "1" else "quiet", threading.current_thread().name))
+        return real(self, sess_options)
+
+    monkeypatch.setattr(OnnxModel, "_open", spied)
+    model = load(Path(linear.path), batching=True, batch_interval=0.005)
+    assert sorted(opened) == [("quiet", "localserve-onnx-session"), ("spinning", threading.current_thread().name)]
+    assert model._stacked is not None
+    opened.clear()
+    load(Path(linear.path))  # no batching: one session, on the loading thread
+    assert opened == [("spinning", threading.current_thread().name)]
 
 
 def test_a_lone_call_among_stacked_ones_runs_on_the_quiet_pool(
@@ -117,7 +139,7 @@ def test_a_model_whose_weights_pass_the_limit_keeps_one_session(
 ) -> None:
     import onnx
 
-    from localserve.runtimes import onnx as runtime
+    from localserve.runtimes import onnx_sessions as runtime
     from localserve.runtimes.onnx_sessions import weights_size
 
     path = tmp_path / "external.onnx"  # its weights in a file beside it, as large models keep them
@@ -129,6 +151,22 @@ def test_a_model_whose_weights_pass_the_limit_keeps_one_session(
     assert load(path, batching=True)._quiet is None
     monkeypatch.setattr(runtime, "STACKED_COPY_LIMIT", weights)
     assert load(path, batching=True)._quiet is not None
+
+
+def test_a_model_that_only_mentions_a_file_beside_it_weighs_its_own_size(linear: OnnxModel, tmp_path: Path) -> None:
+    # Only external data (a "location" entry) makes a file beside the model part of its weights: a name in the
+    # model's text (a doc string, a node's name) is not one.
+    import onnx
+
+    from localserve.runtimes.onnx_sessions import weights_size
+
+    model = onnx.load(linear.path)
+    model.doc_string = "trained on data.csv; see notes.txt"
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, path)
+    (tmp_path / "data.csv").write_bytes(b"\0" * 1000)
+    (tmp_path / "notes.txt").write_bytes(b"\0" * 10)
+    assert weights_size(path) == path.stat().st_size
 
 
 def test_signatures_are_real_node_args(linear: OnnxModel) -> None:
@@ -490,6 +528,9 @@ def test_load_errors(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError) as info:
         load(bad)
     assert str(info.value).startswith(f"Cannot load ONNX model {bad}: [ONNXRuntimeError] : ")
+    with pytest.raises(ModelLoadError) as batched:  # two sessions made at once: the error said once, the same
+        load(bad, batching=True)
+    assert str(batched.value) == str(info.value)
 
 
 def test_mlp_builder(tmp_path: Path) -> None:

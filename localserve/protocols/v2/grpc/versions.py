@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 
 MINIMUM = {"grpcio": "1.65.5", "protobuf": "5.26.1"}
@@ -20,6 +19,9 @@ UNKNOWN = "unknown"  # importable, but without a distribution's metadata (a vend
 
 def installed_versions() -> dict[str, str | None]:
     """Each package of ``MINIMUM``: its installed version, ``UNKNOWN``, or None when it cannot be imported."""
+    # Here, not at the top: the metadata machinery is a few milliseconds of every start, needed with --grpc-port only.
+    from importlib.metadata import PackageNotFoundError, version
+
     found: dict[str, str | None] = {}
     for name, module in _MODULES.items():
         try:
