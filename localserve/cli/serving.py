@@ -25,6 +25,7 @@ from localserve.cli.options import (
     setup_logging,
 )
 from localserve.errors import ConfigError, StartError
+from localserve.processes.listeners import bind_socket, check_port_free
 from localserve.project.compat.context import Project
 from localserve.protocols.v2.grpc.versions import grpc_problem, installed_versions
 
@@ -229,9 +230,6 @@ def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
     Another port is found free or not here, before user code loads (uvicorn would say it after, in errno's words)."""
     if settings["uds"] is not None:
         return None
-    # lazy: numpy (the server package), whose threads would forbid the project's mount namespace
-    from localserve.server.connection.listeners import bind_socket, check_port_free
-
     if settings["port"] != 0:
         check_port_free(settings["host"], settings["port"])
         return None

@@ -26,9 +26,9 @@ from localserve.config import ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.errors import StartError
 from localserve.metrics import MULTIPROC_ENV, mark_process_dead, prepare_metrics_dir
+from localserve.processes.listeners import bind_socket, close_socket, spreads_connections
 from localserve.processes.replica import ReplicaProcess
 from localserve.server.banner import banner_lines
-from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
 from localserve.server.shutdown import replica_deadline
 
 log = logging.getLogger("localserve")

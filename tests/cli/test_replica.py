@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 
 from localserve.config import load_config
+from localserve.processes.listeners import bind_socket
 from localserve.processes.replicas import ReplicaStart, Supervisor
 from localserve.server import ServeOptions
-from localserve.server.connection.listeners import bind_socket
 from tests.conftest import cli_env
 
 HANDLER = "def handler(request, context):\n    return {'content': {'got': request.read().decode()}}\n"

@@ -71,3 +71,30 @@ def test_localserve_url_carries_the_port_bound_for_port_0(make_project: Callable
         for _ in range(4):  # new connections: with replicas, each may answer
             reply = httpx.post(banner["API proj"], json={})
             assert (reply.status_code, reply.json()) == (200, [url, url])
+
+
+@pytest.mark.parametrize("port", ["0", "free"])
+def test_serve_enters_the_project_with_one_thread_and_no_numpy(tmp_path: Path, port: str) -> None:
+    """/mnt/project's private mount namespace needs a process of one thread (unshare(2)); numpy starts
+    threads when imported. Whatever serve does before it enters the project (binding ``--port 0``, checking
+    a given port) imports neither the server package nor numpy."""
+    (tmp_path / "main.py").write_text("def handler(request, context):\n    return {}\n")
+    if port == "free":
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = str(probe.getsockname()[1])
+    probe_entry = (
+        "import json, os, sys\n"
+        "from localserve.project.compat.context import Project\n"
+        "def enter(self):\n"
+        "    print(json.dumps([len(os.listdir('/proc/self/task')), 'numpy' in sys.modules]), flush=True)\n"
+        "    os._exit(0)\n"
+        "Project.__enter__ = enter\n"
+        "from localserve.cli import main\n"
+        f"main(['serve', '--handler', 'main:handler', '--no-install', '--host', '127.0.0.1', '--port', {port!r}])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe_entry], cwd=tmp_path, capture_output=True, env=cli_env(), timeout=50, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip().splitlines()[-1] == "[1, false]"

@@ -9,9 +9,9 @@ import pytest
 
 from localserve.config import load_config
 from localserve.errors import StartError
+from localserve.processes.listeners import bind_socket, close_socket, spreads_connections
 from localserve.processes.replicas import Supervisor, visible_gpus
 from localserve.server import ServeOptions
-from localserve.server.connection.listeners import bind_socket, close_socket, spreads_connections
 
 
 def test_replicas_are_spread_over_visible_gpus(tmp_path: Path, monkeypatch) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from localserve.errors import StartError
-from localserve.server.connection.listeners import bind_socket, check_port_free, close_socket
+from localserve.processes.listeners import bind_socket, check_port_free, close_socket
 
 
 def test_a_port_in_use_is_named_with_the_way_out_and_a_free_one_passes() -> None:
