@@ -176,16 +176,7 @@ class Batcher:
     # -- running --------------------------------------------------------------------------------
     def run(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
         """Run ``entries`` in as few model calls as the buckets allow; one outcome per entry, in order."""
-        traced = self.traced
-        if traced is None or len(entries) == 1:
-            return self._run_entries(entries)
-        start = time.perf_counter()
-        outcomes = self._run_entries(entries)
-        traced([tag for tag, _ in entries], start, time.perf_counter())
-        return outcomes
-
-    def _run_entries(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
-        if len(entries) == 1:  # a lone request (concurrency 1 runs only these): no stacking, no split
+        if len(entries) == 1:  # a lone request (concurrency 1 runs only these): no stacking, no split, no span
             tag, feed = entries[0]
             rows = lone_rows(feed)
             if rows in self._bucket_set:  # exactly a bucket's size: no padding either
@@ -193,6 +184,16 @@ class Batcher:
                     return [(tag, self._run(feed, rows, rows))]
                 except LocalServeError as exc:
                     return [(tag, exc)]
+            return self._run_entries(entries)
+        traced = self.traced
+        if traced is None:
+            return self._run_entries(entries)
+        start = time.perf_counter()
+        outcomes = self._run_entries(entries)
+        traced([tag for tag, _ in entries], start, time.perf_counter())
+        return outcomes
+
+    def _run_entries(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
         groups: dict[Hashable, list[int]] = {}
         alone: list[int] = []
         sizes = [0] * len(entries)  # each stackable feed's batch dimension

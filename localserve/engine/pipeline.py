@@ -19,6 +19,7 @@ those done are answered before the next begins, instead of waiting for the whole
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import queue
 import threading
@@ -77,8 +78,7 @@ class Pipeline:
         self.drain_limit = DRAIN_LIMIT - 1  # items a thread takes from the queue besides the one it waited for
         self.affinity: set[int] | None = None  # the cores ``pin`` put the threads on
         self._pinned = threading.local()
-        # Set to measure the thread's CPU time per request once (see ``measure``); None otherwise.
-        self.measured: CpuMeter | None = None
+        self.measured: CpuMeter | None = None  # set to measure the CPU time a request takes once (``measure``)
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -114,20 +114,18 @@ class Pipeline:
             deliver=self.deliver,
             upstream=self._upstream,
             observe=self.hooks.batch,
-            observe_run=None if self.hooks.stage is None else lambda s: self.hooks.stage("inference", s),  # type: ignore[misc]
+            observe_run=None if self.hooks.stage is None else functools.partial(self.hooks.stage, "inference"),
             traced=self.hooks.batch_run,
         )
         self.batcher.warm()
         self.batcher.start()
-        self._flush = self.batcher.flush
-        self.drain_limit = self.batcher.max_rows - 1
+        self._flush, self.drain_limit = self.batcher.flush, self.batcher.max_rows - 1
 
     def measure(self, report: Callable[[float], None]) -> None:
         """``report`` the CPU seconds a request takes on the API's thread, once (``CpuMeter``)."""
         self.measured = CpuMeter(report, self.MEASURE_AFTER, self.MEASURE_JOBS)
 
-    MEASURE_AFTER = 50
-    MEASURE_JOBS = 500
+    MEASURE_AFTER, MEASURE_JOBS = 50, 500
 
     def pin(self, cpus: set[int]) -> None:
         """Run the threads on ``cpus`` from their next job on (``--pin-threads``)."""
@@ -249,11 +247,12 @@ class Pipeline:
         endpoint = self.endpoint
         feeds: list[tuple[Job, Any]] = []
         claimed = 0
+        entered = None  # the job whose context this thread is in: a lone request's last stage needs no ``_enter``
         for job in jobs:
             if not self._start(job):
                 continue
             claimed += 1
-            self._enter(job)
+            self._enter(entered := job)
             try:
                 prepared = (job.prepare or endpoint.prepare)(job.request)
             except BaseException as exc:
@@ -268,17 +267,18 @@ class Pipeline:
         if feeds:
             outcomes = batcher.submit(feeds)
             if outcomes is not None:
-                self.finish_all(outcomes, done)
+                self.finish_all(outcomes, done, entered)
 
-    def finish_all(self, outcomes: list[tuple[Job, Any]], done: Done) -> None:
+    def finish_all(self, outcomes: list[tuple[Job, Any]], done: Done, entered: Job | None = None) -> None:
         for job, output in outcomes:
             if isinstance(output, BaseException):
                 done.append((job, as_error(output, self.name)))
             else:
-                self.finish_one(job, output, done)
+                self.finish_one(job, output, done, job is not entered)
 
-    def finish_one(self, job: Job, output: Any, done: Done) -> None:
-        self._enter(job)
+    def finish_one(self, job: Job, output: Any, done: Done, enter: bool = True) -> None:
+        if enter:
+            self._enter(job)
         job.times.append(time.perf_counter())
         try:
             finish = job.finish or self.endpoint.finish

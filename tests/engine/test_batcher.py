@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+import localserve.engine
 from localserve.config.options import ApiOptions
 from localserve.engine.batcher import Batcher
 from localserve.errors import RequestError
@@ -95,6 +97,32 @@ def test_a_submit_that_fills_the_largest_bucket_runs_at_once_on_its_own_thread(t
         assert batcher.submit(three) is None  # not full, more on its way: the batcher's thread gathers it
     finally:
         batcher.stop()
+
+
+def test_a_lone_request_goes_to_the_model_through_the_fewest_calls(tmp_path: Path) -> None:
+    # At concurrency 1 every request is lone, and each Python call on its way to the model shows in its throughput
+    # against an API without batching: no stacking, no grouping, no hop through the batch's own steps.
+    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
+    batcher = Batcher("t", model, buckets=(1, 2, 4), interval=60.0, deliver=lambda _: None, upstream=lambda: 0)
+    batcher.start()
+    engine = str(Path(localserve.engine.__file__).parent)
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, _: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(engine):
+            calls.append(frame.f_code.co_name)
+
+    feed = {"x": np.ones((1, 4), np.float32)}
+    try:
+        sys.setprofile(profile)
+        try:
+            outcomes = batcher.submit([("a", feed)])
+        finally:
+            sys.setprofile(None)
+    finally:
+        batcher.stop()
+    assert outcomes is not None and outcomes[0][1][0].tolist() == [[2.0] * 4]
+    assert calls == ["submit", "run", "lone_rows", "_run"]
 
 
 def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> None:
