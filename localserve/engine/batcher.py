@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from localserve.engine.feeds import batch_key, chunks, lone_rows, rows_of, split, splittable, stack, whole_batch
+from localserve.engine.feeds import batch_key, chunks, lone_rows, split, splittable, stack, whole_batch
 from localserve.errors import InternalError, LocalServeError, RequestError
 from localserve.runtimes import Feed, Model
 
@@ -198,12 +198,11 @@ class Batcher:
         alone: list[int] = []
         sizes = [0] * len(entries)  # each stackable feed's batch dimension
         for index, (_, feed) in enumerate(entries):
-            key = batch_key(feed)
+            key, sizes[index] = batch_key(feed)
             if key is None:
                 alone.append(index)
             else:
                 groups.setdefault(key, []).append(index)
-                sizes[index] = rows_of(feed)
         outcomes: list[Outcome] = [None] * len(entries)
         for indexes in groups.values():
             for chunk in chunks(indexes, sizes, self.max_rows):
@@ -221,7 +220,7 @@ class Batcher:
         if len(feeds) == 1 and bucket is None:  # one request larger than the largest bucket: its own size
             return [self._call(feeds[0], None)]
         rows = total if bucket is None else bucket
-        stacked = feeds[0] if len(feeds) == 1 and rows == total else stack(feeds, rows)
+        stacked = feeds[0] if len(feeds) == 1 and rows == total else stack(feeds, total, rows)
         try:
             output = self._run(stacked, bucket, total)
         except RequestError as exc:
@@ -247,7 +246,8 @@ class Batcher:
     def _run(self, feed: Feed, bucket: int | None, rows: int | None = None) -> Any:
         """One model call; ``rows`` (for the metrics) are the requests' rows, padding excluded."""
         if rows is None:
-            rows = rows_of(feed) if batch_key(feed) is not None else 1
+            key, rows = batch_key(feed)
+            rows = rows if key is not None else 1
         if bucket in self._cold:
             self._cold.discard(bucket)
             log.info("api %r: first batch of size %d; the model warms up for it now", self.name, bucket)

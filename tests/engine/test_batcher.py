@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,12 +101,8 @@ def test_a_submit_that_fills_the_largest_bucket_runs_at_once_on_its_own_thread(t
         batcher.stop()
 
 
-def test_a_lone_request_goes_to_the_model_through_the_fewest_calls(tmp_path: Path) -> None:
-    # At concurrency 1 every request is lone, and each Python call on its way to the model shows in its throughput
-    # against an API without batching: no stacking, no grouping, no hop through the batch's own steps.
-    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
-    batcher = Batcher("t", model, buckets=(1, 2, 4), interval=60.0, deliver=lambda _: None, upstream=lambda: 0)
-    batcher.start()
+def engine_calls(call: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """What ``call`` returned, and the functions of ``localserve.engine`` it called, in order."""
     engine = str(Path(localserve.engine.__file__).parent)
     calls: list[str] = []
 
@@ -112,17 +110,38 @@ def test_a_lone_request_goes_to_the_model_through_the_fewest_calls(tmp_path: Pat
         if event == "call" and frame.f_code.co_filename.startswith(engine):
             calls.append(frame.f_code.co_name)
 
-    feed = {"x": np.ones((1, 4), np.float32)}
+    sys.setprofile(profile)
     try:
-        sys.setprofile(profile)
-        try:
-            outcomes = batcher.submit([("a", feed)])
-        finally:
-            sys.setprofile(None)
+        return call(), calls
+    finally:
+        sys.setprofile(None)
+
+
+def test_a_lone_request_goes_to_the_model_through_the_fewest_calls(tmp_path: Path) -> None:
+    # At concurrency 1 every request is lone, and each Python call on its way to the model shows in its throughput
+    # against an API without batching: no stacking, no grouping, no hop through the batch's own steps.
+    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
+    batcher = Batcher("t", model, buckets=(1, 2, 4), interval=60.0, deliver=lambda _: None, upstream=lambda: 0)
+    batcher.start()
+    try:
+        outcomes, calls = engine_calls(lambda: batcher.submit([("a", {"x": np.ones((1, 4), np.float32)})]))
     finally:
         batcher.stop()
     assert outcomes is not None and outcomes[0][1][0].tolist() == [[2.0] * 4]
     assert calls == ["submit", "run", "lone_rows", "_run"]
+
+
+def test_each_feed_of_a_stacked_run_costs_one_call_of_the_engine(tmp_path: Path) -> None:
+    # Under load the batcher handles every request's feed: its key and rows are read in one call, and stacking and
+    # splitting make no call per feed.
+    batcher, _ = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4, 8))
+    runs = {
+        n: engine_calls(lambda n=n: batcher.run([(i, {"x": np.ones((1, 4), np.float32)}) for i in range(n)]))
+        for n in (4, 8)
+    }
+    assert [out[0].tolist() for _, out in runs[8][0]] == [[[9.0] * 4]] * 8
+    four, eight = (collections.Counter(calls) for _, calls in (runs[4], runs[8]))
+    assert eight - four == collections.Counter({"batch_key": 4})
 
 
 def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> None:
