@@ -270,22 +270,19 @@ class Pipeline:
                 self.finish_all(outcomes, done, entered)
 
     def finish_all(self, outcomes: list[tuple[Job, Any]], done: Done, entered: Job | None = None) -> None:
+        """The last stage of each job the model ran; ``entered``: the job whose context this thread is in already."""
         for job, output in outcomes:
             if isinstance(output, BaseException):
                 done.append((job, as_error(output, self.name)))
-            else:
-                self.finish_one(job, output, done, job is not entered)
-
-    def finish_one(self, job: Job, output: Any, done: Done, enter: bool = True) -> None:
-        if enter:
-            self._enter(job)
-        job.times.append(time.perf_counter())
-        try:
-            finish = job.finish or self.endpoint.finish
-            done.append((job, finish(job.request, output)))
+                continue
+            if job is not entered:
+                self._enter(job)
             job.times.append(time.perf_counter())
-        except BaseException as exc:
-            done.append((job, as_error(exc, self.name)))
+            try:
+                done.append((job, (job.finish or self.endpoint.finish)(job.request, output)))
+                job.times.append(time.perf_counter())
+            except BaseException as exc:
+                done.append((job, as_error(exc, self.name)))
 
     def _enter(self, job: Job) -> None:
         request_id_var.set(job.request.request_id)  # api_var is set once per thread (_work)
