@@ -14,7 +14,6 @@ waiting could not make larger, pays no hop to the batcher's thread and back.
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -63,7 +62,7 @@ class Batcher:
         self.interval = interval
         self.deliver = deliver
         self.upstream = upstream
-        self.observe = observe  # told the batch size the model saw, each run
+        self.observe = observe  # told the batch size the model saw, as each call ends
         self.observe_run = observe_run  # told the seconds each model call took
         self.traced = traced  # told the tags, start and end of each run of several entries (tracing: one span)
         self._mutex = threading.Lock()  # taken bare on the callers' path: Condition's own enter/exit are Python calls
@@ -74,7 +73,6 @@ class Batcher:
         self._closed = False
         self.thread: threading.Thread | None = None
         self._cold: set[int] = set()  # bucket sizes not warmed at load: the first run of each is logged
-        self._records: collections.deque[tuple[int, float]] = collections.deque()  # (rows, seconds) not yet flushed
 
     # -- set-up -------------------------------------------------------------------------------------
     def warm(self) -> None:
@@ -169,7 +167,6 @@ class Batcher:
                 with cond:
                     self._busy = False
             del taken
-            self.flush()
             self.deliver(outcomes)
             del outcomes
 
@@ -244,7 +241,11 @@ class Batcher:
             return exc
 
     def _run(self, feed: Feed, bucket: int | None, rows: int | None = None) -> Any:
-        """One model call; ``rows`` (for the metrics) are the requests' rows, padding excluded."""
+        """One model call, reported as it ends; ``rows`` (for the metrics) are the requests' rows, padding excluded.
+
+        Reported at once rather than after the answers are written: the thread's work after the write delays the event
+        loop all the same (they share a core at concurrency 1), and a deferred report costs a call of its own.
+        """
         if rows is None:
             key, rows = batch_key(feed)
             rows = rows if key is not None else 1
@@ -255,22 +256,8 @@ class Batcher:
         try:
             return self.model.run(feed, bucket)
         finally:
-            self._records.append((rows, time.perf_counter() - start))
-
-    def flush(self) -> None:
-        """Report the model calls made since the last flush to ``observe`` and ``observe_run``.
-
-        A call is recorded as it ends and reported off the request's path, where a histogram's ``observe`` costs nothing
-        a client waits for: by the batcher's thread before it hands the outputs back, by an API thread that ran the
-        model once its answers are written (``Pipeline._settle``).
-        """
-        records, observe, observe_run = self._records, self.observe, self.observe_run
-        while records:
-            try:
-                rows, seconds = records.popleft()  # any thread may flush: each record is taken once
-            except IndexError:
-                return
-            if observe is not None:
-                observe(rows)
-            if observe_run is not None:
-                observe_run(seconds)
+            seconds = time.perf_counter() - start
+            if self.observe is not None:
+                self.observe(rows)
+            if self.observe_run is not None:
+                self.observe_run(seconds)

@@ -68,7 +68,6 @@ class Pipeline:
         self.batcher: Batcher | None = None
         self.lists: ListBatches | None = None  # predictors with batching get lists of payloads
         self.routes: ModelRoutes | None = None  # a multi-model API: V2 requests name one of its models
-        self._flush: Callable[[], None] | None = None  # the batcher's: reports a model call once answered
         self.queue = jobs = JobQueue(self.name, self.max_queue, self.hooks.depth, self.threads, arrivals)
         self._queue = jobs.items
         # The queue's own methods, bound once: the event loop calls them for every request.
@@ -119,7 +118,7 @@ class Pipeline:
         )
         self.batcher.warm()
         self.batcher.start()
-        self._flush, self.drain_limit = self.batcher.flush, self.batcher.max_rows - 1
+        self.drain_limit = self.batcher.max_rows - 1
 
     def measure(self, report: Callable[[float], None]) -> None:
         """``report`` the CPU seconds a request takes on the API's thread, once (``CpuMeter``)."""
@@ -199,7 +198,7 @@ class Pipeline:
                 item.run()
         if fresh:
             self._begin(fresh, done)
-        answer(done, self._flush, self.hooks.phases)
+        answer(done, self.hooks.phases)
         return stop
 
     def _begin(self, jobs: list[Job], done: Done) -> None:
@@ -237,7 +236,7 @@ class Pipeline:
             if time.perf_counter() > answer_by:  # slow work: answer what is done before going on
                 self._prepared(started)
                 started = 0
-                answer(done[:], self._flush, self.hooks.phases)  # the event loop gets its own list
+                answer(done[:], self.hooks.phases)  # the event loop gets its own list
                 done.clear()
                 answer_by = time.perf_counter() + ANSWER_AFTER
         self._prepared(started)

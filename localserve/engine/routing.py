@@ -99,7 +99,6 @@ class ModelRoutes:
         for batcher, entries in groups.values():
             outcomes = batcher.submit(entries)
             if outcomes is not None:
-                batcher.flush()
                 pipe.finish_all(outcomes, done)
         return [job for job in jobs if job.prepare is None]
 
