@@ -23,12 +23,9 @@ log = logging.getLogger("localserve")
 Done = list[tuple[Job, Any]]
 
 
-def answer(
-    done: Done, flush: Callable[[], None] | None = None, phases: Callable[[list[float]], None] | None = None
-) -> None:
+def answer(done: Done, phases: Callable[[list[float]], None] | None = None) -> None:
     """Answer finished jobs: one wake-up of the loop for all of them; streams then hold this thread.
 
-    ``flush`` (the batcher's) reports a model call this thread made, once its answers are written;
     ``phases`` (the metrics') gets the ``Job.times`` of every job answered 2xx.
     """
     if not done:
@@ -38,8 +35,6 @@ def answer(
             if type(reply) is Reply and 200 <= reply.status < 300:
                 phases(job.times)
     _write_from_thread(done)
-    if flush is not None:
-        flush()
     streams = [(job, reply) for job, reply in done if isinstance(reply, Reply) and reply.stream is not None]
     for job, _ in streams:
         open_stream(job)

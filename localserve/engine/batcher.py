@@ -14,7 +14,6 @@ waiting could not make larger, pays no hop to the batcher's thread and back.
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from localserve.engine.feeds import batch_key, chunks, lone_rows, rows_of, split, splittable, stack, whole_batch
+from localserve.engine.feeds import batch_key, chunks, lone_rows, split, splittable, stack, whole_batch
 from localserve.errors import InternalError, LocalServeError, RequestError
 from localserve.runtimes import Feed, Model
 
@@ -65,7 +64,7 @@ class Batcher:
         self.deliver = deliver
         self.upstream = upstream
         self.concurrency = concurrency  # the most requests the API held at once lately: companions to expect
-        self.observe = observe  # told the batch size the model saw, each run
+        self.observe = observe  # told the batch size the model saw, as each call ends
         self.observe_run = observe_run  # told the seconds each model call took
         self.traced = traced  # told the tags, start and end of each run of several entries (tracing: one span)
         self._mutex = threading.Lock()  # taken bare on the callers' path: Condition's own enter/exit are Python calls
@@ -76,7 +75,6 @@ class Batcher:
         self._closed = False
         self.thread: threading.Thread | None = None
         self._cold: set[int] = set()  # bucket sizes not warmed at load: the first run of each is logged
-        self._records: collections.deque[tuple[int, float]] = collections.deque()  # (rows, seconds) not yet flushed
 
     # -- set-up -------------------------------------------------------------------------------------
     def warm(self) -> None:
@@ -121,7 +119,11 @@ class Batcher:
             if (
                 self._busy
                 or self._pending
-                or (self.thread is not None and self._expects(entries) and whole_batch(entries, self.max_rows) is None)
+                or (
+                    self.thread is not None
+                    and (self.upstream() > 0 or len(entries) < self.concurrency())  # ``_expects``, one call fewer
+                    and whole_batch(entries, self.max_rows) is None
+                )
             ):
                 self._pending.extend(entries)
                 # The thread gathering a batch is woken only when it would end it: full, or nothing more expected.
@@ -181,23 +183,13 @@ class Batcher:
                 with cond:
                     self._busy = False
             del taken
-            self.flush()
             self.deliver(outcomes)
             del outcomes
 
     # -- running --------------------------------------------------------------------------------
     def run(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
         """Run ``entries`` in as few model calls as the buckets allow; one outcome per entry, in order."""
-        traced = self.traced
-        if traced is None or len(entries) == 1:
-            return self._run_entries(entries)
-        start = time.perf_counter()
-        outcomes = self._run_entries(entries)
-        traced([tag for tag, _ in entries], start, time.perf_counter())
-        return outcomes
-
-    def _run_entries(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
-        if len(entries) == 1:  # a lone request (concurrency 1 runs only these): no stacking, no split
+        if len(entries) == 1:  # a lone request (concurrency 1 runs only these): no stacking, no split, no span
             tag, feed = entries[0]
             rows = lone_rows(feed)
             if rows in self._bucket_set:  # exactly a bucket's size: no padding either
@@ -205,16 +197,25 @@ class Batcher:
                     return [(tag, self._run(feed, rows, rows))]
                 except LocalServeError as exc:
                     return [(tag, exc)]
+            return self._run_entries(entries)
+        traced = self.traced
+        if traced is None:
+            return self._run_entries(entries)
+        start = time.perf_counter()
+        outcomes = self._run_entries(entries)
+        traced([tag for tag, _ in entries], start, time.perf_counter())
+        return outcomes
+
+    def _run_entries(self, entries: list[Entry]) -> list[tuple[Any, Outcome]]:
         groups: dict[Hashable, list[int]] = {}
         alone: list[int] = []
         sizes = [0] * len(entries)  # each stackable feed's batch dimension
         for index, (_, feed) in enumerate(entries):
-            key = batch_key(feed)
+            key, sizes[index] = batch_key(feed)
             if key is None:
                 alone.append(index)
             else:
                 groups.setdefault(key, []).append(index)
-                sizes[index] = rows_of(feed)
         outcomes: list[Outcome] = [None] * len(entries)
         for indexes in groups.values():
             for chunk in chunks(indexes, sizes, self.max_rows):
@@ -232,7 +233,7 @@ class Batcher:
         if len(feeds) == 1 and bucket is None:  # one request larger than the largest bucket: its own size
             return [self._call(feeds[0], None)]
         rows = total if bucket is None else bucket
-        stacked = feeds[0] if len(feeds) == 1 and rows == total else stack(feeds, rows)
+        stacked = feeds[0] if len(feeds) == 1 and rows == total else stack(feeds, total, rows)
         try:
             output = self._run(stacked, bucket, total)
         except RequestError as exc:
@@ -256,9 +257,14 @@ class Batcher:
             return exc
 
     def _run(self, feed: Feed, bucket: int | None, rows: int | None = None) -> Any:
-        """One model call; ``rows`` (for the metrics) are the requests' rows, padding excluded."""
+        """One model call, reported as it ends; ``rows`` (for the metrics) are the requests' rows, padding excluded.
+
+        Reported at once rather than after the answers are written: the thread's work after the write delays the event
+        loop all the same (they share a core at concurrency 1), and a deferred report costs a call of its own.
+        """
         if rows is None:
-            rows = rows_of(feed) if batch_key(feed) is not None else 1
+            key, rows = batch_key(feed)
+            rows = rows if key is not None else 1
         if bucket in self._cold:
             self._cold.discard(bucket)
             log.info("api %r: first batch of size %d; the model warms up for it now", self.name, bucket)
@@ -266,22 +272,8 @@ class Batcher:
         try:
             return self.model.run(feed, bucket)
         finally:
-            self._records.append((rows, time.perf_counter() - start))
-
-    def flush(self) -> None:
-        """Report the model calls made since the last flush to ``observe`` and ``observe_run``.
-
-        A call is recorded as it ends and reported off the request's path, where a histogram's ``observe`` costs nothing
-        a client waits for: by the batcher's thread before it hands the outputs back, by an API thread that ran the
-        model once its answers are written (``Pipeline._settle``).
-        """
-        records, observe, observe_run = self._records, self.observe, self.observe_run
-        while records:
-            try:
-                rows, seconds = records.popleft()  # any thread may flush: each record is taken once
-            except IndexError:
-                return
-            if observe is not None:
-                observe(rows)
-            if observe_run is not None:
-                observe_run(seconds)
+            seconds = time.perf_counter() - start
+            if self.observe is not None:
+                self.observe(rows)
+            if self.observe_run is not None:
+                self.observe_run(seconds)

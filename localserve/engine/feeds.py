@@ -23,24 +23,20 @@ def bucket_sizes(max_batch_size: int, configured: Sequence[int] | None = None) -
     return tuple(sorted(sizes))
 
 
-def batch_key(feed: Feed) -> Hashable:
-    """Feeds with equal keys can be concatenated on axis 0; None means 'run this one alone'."""
+def batch_key(feed: Feed) -> tuple[Hashable, int]:
+    """(key, rows): feeds with equal keys can be concatenated on axis 0, and this one has ``rows`` rows in it; a key of
+    None means 'run this one alone' (rows 0). One call for both: the batcher needs both of every feed it stacks."""
     if len(feed) == 1:  # the common feed, keyed in a third of the time (one input: a key of one triple)
         ((name, arr),) = feed.items()
-        return (name, arr.dtype.str, arr.shape[1:]) if arr.ndim else None
+        return ((name, arr.dtype.str, arr.shape[1:]), arr.shape[0]) if arr.ndim else (None, 0)
     sizes = {arr.shape[0] if arr.ndim else None for arr in feed.values()}
     if len(sizes) != 1 or None in sizes:
-        return None
-    return tuple((name, arr.dtype.str, arr.shape[1:]) for name, arr in sorted(feed.items()))
-
-
-def rows_of(feed: Feed) -> int:
-    """The batch dimension of a stackable feed."""
-    return int(next(iter(feed.values())).shape[0])
+        return None, 0
+    return tuple((name, arr.dtype.str, arr.shape[1:]) for name, arr in sorted(feed.items())), sizes.pop() or 0
 
 
 def lone_rows(feed: Feed) -> int:
-    """The batch dimension of a feed that runs alone, or 0 when it has none (what ``batch_key`` tells, in a
+    """The batch dimension of a feed that runs alone, or 0 when it has none (the rows ``batch_key`` tells, in a
     quarter of the time: a lone feed is not grouped, so its key is not needed)."""
     rows = -1
     for arr in feed.values():
@@ -50,9 +46,9 @@ def lone_rows(feed: Feed) -> int:
     return max(rows, 0)
 
 
-def stack(feeds: Sequence[Feed], rows: int) -> Feed:
-    """``feeds`` concatenated on axis 0 into arrays of ``rows`` rows; the rows past theirs are zeros (empty strings for
-    string inputs).
+def stack(feeds: Sequence[Feed], total: int, rows: int) -> Feed:
+    """``feeds`` (``total`` rows in all) concatenated on axis 0 into arrays of ``rows`` rows; the rows past theirs are
+    zeros (empty strings for string inputs).
 
     Each input's array is made at the bucket's size and the feeds copied into it: one copy of each row, where
     concatenating and then padding copied and allocated every row twice.
@@ -60,7 +56,6 @@ def stack(feeds: Sequence[Feed], rows: int) -> Feed:
     stacked = {}
     for name, first in feeds[0].items():
         parts = [feed[name] for feed in feeds]
-        total = sum(part.shape[0] for part in parts)
         out = np.empty((rows, *first.shape[1:]), dtype=first.dtype)
         np.concatenate(parts, axis=0, out=out[:total])
         if rows > total:
@@ -74,6 +69,9 @@ def split(output: Any, sizes: list[int]) -> list[Any]:
     bounds = list(itertools.pairwise(itertools.accumulate(sizes, initial=0)))
     if isinstance(output, dict):
         return [{name: value[lo:hi] for name, value in output.items()} for lo, hi in bounds]
+    if len(output) == 1:  # one output (the common model): no inner comprehension, a call, per feed
+        (value,) = output
+        return [[value[lo:hi]] for lo, hi in bounds]
     return [[value[lo:hi] for value in output] for lo, hi in bounds]
 
 

@@ -19,6 +19,7 @@ those done are answered before the next begins, instead of waiting for the whole
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import queue
 import threading
@@ -67,7 +68,6 @@ class Pipeline:
         self.batcher: Batcher | None = None
         self.lists: ListBatches | None = None  # predictors with batching get lists of payloads
         self.routes: ModelRoutes | None = None  # a multi-model API: V2 requests name one of its models
-        self._flush: Callable[[], None] | None = None  # the batcher's: reports a model call once answered
         self.queue = jobs = JobQueue(self.name, self.max_queue, self.hooks.depth, self.threads, arrivals)
         self._queue = jobs.items
         # The queue's own methods, bound once: the event loop calls them for every request.
@@ -77,8 +77,7 @@ class Pipeline:
         self.drain_limit = DRAIN_LIMIT - 1  # items a thread takes from the queue besides the one it waited for
         self.affinity: set[int] | None = None  # the cores ``pin`` put the threads on
         self._pinned = threading.local()
-        # Set to measure the thread's CPU time per request once (see ``measure``); None otherwise.
-        self.measured: CpuMeter | None = None
+        self.measured: CpuMeter | None = None  # set to measure the CPU time a request takes once (``measure``)
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -115,20 +114,18 @@ class Pipeline:
             upstream=self._upstream,
             concurrency=self.queue.concurrent,
             observe=self.hooks.batch,
-            observe_run=None if self.hooks.stage is None else lambda s: self.hooks.stage("inference", s),  # type: ignore[misc]
+            observe_run=None if self.hooks.stage is None else functools.partial(self.hooks.stage, "inference"),
             traced=self.hooks.batch_run,
         )
         self.batcher.warm()
         self.batcher.start()
-        self._flush = self.batcher.flush
         self.drain_limit = self.batcher.max_rows - 1
 
     def measure(self, report: Callable[[float], None]) -> None:
         """``report`` the CPU seconds a request takes on the API's thread, once (``CpuMeter``)."""
         self.measured = CpuMeter(report, self.MEASURE_AFTER, self.MEASURE_JOBS)
 
-    MEASURE_AFTER = 50
-    MEASURE_JOBS = 500
+    MEASURE_AFTER, MEASURE_JOBS = 50, 500
 
     def pin(self, cpus: set[int]) -> None:
         """Run the threads on ``cpus`` from their next job on (``--pin-threads``)."""
@@ -196,7 +193,7 @@ class Pipeline:
                 item.run()
         if fresh:
             self._begin(fresh, done)
-        answer(done, self._flush, self.hooks.phases)
+        answer(done, self.hooks.phases)
         return stop
 
     def _begin(self, jobs: list[Job], done: Done) -> None:
@@ -234,7 +231,7 @@ class Pipeline:
             if time.perf_counter() > answer_by:  # slow work: answer what is done before going on
                 self._prepared(started)
                 started = 0
-                answer(done[:], self._flush, self.hooks.phases)  # the event loop gets its own list
+                answer(done[:], self.hooks.phases)  # the event loop gets its own list
                 done.clear()
                 answer_by = time.perf_counter() + ANSWER_AFTER
         self._prepared(started)
@@ -244,11 +241,12 @@ class Pipeline:
         endpoint = self.endpoint
         feeds: list[tuple[Job, Any]] = []
         claimed = 0
+        entered = None  # the job whose context this thread is in: a lone request's last stage needs no ``_enter``
         for job in jobs:
             if not self._start(job):
                 continue
             claimed += 1
-            self._enter(job)
+            self._enter(entered := job)
             try:
                 prepared = (job.prepare or endpoint.prepare)(job.request)
             except BaseException as exc:
@@ -263,24 +261,22 @@ class Pipeline:
         if feeds:
             outcomes = batcher.submit(feeds)
             if outcomes is not None:
-                self.finish_all(outcomes, done)
+                self.finish_all(outcomes, done, entered)
 
-    def finish_all(self, outcomes: list[tuple[Job, Any]], done: Done) -> None:
+    def finish_all(self, outcomes: list[tuple[Job, Any]], done: Done, entered: Job | None = None) -> None:
+        """The last stage of each job the model ran; ``entered``: the job whose context this thread is in already."""
         for job, output in outcomes:
             if isinstance(output, BaseException):
                 done.append((job, as_error(output, self.name)))
-            else:
-                self.finish_one(job, output, done)
-
-    def finish_one(self, job: Job, output: Any, done: Done) -> None:
-        self._enter(job)
-        job.times.append(time.perf_counter())
-        try:
-            finish = job.finish or self.endpoint.finish
-            done.append((job, finish(job.request, output)))
+                continue
+            if job is not entered:
+                self._enter(job)
             job.times.append(time.perf_counter())
-        except BaseException as exc:
-            done.append((job, as_error(exc, self.name)))
+            try:
+                done.append((job, (job.finish or self.endpoint.finish)(job.request, output)))
+                job.times.append(time.perf_counter())
+            except BaseException as exc:
+                done.append((job, as_error(exc, self.name)))
 
     def _enter(self, job: Job) -> None:
         request_id_var.set(job.request.request_id)  # api_var is set once per thread (_work)

@@ -36,8 +36,6 @@ class Pipeline(Protocol):
 
     def deliver(self, outcomes: list[tuple[Job, Any]]) -> None: ...
 
-    def finish_one(self, job: Job, output: Any, done: Done) -> None: ...
-
     def finish_all(self, outcomes: list[tuple[Job, Any]], done: Done) -> None: ...
 
 
@@ -90,18 +88,17 @@ class ModelRoutes:
                 prepared = job.prepare(job.request)
                 job.times.append(time.perf_counter())
                 if not isinstance(prepared, ModelFeed):  # the API's own model
-                    pipe.finish_one(job, pipe.endpoint.infer(prepared), done)
+                    pipe.finish_all([(job, pipe.endpoint.infer(prepared))], done)
                 elif batching:
                     groups.setdefault(prepared.key, (self._batcher(prepared), []))[1].append((job, prepared.feed))
                 else:
-                    pipe.finish_one(job, self._run(prepared), done)
+                    pipe.finish_all([(job, self._run(prepared))], done)
             except BaseException as exc:
                 done.append((job, as_error(exc, pipe.name)))
         pipe.queue.prepared(claimed)
         for batcher, entries in groups.values():
             outcomes = batcher.submit(entries)
             if outcomes is not None:
-                batcher.flush()
                 pipe.finish_all(outcomes, done)
         return [job for job in jobs if job.prepare is None]
 

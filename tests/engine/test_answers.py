@@ -38,6 +38,6 @@ def test_anything_else_is_a_logged_internal_error(caplog: pytest.LogCaptureFixtu
 
 
 def test_nothing_finished_is_nothing_to_answer() -> None:
-    flushed: list[None] = []
-    answer([], flush=lambda: flushed.append(None))
-    assert flushed == []  # no model call to report, no wake-up of the loop
+    phases: list[list[float]] = []
+    answer([], phases.append)  # no job: no loop to wake up
+    assert phases == []

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import collections
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+import localserve.engine
 from localserve.config.options import ApiOptions
 from localserve.engine.batcher import Batcher
 from localserve.errors import RequestError
@@ -72,7 +76,6 @@ def test_the_thread_gathering_a_batch_is_woken_only_to_end_it(tmp_path: Path) ->
         (tag, (rows[tag]["x"] + 4).tolist())
         for tag in "abc"  # 3 rows, one call padded to 4
     ]
-    batcher.flush()
     assert seen == [3]
     assert wakes == [1, 1]  # a's submit woke the idle thread, c's ended the batch; b's left it waiting
 
@@ -123,7 +126,6 @@ def test_a_lone_submit_waits_for_companions_when_the_api_held_more_requests_late
     finally:
         batcher.stop()
     assert [(tag, out[0].tolist()) for tag, out in delivered] == [(i, [[i + 4.0] * 4]) for i in range(3)]
-    batcher.flush()
     assert seen == [3]
 
 
@@ -139,6 +141,51 @@ def test_a_lone_submit_runs_at_once_when_the_api_held_one_request_lately(tmp_pat
     assert outcomes[0][1][0].tolist() == [[2.0] * 4]  # ran alone: bucket 1
 
 
+def engine_calls(call: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """What ``call`` returned, and the functions of ``localserve.engine`` it called, in order."""
+    engine = str(Path(localserve.engine.__file__).parent)
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, _: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(engine):
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        return call(), calls
+    finally:
+        sys.setprofile(None)
+
+
+def test_a_lone_request_goes_to_the_model_through_the_fewest_calls(tmp_path: Path) -> None:
+    # At concurrency 1 every request is lone, and each Python call on its way to the model shows in its throughput
+    # against an API without batching: no stacking, no grouping, no hop through the batch's own steps.
+    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
+    batcher = Batcher(
+        "t", model, buckets=(1, 2, 4), interval=60.0, deliver=lambda _: None, upstream=lambda: 0, concurrency=lambda: 1
+    )
+    batcher.start()
+    try:
+        outcomes, calls = engine_calls(lambda: batcher.submit([("a", {"x": np.ones((1, 4), np.float32)})]))
+    finally:
+        batcher.stop()
+    assert outcomes is not None and outcomes[0][1][0].tolist() == [[2.0] * 4]
+    assert calls == ["submit", "run", "lone_rows", "_run"]
+
+
+def test_each_feed_of_a_stacked_run_costs_one_call_of_the_engine(tmp_path: Path) -> None:
+    # Under load the batcher handles every request's feed: its key and rows are read in one call, and stacking and
+    # splitting make no call per feed.
+    batcher, _ = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4, 8))
+    runs = {
+        n: engine_calls(lambda n=n: batcher.run([(i, {"x": np.ones((1, 4), np.float32)}) for i in range(n)]))
+        for n in (4, 8)
+    }
+    assert [out[0].tolist() for _, out in runs[8][0]] == [[[9.0] * 4]] * 8
+    four, eight = (collections.Counter(calls) for _, calls in (runs[4], runs[8]))
+    assert eight - four == collections.Counter({"batch_key": 4})
+
+
 def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> None:
     batcher, seen = batcher_for(onnx_batch_echo(tmp_path / "echo.onnx"), (1, 2, 4, 8))
     feeds = [{"x": np.full((n, 4), float(i), np.float32)} for i, n in enumerate((1, 2, 2), start=1)]
@@ -147,9 +194,7 @@ def test_feeds_are_stacked_padded_to_a_bucket_and_split_back(tmp_path: Path) -> 
     for (_, out), feed in zip(outcomes, feeds, strict=True):
         assert out[0].shape == feed["x"].shape  # the padding rows were dropped
         assert np.array_equal(out[0], feed["x"] + 8)  # 5 rows ran as one batch of 8
-    assert seen == []  # reported when flushed, off the request's path
-    batcher.flush()
-    assert seen == [5]
+    assert seen == [5]  # reported as the call ended
 
 
 def test_feeds_of_other_shapes_run_in_their_own_groups(tmp_path: Path) -> None:
@@ -167,7 +212,6 @@ def test_a_refused_stacked_run_falls_back_to_each_feed_alone(tmp_path: Path) -> 
     batcher, seen = batcher_for(onnx_linear(tmp_path / "fixed.onnx", symbolic_batch=False, fixed_batch=1), (1, 2, 4))
     feeds = [{"x": np.full((1, 4), float(i), np.float32)} for i in range(3)]
     outcomes = batcher.run([(i, feed) for i, feed in enumerate(feeds)])
-    batcher.flush()
     assert seen == [3, 1, 1, 1]  # the stacked run was tried (padded to 4) and refused
     for (_, out), feed in zip(outcomes, feeds, strict=True):
         assert np.allclose(out[0], linear_reference(feed["x"])[0], atol=1e-6)

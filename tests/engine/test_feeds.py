@@ -10,7 +10,6 @@ from localserve.engine.feeds import (
     bucket_sizes,
     chunks,
     lone_rows,
-    rows_of,
     split,
     splittable,
     stack,
@@ -29,14 +28,14 @@ def test_bucket_sizes(max_batch_size: int, configured: list[int] | None, expecte
 def test_stack_copies_each_feed_once_into_the_bucket_and_pads_with_zeros_or_empty_strings() -> None:
     a = {"x": np.full((2, 3), 1.5, np.float32), "s": np.array([["a"], ["b"]], dtype=object)}
     b = {"x": np.full((1, 3), 2.5, np.float32), "s": np.array([["c"]], dtype=object)}
-    stacked = stack([a, b], 5)
+    stacked = stack([a, b], 3, 5)
     assert stacked["x"].dtype == np.float32 and stacked["x"].shape == (5, 3)
     assert stacked["x"].tolist() == [[1.5] * 3, [1.5] * 3, [2.5] * 3, [0.0] * 3, [0.0] * 3]
     assert stacked["s"].tolist() == [["a"], ["b"], ["c"], [""], [""]]
-    alone = stack([b], 4)  # one feed, padded
+    alone = stack([b], 1, 4)  # one feed, padded
     assert alone["x"].tolist() == [[2.5] * 3, [0.0] * 3, [0.0] * 3, [0.0] * 3]
     assert not np.shares_memory(alone["x"], b["x"]) and b["x"].shape == (1, 3)  # the request's array is untouched
-    exact = stack([a, b], 3)  # no padding
+    exact = stack([a, b], 3, 3)  # no padding
     assert exact["x"].tolist() == [[1.5] * 3, [1.5] * 3, [2.5] * 3]
 
 
@@ -44,21 +43,25 @@ def test_feeds_share_a_key_when_they_stack_whatever_their_rows() -> None:
     def feed(**arrays: tuple[tuple[int, ...], str]) -> dict[str, np.ndarray]:
         return {name: np.zeros(shape, dtype) for name, (shape, dtype) in arrays.items()}
 
-    one = batch_key(feed(x=((1, 4), "float32")))
-    assert one == batch_key(feed(x=((5, 4), "float32")))  # rows differ: they stack
-    assert one != batch_key(feed(x=((1, 3), "float32")))  # another row shape
-    assert one != batch_key(feed(x=((1, 4), "float64")))  # another dtype
-    assert one != batch_key(feed(y=((1, 4), "float32")))  # another input
-    assert batch_key(feed(x=((), "float32"))) is None  # no batch dimension: runs alone
-    two = batch_key(feed(a=((2, 4), "float32"), b=((2,), "int64")))
-    assert two == batch_key(feed(b=((3,), "int64"), a=((3, 4), "float32")))  # the inputs' order does not count
+    def key(feed: dict[str, np.ndarray]) -> object:
+        return batch_key(feed)[0]
+
+    one = key(feed(x=((1, 4), "float32")))
+    assert one == key(feed(x=((5, 4), "float32")))  # rows differ: they stack
+    assert one != key(feed(x=((1, 3), "float32")))  # another row shape
+    assert one != key(feed(x=((1, 4), "float64")))  # another dtype
+    assert one != key(feed(y=((1, 4), "float32")))  # another input
+    assert batch_key(feed(x=((), "float32"))) == (None, 0)  # no batch dimension: runs alone
+    two = key(feed(a=((2, 4), "float32"), b=((2,), "int64")))
+    assert two == key(feed(b=((3,), "int64"), a=((3, 4), "float32")))  # the inputs' order does not count
     assert two != one
-    assert batch_key(feed(a=((2, 4), "float32"), b=((3,), "int64"))) is None  # their batch dimensions disagree
+    assert batch_key(feed(a=((2, 4), "float32"), b=((3,), "int64"))) == (None, 0)  # their batch dimensions disagree
     assert [part[0].tolist() for part in split([np.arange(6)], [1, 3, 2])] == [[0], [1, 2, 3], [4, 5]]
 
 
 def test_rows_of_a_feed_and_of_one_that_runs_alone() -> None:
-    assert rows_of({"x": np.zeros((3, 4))}) == 3
+    assert batch_key({"x": np.zeros((3, 4))})[1] == 3
+    assert batch_key({"a": np.zeros((2, 4)), "b": np.zeros(2, np.int64)})[1] == 2
     assert lone_rows({"a": np.zeros((2, 4)), "b": np.zeros(2)}) == 2
     assert lone_rows({"a": np.zeros((2, 4)), "b": np.zeros(3)}) == 0  # their batch dimensions disagree
     assert lone_rows({"a": np.zeros(())}) == 0  # no batch dimension

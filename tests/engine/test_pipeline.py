@@ -3,13 +3,18 @@ and work handed to a stopped API failing at once instead of never running."""
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import os
+import sys
 import threading
+from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 
+import localserve.engine
 from localserve.config import ApiConfig
 from localserve.engine.pipeline import Pipeline
 from localserve.errors import ShuttingDown
@@ -248,6 +253,41 @@ def test_a_lone_request_runs_at_once_at_its_own_bucket(serve, make_project) -> N
         sizes = [seen_batch(client.post("/echo", json={"x": [[1.0, 2.0, 3.0, 4.0]]}), [[1.0, 2.0, 3.0, 4.0]])]
         sizes.append(seen_batch(client.post("/echo", json={"x": [[0.0] * 4] * 3}), [[0.0] * 4] * 3))
     assert sizes == [1, 4]
+
+
+def engine_calls_on_the_thread(client, api: str, requests: int) -> collections.Counter[str]:
+    """The functions of ``localserve.engine`` the API's thread called while serving ``requests`` lone requests."""
+    engine = str(Path(localserve.engine.__file__).parent)
+    calls: collections.Counter[str] = collections.Counter()
+
+    def profile(frame: Any, event: str, _: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(engine):
+            calls[frame.f_code.co_name] += 1
+
+    pipeline = client.app.apis[api].pipeline
+    pipeline.call(lambda: sys.setprofile(profile)).result(60)  # a profile sees the thread that sets it
+    for _ in range(requests):  # one after the other: each is alone on the thread
+        assert client.post(f"/{api}", json={"x": [[1.0, 2.0, 3.0, 4.0]]}).status_code == 200
+    pipeline.call(lambda: sys.setprofile(None)).result(60)
+    return calls
+
+
+def test_batching_adds_a_lone_request_only_the_batchers_few_calls(serve, make_project) -> None:
+    # At concurrency 1 every request is lone: what batching adds to its thread's work shows in its throughput against
+    # the same API without batching (the profile's own start and end cancel out between one request and three).
+    project = echo_project(make_project, 8)
+    straight = "- kind: api\n  name: straight\n  model: echo.onnx\n  request_handler: h.py\n"  # the same, unbatched
+    (project / "localserve.yaml").write_text((project / "localserve.yaml").read_text() + straight)
+    with serve(project) as client:
+        per_request = {}
+        for api in ("echo", "straight"):
+            one, three = (engine_calls_on_the_thread(client, api, n) for n in (1, 3))
+            per_request[api] = collections.Counter({k: (three[k] - one[k]) // 2 for k in three if three[k] != one[k]})
+    added = per_request["echo"] - per_request["straight"]
+    assert added == collections.Counter(
+        ["_begin_batched", "submit", "upstream", "concurrent", "run", "lone_rows", "_run", "finish_all"]
+    )
+    assert per_request["straight"] - per_request["echo"] == collections.Counter(["_begin_straight"])
 
 
 class Endpoint:

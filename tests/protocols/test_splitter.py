@@ -157,7 +157,7 @@ def test_a_shadow_that_cannot_admit_the_copy_drops_it_not_the_client(serve, make
         assert client.post("/split", json=1).status_code == 200
         assert shadow.entered.wait(60)  # the first copy holds the shadow's one thread
         assert client.post("/split", json=2).status_code == 200
-        wait_until(lambda: client.app.apis["rec"].pipeline.depth == 1, "the second copy queued")
+        wait_until(lambda: client.app.apis["rec"].pipeline.queue.depth == 1, "the second copy queued")
         third = client.post("/split", json=3)
         assert (third.status_code, third.json()) == (200, {"api": "a", "payload": 3})
         wait_until(lambda: client.get("/split/stats").json()["shadow"]["dropped"] == 1, "the third copy dropped")

@@ -108,7 +108,7 @@ def test_requests_for_different_models_never_share_a_batch(serve, make_project) 
             body, headers = v2_body([[float(i), 1.0, 2.0, 3.0]])
             futures.append(pool.submit(client.post, f"/v2/models/multi.{model}/infer", content=body, headers=headers))
         pipeline = client.app.apis["multi"].pipeline
-        wait_until(lambda: pipeline.depth == len(plan), "the V2 requests queued behind the blocked thread")
+        wait_until(lambda: pipeline.queue.depth == len(plan), "the V2 requests queued behind the blocked thread")
         predictor.release.set()
         responses = [f.result(30) for f in futures]
         assert first.result(30).text == "done"

@@ -276,7 +276,7 @@ def test_v2_and_native_requests_run_in_one_batch(serve, make_project) -> None:
                 body, headers = v2_echo_body(row)
                 futures.append(pool.submit(client.post, "/v2/models/echo/infer", content=body, headers=headers))
         pipeline = client.app.apis["echo"].pipeline
-        wait_until(lambda: pipeline.depth == len(rows), "the requests queued")
+        wait_until(lambda: pipeline.queue.depth == len(rows), "the requests queued")
         h.release.set()
         responses = [f.result(30) for f in futures]
         assert first.result(30).status_code == 200

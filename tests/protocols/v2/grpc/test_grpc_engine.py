@@ -82,7 +82,7 @@ def test_grpc_rest_and_native_requests_run_in_one_batch(serve, make_project) -> 
             else:
                 futures.append(pool.submit(grpc_client.infer, "echo", [row_input(row)]))
         pipeline = client.app.apis["echo"].pipeline
-        wait_for(lambda: pipeline.depth == len(rows), "the requests never queued")
+        wait_for(lambda: pipeline.queue.depth == len(rows), "the requests never queued")
         h.release.set()
         answers = [f.result(30) for f in futures]
         assert first.result(30).status_code == 200
@@ -163,19 +163,21 @@ def test_a_full_queue_is_resource_exhausted_and_a_passed_deadline_drops_the_work
         pipeline = client.app.apis["echo"].pipeline
         # the client's deadline: the request waits in the queue, and leaves it unstarted when the deadline passes
         late = pool.submit(grpc_client.infer, "echo", [row_input([1.0] * 4)], client_timeout=2.0)
-        wait_for(lambda: pipeline.depth == 1, "the request never queued")
+        wait_for(lambda: pipeline.queue.depth == 1, "the request never queued")
         with pytest.raises(InferenceServerException) as caught:
             late.result(10)
         assert caught.value.status() == "StatusCode.DEADLINE_EXCEEDED"
-        wait_for(lambda: pipeline.depth == 0, "the request past its deadline stayed queued")  # the thread still blocks
+        wait_for(
+            lambda: pipeline.queue.depth == 0, "the request past its deadline stayed queued"
+        )  # the thread still blocks
         # a call the client cancels leaves the queue unstarted too
         cancelled: list[Any] = []
         call = grpc_client.async_infer("echo", [row_input([5.0] * 4)], lambda result, error: cancelled.append(error))
-        wait_for(lambda: pipeline.depth == 1, "the request never queued")
+        wait_for(lambda: pipeline.queue.depth == 1, "the request never queued")
         call.cancel()
-        wait_for(lambda: pipeline.depth == 0, "the cancelled request stayed queued")
+        wait_for(lambda: pipeline.queue.depth == 0, "the cancelled request stayed queued")
         queued = [pool.submit(grpc_client.infer, "echo", [row_input([float(i)] * 4)]) for i in range(2)]
-        wait_for(lambda: pipeline.depth == 2, "the requests never queued")
+        wait_for(lambda: pipeline.queue.depth == 2, "the requests never queued")
         assert grpc_status(lambda: grpc_client.infer("echo", [row_input([9.0] * 4)])) == (
             "StatusCode.RESOURCE_EXHAUSTED",
             "API 'echo' is at capacity: 2 requests are already queued (max_queue); retry later.",
@@ -277,7 +279,7 @@ def test_a_flood_of_calls_is_refused_past_the_queue_and_http_keeps_answering(ser
         wait_for(
             lambda: outcomes.count("StatusCode.RESOURCE_EXHAUSTED") == 30, "the calls past the queue were not refused"
         )
-        assert pipeline.depth == 20 and outcomes == ["StatusCode.RESOURCE_EXHAUSTED"] * 30
+        assert pipeline.queue.depth == 20 and outcomes == ["StatusCode.RESOURCE_EXHAUSTED"] * 30
         assert client.get("/healthz").status_code == 200  # the event loop keeps answering HTTP
         assert client.get("/readyz").status_code == 200
         h.release.set()

@@ -19,7 +19,7 @@ def test_shutdown_refuses_new_calls_and_lets_those_in_flight_finish(serve, make_
         assert h.started.wait(10)
         in_flight = pool.submit(grpc_client.infer, "echo", [row_input([1.0] * 4)])
         pipeline = client.app.apis["echo"].pipeline
-        wait_for(lambda: pipeline.depth == 1, "the request never queued")
+        wait_for(lambda: pipeline.queue.depth == 1, "the request never queued")
         client.portal.call(client.app.shutdown.begin)  # what SIGTERM does, on the app's event loop
         assert grpc_status(lambda: grpc_client.infer("echo", [row_input([2.0] * 4)])) == (
             "StatusCode.UNAVAILABLE",
