@@ -78,9 +78,6 @@ class JobQueue:
         self.reading = 0  # requests whose body is being read (event loop only)
         self.arrivals = arrivals or Arrivals()  # the replica's requests read before their API is known
         self.depth = 0  # queued jobs neither started nor dropped
-        # The most requests of the API waiting for their answers at once since the last tick (``Lifecycle``'s; loop
-        # only): how many companions a batch may expect, though some are still in a door the engine cannot see into.
-        self.concurrency = 0
         self.preparing = 0  # claimed jobs not yet handed to the model
         self.closing = False
         self._lock = threading.Lock()
@@ -140,10 +137,6 @@ class JobQueue:
         """Requests still on their way to the model: being read (this API's, or any before its API is known),
         queued, or being prepared."""
         return self.reading + self.arrivals.count + self.depth + self.preparing
-
-    def concurrent(self) -> int:
-        """The most requests of the API waiting for their answers at once lately (``concurrency``)."""
-        return self.concurrency
 
     def claim(self, jobs: list[Job]) -> list[Job]:
         """Claim ``jobs`` at once (list batching: they start together); those not dropped meanwhile."""

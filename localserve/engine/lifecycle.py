@@ -50,7 +50,6 @@ class Lifecycle:
         self.watch_after = min(WATCH_AFTER, self.timeout)
         self.tick = max(0.001, min(WATCH_AFTER, self.timeout / 2))  # how often _sweep looks at them
         self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop whose timer runs _sweep, if any
-        self._queue = pipeline.queue
         self._admission = Admission(pipeline.queue)
         self._idle: asyncio.Future[None] | None = None  # set once no request waits, while ``drained`` waits for it
         self._shed = 0  # 503s of a full queue not yet told in the log; loop only, as is _warn_at
@@ -119,7 +118,6 @@ class Lifecycle:
         del request
         waiting = self.waiting
         waiting[job] = None
-        self._queue.concurrency = max(self._queue.concurrency, len(waiting))
         if self._sweeping is not loop:  # no sweep yet, or one on a loop that is gone
             loop.call_at(job.started + self.tick, self._sweep)
             self._sweeping = loop
@@ -162,7 +160,6 @@ class Lifecycle:
         loop = asyncio.get_running_loop()
         if loop is not self._sweeping:  # a sweep of a loop that is no longer this API's
             return
-        self._queue.concurrency = len(waiting)  # a burst's figure lasts one tick
         if not waiting:
             self._sweeping = None
             return

@@ -112,7 +112,6 @@ class Pipeline:
             interval=batching.batch_interval,
             deliver=self.deliver,
             upstream=self._upstream,
-            concurrency=self.queue.concurrent,
             observe=self.hooks.batch,
             observe_run=None if self.hooks.stage is None else functools.partial(self.hooks.stage, "inference"),
             traced=self.hooks.batch_run,

@@ -135,7 +135,6 @@ class ModelRoutes:
                 interval=batching.batch_interval,
                 deliver=self.pipeline.deliver,
                 upstream=self.pipeline.queue.upstream,
-                concurrency=self.pipeline.queue.concurrent,
                 observe=observe,
                 observe_run=routed.ran,
                 traced=self.pipeline.hooks.batch_run,

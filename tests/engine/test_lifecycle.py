@@ -214,37 +214,3 @@ def test_a_request_whose_answer_a_thread_is_writing_gets_no_504() -> None:
 
     reply, error = asyncio.run(main())
     assert reply.body == b"written by the thread" and error is Timeout
-
-
-def test_the_queue_tells_the_most_requests_waiting_at_once_until_the_next_sweep() -> None:
-    """What a batcher expects as companions: the most requests of the API waiting for their answers at once
-    since the last sweep; each sweep starts it again from those still waiting."""
-    import asyncio
-
-    from localserve.config import ApiConfig
-    from localserve.engine import Lifecycle
-    from localserve.engine.pipeline import Pipeline
-    from localserve.messages.request import Request
-    from localserve.messages.response import Reply
-
-    async def main() -> list[int]:
-        pipeline = Pipeline(ApiConfig(name="peak", timeout=60.0), endpoint=None)  # type: ignore[arg-type]
-        lifecycle = Lifecycle(pipeline, status=lambda: ("ready", None))
-        seen = [pipeline.queue.concurrent()]
-        runs = [asyncio.ensure_future(lifecycle.run(Request("POST", [], b"{}", request_id=str(i)))) for i in range(3)]
-        await asyncio.sleep(0)
-        seen.append(pipeline.queue.concurrent())
-        jobs = list(lifecycle.waiting)
-        for job in jobs[:2]:
-            job.future.set_result(Reply(status=200))
-        await asyncio.gather(*runs[:2])
-        seen.append(pipeline.queue.concurrent())  # two answered: the peak holds until the sweep
-        lifecycle._sweep()
-        seen.append(pipeline.queue.concurrent())
-        jobs[2].future.set_result(Reply(status=200))
-        await runs[2]
-        lifecycle._sweep()
-        seen.append(pipeline.queue.concurrent())
-        return seen
-
-    assert asyncio.run(main()) == [0, 3, 3, 1, 0]

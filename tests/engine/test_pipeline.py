@@ -285,7 +285,7 @@ def test_batching_adds_a_lone_request_only_the_batchers_few_calls(serve, make_pr
             per_request[api] = collections.Counter({k: (three[k] - one[k]) // 2 for k in three if three[k] != one[k]})
     added = per_request["echo"] - per_request["straight"]
     assert added == collections.Counter(
-        ["_begin_batched", "submit", "upstream", "concurrent", "run", "lone_rows", "_run", "finish_all"]
+        ["_begin_batched", "submit", "upstream", "run", "lone_rows", "_run", "finish_all"]
     )
     assert per_request["straight"] - per_request["echo"] == collections.Counter(["_begin_straight"])
 
