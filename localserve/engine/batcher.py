@@ -28,8 +28,6 @@ from localserve.runtimes import Feed, Model
 
 log = logging.getLogger("localserve")
 
-HELD_WINDOW = 0.02  # seconds over which the entries held at once are counted (``_expects``)
-
 Outcome = Any  # the model's share of the output for one feed (list or dict of arrays), or a LocalServeError
 Entry = tuple[Any, Feed]  # (tag, feed): the tag travels back with the outcome
 
@@ -71,11 +69,6 @@ class Batcher:
         self._cond = threading.Condition(self._mutex)
         self._pending: list[Entry] = []
         self._busy = False  # the model is running (on the batcher's thread or a caller's)
-        self._running = 0  # the entries of that model call
-        # The most entries held at once (pending, running, submitted, on their way) in this window and the one before:
-        # the companions a batch may expect, though a door has not handed them over yet (``_expects``).
-        self._held = self._held_before = 0
-        self._window_ends = 0.0
         self._gathering = False  # the batcher's thread waits for companions of what is pending (up to ``interval``)
         self._closed = False
         self.thread: threading.Thread | None = None
@@ -121,26 +114,17 @@ class Batcher:
         with self._mutex:
             if self._closed:  # retired (its model version left memory): whoever still holds it runs inline
                 return self.run(entries)
-            upstream = self.upstream()
-            held = len(self._pending) + self._running + len(entries) + upstream
-            if held > self._held:
-                self._held = held
             if (
                 self._busy
                 or self._pending
-                or (
-                    self.thread is not None
-                    and (upstream > 0 or len(entries) < self._held or len(entries) < self._held_before)  # _expects
-                    and whole_batch(entries, self.max_rows) is None
-                )
+                or (self.thread is not None and self.upstream() and whole_batch(entries, self.max_rows) is None)
             ):
                 self._pending.extend(entries)
-                # The thread gathering a batch is woken only when it would end it: full, or nothing more expected.
-                pending = self._pending
-                if not self._gathering or whole_batch(pending, self.max_rows) is not None or not self._expects(pending):
+                # The thread gathering a batch is woken only when it would end it: full, or nothing more on its way.
+                if not self._gathering or whole_batch(self._pending, self.max_rows) is not None or self.upstream() <= 0:
                     self._cond.notify()
                 return None
-            self._busy, self._running = True, len(entries)
+            self._busy = True
         try:
             return self.run(entries)
         except BaseException as exc:  # a bug of ours: answer every entry
@@ -151,15 +135,10 @@ class Batcher:
             # notifies, and the batcher's thread reads ``_busy`` under the lock when woken, so an
             # entry queued while this run ends is taken either by the thread (notified by its
             # submitter, or below) or, ``_busy`` being false, run inline by its own submitter.
-            self._busy, self._running = False, 0
+            self._busy = False
             if self._pending:
                 with self._mutex:
                     self._cond.notify()
-
-    def _expects(self, entries: list[Entry]) -> bool:
-        """Whether companions of ``entries`` may come: requests on their way, or fewer here than were held at once lately
-        (a gRPC door hands calls over one at a time, so under load its next one is often not on its way yet)."""
-        return self.upstream() > 0 or len(entries) < max(self._held, self._held_before)
 
     # -- the batcher's thread -----------------------------------------------------------------------
     def _loop(self) -> None:
@@ -174,7 +153,7 @@ class Batcher:
                 self._gathering = True
                 while (full := whole_batch(self._pending, self.max_rows)) is None:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self._expects(self._pending) or self._closed:
+                    if remaining <= 0 or self.upstream() <= 0 or self._closed:
                         break
                     cond.wait(remaining)
                 self._gathering = False
@@ -182,7 +161,7 @@ class Batcher:
                     taken, self._pending = self._pending, []
                 else:  # one full batch; the rest waits for companions (or its own interval)
                     taken, self._pending = self._pending[:full], self._pending[full:]
-                self._busy, self._running = True, len(taken)
+                self._busy = True
             try:
                 outcomes = self.run(taken)
             except BaseException as exc:  # a bug of ours: answer every entry, keep the thread alive
@@ -190,7 +169,7 @@ class Batcher:
                 outcomes = [(tag, InternalError(exc)) for tag, _ in taken]
             finally:
                 with cond:
-                    self._busy, self._running = False, 0
+                    self._busy = False
             del taken
             self.deliver(outcomes)
             del outcomes
@@ -281,10 +260,7 @@ class Batcher:
         try:
             return self.model.run(feed, bucket)
         finally:
-            end = time.perf_counter()
-            seconds = end - start
-            if end >= self._window_ends:  # a burst's figure lasts a window or two
-                self._held_before, self._held, self._window_ends = self._held, 0, end + HELD_WINDOW
+            seconds = time.perf_counter() - start
             if self.observe is not None:
                 self.observe(rows)
             if self.observe_run is not None:

@@ -100,65 +100,6 @@ def test_a_submit_that_fills_the_largest_bucket_runs_at_once_on_its_own_thread(t
         batcher.stop()
 
 
-def test_a_lone_submit_waits_for_as_many_companions_as_were_held_at_once_lately(tmp_path: Path) -> None:
-    # A gRPC door hands calls over one at a time: under load the next call is often not on its way yet (upstream 0)
-    # though three requests were held at once a moment ago. The batch gathers until it holds that many.
-    upstream = [2]
-    delivered: list[tuple[Any, Any]] = []
-    done = threading.Event()
-
-    def deliver(answers: list[tuple[Any, Any]]) -> None:
-        delivered.extend(answers)
-        done.set()
-
-    seen: list[int] = []
-    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
-    batcher = Batcher(
-        "t", model, buckets=(1, 2, 4), interval=60.0, deliver=deliver, upstream=lambda: upstream[0], observe=seen.append
-    )
-    batcher.start()
-    try:
-        rows = [(i, {"x": np.full((1, 4), float(i), np.float32)}) for i in range(3)]
-        assert batcher.submit(rows[:1]) is None  # two more on their way: three held at once
-        upstream[0] = 0  # handed over, not yet submitted: nothing on its way any more
-        assert batcher.submit(rows[1:2]) is None, "the batch ended though a third request was held a moment ago"
-        assert not done.is_set()
-        assert batcher.submit(rows[2:]) is None  # the third: as many as were held, the batch ends
-        assert done.wait(30)
-    finally:
-        batcher.stop()
-    assert [(tag, out[0].tolist()) for tag, out in delivered] == [(i, [[i + 4.0] * 4]) for i in range(3)]
-    assert seen == [3]
-
-
-def test_requests_one_at_a_time_run_at_once_and_a_bursts_figure_passes(tmp_path: Path) -> None:
-    # Concurrency 1: each request is the only one held, so none waits for companions. A burst raises what the next
-    # batch expects for its window and the one after; then lone requests run at once again.
-    upstream = [0]
-    model = OnnxModel(onnx_batch_echo(tmp_path / "echo.onnx"), ApiOptions(threads=1))
-    batcher = Batcher(
-        "t", model, buckets=(1, 2, 4, 8), interval=60.0, deliver=lambda _: None, upstream=lambda: upstream[0]
-    )
-    batcher.start()
-    one = [("a", {"x": np.ones((1, 4), np.float32)})]
-    try:
-        for _ in range(3):
-            outcomes = batcher.submit(one)
-            assert outcomes is not None, "concurrency 1: a lone request waited for companions"
-            assert outcomes[0][1][0].tolist() == [[2.0] * 4]  # ran alone: bucket 1
-        upstream[0] = 7
-        assert batcher.submit([(i, {"x": np.ones((1, 4), np.float32)}) for i in range(8)]) is not None  # full: at once
-        upstream[0] = 0
-        assert batcher._expects(one)  # fifteen held at once a moment ago
-        for _ in range(2):  # two windows pass, a model call in each
-            batcher._window_ends = 0.0
-            batcher.run(one)
-        assert not batcher._expects(one)
-        assert batcher.submit(one) is not None, "a burst's figure outlasted its windows"
-    finally:
-        batcher.stop()
-
-
 def engine_calls(call: Callable[[], Any]) -> tuple[Any, list[str]]:
     """What ``call`` returned, and the functions of ``localserve.engine`` it called, in order."""
     engine = str(Path(localserve.engine.__file__).parent)
