@@ -269,7 +269,7 @@ class Pipeline:
                 done.append((job, as_error(output, self.name)))
                 continue
             if job is not entered:
-                self._enter(job)
+                self._enter(entered := job)
             job.times.append(time.perf_counter())
             try:
                 done.append((job, (job.finish or self.endpoint.finish)(job.request, output)))

@@ -306,3 +306,35 @@ def test_a_call_handed_to_a_stopped_pipeline_fails_at_once() -> None:
 
     assert refused.done() and isinstance(refused.exception(), ShuttingDown)
     assert pipeline.join(60) == []
+
+
+def test_each_batched_request_finishes_in_its_own_context() -> None:
+    """The last stage runs in its request's context (its id on log lines): entered once per job, the job whose
+    context the thread is already in skipped, whatever order the outcomes come in."""
+    import asyncio
+
+    from localserve.engine.job import Job
+    from localserve.logs import request_id_var
+    from localserve.messages.request import Request
+
+    seen: list[tuple[str, str | None]] = []
+
+    class Finish:
+        rows, ran = 1, None
+
+        def prepare(self, request: Request) -> Any:
+            return None
+
+        def finish(self, request: Request, output: Any) -> Any:
+            seen.append((request.request_id, request_id_var.get()))
+            return output
+
+    loop = asyncio.new_event_loop()
+    try:
+        jobs = [Job(Request("POST", [], b"", request_id=i), loop, Finish()) for i in "ab"]
+        pipeline = Pipeline(ApiConfig(name="ctx"), endpoint=None)  # type: ignore[arg-type]
+        pipeline._enter(jobs[1])  # the thread prepared b last: it is in b's context
+        pipeline.finish_all([(jobs[0], 1), (jobs[1], 2)], [], entered=jobs[1])
+    finally:
+        loop.close()
+    assert seen == [("a", "a"), ("b", "b")]
