@@ -163,10 +163,10 @@ def _warn_unknown_keys(result: Mapping[Any, Any]) -> None:
     if unknown in _warned or len(_warned) >= MAX_WARNED:
         return
     _warned.add(unknown)
+    import difflib  # lazy: only for a warning's suggestion; a few milliseconds of every start otherwise
+
     hints = []
     for key in sorted(unknown):
-        import difflib  # lazy: only for an error's suggestion; a few milliseconds of every start otherwise
-
         close = difflib.get_close_matches(key, sorted(ABEJA_KEYS), n=1, cutoff=0.5)
         hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     log.warning(
