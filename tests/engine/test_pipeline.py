@@ -312,6 +312,7 @@ def test_each_batched_request_finishes_in_its_own_context() -> None:
     """The last stage runs in its request's context (its id on log lines): entered once per job, the job whose
     context the thread is already in skipped, whatever order the outcomes come in."""
     import asyncio
+    import contextvars
 
     from localserve.engine.job import Job
     from localserve.logs import request_id_var
@@ -329,12 +330,16 @@ def test_each_batched_request_finishes_in_its_own_context() -> None:
             seen.append((request.request_id, request_id_var.get()))
             return output
 
-    loop = asyncio.new_event_loop()
-    try:
-        jobs = [Job(Request("POST", [], b"", request_id=i), loop, Finish()) for i in "ab"]
-        pipeline = Pipeline(ApiConfig(name="ctx"), endpoint=None)  # type: ignore[arg-type]
-        pipeline._enter(jobs[1])  # the thread prepared b last: it is in b's context
-        pipeline.finish_all([(jobs[0], 1), (jobs[1], 2)], [], entered=jobs[1])
-    finally:
-        loop.close()
+    def api_thread() -> None:  # run in a context of its own: the ids it sets stay out of later tests
+        loop = asyncio.new_event_loop()
+        try:
+            jobs = [Job(Request("POST", [], b"", request_id=i), loop, Finish()) for i in "ab"]
+            pipeline = Pipeline(ApiConfig(name="ctx"), endpoint=None)  # type: ignore[arg-type]
+            pipeline._enter(jobs[1])  # the thread prepared b last: it is in b's context
+            pipeline.finish_all([(jobs[0], 1), (jobs[1], 2)], [], entered=jobs[1])
+        finally:
+            loop.close()
+
+    contextvars.Context().run(api_thread)
     assert seen == [("a", "a"), ("b", "b")]
+    assert request_id_var.get() is None
