@@ -9,7 +9,9 @@ until it asks:
 - a connection reads one message at a time, and none while the messages its calls hold (read, not yet
   answered) reach ``--max-body-size`` (RESOURCE_EXHAUSTED, counted and logged);
 - the message must arrive within ``--body-timeout`` of the call's start (DEADLINE_EXCEEDED, counted and
-  logged); the call ends and grpc frees what it had buffered.
+  logged); the call ends and grpc frees what it had buffered. One timer of the guard's (``_sweep``, every
+  eighth of the timeout, at most a second) watches every call being read, rather than a timer set and
+  cancelled by each call on the event loop; a late message is refused at most that tick late.
 
 An inference call is on its way to a model from its start, though its model is named in its message: it
 counts in the engine's ``arrivals`` until read, so that a batcher waits for it rather than run alone
@@ -56,18 +58,10 @@ class _Connection:
         self.reading = asyncio.Lock()
 
 
-if sys.version_info >= (3, 11):
-
-    async def _within(seconds: float, read: Awaitable[bytes]) -> bytes:
-        """``read`` awaited under a timer in the call's own task (``asyncio.wait_for`` makes a task a call)."""
-        async with asyncio.timeout(seconds):
-            return await read
-
-else:
-
-    async def _within(seconds: float, read: Awaitable[bytes]) -> bytes:
-        """``read`` awaited under a timer (Python 3.10 has no ``asyncio.timeout``)."""
-        return await asyncio.wait_for(read, seconds)
+def _uncancel(task: asyncio.Task[Any]) -> None:
+    """Undo the cancellation ``Guard._sweep`` asked for, once handled (Python 3.10 counts none)."""
+    if sys.version_info >= (3, 11):
+        task.uncancel()
 
 
 class Refusal(LocalServeError):
@@ -92,6 +86,10 @@ class Guard(grpc.aio.ServerInterceptor):
         self.extras = extras
         self.connections: dict[str, _Connection] = {}
         self._handlers: dict[str, Handler] = {}
+        self._reading: dict[asyncio.Task[Any], float] = {}  # the calls whose message is awaited: since (loop time)
+        self._late: set[asyncio.Task[Any]] = set()  # those of them the sweep cancelled, past --body-timeout
+        self._sweeping: asyncio.TimerHandle | None = None
+        self.tick = min(1.0, self.message_timeout / 8)  # how often _sweep looks at them
 
     async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
         """The RPC's handler, served as request-streaming so that its message is read here."""
@@ -135,16 +133,47 @@ class Guard(grpc.aio.ServerInterceptor):
         if connection is None:
             connection = self.connections[peer] = _Connection()
         connection.calls += 1
+        task = asyncio.current_task()
+        assert task is not None
+        reading = self._reading
+        loop = asyncio.get_running_loop()
+        reading[task] = loop.time()
+        if self._sweeping is None:
+            self._sweeping = loop.call_later(self.tick, self._sweep)
         try:
-            data = await _within(self.message_timeout, self._take(connection, context, rpc))
-        except asyncio.TimeoutError:
+            return await self._take(connection, context, rpc)
+        except asyncio.CancelledError:
+            if task not in self._late:  # the client's cancel, or the server stopping
+                self._release(peer, 0)
+                raise
+            self._late.discard(task)
+            _uncancel(task)
             self._release(peer, 0)
             message = f"The request message did not arrive within {self.message_timeout:g} s (--body-timeout)."
             await self._refuse(context, rpc, Refusal(message, 408, "message_timeout"))
         except LocalServeError as exc:
             self._release(peer, 0)
             await self._refuse(context, rpc, exc)
-        return data
+        finally:
+            del reading[task]
+
+    def _sweep(self) -> None:
+        """Every ``tick`` while messages are awaited: cancel the reads past ``--body-timeout`` (``_read`` refuses them).
+
+        ``_reading`` is in the order the reads began, so the sweep stops at the first one still in time."""
+        reading = self._reading
+        if not reading:
+            self._sweeping = None
+            return
+        loop = asyncio.get_running_loop()
+        began_by = loop.time() - self.message_timeout
+        for task, since in reading.items():
+            if since > began_by:
+                break
+            if task not in self._late:
+                self._late.add(task)
+                task.cancel()
+        self._sweeping = loop.call_later(self.tick, self._sweep)
 
     async def _take(self, connection: _Connection, context: Context, rpc: str) -> bytes:
         async with connection.reading:

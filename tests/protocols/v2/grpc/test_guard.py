@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import EXAMPLES, free_port
+from tests.protocols.v2.grpc.test_grpc_engine import grpc_app, wait_for
 from tests.protocols.v2.test_routes import sample
 from tests.test_e2e import output_of, server
 
@@ -152,3 +153,17 @@ def test_idle_connections_are_closed(guarded: tuple[str, int, int]) -> None:
             events += conn.receive_data(data)
             sock.sendall(conn.data_to_send())
     assert any(isinstance(event, h2.events.ConnectionTerminated) for event in events), events
+
+
+def test_a_call_cancelled_while_its_message_is_awaited_leaves_nothing_held(serve, make_project) -> None:
+    """A client that resets its call before its message came: the guard keeps nothing of it, neither its
+    connection's figures (kept while the connection has calls) nor the watch on its read."""
+    with grpc_app(serve, make_project, "") as (client, _, target):
+        guard = client.app.grpc.guard
+        with h2_connection(int(target.rsplit(":", 1)[1])) as (sock, conn):
+            [stream] = open_calls(conn, 1, key=None)
+            sock.sendall(conn.data_to_send())
+            wait_for(lambda: bool(guard.connections) and bool(guard._reading), "the call's message awaited")
+            conn.reset_stream(stream)
+            sock.sendall(conn.data_to_send())
+            wait_for(lambda: not guard.connections and not guard._reading, "the cancelled call released")
