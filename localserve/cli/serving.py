@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--grpc-max-streams",
-    default=100,
+    default=1000,
     show_default=True,
     type=click.IntRange(min=1),
     help="Calls at once on one gRPC connection (HTTP/2 streams); clients queue the others.",

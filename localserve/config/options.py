@@ -72,7 +72,7 @@ class ServeOptions:
     port: int = 0  # --port (0: any free port); with the replica's index, it picks the core to pin to
     grpc_port: int | None = None  # --grpc-port: the Open Inference Protocol over gRPC on this port; None: off
     grpc_idle_timeout: float = 30.0  # --grpc-idle-timeout: seconds a gRPC connection with no call open is kept
-    grpc_max_streams: int = 100  # --grpc-max-streams: calls at once on one gRPC connection (HTTP/2 streams)
+    grpc_max_streams: int = 1000  # --grpc-max-streams: calls at once on one gRPC connection (HTTP/2 streams)
     limits: HttpLimits = field(default_factory=HttpLimits)  # --max-header-bytes, --max-headers, --*-timeout
     max_body_size: int = 100 * MiB  # --max-body-size; 413 beyond
     allow_cpu_fallback: bool = False  # --allow-cpu-fallback
