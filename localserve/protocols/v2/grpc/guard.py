@@ -143,12 +143,11 @@ class Guard(grpc.aio.ServerInterceptor):
         try:
             return await self._take(connection, context, rpc)
         except asyncio.CancelledError:
+            self._release(peer, 0)
             if task not in self._late:  # the client's cancel, or the server stopping
-                self._release(peer, 0)
                 raise
             self._late.discard(task)
             _uncancel(task)
-            self._release(peer, 0)
             message = f"The request message did not arrive within {self.message_timeout:g} s (--body-timeout)."
             await self._refuse(context, rpc, Refusal(message, 408, "message_timeout"))
         except LocalServeError as exc:
