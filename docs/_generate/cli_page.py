@@ -24,8 +24,11 @@ def commands(
 ) -> Iterator[tuple[str, click.Command]]:
     """Every command of the tree, depth first, with its full name (``localserve export kubernetes``)."""
     yield " ".join(path), command
-    if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
+    if isinstance(command, click.Group):  # through click's API: localserve's subcommands are imported when asked for
+        ctx = click.Context(command)
+        for name in sorted(command.list_commands(ctx)):
+            sub = command.get_command(ctx, name)
+            assert sub is not None, name
             yield from commands(sub, (*path, name))
 
 
@@ -69,7 +72,7 @@ def render_command(name: str, command: click.Command) -> str:
     lines += ["```text", f"{name} {usage}", "```", ""]
     if isinstance(command, click.Group):
         subs = ", ".join(
-            f"[`{name} {sub}`](#{(name + ' ' + sub).replace(' ', '-')})" for sub in sorted(command.commands)
+            f"[`{name} {sub}`](#{(name + ' ' + sub).replace(' ', '-')})" for sub in sorted(command.list_commands(ctx))
         )
         lines += [f"Commands: {subs}.", ""]
     params = [p for p in command.params if not (isinstance(p, click.Option) and p.hidden)]

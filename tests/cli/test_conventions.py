@@ -16,7 +16,10 @@ from localserve.cli.conventions import env_exempt, envvar_of
 
 def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
     found: dict[str, click.Command] = {}
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             found.update(_commands(command, f"{prefix}{name} "))
         else:
@@ -83,7 +86,11 @@ def test_every_option_of_every_command_is_read_from_its_localserve_variable(name
 
 
 def test_only_help_and_version_are_exempt() -> None:
-    everything: dict[str, click.Command] = {"": main, "export": main.commands["export"], **COMMANDS}
+    everything: dict[str, click.Command] = {
+        "": main,
+        "export": main.get_command(click.Context(main), "export"),
+        **COMMANDS,
+    }
     exempt = {
         (name, option.opts[-1])
         for name, command in everything.items()

@@ -144,13 +144,15 @@ def test_serve_flags_are_the_fields_of_the_one_settings_tree() -> None:
     """Each flag of `serve` is a field of ServeOptions (or of HttpLimits inside it) by the same name."""
     import dataclasses
 
+    import click
+
     from localserve.cli import main
     from localserve.cli.options import ApiFlags
     from localserve.processes.replicas import ReplicaStart
     from localserve.server import HttpLimits, ServeOptions
 
     fields = {f.name for tree in (ServeOptions, HttpLimits, ProjectSettings) for f in dataclasses.fields(tree)}
-    serve = main.commands["serve"]
+    serve = main.get_command(click.Context(main), "serve")
     # What shapes the APIs (ApiFlags, the config's keys, for `load`) and what picks the project are not settings;
     # --no-install is ProjectSettings.install.
     apis = {"project", "config_file", "api_names", "no_install"} | {f.name for f in dataclasses.fields(ApiFlags)}

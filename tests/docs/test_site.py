@@ -27,8 +27,9 @@ def reference(site: Path, name: str) -> str:
 def every_command(command: click.Command = main) -> Iterator[click.Command]:
     yield command
     if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            yield from every_command(sub)
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            yield from every_command(command.get_command(ctx, name))
 
 
 def test_the_site_has_the_four_sections_and_a_home(site: Path) -> None:
