@@ -4,7 +4,7 @@ Every flag can also come from the environment (``--port`` from ``LOCALSERVE_PORT
 ``--help`` names each variable: ``conventions``.
 
 Each subcommand's module is imported when that command runs (click's documented lazy group), so ``localserve serve``
-does not import what ``run``, ``check``, ``get`` and ``export`` need: a server starts sooner.
+does not import what ``run``, ``check``, ``get`` and ``export`` need.
 """
 
 from __future__ import annotations

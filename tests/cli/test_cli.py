@@ -322,6 +322,22 @@ def test_help_and_abeja_handlers_do_not_import_heavy_runtimes(make_project) -> N
     assert localserve("--help").returncode == 0
 
 
+def test_a_command_imports_its_own_module_only() -> None:
+    # `serve` starts without the modules of `run`, `check`, `get` and `export`; `--help` lists them all the same.
+    probe = (
+        "import sys, click\n"
+        "from localserve.cli import main\n"
+        "main.get_command(click.Context(main), 'serve')\n"
+        "print(sorted(m for m in ('localserve.cli.serving', 'localserve.cli.run', 'localserve.cli.tools', "
+        "'localserve.export') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=cli_env(), check=True)
+    assert done.stdout.strip() == b"['localserve.cli.serving']"
+    listed = localserve("--help").stdout.decode()
+    for name in ("check", "export", "get", "run", "serve"):
+        assert f"\n  {name} " in listed, name
+
+
 # The heavy dependencies (and slow imports) an API imports only when it uses them (localserve's own modules are
 # imported at start-up; tests/test_layers.py holds each in-function import to one of these).
 DEFERRED = (
