@@ -56,4 +56,4 @@ def main() -> None:
 
 read_flags_from_environment(main)
 
-__all__ = ["SUBCOMMANDS", "LazyGroup", "main"]
+__all__ = ["main"]
