@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ApiOptions, ServeOptions
-from localserve.engine.jobqueue import Arrivals
 from localserve.engine.lifecycle import Lifecycle
 from localserve.engine.pipeline import Pipeline
 from localserve.engine.ports import Hooks
@@ -61,10 +60,8 @@ class ApiRuntime:
         metrics: Metrics | None,
         extras: ExtraMetrics | None = None,
         tracer: Tracing | None = None,
-        arrivals: Arrivals | None = None,
     ) -> None:
         self.project = config.project
-        self.arrivals = arrivals or Arrivals()  # the replica's requests read before their API is known
         self.options = options
         self.metrics = metrics
         self.state = "loading"
@@ -106,7 +103,7 @@ class ApiRuntime:
             models=metrics.models.observer(api.name) if metrics is not None else None,
         )
         endpoint = create_endpoint(api, ApiOptions.of(api, options, self.project), observers)
-        pipeline = Pipeline(api, endpoint, self.hooks, self.arrivals)
+        pipeline = Pipeline(api, endpoint, self.hooks)
         return Runtime(api, endpoint, pipeline, Lifecycle(pipeline, status=self._status))
 
     def _status(self) -> tuple[str, str | None]:

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from localserve.config import ApiConfig, ServeConfig
 from localserve.config.options import ServeOptions
 from localserve.engine.api import ApiRuntime, Runtime
-from localserve.engine.jobqueue import Arrivals
 from localserve.engine.leftovers import Leftovers, join_all
 from localserve.engine.memory import freeze_heap, hold_thresholds, keep_freed_memory
 from localserve.engine.pinner import Pinner
@@ -64,10 +63,8 @@ class Engine:
         self.extras = ExtraMetrics(self.figures.registry) if options.metrics else None
         # OTEL_* asked for spans (cli/otel.py): the SDK is imported and set up here, else never.
         self.tracer: Tracing | None = None if options.tracing is None else start_tracing(options.tracing)
-        self.arrivals = Arrivals()  # requests a door reads before their API is known: every API counts them upstream
         self.apis = {
-            api.name: ApiRuntime(api, config, options, self.metrics, self.extras, self.tracer, self.arrivals)
-            for api in config.apis
+            api.name: ApiRuntime(api, config, options, self.metrics, self.extras, self.tracer) for api in config.apis
         }
         self.stats = StatsSummary(self.figures, config.apis, lambda name: self.apis[name].state)
         self.loading: asyncio.Task[None] | None = None

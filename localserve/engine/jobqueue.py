@@ -3,7 +3,6 @@
 The event loop submits and drops jobs; the API's threads take them off ``items`` and claim them
 as their first stage begins. Counts change under one lock, so a job is started or dropped, never
 both: a job dropped while it waited (deadline, client gone, shutdown) is skipped by the thread.
-Requests a door is still reading before it knows their API (``Arrivals``) are on their way too.
 """
 
 from __future__ import annotations
@@ -19,25 +18,6 @@ from localserve.engine.job import DROPPED, QUEUED, RUNNING, Call, Job, Outputs
 from localserve.errors import Overloaded, ShuttingDown
 
 Item = Job | Outputs | Call | None  # None tells a thread to stop
-
-
-class Arrivals:
-    """The replica's requests that a front door is reading before their API is known (a gRPC call's message
-    names its model): entered while read, on the event loop. Every API counts them on their way to its model,
-    so that a batcher waits for them instead of running a lone request, as it does for bodies being read."""
-
-    __slots__ = ("count",)
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __enter__(self) -> None:
-        self.count += 1
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.count -= 1
 
 
 class Admission:
@@ -66,7 +46,6 @@ class JobQueue:
         max_queue: int,
         on_depth: Callable[[int], None] | None,
         threads: int = 1,
-        arrivals: Arrivals | None = None,
     ) -> None:
         self.name = name
         self.max_queue = max_queue
@@ -76,7 +55,6 @@ class JobQueue:
             queue.SimpleQueue() if threads == 1 else LastIdleFirst()
         )
         self.reading = 0  # requests whose body is being read (event loop only)
-        self.arrivals = arrivals or Arrivals()  # the replica's requests read before their API is known
         self.depth = 0  # queued jobs neither started nor dropped
         self.preparing = 0  # claimed jobs not yet handed to the model
         self.closing = False
@@ -134,9 +112,8 @@ class JobQueue:
 
     # -- the threads' side --------------------------------------------------------------------
     def upstream(self) -> int:
-        """Requests still on their way to the model: being read (this API's, or any before its API is known),
-        queued, or being prepared."""
-        return self.reading + self.arrivals.count + self.depth + self.preparing
+        """Requests still on their way to the model: being read, queued, or being prepared."""
+        return self.reading + self.depth + self.preparing
 
     def claim(self, jobs: list[Job]) -> list[Job]:
         """Claim ``jobs`` at once (list batching: they start together); those not dropped meanwhile."""

@@ -33,7 +33,7 @@ from localserve.engine.batcher import Batcher
 from localserve.engine.cpu import CpuMeter
 from localserve.engine.feeds import bucket_sizes
 from localserve.engine.job import Call, Job, Outputs
-from localserve.engine.jobqueue import Arrivals, JobQueue
+from localserve.engine.jobqueue import JobQueue
 from localserve.engine.leftovers import join_all
 from localserve.engine.lists import ListBatches
 from localserve.engine.pinning import pin_this_thread
@@ -56,9 +56,7 @@ ANSWER_AFTER = 0.002
 class Pipeline:
     """The worker threads of one API and the batcher of its model."""
 
-    def __init__(
-        self, api: ApiConfig, endpoint: Endpoint, hooks: Hooks | None = None, arrivals: Arrivals | None = None
-    ) -> None:
+    def __init__(self, api: ApiConfig, endpoint: Endpoint, hooks: Hooks | None = None) -> None:
         self.api = api
         self.name = api.name
         self.endpoint = endpoint
@@ -68,7 +66,7 @@ class Pipeline:
         self.batcher: Batcher | None = None
         self.lists: ListBatches | None = None  # predictors with batching get lists of payloads
         self.routes: ModelRoutes | None = None  # a multi-model API: V2 requests name one of its models
-        self.queue = jobs = JobQueue(self.name, self.max_queue, self.hooks.depth, self.threads, arrivals)
+        self.queue = jobs = JobQueue(self.name, self.max_queue, self.hooks.depth, self.threads)
         self._queue = jobs.items
         # The queue's own methods, bound once: the event loop calls them for every request.
         self.submit, self.drop, self.full = jobs.submit, jobs.drop, jobs.full

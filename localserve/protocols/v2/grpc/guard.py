@@ -6,16 +6,14 @@ announces; ``Guard`` serves every unary RPC as a request-streaming one instead, 
 until it asks:
 
 - ``--api-key`` is checked from the metadata, the message unread (UNAUTHENTICATED);
-- a connection reads one message at a time, and none while the messages its calls hold (read, not yet
-  answered) reach ``--max-body-size`` (RESOURCE_EXHAUSTED, counted and logged);
+- a connection reads at most ``READS_AT_ONCE`` messages at once, and none while the messages its calls hold
+  (read, not yet answered) reach ``--max-body-size`` (RESOURCE_EXHAUSTED, counted and logged): what its
+  unanswered messages hold stays under ``READS_AT_ONCE + 1`` times ``--max-body-size``, while its reads overlap
+  (one at a time, each call waited for its predecessor's read, which under load is a turn of the event loop);
 - the message must arrive within ``--body-timeout`` of the call's start (DEADLINE_EXCEEDED, counted and
   logged); the call ends and grpc frees what it had buffered. One timer of the guard's (``_sweep``, every
   eighth of the timeout, at most a second) watches every call being read, rather than a timer set and
   cancelled by each call on the event loop; a late message is refused at most that tick late.
-
-An inference call is on its way to a model from its start, though its model is named in its message: it
-counts in the engine's ``arrivals`` until read, so that a batcher waits for it rather than run alone
-the call read before it (grpcio starts calls one at a time).
 
 Streams not yet read keep their initial window (``server.py`` turns grpc's window growing off).
 """
@@ -32,7 +30,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import grpc
 
 from localserve.config.options import ServeOptions
-from localserve.engine.jobqueue import Arrivals
 from localserve.errors import LocalServeError, RequestError, Unauthorized
 from localserve.metrics.extras import ExtraMetrics
 from localserve.protocols.v2.grpc.call import REQUEST_ID, Context, request_id_of_call
@@ -41,21 +38,21 @@ from localserve.protocols.v2.grpc.status import GrpcWire
 log = logging.getLogger("localserve")
 
 OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no API key needed (as /healthz, /readyz)
-INFERENCE_RPCS = frozenset({"ModelInfer"})  # the RPCs that run a model: in the engine's arrivals while read
+READS_AT_ONCE = 4  # messages one connection reads at once
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
     Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
 
 
 class _Connection:
-    """One HTTP/2 connection's calls: how many are open, the bytes their messages hold, the one read at a time."""
+    """One HTTP/2 connection's calls: how many are open, the bytes their messages hold, the reads it may start."""
 
     __slots__ = ("calls", "held", "reading")
 
     def __init__(self) -> None:
         self.calls = 0
         self.held = 0
-        self.reading = asyncio.Lock()
+        self.reading = asyncio.Semaphore(READS_AT_ONCE)
 
 
 def _uncancel(task: asyncio.Task[Any]) -> None:
@@ -75,10 +72,7 @@ class Refusal(LocalServeError):
 class Guard(grpc.aio.ServerInterceptor):
     """The interceptor of the gRPC server: every unary RPC read under the limits above."""
 
-    def __init__(
-        self, options: ServeOptions, wire: GrpcWire, extras: ExtraMetrics | None, arrivals: Arrivals | None = None
-    ) -> None:
-        self.arrivals = arrivals or Arrivals()
+    def __init__(self, options: ServeOptions, wire: GrpcWire, extras: ExtraMetrics | None) -> None:
         self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
         self.message_timeout = options.limits.body_timeout
         self.max_held = options.max_body_size
@@ -105,20 +99,13 @@ class Guard(grpc.aio.ServerInterceptor):
     def _guard(self, handler: Handler, rpc: str) -> Handler:
         behaviour, deserialize = handler.unary_unary, handler.request_deserializer
         assert behaviour is not None
-        arrivals = self.arrivals if rpc in INFERENCE_RPCS else None
         keyed = self.expected_key is not None and rpc not in OPEN_RPCS
 
         async def call(requests: Any, context: Context) -> Any:
             peer = context.peer()
-            if arrivals is None:
-                if keyed:
-                    await self.check_key(context, rpc)
-                data = await self._read(context, rpc, peer)
-            else:
-                with arrivals:
-                    if keyed:
-                        await self.check_key(context, rpc)
-                    data = await self._read(context, rpc, peer)
+            if keyed:
+                await self.check_key(context, rpc)
+            data = await self._read(context, rpc, peer)
             try:
                 message = data if deserialize is None else deserialize(data)
                 return await behaviour(message, context)  # type: ignore[arg-type]  # the stubs know the sync context only

@@ -38,7 +38,7 @@ class GrpcDoor:
         assert options.grpc_port is not None
         wire = GrpcWire(hide_errors=options.hide_errors)  # one for every call, as HttpWire for HTTP
         self.servicer = Servicer(engine, wire)
-        self.guard = Guard(options, wire, engine.extras, engine.arrivals)
+        self.guard = Guard(options, wire, engine.extras)
         self.options = options
         host = f"[{options.host}]" if ":" in options.host else options.host
         self.address = f"{host}:{options.grpc_port}"

@@ -8,7 +8,7 @@ the sockets' timeouts only keep a broken server from hanging the suite.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import unquote
 
@@ -18,6 +18,7 @@ import h2.events
 import httpx
 import pytest
 
+from localserve.protocols.v2.grpc.guard import READS_AT_ONCE
 from tests.conftest import EXAMPLES, free_port
 from tests.protocols.v2.grpc.test_grpc_engine import grpc_app, wait_for
 from tests.protocols.v2.test_routes import sample
@@ -167,3 +168,40 @@ def test_a_call_cancelled_while_its_message_is_awaited_leaves_nothing_held(serve
             conn.reset_stream(stream)
             sock.sendall(conn.data_to_send())
             wait_for(lambda: not guard.connections and not guard._reading, "the cancelled call released")
+
+
+def test_a_connection_reads_at_most_its_share_of_messages_at_once(serve, make_project) -> None:
+    """Calls whose messages stall hold their connection's reads: ``READS_AT_ONCE`` of them are read at once (the
+    server opens each one's window for its message), the next only once one of them has ended."""
+    with grpc_app(serve, make_project, "") as (client, _, target):
+        guard = client.app.grpc.guard
+        with h2_connection(int(target.rsplit(":", 1)[1])) as (sock, conn):
+            streams = open_calls(conn, READS_AT_ONCE + 1, key=None)
+            sock.sendall(conn.data_to_send())
+            opened: list[int] = []  # the streams whose window the server opened: those being read
+            ended: set[int] = set()
+            most = 0  # the most streams read at once
+
+            def read_until(done: Callable[[], bool]) -> None:
+                nonlocal most
+                while not done():
+                    data = sock.recv(1 << 16)
+                    assert data, "the connection closed"
+                    for event in conn.receive_data(data):
+                        stream = getattr(event, "stream_id", 0)
+                        if isinstance(event, h2.events.WindowUpdated) and stream in streams and stream not in opened:
+                            opened.append(stream)
+                    sock.sendall(conn.data_to_send())
+                    most = max(most, len(set(opened) - ended))
+
+            read_until(lambda: len(opened) == READS_AT_ONCE)
+            wait_for(lambda: len(guard._reading) == READS_AT_ONCE + 1, "every call awaiting its message")
+            conn.reset_stream(opened[0])  # its read ends: the call still waiting may start
+            ended.add(opened[0])
+            sock.sendall(conn.data_to_send())
+            read_until(lambda: len(opened) == READS_AT_ONCE + 1)
+            for stream in set(streams) - ended:
+                conn.reset_stream(stream)
+            sock.sendall(conn.data_to_send())
+            wait_for(lambda: not guard.connections and not guard._reading, "the reset calls released")
+    assert most == READS_AT_ONCE and sorted(opened) == streams
