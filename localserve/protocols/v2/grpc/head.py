@@ -15,10 +15,36 @@ from localserve.errors import RequestError
 MAX_FIELDS = 8
 MODEL_NAME, MODEL_VERSION = 1, 2
 LENGTH_DELIMITED = 2
+NAME_KEY, VERSION_KEY = 0x0A, 0x12  # the one-byte keys of fields 1 and 2, length-delimited
 
 
 def peek_model(data: bytes) -> tuple[str, str]:
     """``(model_name, model_version)`` of a serialized ModelInferRequest (empty strings when not given first)."""
+    name, version = _usual(data) or _fields(data)
+    try:
+        return name.decode("utf-8"), version.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError(_malformed("model_name or model_version is not valid UTF-8")) from None
+
+
+def _usual(data: bytes) -> tuple[bytes, bytes] | None:
+    """The name and version of the usual message: each given once, first, shorter than 128 bytes (a length of one
+    byte); None for any other, which ``_fields`` reads."""
+    size = len(data)
+    if size < 2 or data[0] != NAME_KEY or data[1] & 0x80:
+        return None
+    end = 2 + data[1]
+    name, version = data[2:end], b""
+    if end + 1 < size and data[end] == VERSION_KEY and not data[end + 1] & 0x80:
+        start = end + 2
+        end = start + data[start - 1]
+        version = data[start:end]
+    if end > size or (end < size and (data[end] in (NAME_KEY, VERSION_KEY) or data[end] & 0x80)):
+        return None
+    return name, version
+
+
+def _fields(data: bytes) -> tuple[bytes, bytes]:
     name = version = b""
     position = 0
     for _ in range(MAX_FIELDS):
@@ -37,10 +63,7 @@ def peek_model(data: bytes) -> tuple[str, str]:
             name = value
         else:
             version = value
-    try:
-        return name.decode("utf-8"), version.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RequestError(_malformed("model_name or model_version is not valid UTF-8")) from None
+    return name, version
 
 
 def _varint(data: bytes, position: int) -> tuple[int, int]:

@@ -26,3 +26,31 @@ def test_the_model_is_read_from_the_first_fields_only() -> None:
         peek_model(b"\xff" * 11)
     with pytest.raises(RequestError, match=r"model_name or model_version is not valid UTF-8\.$"):
         peek_model(b"\x0a\x01\xff")
+
+
+def test_the_usual_message_is_read_as_every_field_would_be() -> None:
+    """The shortcut for a short name and version given first agrees with reading field by field, or leaves it."""
+    import random
+
+    from localserve.protocols.v2.grpc.head import _fields, _usual
+
+    messages = []
+    for name in ("", "m", "x" * 127, "x" * 128, "é" * 70):
+        for version in ("", "1", "v" * 200):
+            request = service_pb2.ModelInferRequest(model_name=name, model_version=version, id="r")
+            request.raw_input_contents.append(b"\0" * 16)
+            messages.append(request.SerializeToString())
+    messages += [b"\x0a\x01a\x0a\x01b", b"\x0a\x01a\x12\x01b\x12\x01c", b"\x0a\x01a\x8a\x00", b"\x0a\x05ab"]
+    rng = random.Random(7)
+    messages += [bytes([0x0A, rng.randrange(6)]) + rng.randbytes(rng.randrange(12)) for _ in range(3000)]
+    usual_ones = 0
+    for data in messages:
+        quick = _usual(data)
+        try:
+            whole = _fields(data)
+        except RequestError:
+            assert quick is None, data
+            continue
+        assert quick in (None, whole), data
+        usual_ones += quick is not None
+    assert usual_ones > 1000  # the shortcut is taken, not only left
