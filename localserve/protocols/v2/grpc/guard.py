@@ -8,8 +8,9 @@ until it asks:
 - ``--api-key`` is checked from the metadata, the message unread (UNAUTHENTICATED);
 - a connection reads at most ``READS_AT_ONCE`` messages at once, and none while the messages its calls hold
   (read, not yet answered) reach ``--max-body-size`` (RESOURCE_EXHAUSTED, counted and logged): what its
-  unanswered messages hold stays under ``READS_AT_ONCE + 1`` times ``--max-body-size``, while its reads overlap
-  (one at a time, each call waited for its predecessor's read, which under load is a turn of the event loop);
+  unanswered messages hold stays under ``READS_AT_ONCE + 1`` times ``--max-body-size``. Reads overlap because one
+  at a time would make each call wait for the read before it (under load, a turn of the event loop) and a
+  stalled message hold up every call behind it;
 - the message must arrive within ``--body-timeout`` of the call's start (DEADLINE_EXCEEDED, counted and
   logged); the call ends and grpc frees what it had buffered. One timer of the guard's (``_sweep``, every
   eighth of the timeout, at most a second) watches every call being read, rather than a timer set and
