@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import sys
@@ -239,19 +240,33 @@ def _bind_free_port(settings: dict[str, Any]) -> socket.socket | None:
 
 
 def _serve(config: ServeConfig, settings: dict[str, Any], context: Project, sock: socket.socket | None) -> Stopped:
-    """Inside the project: the settings tree built, then serve until stopped; how it ended."""
-    # lazy: numpy, imported in the project: it starts threads, and /mnt/project's mount namespace needs none
-    from localserve.engine.memory import set_by_environment
-    from localserve.processes.supervisor import default_replicas, serve_forever
+    """Inside the project: the settings tree built, then serve until stopped; how it ended.
 
-    api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas")
-    replicas = 1 if settings["reload"] else replicas or default_replicas(config)
-    options = serve_options(
-        os.environ,
-        **settings,
-        api_key=api_key,
-        replicas=replicas,
-        freeze_heap=not settings["reload"],  # --reload: a frozen heap would keep every replaced version
-        tune_malloc=not set_by_environment(os.environ),
-    )
-    return serve_forever(config, options, context if options.reload else None, sock=sock)
+    The garbage collector is off while the process starts: what start-up imports and loads lives as long as the
+    process (a collection finds next to nothing), so the collector's passes over it only lengthen the start. The
+    engine turns it on once every API is loaded (``freeze_heap``, which collects and freezes first); a supervisor of
+    replicas, which loads nothing, as soon as it has its settings; ``--reload``, whose heap is never frozen, keeps it
+    on throughout.
+    """
+    if not settings["reload"]:
+        gc.disable()
+    try:
+        # lazy: numpy, imported in the project: it starts threads, and /mnt/project's mount namespace needs none
+        from localserve.engine.memory import set_by_environment
+        from localserve.processes.supervisor import default_replicas, serve_forever
+
+        api_key, replicas = settings.pop("api_key") or None, settings.pop("replicas")
+        replicas = 1 if settings["reload"] else replicas or default_replicas(config)
+        options = serve_options(
+            os.environ,
+            **settings,
+            api_key=api_key,
+            replicas=replicas,
+            freeze_heap=not settings["reload"],  # --reload: a frozen heap would keep every replaced version
+            tune_malloc=not set_by_environment(os.environ),
+        )
+        if options.replicas > 1:
+            gc.enable()
+        return serve_forever(config, options, context if options.reload else None, sock=sock)
+    finally:
+        gc.enable()  # however serving ended (a start that failed never reached freeze_heap)

@@ -92,9 +92,11 @@ GEN0_THRESHOLD = 10_000  # allocations between two collections of the youngest g
 def freeze_heap() -> None:
     """Once every API is loaded: collect, leave what loading made out of later collections (``gc.freeze``),
     collect the youngest generation every ``GEN0_THRESHOLD`` allocations (the default 700 paused the loop
-    every few dozen requests in flight), and hand what loading freed back to the kernel."""
+    every few dozen requests in flight), turn the collector on (``serve`` starts with it off), and hand what
+    loading freed back to the kernel."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    gc.enable()
     trim_heap()
     log.debug("garbage collector: %d objects frozen after loading", gc.get_freeze_count())

@@ -144,6 +144,28 @@ def test_freezing_the_heap_trims_it_once_loaded(serve, make_project, monkeypatch
     assert trim_heap() is (platform.libc_ver()[0] == "glibc")
 
 
+# Whether the collector runs while the handler's module is imported (the load) and while it answers.
+COLLECTOR = """
+import gc
+
+AT_LOAD = gc.isenabled()
+
+
+def handler(request, context):
+    content = {"at_load": AT_LOAD, "serving": gc.isenabled()}
+    return {"status_code": 200, "content_type": "application/json", "content": content}
+"""
+
+
+@pytest.mark.parametrize(("flags", "at_load"), [((), False), (("--reload",), True)])
+def test_serve_starts_with_the_collector_off_and_serves_with_it_on(
+    make_project, flags: tuple[str, ...], at_load: bool
+) -> None:
+    project = make_project({"main.py": COLLECTOR})
+    with server("--handler", "main:handler", *flags, cwd=project) as (url, _):
+        assert httpx.post(url, json={}, timeout=30).json() == {"at_load": at_load, "serving": True}
+
+
 def mlp(path: Path) -> Path:
     """256 -> 1024 -> 1024 -> 10 with Relu (5.3 MB of float32 weights): the benchmarks' mlp, built here."""
     import onnx
