@@ -25,7 +25,6 @@ import asyncio
 import hmac
 import logging
 import sys
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
@@ -42,7 +41,6 @@ OPEN_RPCS = frozenset({"ServerLive", "ServerReady"})  # the health probes: no AP
 READS_AT_ONCE = 4  # messages one connection reads at once
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
-    Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
 
 
 class _Connection:
@@ -70,8 +68,8 @@ class Refusal(LocalServeError):
         self.reason = reason
 
 
-class Guard(grpc.aio.ServerInterceptor):
-    """The interceptor of the gRPC server: every unary RPC read under the limits above."""
+class Guard:
+    """Every unary RPC of the gRPC server read under the limits above (``guarded``)."""
 
     def __init__(self, options: ServeOptions, wire: GrpcWire, extras: ExtraMetrics | None) -> None:
         self.expected_key = None if not options.api_key else b"bearer " + options.api_key.encode("utf-8")
@@ -86,16 +84,16 @@ class Guard(grpc.aio.ServerInterceptor):
         self._sweeping: asyncio.TimerHandle | None = None
         self.tick = min(1.0, self.message_timeout / 8)  # how often _sweep looks at them
 
-    async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
-        """The RPC's handler, served as request-streaming so that its message is read here."""
-        method = details.method
-        guarded = self._handlers.get(method)
-        if guarded is None:
-            handler = await continuation(details)
-            if handler is None or handler.unary_unary is None:
-                return handler
-            guarded = self._handlers[method] = self._guard(handler, method.rsplit("/", 1)[-1])
-        return guarded
+    def guarded(self, service: str, methods: dict[str, Handler]) -> grpc.GenericRpcHandler:
+        """``service``'s generic handler with every unary method served as request-streaming, so that its message is
+        read here. (An interceptor would do the same on every call, at the cost of its coroutines.)"""
+        return grpc.method_handlers_generic_handler(
+            service,
+            {
+                name: handler if handler.unary_unary is None else self._guard(handler, name)
+                for name, handler in methods.items()
+            },
+        )
 
     def _guard(self, handler: Handler, rpc: str) -> Handler:
         behaviour, deserialize = handler.unary_unary, handler.request_deserializer

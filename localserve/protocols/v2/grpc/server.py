@@ -50,7 +50,6 @@ class GrpcDoor:
         """Bind and start serving; StartError when the port cannot be bound."""
         options = self.options
         server = grpc.aio.server(
-            interceptors=[self.guard],
             options=[
                 ("grpc.max_receive_message_length", options.max_body_size),  # larger: RESOURCE_EXHAUSTED, unread
                 ("grpc.max_send_message_length", -1),
@@ -65,7 +64,7 @@ class GrpcDoor:
                 ("grpc.so_reuseport", 1 if options.replicas > 1 else 0),
             ],
         )
-        server.add_generic_rpc_handlers((self.servicer.handler(),))
+        server.add_generic_rpc_handlers((self.guard.guarded(SERVICE, self.servicer.methods()),))
         try:
             port = server.add_insecure_port(self.address)
         except RuntimeError as exc:

@@ -33,7 +33,6 @@ from localserve.protocols.v2.grpc import inference_pb2 as pb
 from localserve.protocols.v2.grpc.call import (
     INFER_PATH,
     REQUEST_ID,
-    SERVICE,
     Context,
     GrpcExchange,
     request_id_of_call,
@@ -68,8 +67,8 @@ class Servicer:
         self.wire = wire
         self.stopping = False  # a stop was asked for: new ModelInfer calls are UNAVAILABLE, ServerReady false
 
-    def handler(self) -> grpc.GenericRpcHandler:
-        """The generic handler that serves the service under its protocol name."""
+    def methods(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+        """The service's method handlers, by the protocol's names of its RPCs (``SERVICE``'s)."""
 
         def unary(
             fn: Callable[[Any, Context], Awaitable[Any]], request: type[Message]
@@ -99,7 +98,7 @@ class Servicer:
             # bytes in and out: parsed and serialized on the API's threads, not on the event loop
             "ModelInfer": grpc.unary_unary_rpc_method_handler(self.model_infer),
         }
-        return grpc.method_handlers_generic_handler(SERVICE, methods)
+        return methods
 
     # -- health and metadata ----------------------------------------------------------------------
     async def server_live(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
