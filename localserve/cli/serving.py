@@ -243,10 +243,8 @@ def _serve(config: ServeConfig, settings: dict[str, Any], context: Project, sock
     """Inside the project: the settings tree built, then serve until stopped; how it ended.
 
     The garbage collector is off while the process starts: what start-up imports and loads lives as long as the
-    process (a collection finds next to nothing), so the collector's passes over it only lengthen the start. The
-    engine turns it on once every API is loaded (``freeze_heap``, which collects and freezes first); a supervisor of
-    replicas, which loads nothing, as soon as it has its settings; ``--reload``, whose heap is never frozen, keeps it
-    on throughout.
+    process, so collecting only lengthens the start. The engine turns it on once every API is loaded (``freeze_heap``);
+    a supervisor of replicas, which loads nothing, once it has its settings; ``--reload`` (no freeze) never turns it off.
     """
     if not settings["reload"]:
         gc.disable()
