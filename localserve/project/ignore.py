@@ -8,7 +8,8 @@ Example::
 Not packaged (Cortex 0.25-0.33 docs, *Predictors*): the API config file, names starting with ``.`` (but the project's
 ``.env``, which must reach the container), ``*.pyc``, ``*.pyo``, ``*.pyd``, ``__pycache__``, and what the ignore files
 list, with gitignore semantics (pathspec): nothing inside an ignored folder can be re-included, and a pattern git would
-refuse is a ConfigError naming the file and line.
+refuse is a ConfigError naming the file and line. A project without ignore files has Cortex's exclusions alone, which
+``CortexRules`` matches by name: pathspec, whose import is a noticeable part of a start, is imported for ignore files.
 """
 
 from __future__ import annotations
@@ -18,17 +19,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pathspec
-
 from localserve.errors import ConfigError
 
 __all__ = [
     "IGNORE_FILES",
+    "CortexRules",
     "IgnoreRules",
     "Rule",
     "builtin_patterns",
     "editor_temp",
     "ignored",
+    "packaging_rules",
     "parse_ignore_lines",
     "user_patterns",
 ]
@@ -49,6 +50,8 @@ class Rule:
 
 def parse_ignore_lines(lines: Iterable[str], source: str = "ignore rules") -> list[Rule]:
     """gitignore lines to rules (blank lines and comments skipped); a bad pattern is a ConfigError naming its line."""
+    import pathspec  # lazy: pathspec, for ignore files only (see the module's text)
+
     rules = []
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\n").rstrip("\r")
@@ -115,6 +118,8 @@ class IgnoreRules:
     """gitignore lines; the last matching line decides, and an ignored folder hides its contents."""
 
     def __init__(self, lines: list[str]) -> None:
+        import pathspec  # lazy: pathspec, for ignore files only (see the module's text)
+
         parse_ignore_lines(lines)
         self.spec = pathspec.GitIgnoreSpec.from_lines(lines)
 
@@ -129,10 +134,43 @@ class IgnoreRules:
         return False
 
 
+class CortexRules:
+    """``builtin_patterns`` alone, matched as ``IgnoreRules`` matches them, by name: the config file, hidden names but
+    the project's ``.env``, compiled Python and ``__pycache__`` folders, and whatever lies inside one of these."""
+
+    def __init__(self, project: Path, config_file: Path | None) -> None:
+        patterns = builtin_patterns(project, config_file)
+        self.config = patterns[0][1:] if patterns[0].startswith("/") else None  # relative, POSIX
+
+    def match(self, relative: str, is_dir: bool) -> bool:
+        """Whether ``relative`` (a POSIX path relative to the project) is ignored."""
+        parts = [p for p in relative.strip("/").split("/") if p not in ("", ".")]
+        for depth, name in enumerate(parts):
+            if name.endswith(_COMPILED) or (name == "__pycache__" and (is_dir or depth < len(parts) - 1)):
+                return True
+            if name.startswith(".") and not (depth == 0 and name in KEPT_HIDDEN):  # "!/.env" keeps .env, not .env/.x
+                return True
+            if "/".join(parts[: depth + 1]) == self.config:
+                return True
+        return False
+
+
+_COMPILED = (".pyc", ".pyo", ".pyd")
+
+
+def packaging_rules(project: Path, config_file: Path | None) -> IgnoreRules | CortexRules:
+    """What is left out of the package: Cortex's exclusions and the project's ignore files' lines (``IgnoreRules``),
+    or Cortex's alone when there are none (``CortexRules``)."""
+    lines = user_patterns(project)
+    if not lines:
+        return CortexRules(project, config_file)
+    return IgnoreRules(builtin_patterns(project, config_file) + lines)
+
+
 def ignored(project: Path, config_file: Path | None) -> Callable[[Path], bool]:
     """A predicate telling whether a path (absolute, or relative to ``project``) is left out of the package."""
     root = project.resolve()
-    rules = IgnoreRules(builtin_patterns(project, config_file) + user_patterns(project))
+    rules = packaging_rules(project, config_file)
 
     def is_ignored(path: Path) -> bool:
         absolute = path if path.is_absolute() else root / path

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from localserve.project.ignore import IgnoreRules, builtin_patterns, user_patterns
+from localserve.project.ignore import packaging_rules
 
 log = logging.getLogger("localserve")
 
@@ -72,7 +72,7 @@ def _prune(mirror: Path, wanted: dict[str, bool]) -> None:
 
 def _packaged(project: Path, config_file: Path | None) -> dict[str, bool]:
     """The packaged paths of ``project`` (relative, POSIX) in walk order: True for a folder, False for a file or link."""
-    rules = IgnoreRules(builtin_patterns(project, config_file) + user_patterns(project))
+    rules = packaging_rules(project, config_file)
     wanted: dict[str, bool] = {}
     for folder, dirs, files in os.walk(project):
         relative_folder = Path(folder).relative_to(project).as_posix()
@@ -94,7 +94,7 @@ def _packaged(project: Path, config_file: Path | None) -> dict[str, bool]:
 
 
 def _walk(project: Path, config_file: Path | None, mirror: Path | None) -> list[str]:
-    rules = IgnoreRules(builtin_patterns(project, config_file) + user_patterns(project))
+    rules = packaging_rules(project, config_file)
     excluded: list[str] = []
     for folder, dirs, files in os.walk(project):
         relative_folder = Path(folder).relative_to(project).as_posix()
