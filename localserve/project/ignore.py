@@ -79,17 +79,24 @@ _PATTERN_HELP = "expected gitignore syntax: *, ?, [a-z], ** and a trailing / for
 
 def builtin_patterns(project: Path, config_file: Path | None) -> list[str]:
     """Cortex's exclusions as gitignore lines (the config file only when it lies in the project)."""
-    patterns = []
-    if config_file is not None:
-        path = config_file if config_file.is_absolute() else project / config_file
-        try:
-            relative = path.resolve().relative_to(project.resolve())
-        except ValueError:
-            relative = None
-        if relative is not None:
-            patterns.append("/" + relative.as_posix())
-    patterns += [".*", *(f"!/{name}" for name in KEPT_HIDDEN), "*.pyc", "*.pyo", "*.pyd", "__pycache__/"]
+    config = _config_in(project, config_file)
+    patterns = [] if config is None else ["/" + config]
+    patterns += [".*", *(f"!/{name}" for name in KEPT_HIDDEN), *(f"*{suffix}" for suffix in _COMPILED), "__pycache__/"]
     return patterns
+
+
+def _config_in(project: Path, config_file: Path | None) -> str | None:
+    """The config file's path relative to ``project`` (POSIX), or None when there is none or it lies elsewhere."""
+    if config_file is None:
+        return None
+    path = config_file if config_file.is_absolute() else project / config_file
+    try:
+        return path.resolve().relative_to(project.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+_COMPILED = (".pyc", ".pyo", ".pyd")
 
 
 def user_patterns(project: Path) -> list[str]:
@@ -139,8 +146,7 @@ class CortexRules:
     the project's ``.env``, compiled Python and ``__pycache__`` folders, and whatever lies inside one of these."""
 
     def __init__(self, project: Path, config_file: Path | None) -> None:
-        patterns = builtin_patterns(project, config_file)
-        self.config = patterns[0][1:] if patterns[0].startswith("/") else None  # relative, POSIX
+        self.config = _config_in(project, config_file)
 
     def match(self, relative: str, is_dir: bool) -> bool:
         """Whether ``relative`` (a POSIX path relative to the project) is ignored."""
@@ -153,9 +159,6 @@ class CortexRules:
             if "/".join(parts[: depth + 1]) == self.config:
                 return True
         return False
-
-
-_COMPILED = (".pyc", ".pyo", ".pyd")
 
 
 def packaging_rules(project: Path, config_file: Path | None) -> IgnoreRules | CortexRules:

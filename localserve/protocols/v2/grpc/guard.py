@@ -78,7 +78,6 @@ class Guard:
         self.wire = wire
         self.extras = extras
         self.connections: dict[str, _Connection] = {}
-        self._handlers: dict[str, Handler] = {}
         self._reading: dict[asyncio.Task[Any], float] = {}  # the calls whose message is awaited: since (loop time)
         self._late: set[asyncio.Task[Any]] = set()  # those of them the sweep cancelled, past --body-timeout
         self._sweeping: asyncio.TimerHandle | None = None
@@ -86,7 +85,7 @@ class Guard:
 
     def guarded(self, service: str, methods: dict[str, Handler]) -> grpc.GenericRpcHandler:
         """``service``'s generic handler with every unary method served as request-streaming, so that its message is
-        read here. (An interceptor would do the same on every call, at the cost of its coroutines.)"""
+        read here: wrapped once, where an interceptor would be run by grpc on every call."""
         return grpc.method_handlers_generic_handler(
             service,
             {
