@@ -142,8 +142,8 @@ class IgnoreRules:
 
 
 class CortexRules:
-    """``builtin_patterns`` alone, matched as ``IgnoreRules`` matches them, by name: the config file, hidden names but
-    the project's ``.env``, compiled Python and ``__pycache__`` folders, and whatever lies inside one of these."""
+    """``builtin_patterns`` alone, matched by name as git matches them: the config file, hidden names but the project's
+    ``.env``, compiled Python and ``__pycache__`` folders, and whatever lies inside one of these."""
 
     def __init__(self, project: Path, config_file: Path | None) -> None:
         self.config = _config_in(project, config_file)
