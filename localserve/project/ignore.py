@@ -151,12 +151,13 @@ class CortexRules:
     def match(self, relative: str, is_dir: bool) -> bool:
         """Whether ``relative`` (a POSIX path relative to the project) is ignored."""
         parts = [p for p in relative.strip("/").split("/") if p not in ("", ".")]
+        config = self.config
+        if config is not None and ((path := "/".join(parts)) == config or path.startswith(config + "/")):
+            return True
         for depth, name in enumerate(parts):
             if name.endswith(_COMPILED) or (name == "__pycache__" and (is_dir or depth < len(parts) - 1)):
                 return True
             if name.startswith(".") and not (depth == 0 and name in KEPT_HIDDEN):  # "!/.env" keeps .env, not .env/.x
-                return True
-            if "/".join(parts[: depth + 1]) == self.config:
                 return True
         return False
 
