@@ -22,6 +22,7 @@ Streams not yet read keep their initial window (``server.py`` turns grpc's windo
 from __future__ import annotations
 
 import asyncio
+import collections
 import hmac
 import logging
 import sys
@@ -44,14 +45,48 @@ if TYPE_CHECKING:
 
 
 class _Connection:
-    """One HTTP/2 connection's calls: how many are open, the bytes their messages hold, the reads it may start."""
+    """One HTTP/2 connection's calls: how many are open, the bytes their messages hold, the reads it may start.
 
-    __slots__ = ("calls", "held", "reading")
+    ``free`` reads may start now; a call finding none waits in ``waiting`` (first come, first served) for one to end.
+    A counter rather than an ``asyncio.Semaphore``: a read that need not wait, nearly every one, costs no coroutine.
+    """
+
+    __slots__ = ("calls", "free", "held", "waiting")
 
     def __init__(self) -> None:
         self.calls = 0
         self.held = 0
-        self.reading = asyncio.Semaphore(READS_AT_ONCE)
+        self.free = READS_AT_ONCE
+        self.waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def take(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
+        """A read starts now (None; ``free`` counts it), or the future that its call awaits (``wait``) for its turn."""
+        if self.free > 0 and not self.waiting:
+            self.free -= 1
+            return None
+        turn = loop.create_future()
+        self.waiting.append(turn)
+        return turn
+
+    async def wait(self, turn: asyncio.Future[None]) -> None:
+        """Wait for ``turn``, handed on by a read that ends (``done``); a call cancelled meanwhile never loses it."""
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():  # handed this turn as it was cancelled: pass it on
+                self.done()
+            elif turn in self.waiting:  # else ``done`` has passed it over already
+                self.waiting.remove(turn)
+            raise
+
+    def done(self) -> None:
+        """A read ended: its turn goes to the first call still waiting, else back to ``free``."""
+        while self.waiting:
+            turn = self.waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.free += 1
 
 
 def _uncancel(task: asyncio.Task[Any]) -> None:
@@ -81,6 +116,7 @@ class Guard:
         self._reading: dict[asyncio.Task[Any], float] = {}  # the calls whose message is awaited: since (loop time)
         self._late: set[asyncio.Task[Any]] = set()  # those of them the sweep cancelled, past --body-timeout
         self._sweeping: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the server's, once its first call runs
         self.tick = min(1.0, self.message_timeout / 8)  # how often _sweep looks at them
 
     def guarded(self, service: str, methods: dict[str, Handler]) -> grpc.GenericRpcHandler:
@@ -118,15 +154,35 @@ class Guard:
         if connection is None:
             connection = self.connections[peer] = _Connection()
         connection.calls += 1
-        task = asyncio.current_task()
+        loop = self._loop
+        if loop is None:  # the server's loop, known once a call runs: asked once, not by every call
+            loop = self._loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         assert task is not None
         reading = self._reading
-        loop = asyncio.get_running_loop()
         reading[task] = loop.time()
         if self._sweeping is None:
             self._sweeping = loop.call_later(self.tick, self._sweep)
         try:
-            return await self._take(connection, context, rpc)
+            turn = connection.take(loop)
+            if turn is not None:
+                await connection.wait(turn)
+            try:
+                if connection.held >= self.max_held:
+                    raise Refusal(
+                        f"The connection holds {connection.held:,} bytes of messages not yet answered, the most "
+                        f"one connection may (--max-body-size {self.max_held:,}); send again once some are "
+                        "answered, or over another connection.",
+                        413,
+                        "connection_buffer",
+                    )
+                message = await context.read()
+            finally:
+                connection.done()
+            if message is grpc.aio.EOF:
+                raise RequestError(f"The {rpc} call ended without a request message; send one.")
+            connection.held += len(message)  # before the next read of the connection checks it
+            return bytes(message)
         except asyncio.CancelledError:
             self._release(peer, 0)
             if task not in self._late:  # the client's cancel, or the server stopping
@@ -158,22 +214,6 @@ class Guard:
                 self._late.add(task)
                 task.cancel()
         self._sweeping = loop.call_later(self.tick, self._sweep)
-
-    async def _take(self, connection: _Connection, context: Context, rpc: str) -> bytes:
-        async with connection.reading:
-            if connection.held >= self.max_held:
-                raise Refusal(
-                    f"The connection holds {connection.held:,} bytes of messages not yet answered, the most "
-                    f"one connection may (--max-body-size {self.max_held:,}); send again once some are "
-                    "answered, or over another connection.",
-                    413,
-                    "connection_buffer",
-                )
-            message = await context.read()
-            if message is grpc.aio.EOF:
-                raise RequestError(f"The {rpc} call ended without a request message; send one.")
-            connection.held += len(message)  # before the next read of the connection checks it
-            return bytes(message)
 
     def _release(self, peer: str, size: int) -> None:
         connection = self.connections[peer]
