@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from localserve.engine.api import ApiRuntime
 from localserve.errors import LocalServeError, NotFound, NotReady
 from localserve.messages.version import LATEST, not_a_version, whole_number
-from localserve.protocols.v2.multi import MultiModels, locate
+from localserve.protocols.v2.multi import MultiModels, NeedsLoad, locate
 from localserve.protocols.v2.view import PLATFORMS, VERSION, V2Model, view_of
 
 
@@ -107,7 +107,10 @@ class V2Models:
 
     async def locate(self, name: str, version: str | None = None) -> tuple[ApiRuntime, V2Model]:
         """``find``, loading a multi-model API's model (off the event loop) when it is not in memory."""
-        return await locate(lambda: self.find(name, version))
+        try:
+            return self.find(name, version)  # in memory, as nearly always: no coroutine of ``locate``'s
+        except NeedsLoad:
+            return await locate(lambda: self.find(name, version))
 
     def no_model(self, name: str) -> NotFound:
         """The 404 for a model name that is no API."""
