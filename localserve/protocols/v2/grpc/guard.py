@@ -116,12 +116,14 @@ class Guard:
         self._reading: dict[asyncio.Task[Any], float] = {}  # the calls whose message is awaited: since (loop time)
         self._late: set[asyncio.Task[Any]] = set()  # those of them the sweep cancelled, past --body-timeout
         self._sweeping: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # the server's, once its first call runs
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's (``guarded``): not asked by every call
         self.tick = min(1.0, self.message_timeout / 8)  # how often _sweep looks at them
 
     def guarded(self, service: str, methods: dict[str, Handler]) -> grpc.GenericRpcHandler:
         """``service``'s generic handler with every unary method served as request-streaming, so that its message is
-        read here: wrapped once, where an interceptor would be run by grpc on every call."""
+        read here: wrapped once, where an interceptor would be run by grpc on every call. Called on the server's
+        event loop, as it starts."""
+        self.loop = asyncio.get_running_loop()
         return grpc.method_handlers_generic_handler(
             service,
             {
@@ -154,9 +156,8 @@ class Guard:
         if connection is None:
             connection = self.connections[peer] = _Connection()
         connection.calls += 1
-        loop = self._loop
-        if loop is None:  # the server's loop, known once a call runs: asked once, not by every call
-            loop = self._loop = asyncio.get_running_loop()
+        loop = self.loop
+        assert loop is not None, "guarded() is called as the server starts, on its loop"
         task = asyncio.current_task(loop)
         assert task is not None
         reading = self._reading
