@@ -84,13 +84,13 @@ _second_text = ""
 _pid = os.getpid()
 _MILLIS = [f"{n:03d}" for n in range(1000)]  # the milliseconds of asctime, as logging's "%03d" writes them
 # (method, path, api, status, with a request id) -> the fixed pieces of its line: what such a line never varies.
-_templates: dict[tuple[str, str, str | None, int, bool], tuple[str, str, str]] = {}
+_line_pieces: dict[tuple[str, str, str | None, int, bool], tuple[str, str, str]] = {}
 
 
 def _new_pid() -> None:
     global _pid
     _pid = os.getpid()
-    _templates.clear()  # they hold the pid
+    _line_pieces.clear()  # they hold the pid
 
 
 if hasattr(os, "register_at_fork"):
@@ -119,11 +119,11 @@ def _json_line(
         _second_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
         _second = second
     key = (method, path, api, status, request_id is not None)
-    pieces = _templates.get(key)
+    pieces = _line_pieces.get(key)
     if pieces is None:
-        if len(_templates) >= 256:  # paths a client makes up must not grow it without end
-            _templates.clear()
-        pieces = _templates[key] = _pieces(*key)
+        if len(_line_pieces) >= 256:  # paths a client makes up must not grow it without end
+            _line_pieces.clear()
+        pieces = _line_pieces[key] = _pieces(*key)
     message, fields, latency = pieces
     quoted_id = "" if request_id is None else encode_basestring(request_id)
     line = (
