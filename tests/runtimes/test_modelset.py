@@ -201,7 +201,7 @@ def test_a_model_still_not_in_memory_after_two_loads_is_a_503_to_retry() -> None
         raise NeedsLoad("multi.a", lambda: loads.append("load"))  # evicted again each time by other requests
 
     with pytest.raises(LocalServeError) as caught:
-        asyncio.run(locate(find))
+        asyncio.run(locate(find, NeedsLoad("multi.a", lambda: loads.append("load"))))
     assert loads == ["load", "load"]
     reply = render_error(caught.value, None, v2=True)
     assert reply.status == 503

@@ -108,9 +108,9 @@ class V2Models:
     async def locate(self, name: str, version: str | None = None) -> tuple[ApiRuntime, V2Model]:
         """``find``, loading a multi-model API's model (off the event loop) when it is not in memory."""
         try:
-            return self.find(name, version)  # in memory, as nearly always: no coroutine of ``locate``'s
-        except NeedsLoad:
-            return await locate(lambda: self.find(name, version))
+            return self.find(name, version)
+        except NeedsLoad as need:
+            return await locate(lambda: self.find(name, version), need)
 
     def no_model(self, name: str) -> NotFound:
         """The 404 for a model name that is no API."""

@@ -97,21 +97,19 @@ class MultiModels:
         self._views[(name, number)] = (loaded, self.describe(rt.api, name, loaded, versions=versions, route=route))
 
 
-async def locate(find: Callable[[], tuple[ApiRuntime, V2Model]]) -> tuple[ApiRuntime, V2Model]:
-    """``find()``, loading the model it needs off the event loop first when it must; a 503 (retry) when it is still
-    not in memory after that (its copy trimmed, or it evicted, by other requests meanwhile)."""
+async def locate(find: Callable[[], tuple[ApiRuntime, V2Model]], need: NeedsLoad) -> tuple[ApiRuntime, V2Model]:
+    """``find()`` once the model it needs (``need``, which ``find`` raised) is loaded off the event loop; a 503 (retry)
+    when it is still not in memory after that (its copy trimmed, or it evicted, by other requests meanwhile)."""
     for _ in range(2):  # a remote copy to fetch, then the version to load
+        await asyncio.to_thread(need.load)
         try:
             return find()
-        except NeedsLoad as need:
-            await asyncio.to_thread(need.load)
-    try:
-        return find()
-    except NeedsLoad as need:
-        raise LocalServeError(
-            f"Model {need.name!r} is not ready: it changed while it loaded (a new version, or its copy deleted); retry.",
-            status_code=503,
-        ) from None
+        except NeedsLoad as again:
+            need = again
+    raise LocalServeError(
+        f"Model {need.name!r} is not ready: it changed while it loaded (a new version, or its copy deleted); retry.",
+        status_code=503,
+    )
 
 
 def routed(model: V2Model, feed: Any) -> tuple[Any, int, tuple[str, str] | None]:
